@@ -1,0 +1,31 @@
+//! Resource types of aoctl: metadata, `Project`, `Session`, `Event`, conditions, durations,
+//! quantities, validation and JSON Schema. This crate does no IO.
+
+pub mod condition;
+pub mod decode;
+pub mod duration;
+pub mod event;
+pub mod meta;
+pub mod project;
+pub mod quantity;
+pub mod reactions;
+pub mod schema;
+pub mod session;
+pub mod validate;
+
+pub use condition::{Condition, ConditionStatus};
+pub use decode::{AnyObject, DecodeError};
+pub use duration::Duration;
+pub use event::{Event, EventType, InvolvedObject};
+pub use meta::{Kind, ObjectMeta, OwnerReference, Resource, Time};
+pub use project::{Project, ProjectSpec, ProjectStatus};
+pub use quantity::Quantity;
+pub use session::{Session, SessionSpec, SessionStatus};
+pub use validate::FieldError;
+
+/// The API group of every aoctl resource.
+pub const GROUP: &str = "ao.dev";
+/// The served version of the group.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` of every aoctl object.
+pub const API_VERSION: &str = "ao.dev/v1alpha1";

@@ -1,0 +1,176 @@
+//! The `Project` kind: one local git repository that sessions work on.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::condition::Condition;
+use crate::duration::Duration;
+use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta};
+use crate::reactions::Reactions;
+use crate::session::{AgentRef, DockerSpec, RuntimeKind, WorkspaceKind};
+
+/// A repository and the defaults its sessions share.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Project {
+    #[serde(default = "default_api_version", deserialize_with = "de_api_version")]
+    pub api_version: String,
+    #[serde(default = "project_kind", deserialize_with = "de_kind")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: ProjectSpec,
+    #[serde(default, skip_serializing_if = "ProjectStatus::is_empty")]
+    pub status: ProjectStatus,
+}
+
+fn project_kind() -> String {
+    Kind::Project.as_str().to_string()
+}
+
+fn de_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    check_kind(d, Kind::Project)
+}
+
+resource_impl!(Project, Kind::Project);
+
+impl Project {
+    /// A project with just a name and a path, for tests and `aoctl up`.
+    pub fn new(name: &str, path: &str) -> Project {
+        Project {
+            api_version: default_api_version(),
+            kind: project_kind(),
+            metadata: ObjectMeta { name: name.to_string(), ..Default::default() },
+            spec: ProjectSpec { path: path.to_string(), ..Default::default() },
+            status: ProjectStatus::default(),
+        }
+    }
+}
+
+/// What the user declares about a project.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectSpec {
+    /// Absolute path of a local git repository.
+    pub path: String,
+    /// GitHub repository `owner/name` for pull requests and CI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// Branch new sessions start from; detected from the repository when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_branch: Option<String>,
+    /// Prefix of session branches; the project name when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<SessionDefaults>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<SetupSpec>,
+    /// Sessions beyond this many wait in phase `Queued`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_sessions: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reactions: Option<Reactions>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifiers: Vec<Notifier>,
+    /// Docker settings sessions inherit (`host`, `image`, limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<DockerSpec>,
+}
+
+/// How the controller talks to GitHub for this project.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GithubSpec {
+    /// REST base URL; `https://api.github.com` when absent (GitHub Enterprise: `https://HOST/api/v3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
+    /// Environment variable of the controller holding the token; `GITHUB_TOKEN` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// Environment variable holding the webhook secret; `AOCTL_WEBHOOK_SECRET` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret_env: Option<String>,
+    /// How often open pull requests are polled; `30s` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval: Option<Duration>,
+}
+
+/// Defaults for the project's sessions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionDefaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceKind>,
+}
+
+/// What is prepared in each new workspace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SetupSpec {
+    /// Files copied from the main checkout (relative paths).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copy: Vec<String>,
+    /// Files or folders symlinked from the main checkout (relative paths).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub symlink: Vec<String>,
+    /// Shell commands run in the workspace, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<String>,
+}
+
+/// Where notifications go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NotifierType {
+    Webhook,
+    Slack,
+    Discord,
+    Desktop,
+    Command,
+}
+
+/// One notification target.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Notifier {
+    #[serde(rename = "type")]
+    pub type_: NotifierType,
+    /// For `webhook`, `slack` and `discord`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// For `command`: the argument vector; the notification arrives as JSON on stdin.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+}
+
+/// What the controller observed about a project.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The branch sessions start from: `spec.defaultBranch` or the one detected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_branch: Option<String>,
+    /// Commit the default branch pointed at when last reconciled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_sha: Option<String>,
+    /// Number of sessions of this project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<u32>,
+}
+
+impl ProjectStatus {
+    pub fn is_empty(&self) -> bool {
+        *self == ProjectStatus::default()
+    }
+}

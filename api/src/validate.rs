@@ -1,0 +1,419 @@
+//! Semantic validation after decoding: names, labels, paths, refs and cross-field rules.
+//! Every error names the field it is about.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::condition::validate_reason;
+use crate::event::Event;
+use crate::meta::ObjectMeta;
+use crate::project::{NotifierType, Project};
+use crate::session::{AgentRef, DockerSpec, Session};
+
+/// One invalid field: its path (`spec.branch`) and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+        FieldError { field: field.into(), message: message.into() }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+/// Objects that can check themselves.
+pub trait Validate {
+    /// All problems found; empty when valid.
+    fn validate(&self) -> Vec<FieldError>;
+}
+
+/// Checks a DNS-1123 label: ≤ 63 of `[a-z0-9-]`, starting and ending alphanumeric.
+pub fn dns1123_label(value: &str) -> Result<(), String> {
+    let b = value.as_bytes();
+    if b.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if b.len() > 63 {
+        return Err(format!("`{value}` is {} characters long; at most 63 are allowed", b.len()));
+    }
+    let ok = b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric();
+    if !ok {
+        return Err(format!(
+            "`{value}` is not a DNS-1123 label: use lower-case letters, digits and `-`, starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+fn label_part(s: &str, max: usize) -> bool {
+    let b = s.as_bytes();
+    b.len() <= max
+        && (b.is_empty()
+            || (b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))))
+}
+
+/// Checks a label key (`[prefix/]name`) as Kubernetes does.
+pub fn label_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        let ok = !p.is_empty() && p.len() <= 253 && p.split('.').all(|part| dns1123_label(part).is_ok());
+        if !ok {
+            return Err(format!("label key `{key}`: the prefix must be a DNS subdomain"));
+        }
+    }
+    if name.is_empty() || !label_part(name, 63) {
+        return Err(format!("label key `{key}`: the name must be 1–63 letters, digits, `-`, `_` or `.`, starting and ending alphanumeric"));
+    }
+    Ok(())
+}
+
+/// Checks a label value: ≤ 63 letters, digits, `-`, `_` or `.`, starting and ending alphanumeric.
+pub fn label_value(value: &str) -> Result<(), String> {
+    if label_part(value, 63) {
+        Ok(())
+    } else {
+        Err(format!("label value `{value}` must be at most 63 letters, digits, `-`, `_` or `.`, starting and ending alphanumeric"))
+    }
+}
+
+/// Checks a branch or ref name with the rules of `git check-ref-format --allow-onelevel`.
+pub fn git_ref(value: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("`{value}` is not a valid git branch name: {why}"));
+    if value.is_empty() {
+        return bad("it is empty");
+    }
+    if value.bytes().any(|c| c < 0x20 || c == 0x7f || b" ~^:?*[\\".contains(&c)) {
+        return bad("it contains a space, control character or one of ~ ^ : ? * [ \\");
+    }
+    if value.contains("..") || value.contains("@{") || value.contains("//") {
+        return bad("it contains `..`, `@{` or `//`");
+    }
+    if value.starts_with('/') || value.ends_with('/') || value.ends_with('.') || value == "@" || value.starts_with('-') {
+        return bad("it starts with `/` or `-`, ends with `/` or `.`, or is `@`");
+    }
+    if value.split('/').any(|c| c.starts_with('.') || c.ends_with(".lock")) {
+        return bad("a component starts with `.` or ends with `.lock`");
+    }
+    Ok(())
+}
+
+/// Checks an environment variable name.
+pub fn env_name(name: &str) -> Result<(), String> {
+    let b = name.as_bytes();
+    let ok = !b.is_empty() && (b[0].is_ascii_alphabetic() || b[0] == b'_') && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{name}` is not an environment variable name: use letters, digits and `_`, not starting with a digit"))
+    }
+}
+
+fn http_url(value: &str) -> Result<(), String> {
+    let rest = value.strip_prefix("https://").or_else(|| value.strip_prefix("http://"));
+    match rest {
+        Some(r) if !r.is_empty() && !r.starts_with('/') && !value.chars().any(char::is_whitespace) => Ok(()),
+        _ => Err(format!("`{value}` is not an http:// or https:// URL")),
+    }
+}
+
+fn relative_path(value: &str) -> Result<(), String> {
+    if value.is_empty() || value.starts_with('/') || value.contains('\0') || value.split(['/', '\\']).any(|c| c == "..") {
+        Err(format!("`{value}` must be a relative path inside the repository (no leading `/`, no `..`)"))
+    } else {
+        Ok(())
+    }
+}
+
+fn is_absolute(p: &str) -> bool {
+    p.starts_with('/') || (p.len() > 2 && p.as_bytes()[1] == b':' && matches!(p.as_bytes()[2], b'\\' | b'/'))
+}
+
+/// Collects problems with a common field prefix.
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn check(&mut self, field: impl Into<String>, r: Result<(), String>) {
+        if let Err(m) = r {
+            self.0.push(FieldError::new(field, m));
+        }
+    }
+}
+
+/// Validates user-settable metadata. `name_required` is false when `generateName` may stand in.
+pub fn validate_meta(meta: &ObjectMeta, errs: &mut Vec<FieldError>) {
+    let mut e = Errors(vec![]);
+    match (&meta.name[..], &meta.generate_name) {
+        ("", None) => e.check("metadata.name", Err("is required".into())),
+        ("", Some(g)) => {
+            // The store appends five characters.
+            let trimmed = g.trim_end_matches('-');
+            e.check("metadata.generateName", dns1123_label(trimmed).and_then(|_| {
+                if g.len() > 58 { Err(format!("`{g}` is longer than 58 characters")) } else { Ok(()) }
+            }));
+        }
+        (name, _) => e.check("metadata.name", dns1123_label(name)),
+    }
+    check_labels("metadata.labels", &meta.labels, &mut e, true);
+    check_labels("metadata.annotations", &meta.annotations, &mut e, false);
+    for (i, f) in meta.finalizers.iter().enumerate() {
+        let ok = !f.is_empty() && f.len() <= 253 && f.bytes().all(|c| c.is_ascii_alphanumeric() || b"-._/".contains(&c));
+        if !ok {
+            e.check(format!("metadata.finalizers[{i}]"), Err(format!("`{f}` is not a finalizer name such as `ao.dev/cleanup`")));
+        }
+    }
+    for (i, o) in meta.owner_references.iter().enumerate() {
+        e.check(format!("metadata.ownerReferences[{i}].name"), dns1123_label(&o.name));
+        if o.uid.is_empty() {
+            e.check(format!("metadata.ownerReferences[{i}].uid"), Err("is required".into()));
+        }
+    }
+    errs.extend(e.0);
+}
+
+fn check_labels(field: &str, map: &BTreeMap<String, String>, e: &mut Errors, values_too: bool) {
+    for (k, v) in map {
+        e.check(format!("{field}.{k}"), label_key(k));
+        if values_too {
+            e.check(format!("{field}.{k}"), label_value(v));
+        }
+    }
+}
+
+fn check_docker(field: &str, d: &DockerSpec, e: &mut Errors) {
+    if let Some(c) = d.cpus {
+        if !(c > 0.0 && c.is_finite()) {
+            e.check(format!("{field}.cpus"), Err(format!("must be a positive number of CPUs, not {c}")));
+        }
+    }
+    if let Some(p) = d.pids_limit {
+        if p <= 0 {
+            e.check(format!("{field}.pidsLimit"), Err(format!("must be positive, not {p}")));
+        }
+    }
+    if let Some(h) = &d.host {
+        if !["unix://", "tcp://", "ssh://", "npipe://"].iter().any(|s| h.starts_with(s)) {
+            e.check(format!("{field}.host"), Err(format!("`{h}` must start with unix://, tcp://, ssh:// or npipe://")));
+        }
+    }
+    if let Some(img) = &d.image {
+        if img.is_empty() || img.chars().any(char::is_whitespace) {
+            e.check(format!("{field}.image"), Err(format!("`{img}` is not an image reference")));
+        }
+    }
+}
+
+impl Validate for Project {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errs = vec![];
+        validate_meta(&self.metadata, &mut errs);
+        let mut e = Errors(errs);
+        let s = &self.spec;
+        if s.path.is_empty() {
+            e.check("spec.path", Err("is required: the absolute path of a local git repository".into()));
+        } else if !is_absolute(&s.path) || s.path.contains('\0') {
+            e.check("spec.path", Err(format!("`{}` must be an absolute path", s.path)));
+        }
+        if let Some(r) = &s.repo {
+            let ok = r.split_once('/').is_some_and(|(o, n)| {
+                !o.is_empty() && !n.is_empty() && !n.contains('/') && r.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_./".contains(&c))
+            });
+            if !ok {
+                e.check("spec.repo", Err(format!("`{r}` is not a GitHub repository of the form owner/name")));
+            }
+        }
+        if let Some(b) = &s.default_branch {
+            e.check("spec.defaultBranch", git_ref(b));
+        }
+        if let Some(p) = &s.session_prefix {
+            e.check("spec.sessionPrefix", git_ref(p));
+        }
+        if let Some(g) = &s.github {
+            if let Some(u) = &g.api_url {
+                e.check("spec.github.apiUrl", http_url(u));
+            }
+            if let Some(t) = &g.token_env {
+                e.check("spec.github.tokenEnv", env_name(t));
+            }
+            if let Some(t) = &g.webhook_secret_env {
+                e.check("spec.github.webhookSecretEnv", env_name(t));
+            }
+            if g.poll_interval.is_some_and(|d| d.0 < std::time::Duration::from_secs(1)) {
+                e.check("spec.github.pollInterval", Err("must be at least 1s".into()));
+            }
+        }
+        if let Some(d) = &s.defaults {
+            if let Some(a) = &d.agent {
+                check_agent("spec.defaults.agent", a, &mut e);
+            }
+        }
+        if let Some(setup) = &s.setup {
+            for (i, p) in setup.copy.iter().enumerate() {
+                e.check(format!("spec.setup.copy[{i}]"), relative_path(p));
+            }
+            for (i, p) in setup.symlink.iter().enumerate() {
+                e.check(format!("spec.setup.symlink[{i}]"), relative_path(p));
+            }
+            for (i, c) in setup.commands.iter().enumerate() {
+                if c.trim().is_empty() {
+                    e.check(format!("spec.setup.commands[{i}]"), Err("must not be empty".into()));
+                }
+            }
+        }
+        if s.max_concurrent_sessions == Some(0) {
+            e.check("spec.maxConcurrentSessions", Err("must be at least 1".into()));
+        }
+        for (i, n) in s.notifiers.iter().enumerate() {
+            let f = format!("spec.notifiers[{i}]");
+            match n.type_ {
+                NotifierType::Webhook | NotifierType::Slack | NotifierType::Discord => match &n.url {
+                    Some(u) => e.check(format!("{f}.url"), http_url(u)),
+                    None => e.check(format!("{f}.url"), Err(format!("is required for a {} notifier", n.type_.as_str()))),
+                },
+                NotifierType::Command if n.command.is_empty() => {
+                    e.check(format!("{f}.command"), Err("is required for a command notifier".into()))
+                }
+                _ => {}
+            }
+        }
+        if let Some(d) = &s.docker {
+            check_docker("spec.docker", d, &mut e);
+        }
+        e.0
+    }
+}
+
+impl NotifierType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifierType::Webhook => "webhook",
+            NotifierType::Slack => "slack",
+            NotifierType::Discord => "discord",
+            NotifierType::Desktop => "desktop",
+            NotifierType::Command => "command",
+        }
+    }
+}
+
+fn check_agent(field: &str, a: &AgentRef, e: &mut Errors) {
+    if let AgentRef::Custom { command } = a {
+        if command[0].trim().is_empty() {
+            e.check(format!("{field}.command[0]"), Err("the program must not be empty".into()));
+        }
+    }
+}
+
+impl Validate for Session {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errs = vec![];
+        validate_meta(&self.metadata, &mut errs);
+        let mut e = Errors(errs);
+        let s = &self.spec;
+        if s.project.is_empty() {
+            e.check("spec.project", Err("is required: the name of the Project this session works on".into()));
+        } else {
+            e.check("spec.project", dns1123_label(&s.project));
+        }
+        if let Some(a) = &s.agent {
+            check_agent("spec.agent", a, &mut e);
+        }
+        for (i, a) in s.agent_args.iter().enumerate() {
+            if a.contains('\0') {
+                e.check(format!("spec.agentArgs[{i}]"), Err("must not contain NUL".into()));
+            }
+        }
+        if let Some(b) = &s.branch {
+            e.check("spec.branch", git_ref(b));
+        }
+        if let Some(b) = &s.base_ref {
+            e.check("spec.baseRef", git_ref(b));
+        }
+        for k in s.env.keys() {
+            e.check(format!("spec.env.{k}"), env_name(k));
+        }
+        if let Some(i) = &s.issue {
+            if i.is_empty() || i.chars().any(char::is_whitespace) {
+                e.check("spec.issue", Err(format!("`{i}` is not an issue reference such as `42`")));
+            }
+        }
+        if let Some(d) = &s.docker {
+            check_docker("spec.docker", d, &mut e);
+        }
+        e.0
+    }
+}
+
+impl Validate for Event {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errs = vec![];
+        validate_meta(&self.metadata, &mut errs);
+        let mut e = Errors(errs);
+        e.check("involvedObject.name", dns1123_label(&self.involved_object.name));
+        e.check("reason", validate_reason(&self.reason));
+        e.0
+    }
+}
+
+/// Validates conditions written through a status update.
+pub fn validate_conditions(field: &str, conditions: &[crate::Condition]) -> Vec<FieldError> {
+    let mut e = Errors(vec![]);
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, c) in conditions.iter().enumerate() {
+        e.check(format!("{field}[{i}].type"), validate_reason(&c.type_));
+        e.check(format!("{field}[{i}].reason"), validate_reason(&c.reason));
+        if !seen.insert(&c.type_) {
+            e.check(format!("{field}[{i}].type"), Err(format!("condition `{}` appears twice", c.type_)));
+        }
+    }
+    e.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        dns1123_label("fix-login").unwrap();
+        dns1123_label(&"a".repeat(63)).unwrap();
+        for bad in ["", "Fix", "-a", "a-", "a_b", "a.b", &"a".repeat(64)] {
+            assert!(dns1123_label(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn refs() {
+        for ok in ["main", "demo/fix-login", "feature/a.b"] {
+            git_ref(ok).unwrap();
+        }
+        for bad in ["", "a..b", "a b", "/a", "a/", "a.lock", "a/.b", "a@{b", "-x", "a:b"] {
+            assert!(git_ref(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn labels() {
+        label_key("team").unwrap();
+        label_key("ao.dev/session").unwrap();
+        assert!(label_key("ao.dev/").is_err());
+        assert!(label_key("Bad_Prefix/x").is_err());
+        label_value("").unwrap();
+        assert!(label_value("a b").is_err());
+    }
+}
