@@ -44,7 +44,14 @@ pub mod types {
 }
 
 impl Condition {
-    pub fn new(type_: &str, status: ConditionStatus, reason: &str, message: impl Into<String>, observed_generation: Option<i64>, now: Time) -> Condition {
+    pub fn new(
+        type_: &str,
+        status: ConditionStatus,
+        reason: &str,
+        message: impl Into<String>,
+        observed_generation: Option<i64>,
+        now: Time,
+    ) -> Condition {
         Condition {
             type_: type_.to_string(),
             status,

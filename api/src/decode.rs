@@ -113,7 +113,9 @@ pub fn split_documents(text: &str) -> Vec<(usize, String)> {
         cur.push('\n');
     }
     docs.push((start, cur));
-    docs.into_iter().filter(|(_, d)| d.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))).collect()
+    docs.into_iter()
+        .filter(|(_, d)| d.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#')))
+        .collect()
 }
 
 /// Decodes and validates every document of a YAML (or JSON) manifest stream.
@@ -138,7 +140,9 @@ fn decode_yaml_document(source: &str, start: usize, doc: &str) -> Result<AnyObje
         let loc = e.location();
         at(loc.as_ref().map(|l| l.line()), loc.as_ref().map(|l| l.column()), None, strip_location(&e.to_string()))
     })?;
-    let map = value.as_mapping().ok_or_else(|| at(Some(1), None, None, "a manifest must be a mapping with apiVersion, kind, metadata and spec".into()))?;
+    let map = value.as_mapping().ok_or_else(|| {
+        at(Some(1), None, None, "a manifest must be a mapping with apiVersion, kind, metadata and spec".into())
+    })?;
     let kind = match map.get("kind") {
         Some(serde_yaml_ng::Value::String(k)) => k.clone(),
         Some(_) => return Err(at(locate(doc, "kind"), None, Some("kind".into()), "must be a string".into())),
@@ -148,8 +152,14 @@ fn decode_yaml_document(source: &str, start: usize, doc: &str) -> Result<AnyObje
         "Project" => AnyObject::Project(typed_yaml(doc).map_err(|(l, c, f, m)| at(l, c, f, m))?),
         "Session" => AnyObject::Session(typed_yaml(doc).map_err(|(l, c, f, m)| at(l, c, f, m))?),
         other => {
-            let hint = suggest(other, &["Project", "Session"]).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
-            return Err(at(locate(doc, "kind"), None, Some("kind".into()), format!("unknown kind `{other}`{hint}; allowed: Project, Session")));
+            let hint =
+                suggest(other, &["Project", "Session"]).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+            return Err(at(
+                locate(doc, "kind"),
+                None,
+                Some("kind".into()),
+                format!("unknown kind `{other}`{hint}; allowed: Project, Session"),
+            ));
         }
     };
     if let Some(fe) = object.validate().into_iter().next() {
@@ -166,7 +176,12 @@ fn typed_yaml<T: DeserializeOwned>(doc: &str) -> Result<T, Located> {
         let path = field_path(e.path());
         let inner = e.inner();
         let loc = inner.location();
-        (loc.as_ref().map(|l| l.line()), loc.as_ref().map(|l| l.column()), path, humanize(&strip_location(&inner.to_string())))
+        (
+            loc.as_ref().map(|l| l.line()),
+            loc.as_ref().map(|l| l.column()),
+            path,
+            humanize(&strip_location(&inner.to_string())),
+        )
     })
 }
 
@@ -198,7 +213,13 @@ pub fn decode_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
 pub fn decode_json_valid<T: DeserializeOwned + Validate>(body: &[u8]) -> Result<T, DecodeError> {
     let v: T = decode_json(body)?;
     if let Some(fe) = v.validate().into_iter().next() {
-        return Err(DecodeError { source: "request body".into(), line: None, column: None, field: Some(fe.field), message: fe.message });
+        return Err(DecodeError {
+            source: "request body".into(),
+            line: None,
+            column: None,
+            field: Some(fe.field),
+            message: fe.message,
+        });
     }
     Ok(v)
 }
@@ -286,7 +307,9 @@ pub fn locate(doc: &str, path: &str) -> Option<usize> {
             }
             if indent > min_indent || i == from {
                 let quoted = [format!("{key}:"), format!("\"{key}\":"), format!("'{key}':")];
-                if quoted.iter().any(|q| body.starts_with(q.as_str()) || line.contains(&format!("{{{q}")) || line.contains(&format!(", {q}"))) {
+                if quoted.iter().any(|q| {
+                    body.starts_with(q.as_str()) || line.contains(&format!("{{{q}")) || line.contains(&format!(", {q}"))
+                }) {
                     hit = Some((i, indent));
                     break;
                 }
@@ -297,8 +320,15 @@ pub fn locate(doc: &str, path: &str) -> Option<usize> {
         from = line;
         min_indent = indent;
         if let Some(n) = index {
-            let items: Vec<usize> = lines.iter().enumerate().skip(line + 1)
-                .take_while(|(_, l)| l.trim().is_empty() || (l.len() - l.trim_start().len()) as isize > indent || l.trim_start().starts_with("- "))
+            let items: Vec<usize> = lines
+                .iter()
+                .enumerate()
+                .skip(line + 1)
+                .take_while(|(_, l)| {
+                    l.trim().is_empty()
+                        || (l.len() - l.trim_start().len()) as isize > indent
+                        || l.trim_start().starts_with("- ")
+                })
                 .filter(|(_, l)| l.trim_start().starts_with("- "))
                 .map(|(i, _)| i)
                 .collect();
@@ -358,7 +388,9 @@ mod tests {
         let e = decode_json::<Session>(br#"{"spec": {"project": "a", "stoped": true}}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("spec.stoped"));
         assert!(e.message.contains("did you mean `stopped`"), "{e}");
-        let e = decode_json_valid::<Session>(br#"{"metadata":{"name":"x"},"spec": {"project": "a", "branch": "a..b"}}"#).unwrap_err();
+        let e =
+            decode_json_valid::<Session>(br#"{"metadata":{"name":"x"},"spec": {"project": "a", "branch": "a..b"}}"#)
+                .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("spec.branch"));
     }
 

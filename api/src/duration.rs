@@ -25,7 +25,9 @@ impl FromStr for Duration {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("invalid duration `{s}`: use a number and a unit (ms, s, m, h, d), such as `30s`, `10m` or `1h30m`");
+        let bad = || {
+            format!("invalid duration `{s}`: use a number and a unit (ms, s, m, h, d), such as `30s`, `10m` or `1h30m`")
+        };
         if s.is_empty() {
             return Err(bad());
         }
@@ -103,7 +105,14 @@ mod tests {
 
     #[test]
     fn parses_and_formats() {
-        for (s, ms) in [("30s", 30_000), ("10m", 600_000), ("2h", 7_200_000), ("1h30m", 5_400_000), ("500ms", 500), ("1d", 86_400_000)] {
+        for (s, ms) in [
+            ("30s", 30_000),
+            ("10m", 600_000),
+            ("2h", 7_200_000),
+            ("1h30m", 5_400_000),
+            ("500ms", 500),
+            ("1d", 86_400_000),
+        ] {
             let d: Duration = s.parse().unwrap();
             assert_eq!(d.0.as_millis(), ms, "{s}");
             assert_eq!(d.to_string(), s);

@@ -64,14 +64,18 @@ resource_impl!(Event, Kind::Event);
 
 impl Event {
     /// A new event about `object`, named after it so repeats can be found.
-    pub fn new(object: InvolvedObject, type_: EventType, reason: &str, message: impl Into<String>, source: &str, now: Time) -> Event {
+    pub fn new(
+        object: InvolvedObject,
+        type_: EventType,
+        reason: &str,
+        message: impl Into<String>,
+        source: &str,
+        now: Time,
+    ) -> Event {
         Event {
             api_version: default_api_version(),
             kind: event_kind(),
-            metadata: ObjectMeta {
-                generate_name: Some(format!("{}-", object.name)),
-                ..Default::default()
-            },
+            metadata: ObjectMeta { generate_name: Some(format!("{}-", object.name)), ..Default::default() },
             involved_object: object,
             type_,
             reason: reason.to_string(),

@@ -210,10 +210,7 @@ pub(crate) use resource_impl;
 pub(crate) fn check_kind<'de, D: Deserializer<'de>>(d: D, want: Kind) -> Result<String, D::Error> {
     let s = String::deserialize(d)?;
     if s != want.as_str() {
-        return Err(serde::de::Error::custom(format!(
-            "kind `{s}` where `{}` was expected",
-            want.as_str()
-        )));
+        return Err(serde::de::Error::custom(format!("kind `{s}` where `{}` was expected", want.as_str())));
     }
     Ok(s)
 }

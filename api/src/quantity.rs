@@ -25,7 +25,9 @@ impl FromStr for Quantity {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("invalid quantity `{s}`: use a number with an optional suffix (Ki, Mi, Gi, Ti, Pi, k, M, G, T, P), such as `256Mi` or `4Gi`");
+        let bad = || {
+            format!("invalid quantity `{s}`: use a number with an optional suffix (Ki, Mi, Gi, Ti, Pi, k, M, G, T, P), such as `256Mi` or `4Gi`")
+        };
         let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
         let (num, suffix) = s.split_at(split);
         let mult: u64 = match suffix {

@@ -137,10 +137,8 @@ mod tests {
 
     #[test]
     fn overlay_keeps_unset_fields() {
-        let over = Reactions {
-            ci_failed: Some(Reaction { retries: Some(5), ..Default::default() }),
-            ..Default::default()
-        };
+        let over =
+            Reactions { ci_failed: Some(Reaction { retries: Some(5), ..Default::default() }), ..Default::default() };
         let r = Reactions::defaults().overlay(&over);
         let ci = r.ci_failed.unwrap();
         assert_eq!(ci.retries, Some(5));

@@ -6,5 +6,8 @@ use crate::session::Session;
 /// `(file name, pretty JSON)` for every published schema.
 pub fn schemas() -> Vec<(&'static str, String)> {
     let render = |s: schemars::Schema| serde_json::to_string_pretty(&s).expect("schemas serialise") + "\n";
-    vec![("project.json", render(schemars::schema_for!(Project))), ("session.json", render(schemars::schema_for!(Session)))]
+    vec![
+        ("project.json", render(schemars::schema_for!(Project))),
+        ("session.json", render(schemars::schema_for!(Session))),
+    ]
 }

@@ -13,8 +13,30 @@ use crate::reactions::Reactions;
 
 /// The built-in agent adapters, by the name a manifest uses.
 pub const BUILTIN_AGENTS: &[&str] = &[
-    "claude-code", "codex", "aider", "opencode", "grok", "droid", "amp", "agy", "crush", "cursor", "qwen", "copilot", "goose",
-    "auggie", "continue", "devin", "cline", "kimi", "kiro", "kilocode", "vibe", "pi", "autohand", "gemini",
+    "claude-code",
+    "codex",
+    "aider",
+    "opencode",
+    "grok",
+    "droid",
+    "amp",
+    "agy",
+    "crush",
+    "cursor",
+    "qwen",
+    "copilot",
+    "goose",
+    "auggie",
+    "continue",
+    "devin",
+    "cline",
+    "kimi",
+    "kiro",
+    "kilocode",
+    "vibe",
+    "pi",
+    "autohand",
+    "gemini",
 ];
 
 /// An agent working on one branch of a project.
@@ -60,7 +82,9 @@ impl Session {
 pub enum AgentRef {
     Builtin(String),
     /// Argument vector; `{prompt}` and `{promptFile}` are substituted.
-    Custom { command: Vec<String> },
+    Custom {
+        command: Vec<String>,
+    },
 }
 
 impl Serialize for AgentRef {
@@ -194,9 +218,23 @@ string_enum!(
 
 impl Phase {
     pub const ALL: [Phase; 17] = [
-        Phase::Pending, Phase::Queued, Phase::Provisioning, Phase::Working, Phase::Idle, Phase::NeedsInput, Phase::Stuck,
-        Phase::PrOpen, Phase::CiFailed, Phase::ChangesRequested, Phase::Approved, Phase::Mergeable, Phase::Merged,
-        Phase::Closed, Phase::Stopped, Phase::Failed, Phase::Terminating,
+        Phase::Pending,
+        Phase::Queued,
+        Phase::Provisioning,
+        Phase::Working,
+        Phase::Idle,
+        Phase::NeedsInput,
+        Phase::Stuck,
+        Phase::PrOpen,
+        Phase::CiFailed,
+        Phase::ChangesRequested,
+        Phase::Approved,
+        Phase::Mergeable,
+        Phase::Merged,
+        Phase::Closed,
+        Phase::Stopped,
+        Phase::Failed,
+        Phase::Terminating,
     ];
 }
 

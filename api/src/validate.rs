@@ -105,7 +105,8 @@ pub fn git_ref(value: &str) -> Result<(), String> {
     if value.contains("..") || value.contains("@{") || value.contains("//") {
         return bad("it contains `..`, `@{` or `//`");
     }
-    if value.starts_with('/') || value.ends_with('/') || value.ends_with('.') || value == "@" || value.starts_with('-') {
+    if value.starts_with('/') || value.ends_with('/') || value.ends_with('.') || value == "@" || value.starts_with('-')
+    {
         return bad("it starts with `/` or `-`, ends with `/` or `.`, or is `@`");
     }
     if value.split('/').any(|c| c.starts_with('.') || c.ends_with(".lock")) {
@@ -117,11 +118,15 @@ pub fn git_ref(value: &str) -> Result<(), String> {
 /// Checks an environment variable name.
 pub fn env_name(name: &str) -> Result<(), String> {
     let b = name.as_bytes();
-    let ok = !b.is_empty() && (b[0].is_ascii_alphabetic() || b[0] == b'_') && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
+    let ok = !b.is_empty()
+        && (b[0].is_ascii_alphabetic() || b[0] == b'_')
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
     if ok {
         Ok(())
     } else {
-        Err(format!("`{name}` is not an environment variable name: use letters, digits and `_`, not starting with a digit"))
+        Err(format!(
+            "`{name}` is not an environment variable name: use letters, digits and `_`, not starting with a digit"
+        ))
     }
 }
 
@@ -134,7 +139,8 @@ fn http_url(value: &str) -> Result<(), String> {
 }
 
 fn relative_path(value: &str) -> Result<(), String> {
-    if value.is_empty() || value.starts_with('/') || value.contains('\0') || value.split(['/', '\\']).any(|c| c == "..") {
+    if value.is_empty() || value.starts_with('/') || value.contains('\0') || value.split(['/', '\\']).any(|c| c == "..")
+    {
         Err(format!("`{value}` must be a relative path inside the repository (no leading `/`, no `..`)"))
     } else {
         Ok(())
@@ -164,18 +170,29 @@ pub fn validate_meta(meta: &ObjectMeta, errs: &mut Vec<FieldError>) {
         ("", Some(g)) => {
             // The store appends five characters.
             let trimmed = g.trim_end_matches('-');
-            e.check("metadata.generateName", dns1123_label(trimmed).and_then(|_| {
-                if g.len() > 58 { Err(format!("`{g}` is longer than 58 characters")) } else { Ok(()) }
-            }));
+            e.check(
+                "metadata.generateName",
+                dns1123_label(trimmed).and_then(|_| {
+                    if g.len() > 58 {
+                        Err(format!("`{g}` is longer than 58 characters"))
+                    } else {
+                        Ok(())
+                    }
+                }),
+            );
         }
         (name, _) => e.check("metadata.name", dns1123_label(name)),
     }
     check_labels("metadata.labels", &meta.labels, &mut e, true);
     check_labels("metadata.annotations", &meta.annotations, &mut e, false);
     for (i, f) in meta.finalizers.iter().enumerate() {
-        let ok = !f.is_empty() && f.len() <= 253 && f.bytes().all(|c| c.is_ascii_alphanumeric() || b"-._/".contains(&c));
+        let ok =
+            !f.is_empty() && f.len() <= 253 && f.bytes().all(|c| c.is_ascii_alphanumeric() || b"-._/".contains(&c));
         if !ok {
-            e.check(format!("metadata.finalizers[{i}]"), Err(format!("`{f}` is not a finalizer name such as `ao.dev/cleanup`")));
+            e.check(
+                format!("metadata.finalizers[{i}]"),
+                Err(format!("`{f}` is not a finalizer name such as `ao.dev/cleanup`")),
+            );
         }
     }
     for (i, o) in meta.owner_references.iter().enumerate() {
@@ -232,7 +249,10 @@ impl Validate for Project {
         }
         if let Some(r) = &s.repo {
             let ok = r.split_once('/').is_some_and(|(o, n)| {
-                !o.is_empty() && !n.is_empty() && !n.contains('/') && r.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_./".contains(&c))
+                !o.is_empty()
+                    && !n.is_empty()
+                    && !n.contains('/')
+                    && r.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_./".contains(&c))
             });
             if !ok {
                 e.check("spec.repo", Err(format!("`{r}` is not a GitHub repository of the form owner/name")));
@@ -284,7 +304,9 @@ impl Validate for Project {
             match n.type_ {
                 NotifierType::Webhook | NotifierType::Slack | NotifierType::Discord => match &n.url {
                     Some(u) => e.check(format!("{f}.url"), http_url(u)),
-                    None => e.check(format!("{f}.url"), Err(format!("is required for a {} notifier", n.type_.as_str()))),
+                    None => {
+                        e.check(format!("{f}.url"), Err(format!("is required for a {} notifier", n.type_.as_str())))
+                    }
                 },
                 NotifierType::Command if n.command.is_empty() => {
                     e.check(format!("{f}.command"), Err("is required for a command notifier".into()))
