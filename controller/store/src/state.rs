@@ -1,0 +1,141 @@
+//! The state shared by readers, watches and the writer: sled trees, the published cache, counters.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use aoctl_api::Kind;
+use serde_json::Value;
+
+use crate::codec::{self, kind_index, object_rv, parse_object_key, parse_rv_key};
+use crate::error::StoreError;
+
+/// A key and its value, as stored.
+#[cfg(test)]
+pub(crate) type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// Tunables of a store.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// How many of the newest change-log entries are kept for watches to resume from.
+    pub log_retention: u64,
+    /// How many `Event` objects are kept; older ones are deleted.
+    pub max_events: usize,
+    /// Capacity of the live watch channel; a watch that falls further behind catches up from the log.
+    pub watch_buffer: usize,
+    /// The most writes committed together under one flush.
+    pub max_batch: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig { log_retention: 10_000, max_events: 1000, watch_buffer: 4096, max_batch: 256 }
+    }
+}
+
+/// The objects as of the newest published resourceVersion, in memory.
+#[derive(Default)]
+pub(crate) struct Cache {
+    pub objects: [BTreeMap<String, Arc<Value>>; 3],
+    pub rv: u64,
+}
+
+impl Cache {
+    pub fn map(&self, kind: Kind) -> &BTreeMap<String, Arc<Value>> {
+        &self.objects[kind_index(kind)]
+    }
+
+    pub fn map_mut(&mut self, kind: Kind) -> &mut BTreeMap<String, Arc<Value>> {
+        &mut self.objects[kind_index(kind)]
+    }
+
+    pub fn get(&self, kind: Kind, name: &str) -> Option<&Arc<Value>> {
+        self.map(kind).get(name)
+    }
+}
+
+/// Everything readers, watches and the writer thread share.
+pub(crate) struct Shared {
+    pub db: sled::Db,
+    pub objects: sled::Tree,
+    pub log: sled::Tree,
+    pub meta: sled::Tree,
+    pub cache: RwLock<Cache>,
+    /// The newest published resourceVersion; mirrors `cache.rv`.
+    pub rv: AtomicU64,
+    /// Log entries up to and including this resourceVersion may have been removed.
+    pub compacted: AtomicU64,
+    pub config: StoreConfig,
+}
+
+impl Shared {
+    /// Opens the database at `dir` and loads the objects and counters.
+    pub fn open(dir: &Path, config: StoreConfig) -> Result<Shared, StoreError> {
+        let db = sled::Config::new().path(dir).open()?;
+        let objects = db.open_tree(codec::OBJECTS)?;
+        let log = db.open_tree(codec::LOG)?;
+        let meta = db.open_tree(codec::META)?;
+        let mut cache = Cache::default();
+        let mut rv = match meta.get(codec::RV_KEY)? {
+            Some(b) => parse_rv_key(&b)?,
+            None => 0,
+        };
+        for item in objects.iter() {
+            let (k, v) = item?;
+            let (kind, name) =
+                parse_object_key(&k).ok_or_else(|| StoreError::Storage("malformed object key".into()))?;
+            let obj: Value = serde_json::from_slice(&v)?;
+            rv = rv.max(object_rv(&obj));
+            cache.map_mut(kind).insert(name, Arc::new(obj));
+        }
+        if let Some((k, _)) = log.last()? {
+            rv = rv.max(parse_rv_key(&k)?);
+        }
+        let compacted = match log.first()? {
+            Some((k, _)) => parse_rv_key(&k)? - 1,
+            None => rv,
+        };
+        cache.rv = rv;
+        Ok(Shared {
+            db,
+            objects,
+            log,
+            meta,
+            cache: RwLock::new(cache),
+            rv: AtomicU64::new(rv),
+            compacted: AtomicU64::new(compacted),
+            config,
+        })
+    }
+
+    pub fn read(&self) -> RwLockReadGuard<'_, Cache> {
+        // A panic while holding the lock cannot leave the cache half-updated in a way readers would
+        // notice more than a stale read, so a poisoned lock is used as is.
+        self.cache.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn write(&self) -> RwLockWriteGuard<'_, Cache> {
+        self.cache.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn published_rv(&self) -> u64 {
+        self.rv.load(Ordering::Acquire)
+    }
+
+    /// Every key and value of every tree, for tests that compare the database before and after.
+    #[cfg(test)]
+    pub fn dump(&self) -> Vec<(Vec<u8>, Vec<KeyValue>)> {
+        let mut names = self.db.tree_names();
+        names.sort();
+        names
+            .into_iter()
+            .map(|n| {
+                let tree = self.db.open_tree(&n).expect("tree opens");
+                let items =
+                    tree.iter().map(|i| i.expect("tree reads")).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+                (n.to_vec(), items)
+            })
+            .collect()
+    }
+}
