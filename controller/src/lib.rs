@@ -1,1 +1,14 @@
-//! placeholder
+//! The aoctl controller: reconcilers, the HTTP API, metrics, and `serve`, which wires them to
+//! the store and the engine.
+
+pub mod context;
+pub mod http;
+pub mod metrics;
+pub mod reconcilers;
+pub mod recorder;
+mod serve;
+
+pub use serve::{serve, serve_on, ServeError, ServeOptions};
+
+/// Version of this build, as `/version` and `aoctl version` report it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

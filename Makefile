@@ -1,0 +1,46 @@
+# Build, run and test aoctl. `make demo` runs it on a scratch repository; `make test` is what CI runs.
+
+CARGO ?= cargo
+BIN := target/debug/aoctl
+
+.PHONY: build demo demo-stop test unit e2e lint fmt schema bench clean
+
+build:
+	$(CARGO) build --workspace --all-targets
+
+## Run the product on its embedded defaults: a scratch repository, a server on 127.0.0.1:7421.
+demo:
+	$(CARGO) build -p aoctl
+	e2e/demo.sh
+
+demo-stop:
+	AOCTL_DATA_DIR=$(CURDIR)/.scratch/demo/data AOCTL_SERVER=http://127.0.0.1:7421 $(BIN) down
+
+## Everything CI checks: formatting, lints, unit, integration and end-to-end tests.
+test: lint
+	$(CARGO) test --workspace --all-targets --no-fail-fast
+
+unit:
+	$(CARGO) test --workspace --lib --bins
+
+e2e:
+	$(CARGO) test -p aoctl --test e2e
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+## Regenerate manifests/schema/ from the api types.
+schema:
+	UPDATE_SCHEMAS=1 $(CARGO) test -p aoctl-api --test schema_fresh
+
+bench:
+	$(CARGO) build --release -p aoctl
+	e2e/bench.sh
+
+clean:
+	$(CARGO) clean
+	rm -rf .scratch

@@ -1,0 +1,109 @@
+//! One error type for every handler, rendered as a Kubernetes-style `Status` body.
+
+use aoctl_api::{DecodeError, FieldError, Kind};
+use aoctl_store::StoreError;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+/// Everything a request can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The body is not valid JSON for the kind, or has unknown fields.
+    #[error("{0}")]
+    Decode(DecodeError),
+    /// The body decoded but a field's value is not allowed.
+    #[error("{kind} \"{name}\" is invalid: {}", .errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+    Invalid { kind: Kind, name: String, errors: Vec<FieldError> },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the server could not find the requested resource")]
+    NoRoute,
+    #[error("Unauthorized: a valid bearer token is required")]
+    Unauthorized,
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("the server is starting; try again shortly")]
+    NotReady,
+}
+
+impl AppError {
+    fn code_and_reason(&self) -> (u16, &'static str) {
+        match self {
+            AppError::Store(e) => (e.code(), e.reason()),
+            AppError::Decode(_) | AppError::BadRequest(_) => (400, "BadRequest"),
+            AppError::Invalid { .. } => (422, "Invalid"),
+            AppError::NoRoute => (404, "NotFound"),
+            AppError::Unauthorized => (401, "Unauthorized"),
+            AppError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
+            AppError::NotReady => (503, "ServiceUnavailable"),
+        }
+    }
+
+    /// The `Status` body.
+    pub fn status_body(&self) -> Value {
+        let (code, reason) = self.code_and_reason();
+        let mut details = serde_json::Map::new();
+        match self {
+            AppError::Decode(d) => {
+                let mut cause = json!({"message": d.message});
+                if let Some(f) = &d.field {
+                    cause["field"] = json!(f);
+                }
+                if let Some(l) = d.line {
+                    cause["line"] = json!(l);
+                    cause["column"] = json!(d.column);
+                }
+                details.insert("causes".into(), json!([cause]));
+            }
+            AppError::Invalid { kind, name, errors } => {
+                details.insert("kind".into(), json!(kind.plural()));
+                details.insert("name".into(), json!(name));
+                let causes: Vec<Value> = errors
+                    .iter()
+                    .map(|e| json!({"reason": "FieldValueInvalid", "field": e.field, "message": e.message}))
+                    .collect();
+                details.insert("causes".into(), Value::Array(causes));
+            }
+            AppError::Store(
+                StoreError::NotFound { kind, name }
+                | StoreError::AlreadyExists { kind, name }
+                | StoreError::Conflict { kind, name, .. },
+            ) => {
+                details.insert("kind".into(), json!(kind.plural()));
+                details.insert("name".into(), json!(name));
+            }
+            _ => {}
+        }
+        let mut body = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": reason,
+            "code": code,
+        });
+        if !details.is_empty() {
+            body["details"] = Value::Object(details);
+        }
+        body
+    }
+
+    pub fn code(&self) -> u16 {
+        self.code_and_reason().0
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if code.is_server_error() {
+            tracing::error!(error = %self, "request failed");
+        }
+        (code, Json(self.status_body())).into_response()
+    }
+}

@@ -1,0 +1,341 @@
+//! Resource handlers: list, get, create, replace, merge-patch, delete and status, for every kind.
+
+use std::collections::HashMap;
+
+use aoctl_api::decode::{decode_json, AnyObject};
+use aoctl_api::validate::validate_conditions;
+use aoctl_api::{FieldError, Kind, OwnerReference, Project, Session, API_VERSION};
+use aoctl_store::{Deleted, Selector, StoreError, WriteOptions};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::patch::merge;
+use super::watch;
+use super::{AppError, AppState};
+
+/// Query parameters the resource endpoints understand.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Params {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub watch: Option<String>,
+    pub resource_version: Option<String>,
+    pub timeout_seconds: Option<u64>,
+    pub dry_run: Option<String>,
+}
+
+impl Params {
+    fn options(&self) -> Result<WriteOptions, AppError> {
+        match self.dry_run.as_deref() {
+            None => Ok(WriteOptions { dry_run: false }),
+            Some("All") => Ok(WriteOptions { dry_run: true }),
+            Some(other) => Err(AppError::BadRequest(format!("dryRun: unsupported value `{other}`; allowed: All"))),
+        }
+    }
+
+    pub fn selector(&self) -> Result<Selector, AppError> {
+        match self.label_selector.as_deref() {
+            None | Some("") => Ok(Selector::everything()),
+            Some(s) => Selector::parse(s).map_err(|e| AppError::BadRequest(format!("labelSelector: {e}"))),
+        }
+    }
+
+    pub fn fields(&self) -> Result<FieldSelector, AppError> {
+        FieldSelector::parse(self.field_selector.as_deref().unwrap_or(""))
+    }
+
+    fn is_watch(&self) -> bool {
+        matches!(self.watch.as_deref(), Some("true" | "1"))
+    }
+}
+
+/// `fieldSelector`: `path=value`, `path==value` or `path!=value` terms on dotted JSON paths.
+#[derive(Debug, Default)]
+pub struct FieldSelector(Vec<(String, bool, String)>);
+
+impl FieldSelector {
+    pub fn parse(s: &str) -> Result<FieldSelector, AppError> {
+        let mut terms = vec![];
+        for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let (path, eq, value) = if let Some((p, v)) = term.split_once("!=") {
+                (p, false, v)
+            } else if let Some((p, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                (p, true, v)
+            } else {
+                return Err(AppError::BadRequest(format!("fieldSelector: `{term}` is not of the form path=value")));
+            };
+            terms.push((path.trim().to_string(), eq, value.trim().to_string()));
+        }
+        Ok(FieldSelector(terms))
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.0.iter().all(|(path, eq, want)| {
+            let got = obj.pointer(&format!("/{}", path.replace('.', "/")));
+            let got = match got {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(v) => v.to_string(),
+            };
+            (got == *want) == *eq
+        })
+    }
+}
+
+pub fn kind_of(plural: &str) -> Result<Kind, AppError> {
+    Kind::ALL.into_iter().find(|k| k.plural() == plural).ok_or(AppError::NoRoute)
+}
+
+fn writable(kind: Kind) -> Result<(), AppError> {
+    if kind.has_spec() {
+        Ok(())
+    } else {
+        Err(AppError::BadRequest(format!("{} are written by the controller and are read-only", kind.plural())))
+    }
+}
+
+pub async fn list_or_watch(
+    State(state): State<AppState>,
+    Path(plural): Path<String>,
+    Query(params): Query<Params>,
+) -> Result<Response, AppError> {
+    let kind = kind_of(&plural)?;
+    if params.is_watch() {
+        return watch::stream(state, kind, params).await;
+    }
+    let selector = params.selector()?;
+    let fields = params.fields()?;
+    let (items, rv) = state.store.list(kind, &selector).await?;
+    let items: Vec<Value> = items.into_iter().filter(|o| fields.matches(o)).collect();
+    Ok(Json(json!({
+        "apiVersion": API_VERSION,
+        "kind": kind.list_kind(),
+        "metadata": {"resourceVersion": rv.to_string()},
+        "items": items,
+    }))
+    .into_response())
+}
+
+pub async fn get_one(
+    State(state): State<AppState>,
+    Path(path): Path<HashMap<String, String>>,
+) -> Result<Json<Value>, AppError> {
+    let kind = kind_of(&path["plural"])?;
+    Ok(Json(state.store.get(kind, &path["name"]).await?))
+}
+
+/// Decodes a body strictly into the kind's type, validates it and returns its canonical JSON.
+fn decode_body(kind: Kind, body: &[u8]) -> Result<AnyObject, AppError> {
+    let obj = match kind {
+        Kind::Project => AnyObject::Project(decode_json::<Project>(body).map_err(AppError::Decode)?),
+        Kind::Session => AnyObject::Session(decode_json::<Session>(body).map_err(AppError::Decode)?),
+        Kind::Event => return Err(writable(kind).unwrap_err()),
+    };
+    let errors = obj.validate();
+    if !errors.is_empty() {
+        return Err(AppError::Invalid { kind, name: obj.meta().name.clone(), errors });
+    }
+    Ok(obj)
+}
+
+fn require_json(headers: &HeaderMap, merge_patch: bool) -> Result<(), AppError> {
+    let ct = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json");
+    let ct = ct.split(';').next().unwrap_or("").trim();
+    let ok = ct == "application/json" || (merge_patch && ct == "application/merge-patch+json");
+    if ok {
+        Ok(())
+    } else {
+        let allowed = if merge_patch { "application/merge-patch+json, application/json" } else { "application/json" };
+        Err(AppError::UnsupportedMediaType(format!("unsupported content type `{ct}`; use {allowed}")))
+    }
+}
+
+/// Admission: a Session's project must exist, and the Session is owned by it (deleting the
+/// Project deletes its Sessions).
+async fn admit(state: &AppState, obj: &mut AnyObject) -> Result<(), AppError> {
+    let AnyObject::Session(s) = obj else { return Ok(()) };
+    let project: Project = match state.store.get_typed(&s.spec.project).await {
+        Ok(p) => p,
+        Err(StoreError::NotFound { .. }) => {
+            return Err(AppError::Invalid {
+                kind: Kind::Session,
+                name: s.metadata.name.clone(),
+                errors: vec![FieldError::new("spec.project", format!("project \"{}\" not found", s.spec.project))],
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let uid = project.metadata.uid.clone().unwrap_or_default();
+    let refs = &mut s.metadata.owner_references;
+    refs.retain(|r| r.kind != Kind::Project.as_str());
+    refs.push(OwnerReference {
+        api_version: API_VERSION.into(),
+        kind: Kind::Project.as_str().into(),
+        name: project.metadata.name.clone(),
+        uid,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    });
+    Ok(())
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    Path(plural): Path<String>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, AppError> {
+    let kind = kind_of(&plural)?;
+    writable(kind)?;
+    require_json(&headers, false)?;
+    let opts = params.options()?;
+    let mut obj = decode_body(kind, &body)?;
+    admit(&state, &mut obj).await?;
+    let created = state.store.create(kind, obj.to_value(), opts).await?;
+    Ok((StatusCode::CREATED, Json(created)).into_response())
+}
+
+fn check_name(body_name: &str, url_name: &str) -> Result<(), AppError> {
+    if body_name != url_name {
+        return Err(AppError::BadRequest(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({url_name})"
+        )));
+    }
+    Ok(())
+}
+
+/// Fills an empty `metadata.name` from the URL; other mismatches are errors.
+fn name_from_url(body: &[u8], url_name: &str) -> Result<Vec<u8>, AppError> {
+    let mut v: Value = serde_json::from_slice(body).map_err(|e| {
+        AppError::Decode(aoctl_api::DecodeError {
+            source: "request body".into(),
+            line: Some(e.line()),
+            column: Some(e.column()),
+            field: None,
+            message: e.to_string(),
+        })
+    })?;
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        match meta.get("name").and_then(Value::as_str) {
+            None | Some("") => {
+                meta.insert("name".into(), json!(url_name));
+            }
+            Some(n) => check_name(n, url_name)?,
+        }
+    } else if v.is_object() {
+        v["metadata"] = json!({"name": url_name});
+    }
+    Ok(serde_json::to_vec(&v).expect("values serialise"))
+}
+
+pub async fn replace(
+    State(state): State<AppState>,
+    Path((plural, name)): Path<(String, String)>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, AppError> {
+    let kind = kind_of(&plural)?;
+    writable(kind)?;
+    require_json(&headers, false)?;
+    let opts = params.options()?;
+    let body = name_from_url(&body, &name)?;
+    let mut obj = decode_body(kind, &body)?;
+    admit(&state, &mut obj).await?;
+    Ok(Json(state.store.update(kind, obj.to_value(), opts).await?))
+}
+
+pub async fn patch(
+    State(state): State<AppState>,
+    Path((plural, name)): Path<(String, String)>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, AppError> {
+    let kind = kind_of(&plural)?;
+    writable(kind)?;
+    require_json(&headers, true)?;
+    let opts = params.options()?;
+    let patch: Value = decode_json(&body).map_err(AppError::Decode)?;
+    if !patch.is_object() {
+        return Err(AppError::BadRequest("a merge patch must be a JSON object".into()));
+    }
+    let pinned = patch.pointer("/metadata/resourceVersion").is_some();
+    // Without a resourceVersion in the patch, a concurrent write is merged again, as Kubernetes does.
+    let mut attempts = 0;
+    loop {
+        let mut current = state.store.get(kind, &name).await?;
+        if let Some(status) = current.as_object_mut() {
+            status.remove("status");
+        }
+        merge(&mut current, &patch);
+        let merged = serde_json::to_vec(&current).expect("values serialise");
+        let merged = name_from_url(&merged, &name)?;
+        let mut obj = decode_body(kind, &merged)?;
+        admit(&state, &mut obj).await?;
+        match state.store.update(kind, obj.to_value(), opts.clone()).await {
+            Err(StoreError::Conflict { .. }) if !pinned && attempts < 5 => attempts += 1,
+            other => return Ok(Json(other?)),
+        }
+    }
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    Path((plural, name)): Path<(String, String)>,
+    Query(params): Query<Params>,
+    body: Bytes,
+) -> Result<Response, AppError> {
+    let kind = kind_of(&plural)?;
+    writable(kind)?;
+    let opts = params.options()?;
+    // Optional DeleteOptions body: {"preconditions": {"resourceVersion": "…"}}.
+    let precondition = if body.is_empty() {
+        None
+    } else {
+        let v: Value = decode_json(&body).map_err(AppError::Decode)?;
+        v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string)
+    };
+    Ok(match state.store.delete(kind, &name, precondition.as_deref(), opts).await? {
+        Deleted::Gone(obj) => (StatusCode::OK, Json(obj)).into_response(),
+        Deleted::Terminating(obj) => (StatusCode::ACCEPTED, Json(obj)).into_response(),
+    })
+}
+
+pub async fn replace_status(
+    State(state): State<AppState>,
+    Path((plural, name)): Path<(String, String)>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, AppError> {
+    let kind = kind_of(&plural)?;
+    writable(kind)?;
+    require_json(&headers, false)?;
+    let opts = params.options()?;
+    let body = name_from_url(&body, &name)?;
+    let (status, rv, errors) = match kind {
+        Kind::Project => {
+            let p: Project = decode_json(&body).map_err(AppError::Decode)?;
+            let errs = validate_conditions("status.conditions", &p.status.conditions);
+            (serde_json::to_value(&p.status), p.metadata.resource_version, errs)
+        }
+        Kind::Session => {
+            let s: Session = decode_json(&body).map_err(AppError::Decode)?;
+            let errs = validate_conditions("status.conditions", &s.status.conditions);
+            (serde_json::to_value(&s.status), s.metadata.resource_version, errs)
+        }
+        Kind::Event => unreachable!("events are rejected by writable()"),
+    };
+    if !errors.is_empty() {
+        return Err(AppError::Invalid { kind, name, errors });
+    }
+    let status = status.expect("status serialises");
+    Ok(Json(state.store.update_status(kind, &name, status, rv.as_deref(), opts).await?))
+}

@@ -1,0 +1,213 @@
+//! `/openapi.json`: the API's operations built with utoipa; the component schemas come from the
+//! same schemars derivations as manifests/schema/, so there is one source for every shape.
+
+use std::sync::OnceLock;
+
+use aoctl_api::{Event, Kind, Project, Session};
+use axum::Json;
+use serde_json::{json, Value};
+use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItemBuilder};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::{
+    Content, InfoBuilder, ObjectBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, Required, ResponseBuilder,
+};
+
+fn json_content(schema: &str) -> Content {
+    Content::new(Some(Ref::from_schema_name(schema)))
+}
+
+fn response(description: &str, schema: &str) -> utoipa::openapi::Response {
+    ResponseBuilder::new().description(description).content("application/json", json_content(schema)).build()
+}
+
+fn query(name: &str, description: &str) -> utoipa::openapi::path::Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Query)
+        .required(Required::False)
+        .description(Some(description))
+        .schema(Some(ObjectBuilder::new().schema_type(utoipa::openapi::Type::String)))
+        .build()
+}
+
+fn name_param() -> utoipa::openapi::path::Parameter {
+    ParameterBuilder::new()
+        .name("name")
+        .parameter_in(ParameterIn::Path)
+        .required(Required::True)
+        .schema(Some(ObjectBuilder::new().schema_type(utoipa::openapi::Type::String)))
+        .build()
+}
+
+fn op(id: String, summary: String) -> OperationBuilder {
+    OperationBuilder::new()
+        .operation_id(Some(id))
+        .summary(Some(summary))
+        .response("default", response("A Kubernetes-style Status describing the error", "Status"))
+}
+
+fn body(schema: &str, content_type: &str) -> Option<utoipa::openapi::request_body::RequestBody> {
+    Some(RequestBodyBuilder::new().required(Some(Required::True)).content(content_type, json_content(schema)).build())
+}
+
+fn build() -> Value {
+    let mut paths = PathsBuilder::new();
+    for kind in Kind::ALL {
+        let (k, plural, list) = (kind.as_str(), kind.plural(), kind.list_kind());
+        let base = format!("/apis/ao.dev/v1alpha1/{plural}");
+        let list_op = op(format!("list{k}"), format!("List or watch {plural}"))
+            .parameter(query("labelSelector", "Label selector such as `team=web,tier!=db`"))
+            .parameter(query("fieldSelector", "Field selector such as `spec.project=demo`"))
+            .parameter(query("watch", "`true` streams ADDED/MODIFIED/DELETED/BOOKMARK events as NDJSON"))
+            .parameter(query("resourceVersion", "Start a watch after this version; 410 when it is too old"))
+            .parameter(query("timeoutSeconds", "End a watch after this many seconds"))
+            .response("200", response(&format!("The {plural}"), list));
+        let get_op = op(format!("read{k}"), format!("Read a {k}")).parameter(name_param()).response("200", response(k, k));
+        let mut collection = PathItemBuilder::new().operation(HttpMethod::Get, list_op);
+        let mut item = PathItemBuilder::new().operation(HttpMethod::Get, get_op);
+        if kind.has_spec() {
+            let dry = || query("dryRun", "`All` checks and returns the result without storing it");
+            collection = collection.operation(
+                HttpMethod::Post,
+                op(format!("create{k}"), format!("Create a {k}"))
+                    .parameter(dry())
+                    .request_body(body(k, "application/json"))
+                    .response("201", response("Created", k)),
+            );
+            item = item
+                .operation(
+                    HttpMethod::Put,
+                    op(format!("replace{k}"), format!("Replace a {k}'s metadata and spec"))
+                        .parameter(name_param())
+                        .parameter(dry())
+                        .request_body(body(k, "application/json"))
+                        .response("200", response("Replaced", k)),
+                )
+                .operation(
+                    HttpMethod::Patch,
+                    op(format!("patch{k}"), format!("Merge-patch a {k} (RFC 7386)"))
+                        .parameter(name_param())
+                        .parameter(dry())
+                        .request_body(body(k, "application/merge-patch+json"))
+                        .response("200", response("Patched", k)),
+                )
+                .operation(
+                    HttpMethod::Delete,
+                    op(format!("delete{k}"), format!("Delete a {k}"))
+                        .parameter(name_param())
+                        .parameter(dry())
+                        .response("200", response("Deleted", k))
+                        .response("202", response("Deletion started; finalizers remain", k)),
+                );
+            let status = PathItemBuilder::new()
+                .operation(
+                    HttpMethod::Get,
+                    op(format!("read{k}Status"), format!("Read a {k} with its status"))
+                        .parameter(name_param())
+                        .response("200", response(k, k)),
+                )
+                .operation(
+                    HttpMethod::Put,
+                    op(format!("replace{k}Status"), format!("Replace a {k}'s status"))
+                        .parameter(name_param())
+                        .request_body(body(k, "application/json"))
+                        .response("200", response("Replaced", k)),
+                )
+                .build();
+            paths = paths.path(format!("{base}/{{name}}/status"), status);
+        }
+        paths = paths.path(base.clone(), collection.build()).path(format!("{base}/{{name}}"), item.build());
+    }
+    for (path, summary) in [
+        ("/healthz", "Liveness: 200 while the process serves"),
+        ("/readyz", "Readiness: 200 once the store is loaded and the controllers run"),
+        ("/metrics", "Prometheus metrics in the text format"),
+        ("/version", "Server version"),
+    ] {
+        let id = path.trim_start_matches('/').to_string();
+        let o = OperationBuilder::new()
+            .operation_id(Some(id))
+            .summary(Some(summary))
+            .response("200", ResponseBuilder::new().description("OK").build());
+        paths = paths.path(path, PathItemBuilder::new().operation(HttpMethod::Get, o).build());
+    }
+    let doc: OpenApi = OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("aoctl")
+                .version(crate::VERSION)
+                .description(Some("Declarative control of fleets of terminal coding agents")),
+        )
+        .paths(paths.build())
+        .build();
+    let mut doc = serde_json::to_value(doc).expect("the document serialises");
+    doc["components"] = json!({"schemas": schemas()});
+    doc
+}
+
+/// Component schemas for every kind, its list and `Status`, from schemars.
+fn schemas() -> Value {
+    let mut gen = schemars::generate::SchemaSettings::openapi3().into_generator();
+    gen.subschema_for::<Project>();
+    gen.subschema_for::<Session>();
+    gen.subschema_for::<Event>();
+    let mut defs = gen.take_definitions(true);
+    for kind in Kind::ALL {
+        defs.insert(
+            kind.list_kind().to_string(),
+            json!({
+                "type": "object",
+                "required": ["apiVersion", "kind", "metadata", "items"],
+                "properties": {
+                    "apiVersion": {"type": "string"},
+                    "kind": {"type": "string", "enum": [kind.list_kind()]},
+                    "metadata": {"type": "object", "properties": {"resourceVersion": {"type": "string"}}},
+                    "items": {"type": "array", "items": {"$ref": format!("#/components/schemas/{}", kind.as_str())}},
+                }
+            }),
+        );
+    }
+    defs.insert(
+        "Status".into(),
+        json!({
+            "type": "object",
+            "required": ["kind", "code", "reason", "message"],
+            "properties": {
+                "kind": {"type": "string", "enum": ["Status"]},
+                "apiVersion": {"type": "string"},
+                "status": {"type": "string", "enum": ["Failure"]},
+                "code": {"type": "integer"},
+                "reason": {"type": "string"},
+                "message": {"type": "string"},
+                "details": {"type": "object", "properties": {
+                    "name": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "causes": {"type": "array", "items": {"type": "object", "properties": {
+                        "field": {"type": "string"}, "message": {"type": "string"}, "reason": {"type": "string"}}}}
+                }}
+            }
+        }),
+    );
+    Value::Object(defs)
+}
+
+pub async fn document() -> Json<Value> {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    Json(DOC.get_or_init(build).clone())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_reference_resolves() {
+        let doc = super::build();
+        let text = doc.to_string();
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        for r in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = &r[..r.find('"').unwrap()];
+            assert!(schemas.contains_key(name), "dangling $ref to {name}");
+        }
+        assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/status"]["put"].is_object());
+        assert!(doc["paths"]["/apis/ao.dev/v1alpha1/events"]["post"].is_null());
+    }
+}

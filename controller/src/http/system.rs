@@ -1,0 +1,36 @@
+//! `/healthz`, `/readyz`, `/metrics` and `/version`.
+
+use std::sync::atomic::Ordering;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::json;
+
+use super::{AppError, AppState};
+
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, AppError> {
+    if state.ready.load(Ordering::Acquire) {
+        Ok("ok")
+    } else {
+        Err(AppError::NotReady)
+    }
+}
+
+pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, AppError> {
+    state.metrics.refresh_sessions(&state.store).await?;
+    Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], state.metrics.render()))
+}
+
+pub async fn version() -> Json<serde_json::Value> {
+    Json(json!({
+        "version": crate::VERSION,
+        "apiVersion": aoctl_api::API_VERSION,
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    }))
+}

@@ -1,0 +1,125 @@
+//! NDJSON watch streams: `ADDED`/`MODIFIED`/`DELETED` in resourceVersion order, periodic
+//! `BOOKMARK`s, and an `ERROR` with a 410 `Status` when the requested version is gone.
+
+use std::time::Duration;
+
+use aoctl_api::{Kind, API_VERSION};
+use aoctl_store::{EventKind, StoreError};
+use axum::body::Body;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::objects::Params;
+use super::{AppError, AppState};
+
+/// How often an idle watch reports how far it has got.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+
+fn line(type_: &str, object: &Value) -> Result<Bytes, std::io::Error> {
+    let mut v = serde_json::to_vec(&json!({"type": type_, "object": object})).expect("values serialise");
+    v.push(b'\n');
+    Ok(Bytes::from(v))
+}
+
+pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Response, AppError> {
+    let selector = params.selector()?;
+    let fields = params.fields()?;
+    let from = match params.resource_version.as_deref() {
+        None | Some("") | Some("0") => None,
+        Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+            AppError::BadRequest(format!("resourceVersion: `{rv}` is not a resource version from this server"))
+        })?),
+    };
+    // Without a version, the stream starts with the current objects as ADDED events.
+    let (initial, from) = match from {
+        Some(rv) => (vec![], rv),
+        None => state.store.list(kind, &selector).await?,
+    };
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
+    let deadline = params.timeout_seconds.map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
+    let watch = state.store.watch(&[kind], from);
+    let gauge = state.metrics.watch_streams.clone();
+    let mut shutdown = state.shutdown.clone();
+    tokio::spawn(async move {
+        let _open = Open::new(gauge);
+        for obj in initial.iter().filter(|o| fields.matches(o)) {
+            if tx.send(line("ADDED", obj)).await.is_err() {
+                return;
+            }
+        }
+        let mut watch = match watch {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = tx.send(line("ERROR", &AppError::Store(e).status_body())).await;
+                return;
+            }
+        };
+        let mut last = from;
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY);
+        loop {
+            let until_deadline = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                ev = watch.next() => {
+                    let Some(ev) = ev else {
+                        // The store ended the stream: it fell too far behind (410, re-list) or is closing.
+                        let e = watch.error().cloned().unwrap_or(StoreError::Gone { from: last, oldest: last + 1 });
+                        let _ = tx.send(line("ERROR", &AppError::Store(e).status_body())).await;
+                        return;
+                    };
+                    last = ev.rv;
+                    let labels = ev.object.pointer("/metadata/labels").and_then(Value::as_object);
+                    let labels: std::collections::BTreeMap<String, String> = labels
+                        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+                        .unwrap_or_default();
+                    if !selector.matches(&labels) || !fields.matches(&ev.object) {
+                        continue;
+                    }
+                    let type_ = match ev.kind_ {
+                        EventKind::Added => "ADDED",
+                        EventKind::Modified => "MODIFIED",
+                        EventKind::Deleted => "DELETED",
+                    };
+                    if tx.send(line(type_, &ev.object)).await.is_err() {
+                        return;
+                    }
+                }
+                _ = tick.tick() => {
+                    let bookmark = json!({"apiVersion": API_VERSION, "kind": kind.as_str(), "metadata": {"resourceVersion": last.to_string()}});
+                    if tx.send(line("BOOKMARK", &bookmark)).await.is_err() {
+                        return;
+                    }
+                }
+                _ = tx.closed() => return,
+                _ = async { shutdown.wait_for(|s| *s).await.map(|_| ()) } => return,
+                _ = until_deadline => return,
+            }
+        }
+    });
+    Ok(([(header::CONTENT_TYPE, "application/json; stream=watch")], Body::from_stream(ReceiverStream::new(rx)))
+        .into_response())
+}
+
+/// Counts an open stream in `aoctl_watch_streams` for as long as it lives.
+struct Open(prometheus::IntGauge);
+
+impl Open {
+    fn new(gauge: prometheus::IntGauge) -> Open {
+        gauge.inc();
+        Open(gauge)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}

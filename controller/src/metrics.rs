@@ -1,0 +1,66 @@
+//! The controller's Prometheus registry: engine metrics, `aoctl_sessions`, `aoctl_watch_streams`
+//! and the standard `process_*` metrics.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use aoctl_api::session::Phase;
+use aoctl_api::{Kind, Session};
+use aoctl_store::{Selector, Store, StoreError};
+use prometheus::{Encoder, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub engine: Arc<aoctl_engine::Metrics>,
+    /// Sessions by project and phase, as the store holds them.
+    pub sessions: IntGaugeVec,
+    /// Open watch streams of the HTTP API.
+    pub watch_streams: IntGauge,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        #[cfg(target_os = "linux")]
+        registry.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))?;
+        let engine = aoctl_engine::Metrics::register(&registry)?;
+        let sessions = IntGaugeVec::new(
+            Opts::new("aoctl_sessions", "Number of sessions by project and phase."),
+            &["project", "phase"],
+        )?;
+        registry.register(Box::new(sessions.clone()))?;
+        let watch_streams = IntGauge::new("aoctl_watch_streams", "Number of open watch streams of the HTTP API.")?;
+        registry.register(Box::new(watch_streams.clone()))?;
+        Ok(Metrics { registry, engine, sessions, watch_streams })
+    }
+
+    /// Recomputes `aoctl_sessions` from the store; every phase of every project is present, at 0
+    /// when empty, so alerts see a series from the start.
+    pub async fn refresh_sessions(&self, store: &Store) -> Result<(), StoreError> {
+        let (projects, _) = store.list(Kind::Project, &Selector::everything()).await?;
+        let (sessions, _): (Vec<Session>, _) = store.list_typed(&Selector::everything()).await?;
+        let mut counts: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+        for p in &projects {
+            let name = p.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default();
+            for phase in Phase::ALL {
+                counts.insert((name.to_string(), phase.as_str()), 0);
+            }
+        }
+        for s in &sessions {
+            let phase = s.status.phase.unwrap_or(Phase::Pending).as_str();
+            *counts.entry((s.spec.project.clone(), phase)).or_default() += 1;
+        }
+        self.sessions.reset();
+        for ((project, phase), n) in counts {
+            self.sessions.with_label_values(&[&project, phase]).set(n);
+        }
+        Ok(())
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut buf = vec![];
+        TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding does not fail");
+        String::from_utf8(buf).expect("the text format is UTF-8")
+    }
+}

@@ -1,0 +1,23 @@
+//! The reconcilers: each looks at the whole object, drives the world toward its spec and writes
+//! status. None is told why it runs, so each is idempotent.
+
+pub mod project;
+
+/// Errors of reconcilers.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] aoctl_store::StoreError),
+    #[error("background task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+impl Error {
+    /// Label for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Store(_) => "store",
+            Error::Join(_) => "join",
+        }
+    }
+}

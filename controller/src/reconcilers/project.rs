@@ -1,0 +1,139 @@
+//! Project reconciler: checks `spec.path` is the top of a git repository, resolves the default
+//! branch, and sets the `Ready` condition, `status.defaultBranch` and `observedGeneration`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aoctl_api::condition::{self, set_condition, types};
+use aoctl_api::{Condition, ConditionStatus, EventType, Project, ProjectStatus, Session, Time};
+use aoctl_engine::Action;
+use aoctl_runtimes::git::{self, GitError};
+use aoctl_store::Selector;
+
+use super::Error;
+use crate::context::Ctx;
+
+/// Name of this controller in metrics and events.
+pub const NAME: &str = "project";
+
+/// What the repository check found.
+struct Observed {
+    ready: ConditionStatus,
+    reason: &'static str,
+    message: String,
+    default_branch: Option<String>,
+    head_sha: Option<String>,
+}
+
+fn observe(spec_path: &str, wanted_branch: Option<&str>) -> Observed {
+    let fail = |reason, message: String| Observed {
+        ready: ConditionStatus::False,
+        reason,
+        message,
+        default_branch: wanted_branch.map(str::to_string),
+        head_sha: None,
+    };
+    let path = Path::new(spec_path);
+    let info = match git::inspect(path) {
+        Ok(i) => i,
+        Err(e) => return fail(e.reason(), e.to_string()),
+    };
+    let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    if info.root != canonical {
+        return fail(
+            "NotRepositoryRoot",
+            format!("{spec_path} is inside the repository {}; use its top folder", info.root.display()),
+        );
+    }
+    let Some(branch) = wanted_branch.map(str::to_string).or(info.default_branch) else {
+        return fail("DefaultBranchUnknown", format!("{spec_path}: no default branch found; set spec.defaultBranch"));
+    };
+    match git::resolve_branch(&info.root, &branch) {
+        Ok(sha) => Observed {
+            ready: ConditionStatus::True,
+            reason: "RepositoryReady",
+            message: format!("default branch {branch} at {}", &sha[..sha.len().min(12)]),
+            default_branch: Some(branch),
+            head_sha: Some(sha),
+        },
+        Err(e @ GitError::BranchNotFound { .. }) => {
+            let mut o = fail(e.reason(), e.to_string());
+            o.default_branch = Some(branch);
+            o
+        }
+        Err(e) => fail(e.reason(), e.to_string()),
+    }
+}
+
+pub async fn reconcile(project: Arc<Project>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    if project.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let path = project.spec.path.clone();
+    let wanted = project.spec.default_branch.clone();
+    let seen = tokio::task::spawn_blocking(move || observe(&path, wanted.as_deref())).await?;
+
+    let (sessions, _): (Vec<Session>, _) = ctx.store.list_typed(&Selector::everything()).await?;
+    let count = sessions.iter().filter(|s| s.spec.project == project.metadata.name).count();
+
+    let generation = project.metadata.generation;
+    let mut status = project.status.clone();
+    let was_ready = condition::find(&status.conditions, types::READY).map(|c| (c.status, c.reason.clone()));
+    set_condition(
+        &mut status.conditions,
+        Condition::new(types::READY, seen.ready, seen.reason, seen.message.clone(), generation, Time::now()),
+    );
+    status = ProjectStatus {
+        observed_generation: generation,
+        default_branch: seen.default_branch,
+        head_sha: seen.head_sha,
+        sessions: Some(count as u32),
+        ..status
+    };
+    if status != project.status {
+        let mut next = (*project).clone();
+        next.status = status;
+        ctx.store.update_status_typed(&next).await?;
+        if was_ready != Some((seen.ready, seen.reason.to_string())) {
+            let type_ = if seen.ready == ConditionStatus::True { EventType::Normal } else { EventType::Warning };
+            ctx.recorder.publish(&*project, type_, seen.reason, &seen.message).await;
+        }
+    }
+    // A missing or broken repository may be fixed at any time: look again soon.
+    Ok(match seen.ready {
+        ConditionStatus::True => Action::requeue(Duration::from_secs(300)),
+        _ => Action::requeue(Duration::from_secs(15)),
+    })
+}
+
+pub fn error_policy(_project: Arc<Project>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+    tracing::warn!(error = %error, kind = error.metric_label(), "project reconcile failed");
+    // The engine's per-object exponential backoff decides when to try again.
+    Action::requeue(Duration::ZERO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[test]
+    fn observes_repositories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("repo");
+        let p = dir.to_str().unwrap();
+        assert_eq!(observe(p, None).reason, "RepositoryNotFound");
+        std::fs::create_dir(&dir).unwrap();
+        assert_eq!(observe(p, None).reason, "NotAGitRepository");
+        let git = |args: &[&str]| assert!(Command::new("git").arg("-C").arg(&dir).args(args).status().unwrap().success());
+        git(&["init", "-q", "-b", "main"]);
+        assert_eq!(observe(p, None).reason, "BranchNotFound");
+        git(&["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "x"]);
+        let o = observe(p, None);
+        assert_eq!((o.ready, o.reason, o.default_branch.as_deref()), (ConditionStatus::True, "RepositoryReady", Some("main")));
+        assert_eq!(observe(p, Some("develop")).reason, "BranchNotFound");
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        assert_eq!(observe(dir.join("sub").to_str().unwrap(), None).reason, "NotRepositoryRoot");
+    }
+}

@@ -1,0 +1,198 @@
+//! `aoctl serve`: opens the store, starts the controllers and the HTTP API, and shuts both down
+//! on SIGINT/SIGTERM, draining in-flight reconciles.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use aoctl_api::{Kind, Project, Resource};
+use aoctl_engine::{Config, Controller};
+use aoctl_store::{EventKind, Selector, Store, StoreError};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::context::Ctx;
+use crate::http::{router, AppState};
+use crate::metrics::Metrics;
+use crate::reconcilers::project;
+use crate::recorder::Recorder;
+
+/// Settings of `aoctl serve`.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("refusing to listen on {0} without --token-file: a non-loopback address needs a bearer token")]
+    InsecureListen(SocketAddr),
+    #[error("{path}: {source}")]
+    TokenFile { path: PathBuf, source: std::io::Error },
+    #[error("{0}: the token file is empty")]
+    EmptyToken(PathBuf),
+    #[error("{path}: cannot create the data directory: {source}")]
+    DataDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot open the store in {path}: {source}")]
+    Store { path: PathBuf, source: StoreError },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Binds `opts.listen` and serves until SIGINT or SIGTERM.
+pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
+    check_listen(&opts)?;
+    let listener = TcpListener::bind(opts.listen).await.map_err(|e| ServeError::Bind { addr: opts.listen, source: e })?;
+    serve_on(listener, opts, shutdown_signal()).await
+}
+
+fn check_listen(opts: &ServeOptions) -> Result<(), ServeError> {
+    if !opts.listen.ip().is_loopback() && opts.token_file.is_none() {
+        return Err(ServeError::InsecureListen(opts.listen));
+    }
+    Ok(())
+}
+
+fn read_token(opts: &ServeOptions) -> Result<Option<Arc<str>>, ServeError> {
+    let Some(path) = &opts.token_file else { return Ok(None) };
+    let text = std::fs::read_to_string(path).map_err(|e| ServeError::TokenFile { path: path.clone(), source: e })?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(ServeError::EmptyToken(path.clone()));
+    }
+    Ok(Some(Arc::from(token)))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}
+
+/// Serves on an already bound listener until `shutdown` resolves; tests use `127.0.0.1:0`.
+pub async fn serve_on(
+    listener: TcpListener,
+    opts: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    check_listen(&ServeOptions { listen: listener.local_addr()?, ..opts.clone() })?;
+    let token = read_token(&opts)?;
+    std::fs::create_dir_all(&opts.data_dir).map_err(|e| ServeError::DataDir { path: opts.data_dir.clone(), source: e })?;
+    let store_dir = opts.data_dir.join("store");
+    let store = Store::open(&store_dir).map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
+    let metrics = Arc::new(Metrics::new()?);
+    let ready = Arc::new(AtomicBool::new(false));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let state =
+        AppState { store: store.clone(), metrics: metrics.clone(), ready: ready.clone(), token, shutdown: stop_rx.clone() };
+
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+
+    let ctx = Arc::new(Ctx {
+        store: store.clone(),
+        recorder: Recorder::new(store.clone(), "project-controller"),
+        metrics: metrics.clone(),
+    });
+    let projects = Controller::<Project>::new(Config::new(project::NAME), metrics.engine.clone());
+    let trigger = projects.handle();
+    // Subscribe before the engine lists keys, so no change between the two is missed.
+    let mut changes = store
+        .watch(&[Kind::Project, Kind::Session], store.resource_version())
+        .map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
+    let watcher = tokio::spawn({
+        let stopped = stopped();
+        async move {
+            let forward = async {
+                while let Some(ev) = changes.next().await {
+                    let key = match ev.kind {
+                        Kind::Project => ev.object.pointer("/metadata/name"),
+                        _ => ev.object.pointer("/spec/project"),
+                    };
+                    if ev.kind == Kind::Project && ev.kind_ == EventKind::Deleted {
+                        continue;
+                    }
+                    if let Some(name) = key.and_then(|v| v.as_str()) {
+                        trigger.trigger(name);
+                    }
+                }
+            };
+            tokio::select! {
+                _ = forward => {},
+                _ = stopped => {},
+            }
+        }
+    });
+    let engine = tokio::spawn({
+        let store = store.clone();
+        let store2 = store.clone();
+        projects.run(
+            move |name: String| {
+                let store = store.clone();
+                async move { store.get_typed::<Project>(&name).await.ok().map(Arc::new) }
+            },
+            move || {
+                let store = store2.clone();
+                async move {
+                    match store.list_typed::<Project>(&Selector::everything()).await {
+                        Ok((items, _)) => items.iter().map(|p| p.name().to_string()).collect(),
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot list projects");
+                            vec![]
+                        }
+                    }
+                }
+            },
+            project::reconcile,
+            project::error_policy,
+            ctx,
+            stopped(),
+        )
+    });
+
+    ready.store(true, Ordering::Release);
+    tracing::info!(listen = %listener.local_addr()?, data_dir = %opts.data_dir.display(), "serving");
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown({
+        let stopped = stopped();
+        async move { stopped.await }
+    });
+    let server = tokio::spawn(async move { server.await });
+    shutdown.await;
+    ready.store(false, Ordering::Release);
+    let _ = stop_tx.send(true);
+    let served = server.await;
+    let _ = engine.await;
+    let _ = watcher.await;
+    match served {
+        Ok(r) => r.map_err(ServeError::Io),
+        Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
+    }
+}

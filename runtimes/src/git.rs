@@ -1,0 +1,167 @@
+//! Reading git repositories (root, default branch, head, origin) with git2, and cloning.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use git2::{BranchType, ErrorCode, Repository};
+
+/// What the controller needs to know about a repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepoInfo {
+    /// The working tree's top folder.
+    pub root: PathBuf,
+    /// `origin/HEAD`'s branch, else `main` or `master` when present, else the checked-out branch.
+    pub default_branch: Option<String>,
+    /// Commit HEAD points at; none in an empty repository.
+    pub head_sha: Option<String>,
+    pub origin_url: Option<String>,
+    /// `owner/name` when origin is on github.com.
+    pub github_repo: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("{path}: no such file or directory")]
+    NotFound { path: PathBuf },
+    #[error("{path}: not a git repository")]
+    NotAGitRepository { path: PathBuf },
+    #[error("{path}: a bare repository has no working tree to start sessions from")]
+    Bare { path: PathBuf },
+    #[error("{path}: branch `{branch}` not found (neither local nor on origin)")]
+    BranchNotFound { path: PathBuf, branch: String },
+    #[error("{path}: {source}")]
+    Git { path: PathBuf, source: git2::Error },
+    #[error("git clone {url}: {message}")]
+    Clone { url: String, message: String },
+}
+
+impl GitError {
+    /// The CamelCase reason used in conditions.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            GitError::NotFound { .. } => "RepositoryNotFound",
+            GitError::NotAGitRepository { .. } => "NotAGitRepository",
+            GitError::Bare { .. } => "BareRepository",
+            GitError::BranchNotFound { .. } => "BranchNotFound",
+            GitError::Git { .. } => "GitError",
+            GitError::Clone { .. } => "CloneFailed",
+        }
+    }
+}
+
+/// Opens the repository containing `path` and reads its facts.
+pub fn inspect(path: &Path) -> Result<RepoInfo, GitError> {
+    if !path.exists() {
+        return Err(GitError::NotFound { path: path.to_path_buf() });
+    }
+    let repo = Repository::discover(path).map_err(|e| match e.code() {
+        ErrorCode::NotFound => GitError::NotAGitRepository { path: path.to_path_buf() },
+        _ => GitError::Git { path: path.to_path_buf(), source: e },
+    })?;
+    let root = repo.workdir().ok_or_else(|| GitError::Bare { path: path.to_path_buf() })?;
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let head_sha = repo.head().ok().and_then(|h| h.target()).map(|o| o.to_string());
+    let origin_url = repo.find_remote("origin").ok().and_then(|r| r.url().map(str::to_string));
+    let github_repo = origin_url.as_deref().and_then(github_repo_of);
+    Ok(RepoInfo { default_branch: default_branch(&repo), root, head_sha, origin_url, github_repo })
+}
+
+fn default_branch(repo: &Repository) -> Option<String> {
+    if let Ok(r) = repo.find_reference("refs/remotes/origin/HEAD") {
+        if let Some(target) = r.symbolic_target() {
+            if let Some(b) = target.strip_prefix("refs/remotes/origin/") {
+                return Some(b.to_string());
+            }
+        }
+    }
+    for b in ["main", "master"] {
+        if repo.find_branch(b, BranchType::Local).is_ok() {
+            return Some(b.to_string());
+        }
+    }
+    // An unborn HEAD still names its branch.
+    let head = repo.find_reference("HEAD").ok()?;
+    head.symbolic_target().and_then(|t| t.strip_prefix("refs/heads/")).map(str::to_string)
+}
+
+/// The commit a branch points at: the local branch, else `origin/<branch>`.
+pub fn resolve_branch(root: &Path, branch: &str) -> Result<String, GitError> {
+    let repo = Repository::open(root).map_err(|e| GitError::Git { path: root.to_path_buf(), source: e })?;
+    for (name, kind) in [(branch.to_string(), BranchType::Local), (format!("origin/{branch}"), BranchType::Remote)] {
+        if let Ok(b) = repo.find_branch(&name, kind) {
+            if let Some(oid) = b.get().target() {
+                return Ok(oid.to_string());
+            }
+        }
+    }
+    Err(GitError::BranchNotFound { path: root.to_path_buf(), branch: branch.to_string() })
+}
+
+/// `owner/name` of a github.com remote URL in https, ssh or scp-like form.
+pub fn github_repo_of(url: &str) -> Option<String> {
+    let rest = ["https://github.com/", "http://github.com/", "ssh://git@github.com/", "git@github.com:", "git://github.com/"]
+        .iter()
+        .find_map(|p| url.strip_prefix(p))?;
+    let rest = rest.trim_end_matches('/');
+    let rest = rest.strip_suffix(".git").unwrap_or(rest);
+    let (owner, name) = rest.split_once('/')?;
+    (!owner.is_empty() && !name.is_empty() && !name.contains('/')).then(|| format!("{owner}/{name}"))
+}
+
+/// Clones `url` into `dest` with the `git` command (which has every transport and credential helper).
+pub fn clone(url: &str, dest: &Path) -> Result<(), GitError> {
+    let out = Command::new("git")
+        .args(["clone", "--quiet", "--"])
+        .arg(url)
+        .arg(dest)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| GitError::Clone { url: url.to_string(), message: e.to_string() })?;
+    if !out.status.success() {
+        let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(GitError::Clone { url: url.to_string(), message });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+        assert!(ok.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&ok.stderr));
+    }
+
+    #[test]
+    fn inspects_a_real_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q", "-b", "trunk"]);
+        let info = inspect(dir).unwrap();
+        assert_eq!(info.default_branch.as_deref(), Some("trunk"));
+        assert_eq!(info.head_sha, None);
+        git(dir, &["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "x"]);
+        git(dir, &["remote", "add", "origin", "git@github.com:acme/widgets.git"]);
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        let info = inspect(&dir.join("sub")).unwrap();
+        assert_eq!(info.root, dir.canonicalize().unwrap());
+        assert_eq!(info.github_repo.as_deref(), Some("acme/widgets"));
+        assert_eq!(resolve_branch(dir, "trunk").unwrap(), info.head_sha.unwrap());
+        assert!(matches!(resolve_branch(dir, "nope"), Err(GitError::BranchNotFound { .. })));
+    }
+
+    #[test]
+    fn errors_name_the_reason() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(inspect(&tmp.path().join("missing")).unwrap_err().reason(), "RepositoryNotFound");
+        assert_eq!(inspect(tmp.path()).unwrap_err().reason(), "NotAGitRepository");
+    }
+
+    #[test]
+    fn github_urls() {
+        assert_eq!(github_repo_of("https://github.com/a/b.git").as_deref(), Some("a/b"));
+        assert_eq!(github_repo_of("ssh://git@github.com/a/b").as_deref(), Some("a/b"));
+        assert_eq!(github_repo_of("https://gitlab.com/a/b"), None);
+    }
+}
