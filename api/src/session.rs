@@ -364,6 +364,10 @@ pub struct RuntimeStatus {
     pub restarts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// The command that attaches a terminal to the agent (`aoctl attach` runs it); empty when
+    /// the runtime cannot be attached to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attach_command: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -401,4 +405,115 @@ pub struct ReactionStatus {
     pub last_at: Option<Time>,
     #[serde(default)]
     pub escalated: bool,
+}
+
+/// Condition reasons the phase is derived from.
+pub mod reasons {
+    /// `Ready=False`: waiting for a slot under the project's `maxConcurrentSessions`.
+    pub const QUEUED: &str = "Queued";
+    /// `RuntimeReady=False`: the agent exited and `restartPolicy` does not restart it.
+    pub const AGENT_EXITED: &str = "AgentExited";
+    /// `RuntimeReady=False`: `spec.stopped` is true.
+    pub const STOPPED: &str = "Stopped";
+}
+
+impl SessionStatus {
+    /// The display phase, derived from the conditions and the observed state. The order of the
+    /// checks is the priority: deletion, a finished PR, a stop, queueing, failures, provisioning,
+    /// PR progress, then the agent's activity.
+    pub fn derive_phase(&self, stopped: bool, deleting: bool) -> Phase {
+        use crate::condition::{find, types};
+        use crate::ConditionStatus::*;
+        let cond = |t: &str| find(&self.conditions, t);
+        let is = |t: &str, st: crate::ConditionStatus| cond(t).is_some_and(|c| c.status == st);
+        if deleting {
+            return Phase::Terminating;
+        }
+        if let Some(pr) = &self.pull_request {
+            match pr.state {
+                PullRequestState::Merged => return Phase::Merged,
+                PullRequestState::Closed => return Phase::Closed,
+                PullRequestState::Open => {}
+            }
+        }
+        if stopped {
+            return Phase::Stopped;
+        }
+        if cond(types::READY).is_some_and(|c| c.status == False && c.reason == reasons::QUEUED) {
+            return Phase::Queued;
+        }
+        if is(types::WORKSPACE_READY, False) {
+            return Phase::Failed;
+        }
+        if let Some(c) = cond(types::RUNTIME_READY) {
+            if c.status == False && c.reason == reasons::AGENT_EXITED {
+                return Phase::Failed;
+            }
+        }
+        if !is(types::WORKSPACE_READY, True) {
+            return if self.conditions.is_empty() { Phase::Pending } else { Phase::Provisioning };
+        }
+        if !is(types::RUNTIME_READY, True) {
+            return Phase::Provisioning;
+        }
+        if let Some(pr) = &self.pull_request {
+            return match (pr.checks, pr.review) {
+                (ChecksState::Failing, _) => Phase::CiFailed,
+                (_, ReviewState::ChangesRequested) => Phase::ChangesRequested,
+                (ChecksState::Passing, ReviewState::Approved) if pr.mergeable == Some(true) => Phase::Mergeable,
+                (_, ReviewState::Approved) => Phase::Approved,
+                _ => Phase::PrOpen,
+            };
+        }
+        match self.activity.as_ref().map(|a| a.state) {
+            Some(ActivityState::NeedsInput) => Phase::NeedsInput,
+            Some(ActivityState::Stuck) => Phase::Stuck,
+            Some(ActivityState::Idle) => Phase::Idle,
+            Some(ActivityState::Exited) => Phase::Failed,
+            Some(ActivityState::Working) | None => Phase::Working,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::condition::{set_condition, types};
+    use crate::{Condition, ConditionStatus, Time};
+
+    fn with(conds: &[(&str, ConditionStatus, &str)]) -> SessionStatus {
+        let mut s = SessionStatus::default();
+        for (t, st, r) in conds {
+            set_condition(&mut s.conditions, Condition::new(t, *st, r, "", None, Time::from_unix(0)));
+        }
+        s
+    }
+
+    #[test]
+    fn phases() {
+        use ConditionStatus::*;
+        assert_eq!(SessionStatus::default().derive_phase(false, false), Phase::Pending);
+        assert_eq!(SessionStatus::default().derive_phase(false, true), Phase::Terminating);
+        assert_eq!(with(&[(types::READY, False, reasons::QUEUED)]).derive_phase(false, false), Phase::Queued);
+        assert_eq!(with(&[(types::WORKSPACE_READY, False, "SetupFailed")]).derive_phase(false, false), Phase::Failed);
+        let running = with(&[(types::WORKSPACE_READY, True, "Ready"), (types::RUNTIME_READY, True, "Running")]);
+        assert_eq!(running.derive_phase(false, false), Phase::Working);
+        assert_eq!(running.derive_phase(true, false), Phase::Stopped);
+        let mut idle = running.clone();
+        idle.activity = Some(ActivityStatus { state: ActivityState::Idle, since: Time::from_unix(0), evidence: String::new() });
+        assert_eq!(idle.derive_phase(false, false), Phase::Idle);
+        let mut pr = running.clone();
+        pr.pull_request = Some(PullRequestStatus {
+            number: 1,
+            url: String::new(),
+            state: PullRequestState::Open,
+            head_sha: None,
+            checks: ChecksState::Failing,
+            review: ReviewState::None,
+            mergeable: None,
+        });
+        assert_eq!(pr.derive_phase(false, false), Phase::CiFailed);
+        let exited = with(&[(types::WORKSPACE_READY, True, "Ready"), (types::RUNTIME_READY, False, reasons::AGENT_EXITED)]);
+        assert_eq!(exited.derive_phase(false, false), Phase::Failed);
+    }
 }
