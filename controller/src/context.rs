@@ -1,14 +1,16 @@
-//! What every reconciler gets: the store, the event recorder and the metrics.
+//! What every reconciler gets: the store, the event recorder, the fleet and the metrics.
 
 use std::sync::Arc;
 
 use aoctl_store::Store;
 
+use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 use crate::recorder::Recorder;
 
 pub struct Ctx {
     pub store: Store,
     pub recorder: Recorder,
+    pub fleet: Arc<Fleet>,
     pub metrics: Arc<Metrics>,
 }

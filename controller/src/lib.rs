@@ -2,6 +2,7 @@
 //! the store and the engine.
 
 pub mod context;
+pub mod fleet;
 pub mod http;
 pub mod metrics;
 pub mod reconcilers;

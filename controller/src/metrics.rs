@@ -7,7 +7,8 @@ use std::sync::Arc;
 use aoctl_api::session::Phase;
 use aoctl_api::{Kind, Session};
 use aoctl_store::{Selector, Store, StoreError};
-use prometheus::{Encoder, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use aoctl_api::session::RuntimeKind;
+use prometheus::{Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -16,6 +17,10 @@ pub struct Metrics {
     pub sessions: IntGaugeVec,
     /// Open watch streams of the HTTP API.
     pub watch_streams: IntGauge,
+    /// From a Session's creation to its agent running.
+    pub spawn_duration: Histogram,
+    /// Runtime operations by runtime, operation and result.
+    pub runtime_ops: IntCounterVec,
 }
 
 impl Metrics {
@@ -31,7 +36,27 @@ impl Metrics {
         registry.register(Box::new(sessions.clone()))?;
         let watch_streams = IntGauge::new("aoctl_watch_streams", "Number of open watch streams of the HTTP API.")?;
         registry.register(Box::new(watch_streams.clone()))?;
-        Ok(Metrics { registry, engine, sessions, watch_streams })
+        let spawn_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "aoctl_session_spawn_duration_seconds",
+                "Time from a Session's creation until its agent first runs.",
+            )
+            .buckets(vec![0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0]),
+        )?;
+        registry.register(Box::new(spawn_duration.clone()))?;
+        let runtime_ops = IntCounterVec::new(
+            Opts::new("aoctl_runtime_operations_total", "Runtime operations by runtime, operation and result."),
+            &["runtime", "op", "result"],
+        )?;
+        registry.register(Box::new(runtime_ops.clone()))?;
+        for runtime in ["tmux", "process"] {
+            for op in ["start", "stop", "send"] {
+                for result in ["success", "error"] {
+                    runtime_ops.with_label_values(&[runtime, op, result]);
+                }
+            }
+        }
+        Ok(Metrics { registry, engine, sessions, watch_streams, spawn_duration, runtime_ops })
     }
 
     /// Recomputes `aoctl_sessions` from the store; every phase of every project is present, at 0
@@ -55,6 +80,11 @@ impl Metrics {
             self.sessions.with_label_values(&[&project, phase]).set(n);
         }
         Ok(())
+    }
+
+    /// Counts one runtime operation.
+    pub fn runtime_op(&self, runtime: RuntimeKind, op: &str, ok: bool) {
+        self.runtime_ops.with_label_values(&[runtime.as_str(), op, if ok { "success" } else { "error" }]).inc();
     }
 
     /// The text exposition format.

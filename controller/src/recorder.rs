@@ -6,17 +6,16 @@ use std::sync::Mutex;
 use aoctl_api::{Event, EventType, InvolvedObject, Resource, Time};
 use aoctl_store::{Store, StoreError};
 
-/// Writes events for one component (`source`).
+/// Writes events; the source is the controller of the object's kind, e.g. `session-controller`.
 pub struct Recorder {
     store: Store,
-    source: String,
     /// (kind, name, reason, message) → name of the event that recorded it last.
     seen: Mutex<HashMap<(String, String, String, String), String>>,
 }
 
 impl Recorder {
-    pub fn new(store: Store, source: &str) -> Recorder {
-        Recorder { store, source: source.to_string(), seen: Mutex::new(HashMap::new()) }
+    pub fn new(store: Store) -> Recorder {
+        Recorder { store, seen: Mutex::new(HashMap::new()) }
     }
 
     /// Records an event about `obj`. Failures are logged, never returned: events are best effort.
@@ -45,7 +44,8 @@ impl Recorder {
             }
         }
         let involved = InvolvedObject { kind: T::KIND.as_str().to_string(), name: meta.name.clone(), uid: meta.uid.clone() };
-        let ev = Event::new(involved, type_, reason, message, &self.source, now);
+        let source = format!("{}-controller", T::KIND.as_str().to_ascii_lowercase());
+        let ev = Event::new(involved, type_, reason, message, &source, now);
         let created = self.store.create_typed(&ev).await?;
         self.seen.lock().expect("recorder lock").insert(key, created.metadata.name);
         Ok(())

@@ -7,16 +7,20 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use aoctl_api::{Kind, Project, Resource};
-use aoctl_engine::{Config, Controller};
-use aoctl_store::{EventKind, Selector, Store, StoreError};
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use aoctl_api::{Kind, Project, Resource, Session};
+use aoctl_engine::{Action, Config, Controller, Trigger};
+use aoctl_store::{EventKind, Selector, Store, StoreError, Watch};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::context::Ctx;
 use crate::http::{router, AppState};
 use crate::metrics::Metrics;
-use crate::reconcilers::project;
+use crate::fleet::Fleet;
+use crate::reconcilers::{project, session, Error};
 use crate::recorder::Recorder;
 
 /// Settings of `aoctl serve`.
@@ -107,8 +111,15 @@ pub async fn serve_on(
     let metrics = Arc::new(Metrics::new()?);
     let ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = watch::channel(false);
-    let state =
-        AppState { store: store.clone(), metrics: metrics.clone(), ready: ready.clone(), token, shutdown: stop_rx.clone() };
+    let fleet = Arc::new(Fleet::new(&opts.data_dir));
+    let state = AppState {
+        store: store.clone(),
+        metrics: metrics.clone(),
+        fleet: fleet.clone(),
+        ready: ready.clone(),
+        token,
+        shutdown: stop_rx.clone(),
+    };
 
     let stopped = move || {
         let mut rx = stop_rx.clone();
@@ -117,67 +128,17 @@ pub async fn serve_on(
         }
     };
 
-    let ctx = Arc::new(Ctx {
-        store: store.clone(),
-        recorder: Recorder::new(store.clone(), "project-controller"),
-        metrics: metrics.clone(),
-    });
+    let ctx = Arc::new(Ctx { store: store.clone(), recorder: Recorder::new(store.clone()), fleet: fleet.clone(), metrics: metrics.clone() });
     let projects = Controller::<Project>::new(Config::new(project::NAME), metrics.engine.clone());
-    let trigger = projects.handle();
-    // Subscribe before the engine lists keys, so no change between the two is missed.
-    let mut changes = store
+    let sessions = Controller::<Session>::new(Config { concurrency: 16, ..Config::new(session::NAME) }, metrics.engine.clone());
+    // Subscribe before the engines list keys, so no change between the two is missed.
+    let changes = store
         .watch(&[Kind::Project, Kind::Session], store.resource_version())
         .map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
-    let watcher = tokio::spawn({
-        let stopped = stopped();
-        async move {
-            let forward = async {
-                while let Some(ev) = changes.next().await {
-                    let key = match ev.kind {
-                        Kind::Project => ev.object.pointer("/metadata/name"),
-                        _ => ev.object.pointer("/spec/project"),
-                    };
-                    if ev.kind == Kind::Project && ev.kind_ == EventKind::Deleted {
-                        continue;
-                    }
-                    if let Some(name) = key.and_then(|v| v.as_str()) {
-                        trigger.trigger(name);
-                    }
-                }
-            };
-            tokio::select! {
-                _ = forward => {},
-                _ = stopped => {},
-            }
-        }
-    });
-    let engine = tokio::spawn({
-        let store = store.clone();
-        let store2 = store.clone();
-        projects.run(
-            move |name: String| {
-                let store = store.clone();
-                async move { store.get_typed::<Project>(&name).await.ok().map(Arc::new) }
-            },
-            move || {
-                let store = store2.clone();
-                async move {
-                    match store.list_typed::<Project>(&Selector::everything()).await {
-                        Ok((items, _)) => items.iter().map(|p| p.name().to_string()).collect(),
-                        Err(e) => {
-                            tracing::error!(error = %e, "cannot list projects");
-                            vec![]
-                        }
-                    }
-                }
-            },
-            project::reconcile,
-            project::error_policy,
-            ctx,
-            stopped(),
-        )
-    });
-
+    let mut tasks = vec![tokio::spawn(route_changes(changes, projects.handle(), sessions.handle(), stopped()))];
+    tasks.push(tokio::spawn(run_controller(projects, store.clone(), ctx.clone(), project::reconcile, project::error_policy, stopped())));
+    tasks.push(tokio::spawn(run_controller(sessions, store.clone(), ctx.clone(), session::reconcile, session::error_policy, stopped())));
+    tasks.push(tokio::spawn(collect_orphans(ctx.clone(), stopped())));
     ready.store(true, Ordering::Release);
     tracing::info!(listen = %listener.local_addr()?, data_dir = %opts.data_dir.display(), "serving");
     let server = axum::serve(listener, router(state)).with_graceful_shutdown({
@@ -189,10 +150,113 @@ pub async fn serve_on(
     ready.store(false, Ordering::Release);
     let _ = stop_tx.send(true);
     let served = server.await;
-    let _ = engine.await;
-    let _ = watcher.await;
+    for t in tasks {
+        let _ = t.await;
+    }
     match served {
         Ok(r) => r.map_err(ServeError::Io),
         Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
+    }
+}
+
+/// Turns store changes into reconcile triggers: a Project's own key and its Sessions' keys (they
+/// wait for it), a Session's own key, its Project's (which counts them) and its siblings' (a
+/// finished session frees a slot under `maxConcurrentSessions`).
+async fn route_changes(mut changes: Watch, projects: Trigger, sessions: Trigger, stopped: impl Future<Output = ()>) {
+    let mut by_project: HashMap<String, BTreeSet<String>> = HashMap::new();
+    let forward = async {
+        while let Some(ev) = changes.next().await {
+            let name = ev.object.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            match ev.kind {
+                Kind::Project => {
+                    if ev.kind_ != EventKind::Deleted {
+                        projects.trigger(&name);
+                    }
+                    for s in by_project.get(&name).into_iter().flatten() {
+                        sessions.trigger(s);
+                    }
+                }
+                Kind::Session => {
+                    let project = ev.object.pointer("/spec/project").and_then(|v| v.as_str()).unwrap_or_default();
+                    let siblings = by_project.entry(project.to_string()).or_default();
+                    if ev.kind_ == EventKind::Deleted {
+                        siblings.remove(&name);
+                    } else {
+                        siblings.insert(name.clone());
+                        sessions.trigger(&name);
+                    }
+                    for s in siblings.iter().filter(|s| **s != name) {
+                        sessions.trigger(s);
+                    }
+                    projects.trigger(project);
+                }
+                Kind::Event => {}
+            }
+        }
+    };
+    tokio::select! {
+        _ = forward => {},
+        _ = stopped => {},
+    }
+}
+
+/// Runs one controller over the objects of one kind in the store.
+async fn run_controller<T, R, RF, P>(
+    controller: Controller<T>,
+    store: Store,
+    ctx: Arc<Ctx>,
+    reconcile: R,
+    error_policy: P,
+    stopped: impl Future<Output = ()> + Send + 'static,
+) where
+    T: Resource,
+    R: Fn(Arc<T>, Arc<Ctx>) -> RF + Send + Sync + 'static,
+    RF: Future<Output = Result<Action, Error>> + Send + 'static,
+    P: Fn(Arc<T>, &Error, Arc<Ctx>) -> Action + Send + Sync + 'static,
+{
+    let keys_store = store.clone();
+    controller
+        .run(
+            move |name: String| {
+                let store = store.clone();
+                async move { store.get_typed::<T>(&name).await.ok().map(Arc::new) }
+            },
+            move || {
+                let store = keys_store.clone();
+                async move {
+                    match store.list_typed::<T>(&Selector::everything()).await {
+                        Ok((items, _)) => items.iter().map(|o| o.name().to_string()).collect(),
+                        Err(e) => {
+                            tracing::error!(error = %e, kind = %T::KIND, "cannot list objects");
+                            vec![]
+                        }
+                    }
+                }
+            },
+            reconcile,
+            error_policy,
+            ctx,
+            stopped,
+        )
+        .await
+}
+
+/// How often orphaned runtimes and workspaces are looked for, after once at start.
+const COLLECT_EVERY: Duration = Duration::from_secs(300);
+
+async fn collect_orphans(ctx: Arc<Ctx>, stopped: impl Future<Output = ()>) {
+    let work = async {
+        loop {
+            match session::gc::collect(&ctx).await {
+                Ok((0, 0)) => {}
+                Ok((r, w)) => tracing::info!(runtimes = r, workspaces = w, "removed orphans"),
+                Err(e) => tracing::warn!(error = %e, "orphan collection failed"),
+            }
+            tokio::time::sleep(COLLECT_EVERY).await;
+        }
+    };
+    tokio::select! {
+        _ = work => {},
+        _ = stopped => {},
     }
 }

@@ -28,6 +28,13 @@ pub enum AppError {
     UnsupportedMediaType(String),
     #[error("the server is starting; try again shortly")]
     NotReady,
+    /// The session has no running agent to talk to.
+    #[error("{0}")]
+    NotRunning(String),
+    #[error(transparent)]
+    Runtime(#[from] aoctl_runtimes::RuntimeError),
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl AppError {
@@ -40,6 +47,14 @@ impl AppError {
             AppError::Unauthorized => (401, "Unauthorized"),
             AppError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
             AppError::NotReady => (503, "ServiceUnavailable"),
+            AppError::NotRunning(_) => (409, "Conflict"),
+            AppError::Runtime(e) => match e {
+                aoctl_runtimes::RuntimeError::Unavailable { .. } => (503, "ServiceUnavailable"),
+                aoctl_runtimes::RuntimeError::NotFound { .. } => (409, "Conflict"),
+                aoctl_runtimes::RuntimeError::NotDelivered { .. } => (504, "Timeout"),
+                _ => (500, "InternalError"),
+            },
+            AppError::Internal(_) => (500, "InternalError"),
         }
     }
 

@@ -6,6 +6,7 @@ pub mod error;
 mod objects;
 mod openapi;
 pub mod patch;
+mod sessions;
 mod system;
 mod watch;
 
@@ -16,6 +17,7 @@ use aoctl_store::Store;
 use axum::routing::get;
 use axum::Router;
 
+use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 pub use error::AppError;
 
@@ -24,6 +26,7 @@ pub use error::AppError;
 pub struct AppState {
     pub store: Store,
     pub metrics: Arc<Metrics>,
+    pub fleet: Arc<Fleet>,
     /// Set once the store is loaded and the controllers run.
     pub ready: Arc<AtomicBool>,
     /// Bearer token every request but `/healthz` must carry, when set.
@@ -41,6 +44,8 @@ pub fn router(state: AppState) -> Router {
             get(objects::get_one).put(objects::replace).patch(objects::patch).delete(objects::delete),
         )
         .route("/apis/ao.dev/v1alpha1/{plural}/{name}/status", get(objects::get_one).put(objects::replace_status))
+        .route("/apis/ao.dev/v1alpha1/sessions/{name}/input", axum::routing::post(sessions::input))
+        .route("/apis/ao.dev/v1alpha1/sessions/{name}/log", get(sessions::log))
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))
         .route("/version", get(system::version))

@@ -2,12 +2,21 @@
 //! status. None is told why it runs, so each is idempotent.
 
 pub mod project;
+pub mod session;
+
+use std::path::PathBuf;
 
 /// Errors of reconcilers.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
     Store(#[from] aoctl_store::StoreError),
+    #[error(transparent)]
+    Runtime(#[from] aoctl_runtimes::RuntimeError),
+    #[error(transparent)]
+    Workspace(#[from] aoctl_runtimes::workspace::WorkspaceError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
     #[error("background task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
@@ -17,6 +26,9 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Store(_) => "store",
+            Error::Runtime(_) => "runtime",
+            Error::Workspace(_) => "workspace",
+            Error::Io { .. } => "io",
             Error::Join(_) => "join",
         }
     }

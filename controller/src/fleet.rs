@@ -1,0 +1,115 @@
+//! The machine side the session reconciler drives: the runtimes by kind, the workspaces, and the
+//! per-session files the controller keeps (prompt, transcript, delivery marker).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use aoctl_api::project::Project;
+use aoctl_api::session::{AgentRef, RuntimeKind};
+use aoctl_api::Session;
+use aoctl_runtimes::agents;
+use aoctl_runtimes::process::ProcessRuntime;
+use aoctl_runtimes::tmux::TmuxRuntime;
+use aoctl_runtimes::workspace::Workspaces;
+use aoctl_runtimes::{InputStyle, Runtime, RuntimeError};
+
+/// What was last seen of a session's agent, to tell activity from silence.
+#[derive(Clone, Debug)]
+pub struct Observation {
+    pub transcript_len: u64,
+    pub screen: String,
+    /// When the screen or transcript last changed.
+    pub changed_at: Instant,
+    /// When the screen was last captured.
+    pub captured_at: Instant,
+}
+
+pub struct Fleet {
+    tmux: Arc<TmuxRuntime>,
+    process: Arc<ProcessRuntime>,
+    pub workspaces: Workspaces,
+    sessions_dir: PathBuf,
+    observations: Mutex<HashMap<String, Observation>>,
+}
+
+impl Fleet {
+    /// Lays out `<data dir>/{workspaces,sessions,tmux.sock}`.
+    pub fn new(data_dir: &Path) -> Fleet {
+        Fleet {
+            tmux: Arc::new(TmuxRuntime::new(data_dir.join("tmux.sock"))),
+            process: Arc::new(ProcessRuntime::new()),
+            workspaces: Workspaces::new(data_dir.join("workspaces")),
+            sessions_dir: data_dir.join("sessions"),
+            observations: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The runtime of a kind; `docker` is not part of this build.
+    pub fn runtime(&self, kind: RuntimeKind) -> Result<Arc<dyn Runtime>, RuntimeError> {
+        match kind {
+            RuntimeKind::Tmux => Ok(self.tmux.clone()),
+            RuntimeKind::Process => Ok(self.process.clone()),
+            RuntimeKind::Docker => Err(RuntimeError::Unavailable {
+                runtime: "docker",
+                message: "the docker runtime is not available in this version; use tmux or process".into(),
+            }),
+        }
+    }
+
+    /// Every runtime this controller can list agents from.
+    pub fn runtimes(&self) -> Vec<Arc<dyn Runtime>> {
+        vec![self.tmux.clone(), self.process.clone()]
+    }
+
+    /// The folder of a session's controller-side files.
+    pub fn session_dir(&self, session: &str) -> PathBuf {
+        self.sessions_dir.join(session)
+    }
+
+    pub fn transcript(&self, session: &str) -> PathBuf {
+        self.session_dir(session).join("transcript.log")
+    }
+
+    pub fn prompt_file(&self, session: &str) -> PathBuf {
+        self.session_dir(session).join("prompt.md")
+    }
+
+    /// Exists once the first prompt of the current runtime was delivered.
+    pub fn delivered_marker(&self, session: &str) -> PathBuf {
+        self.session_dir(session).join("prompt.delivered")
+    }
+
+    pub fn observation(&self, session: &str) -> Option<Observation> {
+        self.observations.lock().expect("observations lock").get(session).cloned()
+    }
+
+    pub fn observe(&self, session: &str, o: Observation) {
+        self.observations.lock().expect("observations lock").insert(session.to_string(), o);
+    }
+
+    pub fn forget(&self, session: &str) {
+        self.observations.lock().expect("observations lock").remove(session);
+    }
+}
+
+/// The agent a session runs: its own, else its project's default, else `claude-code`.
+pub fn agent_of(s: &Session, p: Option<&Project>) -> AgentRef {
+    s.spec
+        .agent
+        .clone()
+        .or_else(|| p.and_then(|p| p.spec.defaults.as_ref()).and_then(|d| d.agent.clone()))
+        .unwrap_or_else(|| AgentRef::Builtin("claude-code".into()))
+}
+
+/// How text is typed into an agent: its adapter's style, or the default for custom commands.
+pub fn input_style(agent: &AgentRef) -> (InputStyle, Option<&'static agents::Adapter>) {
+    match agent {
+        AgentRef::Builtin(name) => match agents::builtin(name) {
+            Some(a) => (a.input_style(), Some(a)),
+            None => (InputStyle::default(), None),
+        },
+        AgentRef::Custom { .. } => (InputStyle::default(), None),
+    }
+}

@@ -1,0 +1,119 @@
+//! Session subresources: `POST …/sessions/{name}/input` types into the agent and verifies delivery;
+//! `GET …/sessions/{name}/log` returns (and with `follow=true` streams) its transcript as text.
+
+use std::time::Duration;
+
+use aoctl_api::condition::{self, types};
+use aoctl_api::decode::decode_json;
+use aoctl_api::{Project, Session};
+use aoctl_runtimes::{agents, transcript, Handle};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::{AppError, AppState};
+use crate::fleet::{agent_of, input_style};
+
+/// How often a followed log looks for new output.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputRequest {
+    text: String,
+}
+
+pub async fn input(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, AppError> {
+    let req: InputRequest = decode_json(&body).map_err(AppError::Decode)?;
+    if req.text.trim().is_empty() {
+        return Err(AppError::BadRequest("text: must not be empty".into()));
+    }
+    let s: Session = state.store.get_typed(&name).await?;
+    let running = condition::is_true(&s.status.conditions, types::RUNTIME_READY);
+    let Some(rt_status) = s.status.runtime.as_ref().filter(|_| running) else {
+        let phase = s.status.phase.map_or("Pending", |p| p.as_str());
+        return Err(AppError::NotRunning(format!("session \"{name}\" has no running agent (phase {phase})")));
+    };
+    let rt = state.fleet.runtime(rt_status.kind)?;
+    let project: Option<Project> = state.store.get_typed(&s.spec.project).await.ok();
+    let (style, adapter) = input_style(&agent_of(&s, project.as_ref()));
+    let text = agents::prepare_text(adapter, &req.text);
+    let handle = Handle(rt_status.handle.clone());
+    let sent = rt.send(&handle, &text, &style).await;
+    state.metrics.runtime_op(rt_status.kind, "send", sent.is_ok());
+    sent?;
+    Ok(Json(json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Success",
+        "code": 200,
+        "message": format!("delivered {} characters to session \"{name}\"", req.text.chars().count()),
+    })))
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogParams {
+    tail_lines: Option<usize>,
+    follow: Option<bool>,
+}
+
+pub async fn log(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<LogParams>,
+) -> Result<Response, AppError> {
+    // The session must exist; its transcript may not yet.
+    let _: Session = state.store.get_typed(&name).await?;
+    let path = state.fleet.transcript(&name);
+    let (text, mut offset) = {
+        let p = path.clone();
+        tokio::task::spawn_blocking(move || transcript::tail(&p, params.tail_lines))
+            .await
+            .map_err(|e| AppError::Internal(e.to_string()))?
+            .map_err(|e| AppError::Internal(format!("{}: {e}", path.display())))?
+    };
+    let headers = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+    if !params.follow.unwrap_or(false) {
+        return Ok((headers, text).into_response());
+    }
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let mut shutdown = state.shutdown.clone();
+    tokio::spawn(async move {
+        if tx.send(Ok(Bytes::from(text))).await.is_err() {
+            return;
+        }
+        let mut tick = tokio::time::interval(FOLLOW_POLL);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = tx.closed() => return,
+                _ = async { shutdown.wait_for(|s| *s).await.map(|_| ()) } => return,
+            }
+            let p = path.clone();
+            let Ok(Ok((bytes, end))) = tokio::task::spawn_blocking(move || transcript::read_from(&p, offset)).await else {
+                return;
+            };
+            offset = end;
+            if bytes.is_empty() {
+                if state.store.get_typed::<Session>(&name).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            if tx.send(Ok(Bytes::from(transcript::to_text(&bytes)))).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok((headers, Body::from_stream(ReceiverStream::new(rx))).into_response())
+}

@@ -1,0 +1,45 @@
+//! Deleting a session: stop its runtime, remove the workspace the controller made (the branch
+//! stays), remove the controller's files for it, then release the finalizer.
+
+use aoctl_api::{EventType, Session};
+use aoctl_engine::Action;
+use aoctl_runtimes::Handle;
+
+use super::{Error, FINALIZER};
+use crate::context::Ctx;
+
+pub(super) async fn finalize(s: &Session, ctx: &Ctx) -> Result<Action, Error> {
+    if !s.metadata.finalizers.iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let name = s.metadata.name.clone();
+    // Every runtime is asked, so an agent started under a previous `runtime` value goes too.
+    for rt in ctx.fleet.runtimes() {
+        let mut handles = vec![];
+        if let Some(r) = s.status.runtime.as_ref().filter(|r| r.kind == rt.kind()) {
+            handles.push(Handle(r.handle.clone()));
+        }
+        handles.extend(rt.list().await?.into_iter().filter(|o| o.session == name).map(|o| o.handle));
+        handles.dedup();
+        for h in handles {
+            rt.stop(&h).await?;
+            ctx.metrics.runtime_op(rt.kind(), "stop", true);
+        }
+    }
+    let fleet = ctx.fleet.clone();
+    let (project, session) = (s.spec.project.clone(), name.clone());
+    let removed = tokio::task::spawn_blocking(move || fleet.workspaces.remove(&project, &session)).await??;
+    let dir = ctx.fleet.session_dir(&name);
+    match tokio::fs::remove_dir_all(&dir).await {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::Io { path: dir, source: e }),
+    }
+    ctx.fleet.forget(&name);
+    let what = if removed { "stopped the runtime and removed the workspace" } else { "stopped the runtime" };
+    ctx.recorder.publish(s, EventType::Normal, "CleanedUp", &format!("{what}; the branch is kept")).await;
+    let mut next = s.clone();
+    next.metadata.finalizers.retain(|f| f != FINALIZER);
+    ctx.store.update_typed(&next).await?;
+    Ok(Action::await_change())
+}

@@ -1,0 +1,295 @@
+//! Starting, adopting, restarting and stopping a session's agent, and typing its first prompt.
+
+use std::time::Duration;
+
+use aoctl_api::condition::{self, types};
+use aoctl_api::project::Project;
+use aoctl_api::session::{reasons, Permissions, RestartPolicy, RuntimeKind, RuntimeStatus};
+use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
+use aoctl_engine::Action;
+use aoctl_runtimes::agents::{self, Launch, RenderInput};
+use aoctl_runtimes::workspace::WorkspaceInfo;
+use aoctl_runtimes::{Handle, LaunchSpec, Probe, Runtime};
+
+use super::{cond, Error};
+use crate::context::Ctx;
+use crate::fleet::agent_of;
+
+/// Whether the agent runs, and if not what to do next.
+pub(super) enum Running {
+    /// Alive and given its first prompt: observe its activity.
+    Yes(Box<Launch>),
+    /// Not (yet) running, or waiting for the agent: come back per the action.
+    Wait(Action),
+}
+
+/// Longest wait between restarts of a crash-looping agent.
+const MAX_RESTART_DELAY: Duration = Duration::from_secs(300);
+
+fn running_as_root() -> bool {
+    #[cfg(unix)]
+    {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        unsafe { libc::geteuid() == 0 }
+    }
+    #[cfg(not(unix))]
+    false
+}
+
+/// The handle to look for: tmux sessions are named after the Session, so one started just
+/// before a crash is found even when its status was never written.
+fn handle_of(s: &Session, st: &SessionStatus, kind: RuntimeKind) -> Option<Handle> {
+    match kind {
+        RuntimeKind::Tmux => Some(Handle(s.metadata.name.clone())),
+        _ => st.runtime.as_ref().filter(|r| r.kind == kind).map(|r| Handle(r.handle.clone())),
+    }
+}
+
+pub(super) async fn ensure_running(
+    s: &Session,
+    project: &Project,
+    ws: &WorkspaceInfo,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    kind: RuntimeKind,
+) -> Result<Running, Error> {
+    let rt = match ctx.fleet.runtime(kind) {
+        Ok(rt) => rt,
+        Err(e) => {
+            cond(st, s, types::RUNTIME_READY, ConditionStatus::False, e.reason(), e.to_string());
+            cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the runtime is unavailable");
+            return Ok(Running::Wait(Action::await_change()));
+        }
+    };
+    let name = &s.metadata.name;
+    let prompt_file = ctx.fleet.prompt_file(name);
+    let launch = agents::render(&RenderInput {
+        agent: &agent_of(s, Some(project)),
+        prompt: s.spec.prompt.as_deref(),
+        prompt_file: &prompt_file,
+        agent_args: &s.spec.agent_args,
+        permissions: s.spec.permissions.unwrap_or(Permissions::Bypass),
+        workdir: &ws.path,
+        workspaces_root: ctx.fleet.workspaces.root(),
+        running_as_root: running_as_root(),
+    });
+    let launch = match launch {
+        Ok(l) => l,
+        Err(e) => {
+            cond(st, s, types::RUNTIME_READY, ConditionStatus::False, "AgentConfigInvalid", e.to_string());
+            cond(st, s, types::READY, ConditionStatus::False, "AgentConfigInvalid", "the agent cannot be launched");
+            return Ok(Running::Wait(Action::await_change()));
+        }
+    };
+
+    let handle = handle_of(s, st, kind);
+    let probe = match &handle {
+        Some(h) => rt.probe(h).await?,
+        None => Probe::Missing,
+    };
+    let was_stopped =
+        condition::find(&st.conditions, types::RUNTIME_READY).is_some_and(|c| c.reason == reasons::STOPPED);
+    let policy = s.spec.restart_policy.unwrap_or(RestartPolicy::OnFailure);
+    match probe {
+        Probe::Alive => {
+            let h = handle.expect("a probed handle");
+            let adopted = st.runtime.as_ref().is_none_or(|r| r.handle != h.0 || r.kind != kind);
+            if adopted {
+                st.runtime = Some(RuntimeStatus {
+                    kind,
+                    handle: h.0.clone(),
+                    started_at: Some(Time::now()),
+                    restarts: st.runtime.as_ref().map_or(0, |r| r.restarts),
+                    exit_code: None,
+                    attach_command: rt.attach_command(&h),
+                });
+                ctx.recorder.publish(s, EventType::Normal, "Adopted", &format!("{kind} runtime {} is running", h.0)).await;
+            }
+            cond(st, s, types::RUNTIME_READY, ConditionStatus::True, "Running", format!("{kind} runtime {}", h.0));
+            deliver_first_prompt(s, ctx, st, &*rt, &h, launch).await
+        }
+        Probe::Exited(_) | Probe::Missing if st.runtime.is_some() && !was_stopped => {
+            let (what, code) = match probe {
+                Probe::Exited(code) => (format!("the agent exited with code {}", fmt_code(code)), code),
+                _ => ("the runtime disappeared".to_string(), None),
+            };
+            if let Some(r) = st.runtime.as_mut() {
+                r.exit_code = code;
+            }
+            let restart = match policy {
+                RestartPolicy::Always => true,
+                RestartPolicy::OnFailure => code != Some(0),
+                RestartPolicy::Never => false,
+            };
+            if !restart {
+                let already = condition::find(&st.conditions, types::RUNTIME_READY)
+                    .is_some_and(|c| c.reason == reasons::AGENT_EXITED);
+                let msg = format!("{what}; restartPolicy {policy} does not restart it");
+                cond(st, s, types::RUNTIME_READY, ConditionStatus::False, reasons::AGENT_EXITED, msg.clone());
+                cond(st, s, types::READY, ConditionStatus::False, reasons::AGENT_EXITED, msg.clone());
+                cond(st, s, types::AGENT_ACTIVE, ConditionStatus::False, reasons::AGENT_EXITED, what);
+                if !already {
+                    ctx.recorder.publish(s, EventType::Warning, reasons::AGENT_EXITED, &msg).await;
+                }
+                return Ok(Running::Wait(Action::await_change()));
+            }
+            // Back off a crash loop: 1 s, 2 s, 4 s … since the last start, capped.
+            let restarts = st.runtime.as_ref().map_or(0, |r| r.restarts);
+            let delay = Duration::from_secs(1u64 << restarts.min(9)).min(MAX_RESTART_DELAY);
+            let since = st.runtime.as_ref().and_then(|r| r.started_at).map(|t| t.0);
+            if let Some(since) = since {
+                let elapsed = (chrono::Utc::now() - since).to_std().unwrap_or_default();
+                if elapsed < delay {
+                    let msg = format!("{what}; restarting in {}s", (delay - elapsed).as_secs().max(1));
+                    cond(st, s, types::RUNTIME_READY, ConditionStatus::False, "BackOff", msg);
+                    return Ok(Running::Wait(Action::requeue(delay - elapsed)));
+                }
+            }
+            if let Some(h) = &handle {
+                rt.stop(h).await?;
+            }
+            let msg = format!("{what}; restart {} (restartPolicy {policy})", restarts + 1);
+            ctx.recorder.publish(s, EventType::Warning, "Restarting", &msg).await;
+            start(s, ws, ctx, st, &*rt, kind, launch, restarts + 1).await
+        }
+        // Never started, resumed after a stop, or exited while stopped.
+        _ => {
+            if let Some(h) = &handle {
+                rt.stop(h).await?;
+            }
+            let restarts = st.runtime.as_ref().map_or(0, |r| r.restarts);
+            start(s, ws, ctx, st, &*rt, kind, launch, restarts).await
+        }
+    }
+}
+
+fn fmt_code(code: Option<i32>) -> String {
+    code.map_or_else(|| "unknown".to_string(), |c| c.to_string())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn start(
+    s: &Session,
+    ws: &WorkspaceInfo,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    rt: &dyn Runtime,
+    kind: RuntimeKind,
+    launch: Launch,
+    restarts: u32,
+) -> Result<Running, Error> {
+    let name = &s.metadata.name;
+    let dir = ctx.fleet.session_dir(name);
+    let io = |e: std::io::Error| Error::Io { path: dir.clone(), source: e };
+    tokio::fs::create_dir_all(&dir).await.map_err(io)?;
+    let mut prompt = s.spec.prompt.clone().unwrap_or_default();
+    if let Some(issue) = &s.spec.issue {
+        prompt.push_str(&format!("\n\nThis work is for issue #{issue}."));
+    }
+    tokio::fs::write(ctx.fleet.prompt_file(name), prompt).await.map_err(io)?;
+    let _ = tokio::fs::remove_file(ctx.fleet.delivered_marker(name)).await;
+    if let (Some(adapter), Some(home)) = (launch.adapter, std::env::var_os("HOME")) {
+        if let Err(e) = agents::prepare_home(adapter, home.as_ref(), ctx.fleet.workspaces.root()) {
+            tracing::warn!(error = %e, session = %name, "could not prepare the agent's settings");
+        }
+    }
+    let mut env = ws.env();
+    env.extend(launch.env.clone());
+    env.extend(s.spec.env.clone());
+    let spec = LaunchSpec {
+        session: name.clone(),
+        project: s.spec.project.clone(),
+        workdir: ws.path.clone(),
+        command: launch.command.clone(),
+        env,
+        transcript: ctx.fleet.transcript(name),
+        cols: 200,
+        rows: 50,
+    };
+    let started = std::time::Instant::now();
+    let h = match rt.start(&spec).await {
+        Ok(h) => h,
+        Err(e) => {
+            ctx.metrics.runtime_op(kind, "start", false);
+            cond(st, s, types::RUNTIME_READY, ConditionStatus::False, e.reason(), e.to_string());
+            cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the agent could not be started");
+            ctx.recorder.publish(s, EventType::Warning, "StartFailed", &e.to_string()).await;
+            return Err(e.into());
+        }
+    };
+    ctx.metrics.runtime_op(kind, "start", true);
+    tracing::debug!(session = %name, took = ?started.elapsed(), "runtime started");
+    if restarts == 0 && st.runtime.is_none() {
+        if let Some(created) = s.metadata.creation_timestamp {
+            let secs = (chrono::Utc::now() - created.0).num_milliseconds().max(0) as f64 / 1000.0;
+            ctx.metrics.spawn_duration.observe(secs);
+        }
+    }
+    st.runtime = Some(RuntimeStatus {
+        kind,
+        handle: h.0.clone(),
+        started_at: Some(Time::now()),
+        restarts,
+        exit_code: None,
+        attach_command: rt.attach_command(&h),
+    });
+    cond(st, s, types::RUNTIME_READY, ConditionStatus::True, "Running", format!("{kind} runtime {}", h.0));
+    ctx.recorder.publish(s, EventType::Normal, "Started", &format!("{} in {kind} runtime {}", launch.command[0], h.0)).await;
+    if launch.initial_input.is_some() {
+        cond(st, s, types::READY, ConditionStatus::False, "WaitingForAgent", "waiting for the agent to accept its first prompt");
+        return Ok(Running::Wait(Action::requeue(Duration::from_millis(300))));
+    }
+    Ok(Running::Yes(Box::new(launch)))
+}
+
+/// Types the first prompt once the agent is ready, answering first-run dialogs on the way.
+async fn deliver_first_prompt(
+    s: &Session,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    rt: &dyn Runtime,
+    h: &Handle,
+    launch: Launch,
+) -> Result<Running, Error> {
+    let marker = ctx.fleet.delivered_marker(&s.metadata.name);
+    let Some(text) = launch.initial_input.clone().filter(|_| !marker.exists()) else {
+        return Ok(Running::Yes(Box::new(launch)));
+    };
+    let screen = rt.capture(h).await?;
+    if let Some(adapter) = launch.adapter {
+        if let Some((dialog, keys)) = agents::dialog(adapter, &screen) {
+            rt.keys(h, keys).await?;
+            ctx.recorder.publish(s, EventType::Normal, "DialogAnswered", &format!("answered the {dialog} dialog")).await;
+            return Ok(Running::Wait(Action::requeue(Duration::from_millis(500))));
+        }
+        if !agents::is_ready(adapter, &screen) {
+            cond(st, s, types::READY, ConditionStatus::False, "WaitingForAgent", "waiting for the agent's prompt");
+            return Ok(Running::Wait(Action::requeue(Duration::from_millis(300))));
+        }
+    }
+    if let Err(e) = rt.send(h, &text, &launch.input).await {
+        ctx.metrics.runtime_op(st.runtime.as_ref().map_or(RuntimeKind::Tmux, |r| r.kind), "send", false);
+        ctx.recorder.publish(s, EventType::Warning, e.reason(), &e.to_string()).await;
+        return Err(e.into());
+    }
+    let io = |e: std::io::Error| Error::Io { path: marker.clone(), source: e };
+    tokio::fs::write(&marker, b"").await.map_err(io)?;
+    ctx.recorder.publish(s, EventType::Normal, "PromptDelivered", "the first prompt was typed and submitted").await;
+    Ok(Running::Yes(Box::new(launch)))
+}
+
+/// `spec.stopped: true`: the runtime goes, the workspace stays.
+pub(super) async fn stop(s: &Session, ctx: &Ctx, st: &mut SessionStatus, kind: RuntimeKind) -> Result<Action, Error> {
+    if let (Ok(rt), Some(h)) = (ctx.fleet.runtime(kind), handle_of(s, st, kind)) {
+        if rt.probe(&h).await? == Probe::Alive {
+            rt.stop(&h).await?;
+            ctx.metrics.runtime_op(kind, "stop", true);
+            ctx.recorder.publish(s, EventType::Normal, "Stopped", "spec.stopped is true; the workspace is kept").await;
+        }
+    }
+    let msg = "spec.stopped is true; the workspace is kept";
+    cond(st, s, types::RUNTIME_READY, ConditionStatus::False, reasons::STOPPED, msg);
+    cond(st, s, types::AGENT_ACTIVE, ConditionStatus::False, reasons::STOPPED, msg);
+    cond(st, s, types::READY, ConditionStatus::False, reasons::STOPPED, msg);
+    Ok(Action::await_change())
+}

@@ -1,0 +1,160 @@
+//! Session reconciler: finalizer, then workspace → runtime → first prompt → activity, recording the
+//! `Ready`, `WorkspaceReady`, `RuntimeReady`, `AgentActive` and `Stalled` conditions and the phase.
+
+mod activity;
+mod cleanup;
+pub mod gc;
+mod launch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aoctl_api::condition::{self, set_condition, types};
+use aoctl_api::project::Project;
+use aoctl_api::session::{reasons, Phase, RuntimeKind, WorkspaceStatus};
+use aoctl_api::{Condition, ConditionStatus, EventType, Session, SessionStatus, Time};
+use aoctl_engine::Action;
+use aoctl_runtimes::workspace::WorkspaceRequest;
+use aoctl_store::{Selector, StoreError};
+
+use super::Error;
+use crate::context::Ctx;
+
+/// Name of this controller in metrics and events.
+pub const NAME: &str = "session";
+/// Held while the controller still has a runtime or workspace to clean up.
+pub const FINALIZER: &str = "ao.dev/session-cleanup";
+
+/// Sets a condition stamped with the session's generation.
+pub(crate) fn cond(st: &mut SessionStatus, s: &Session, type_: &str, status: ConditionStatus, reason: &str, msg: impl Into<String>) {
+    set_condition(&mut st.conditions, Condition::new(type_, status, reason, msg, s.metadata.generation, Time::now()));
+}
+
+pub async fn reconcile(s: Arc<Session>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    if s.metadata.deletion_timestamp.is_some() {
+        return cleanup::finalize(&s, &ctx).await;
+    }
+    if !s.metadata.finalizers.iter().any(|f| f == FINALIZER) {
+        // The update carries the resourceVersion we read, so it cannot overwrite a newer spec.
+        let mut next = (*s).clone();
+        next.metadata.finalizers.push(FINALIZER.to_string());
+        ctx.store.update_typed(&next).await?;
+        return Ok(Action::await_change());
+    }
+    let mut st = s.status.clone();
+    let result = drive(&s, &ctx, &mut st).await;
+    st.observed_generation = s.metadata.generation;
+    st.phase = Some(st.derive_phase(s.spec.stopped, false));
+    if st != s.status {
+        let mut next = (*s).clone();
+        next.status = st;
+        ctx.store.update_status_typed(&next).await?;
+    }
+    result
+}
+
+pub fn error_policy(_s: Arc<Session>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+    tracing::warn!(error = %error, kind = error.metric_label(), "session reconcile failed");
+    Action::requeue(Duration::ZERO)
+}
+
+/// The branch a session works on: `spec.branch`, else `<sessionPrefix>/<name>`.
+pub fn branch_of(s: &Session, p: &Project) -> String {
+    s.spec.branch.clone().unwrap_or_else(|| {
+        let prefix = p.spec.session_prefix.clone().unwrap_or_else(|| p.metadata.name.clone());
+        format!("{prefix}/{}", s.metadata.name)
+    })
+}
+
+async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action, Error> {
+    let project = match ctx.store.get_typed::<Project>(&s.spec.project).await {
+        Ok(p) => p,
+        Err(StoreError::NotFound { .. }) => {
+            let msg = format!("project \"{}\" not found", s.spec.project);
+            cond(st, s, types::READY, ConditionStatus::False, "ProjectNotFound", msg);
+            return Ok(Action::requeue(Duration::from_secs(10)));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !condition::is_true(&project.status.conditions, types::READY) {
+        let msg = format!("waiting for project \"{}\" to be Ready", project.metadata.name);
+        cond(st, s, types::READY, ConditionStatus::False, "ProjectNotReady", msg);
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
+    if let Some(rank) = queue_rank(s, &project, ctx).await? {
+        let max = project.spec.max_concurrent_sessions.unwrap_or(u32::MAX);
+        let msg = format!("position {} in the queue of project \"{}\" (maxConcurrentSessions: {max})", rank + 1, project.metadata.name);
+        cond(st, s, types::READY, ConditionStatus::False, reasons::QUEUED, msg);
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    }
+
+    // Workspace.
+    let kind = s
+        .spec
+        .workspace
+        .or(project.spec.defaults.as_ref().and_then(|d| d.workspace))
+        .unwrap_or(aoctl_api::session::WorkspaceKind::Worktree);
+    let req = WorkspaceRequest {
+        project: project.metadata.name.clone(),
+        session: s.metadata.name.clone(),
+        repo: project.spec.path.clone().into(),
+        branch: branch_of(s, &project),
+        base_ref: s.spec.base_ref.clone().or(project.status.default_branch.clone()).unwrap_or_else(|| "main".into()),
+        kind,
+        setup: project.spec.setup.clone(),
+    };
+    let fleet = ctx.fleet.clone();
+    let ensured = tokio::task::spawn_blocking(move || fleet.workspaces.ensure(&req)).await?;
+    let ws = match ensured {
+        Ok(ws) => ws,
+        Err(e) => {
+            let first = !condition::find(&st.conditions, types::WORKSPACE_READY).is_some_and(|c| c.reason == e.reason());
+            cond(st, s, types::WORKSPACE_READY, ConditionStatus::False, e.reason(), e.to_string());
+            cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the workspace could not be prepared");
+            if first {
+                ctx.recorder.publish(s, EventType::Warning, e.reason(), &e.to_string()).await;
+            }
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    };
+    if ws.created {
+        let msg = format!("{} on branch {}", ws.path.display(), ws.branch);
+        ctx.recorder.publish(s, EventType::Normal, "WorkspaceCreated", &msg).await;
+    }
+    let msg = format!("{:?} at {} on branch {}", kind, ws.path.display(), ws.branch).to_lowercase();
+    cond(st, s, types::WORKSPACE_READY, ConditionStatus::True, "WorkspaceReady", msg);
+    st.workspace = Some(WorkspaceStatus {
+        path: ws.path.display().to_string(),
+        branch: ws.branch.clone(),
+        head_sha: ws.head_sha.clone(),
+    });
+
+    let runtime_kind = s
+        .spec
+        .runtime
+        .or(project.spec.defaults.as_ref().and_then(|d| d.runtime))
+        .unwrap_or(RuntimeKind::Tmux);
+    if s.spec.stopped {
+        return launch::stop(s, ctx, st, runtime_kind).await;
+    }
+    match launch::ensure_running(s, &project, &ws, ctx, st, runtime_kind).await? {
+        launch::Running::Yes(launch) => activity::observe(s, &project, &launch, ctx, st).await,
+        launch::Running::Wait(action) => Ok(action),
+    }
+}
+
+/// `None` when the session may run; `Some(rank)` when it waits behind `maxConcurrentSessions`.
+async fn queue_rank(s: &Session, project: &Project, ctx: &Ctx) -> Result<Option<usize>, Error> {
+    let Some(max) = project.spec.max_concurrent_sessions else { return Ok(None) };
+    let (all, _) = ctx.store.list_typed::<Session>(&Selector::everything()).await?;
+    let mut contenders: Vec<&Session> = all
+        .iter()
+        .filter(|o| o.spec.project == project.metadata.name && !o.spec.stopped && o.metadata.deletion_timestamp.is_none())
+        .filter(|o| !matches!(o.status.phase, Some(Phase::Merged | Phase::Closed | Phase::Failed)))
+        .collect();
+    contenders.sort_by(|a, b| {
+        (a.metadata.creation_timestamp, &a.metadata.name).cmp(&(b.metadata.creation_timestamp, &b.metadata.name))
+    });
+    let rank = contenders.iter().position(|o| o.metadata.name == s.metadata.name).unwrap_or(contenders.len());
+    Ok((rank >= max as usize).then(|| rank - max as usize))
+}

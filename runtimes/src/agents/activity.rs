@@ -1,0 +1,230 @@
+//! Reading an agent's screen: its activity (working, idle, needs-input, stuck, exited), the
+//! dialogs the controller answers by itself, and whether it is ready for typed input.
+//!
+//! Rules, in order: an exited agent is exited; a needs-input cue in the last lines of the screen,
+//! with no prompt line of the agent's below it, is needs-input; a grown transcript or a working
+//! cue (spinner, "esc to interrupt") is working; anything else is idle. An idle screen unchanged
+//! for longer than `stuck_after` is stuck, and so is a working cue frozen that long without the
+//! transcript growing (a live spinner or timer changes the screen). A zero `stuck_after` never
+//! reports stuck.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use aoctl_api::session::ActivityState;
+use regex::Regex;
+
+use super::adapter::{Adapter, Dialog};
+use super::table::{all, PROMPT_LINE};
+
+/// How many non-blank lines from the bottom are searched for working cues.
+const WORKING_LINES: usize = 10;
+/// How many non-blank lines from the bottom are searched for questions, ready cues and dialogs.
+const QUESTION_LINES: usize = 30;
+/// Evidence is cut to this many characters.
+const EVIDENCE_CHARS: usize = 200;
+
+/// A numbered menu: a selected option (`❯ 1. Yes`) next to another option (`2. No`).
+const MENU: &str = concat!(
+    r"(?m)^[ \t│]*[❯›●▶][ \t]*\d+\.[ \t]+\S[^\n]*(?:\n[^\n]*){0,8}?\n[ \t│]*\d+\.[ \t]+\S",
+    r"|^[ \t│]*\d+\.[ \t]+\S[^\n]*(?:\n[^\n]*){0,8}?\n[ \t│]*[❯›●▶][ \t]*\d+\.[ \t]+\S",
+);
+
+/// Cues every agent shares.
+const GENERIC_WORKING: &[&str] = &[r"(?i)\besc to interrupt\b", r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]"];
+const GENERIC_NEEDS_INPUT: &[&str] = &[
+    MENU,
+    r"(?i)\bdo you want to (?:proceed|continue|allow|run|make|create|apply|edit)\b",
+    r"(?i)[(\[](?:y/n|yes/no)[)\]]",
+];
+const GENERIC_READY: &[&str] = &[PROMPT_LINE, r"(?i)type (?:a|your) message"];
+
+/// What the controller saw of a running agent.
+#[derive(Clone, Copy, Debug)]
+pub struct Screen<'a> {
+    /// The visible screen as plain text.
+    pub text: &'a str,
+    /// The transcript grew since the last look.
+    pub transcript_grew: bool,
+    /// How long the screen has not changed.
+    pub unchanged_for: Duration,
+    /// `Some(code)` once the agent's process ended.
+    pub exited: Option<Option<i32>>,
+}
+
+/// Classifies the agent's activity; the evidence is the matching line or a short reason.
+pub fn classify(adapter: Option<&Adapter>, screen: &Screen, stuck_after: Duration) -> (ActivityState, String) {
+    if let Some(code) = screen.exited {
+        return match code {
+            Some(c) => (ActivityState::Exited, format!("the agent exited with code {c}")),
+            None => (ActivityState::Exited, "the agent exited".to_string()),
+        };
+    }
+    let cues = compiled(adapter);
+    let text = clean(screen.text);
+    let lines = tail(&text, QUESTION_LINES);
+    if let Some(evidence) = question(&cues, &lines) {
+        return (ActivityState::NeedsInput, evidence);
+    }
+    let stuck = !stuck_after.is_zero() && screen.unchanged_for > stuck_after;
+    let recent = tail(&text, WORKING_LINES);
+    if let Some(line) = last_match_line(&cues.working, &recent) {
+        if stuck && !screen.transcript_grew {
+            let why = format!("working cue unchanged for {}: {line}", human(screen.unchanged_for));
+            return (ActivityState::Stuck, evidence(&why));
+        }
+        return (ActivityState::Working, evidence(&line));
+    }
+    if screen.transcript_grew {
+        return (ActivityState::Working, "the transcript grew".to_string());
+    }
+    let idle = last_match_line(&cues.idle, &lines)
+        .or_else(|| last_match_line(&cues.ready, &lines))
+        .or_else(|| lines.lines().last().map(str::to_string))
+        .unwrap_or_else(|| "blank screen".to_string());
+    if stuck {
+        let why = format!("idle, screen unchanged for {}: {idle}", human(screen.unchanged_for));
+        return (ActivityState::Stuck, evidence(&why));
+    }
+    (ActivityState::Idle, evidence(&idle))
+}
+
+/// A dialog on screen the controller answers itself: its name and the keys that answer it.
+pub fn dialog(adapter: &Adapter, screen: &str) -> Option<(&'static str, &'static [&'static str])> {
+    let cues = compiled(Some(adapter));
+    let text = clean(screen);
+    let lines = tail(&text, QUESTION_LINES);
+    cues.dialogs.iter().find(|(re, _)| last_live_match(re, &cues, &lines).is_some()).map(|(_, d)| (d.name, d.keys))
+}
+
+/// Whether typed input is accepted now: the agent's ready cue shows and no dialog or question is
+/// in the way.
+pub fn is_ready(adapter: &Adapter, screen: &str) -> bool {
+    let cues = compiled(Some(adapter));
+    let text = clean(screen);
+    let lines = tail(&text, QUESTION_LINES);
+    if dialog(adapter, screen).is_some() || question(&cues, &lines).is_some() {
+        return false;
+    }
+    cues.ready.iter().any(|re| re.is_match(&lines))
+}
+
+/// A regular expression from the table, compiled once.
+pub(super) fn regex(pattern: &'static str) -> Option<&'static Regex> {
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, Option<&'static Regex>>>> = OnceLock::new();
+    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    *cache.entry(pattern).or_insert_with(|| match Regex::new(pattern) {
+        Ok(re) => Some(Box::leak(Box::new(re))),
+        Err(e) => {
+            tracing::error!(pattern, error = %e, "an agent screen pattern does not compile");
+            None
+        }
+    })
+}
+
+/// An adapter's cues with the generic ones added.
+#[derive(Clone)]
+pub(super) struct Compiled {
+    ready: Vec<&'static Regex>,
+    idle: Vec<&'static Regex>,
+    working: Vec<&'static Regex>,
+    needs_input: Vec<&'static Regex>,
+    dialogs: Vec<(&'static Regex, &'static Dialog)>,
+}
+
+fn compile(patterns: &[&'static str]) -> Vec<&'static Regex> {
+    patterns.iter().filter_map(|p| regex(p)).collect()
+}
+
+pub(super) fn compiled(adapter: Option<&Adapter>) -> Cow<'static, Compiled> {
+    static TABLE: OnceLock<Vec<Compiled>> = OnceLock::new();
+    static GENERIC: OnceLock<Compiled> = OnceLock::new();
+    match adapter {
+        None => Cow::Borrowed(GENERIC.get_or_init(|| build(None))),
+        Some(a) => match all().iter().position(|row| std::ptr::eq(row, a)) {
+            Some(i) => Cow::Borrowed(&TABLE.get_or_init(|| all().iter().map(|r| build(Some(r))).collect())[i]),
+            None => Cow::Owned(build(Some(a))),
+        },
+    }
+}
+
+fn build(adapter: Option<&Adapter>) -> Compiled {
+    let cues = adapter.map(|a| a.cues).unwrap_or(super::adapter::Cues::NONE);
+    let ready = if cues.ready.is_empty() { GENERIC_READY } else { cues.ready };
+    let dialogs: &'static [Dialog] = adapter.map_or(&[], |a| a.dialogs);
+    Compiled {
+        ready: compile(ready),
+        idle: compile(cues.idle),
+        working: compile(&[cues.working, GENERIC_WORKING].concat()),
+        needs_input: compile(&[cues.needs_input, GENERIC_NEEDS_INPUT].concat()),
+        dialogs: dialogs.iter().filter_map(|d| regex(d.pattern).map(|re| (re, d))).collect(),
+    }
+}
+
+/// The question the agent is waiting on, if one is live at the bottom of the screen.
+fn question(cues: &Compiled, lines: &str) -> Option<String> {
+    let (start, _) = cues.needs_input.iter().filter_map(|re| last_live_match(re, cues, lines)).max_by_key(|m| m.1)?;
+    let before: Vec<&str> = lines[..start].lines().collect();
+    let first = lines[start..].lines().next().unwrap_or_default();
+    let asked = before.iter().rev().take(6).find(|l| l.trim_end().ends_with('?')).copied();
+    Some(evidence(asked.filter(|_| !first.trim_end().ends_with('?')).unwrap_or(first)))
+}
+
+/// The last match of `re` whose lines are not followed by the agent's own prompt (which would
+/// make it an answered question left in scrollback). Returns the start of the match's first line
+/// and the match end.
+fn last_live_match(re: &Regex, cues: &Compiled, lines: &str) -> Option<(usize, usize)> {
+    let m = re.find_iter(lines).last()?;
+    let line_start = lines[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+    let after = lines[m.end()..].find('\n').map_or("", |i| &lines[m.end() + i + 1..]);
+    let prompt_below = cues.idle.iter().chain(&cues.ready).any(|p| p.is_match(after));
+    (!prompt_below).then_some((line_start, m.end()))
+}
+
+/// The trimmed line holding the last match of any of `patterns`.
+fn last_match_line(patterns: &[&'static Regex], lines: &str) -> Option<String> {
+    let m = patterns.iter().filter_map(|re| re.find_iter(lines).last()).max_by_key(|m| m.start())?;
+    let start = lines[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+    let end = lines[m.start()..].find('\n').map_or(lines.len(), |i| m.start() + i);
+    Some(lines[start..end].trim().to_string())
+}
+
+/// The screen without escape sequences or carriage returns.
+fn clean(text: &str) -> Cow<'_, str> {
+    static ESC: OnceLock<Regex> = OnceLock::new();
+    let esc = ESC.get_or_init(|| {
+        Regex::new(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])").expect("escape pattern")
+    });
+    if !text.contains('\x1b') && !text.contains('\r') {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(esc.replace_all(text, "").replace("\r\n", "\n").replace('\r', "\n"))
+}
+
+/// The last `n` non-blank lines, right-trimmed, joined by newlines.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Trimmed and cut to [`EVIDENCE_CHARS`] characters.
+fn evidence(s: &str) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(EVIDENCE_CHARS) {
+        Some((i, _)) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// `45s`, `12m`, `1h5m`.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, _) => format!("{m}m"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}

@@ -1,0 +1,147 @@
+//! The shape of one adapter row: static data that says how an agent CLI is launched, typed into,
+//! read and prepared. The rows themselves are in `table.rs`.
+
+use std::time::Duration;
+
+use crate::runtime::InputStyle;
+
+/// How the first prompt reaches the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromptVia {
+    /// Arguments added after the adapter's flags; `{prompt}` is replaced by the prompt text.
+    Arg(&'static [&'static str]),
+    /// Arguments added after the adapter's flags; `{promptFile}` is replaced by the prompt file,
+    /// which the agent reads itself.
+    File(&'static [&'static str]),
+    /// Typed into the agent (bracketed paste, then the submit key) once its ready cue shows.
+    Typed,
+}
+
+/// How text is typed into the agent; the data behind [`InputStyle`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Input {
+    /// Multi-line text goes in as one bracketed paste.
+    pub bracketed_paste: bool,
+    /// Pause between the text and the submit key, in milliseconds.
+    pub submit_delay_ms: u64,
+    /// The submit key in tmux key syntax.
+    pub submit_key: &'static str,
+    /// A pattern on the end of a message that opens a popup swallowing the submit key; a message
+    /// that matches gets a trailing space.
+    pub popup_guard: Option<&'static str>,
+}
+
+impl Input {
+    /// Bracketed paste, a short pause, then Enter.
+    pub const DEFAULT: Input =
+        Input { bracketed_paste: true, submit_delay_ms: 150, submit_key: "Enter", popup_guard: None };
+}
+
+/// Screen cues, as regular expressions searched in the last lines of the visible screen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cues {
+    /// Input typed now is accepted. When empty, a generic prompt-line cue is used.
+    pub ready: &'static [&'static str],
+    /// The agent waits at its own prompt (used for evidence and to tell a dead menu from a live one).
+    pub idle: &'static [&'static str],
+    /// The agent is busy (spinner, interrupt hint). Generic cues are always added.
+    pub working: &'static [&'static str],
+    /// The agent asks a question only a person should answer. Generic cues are always added.
+    pub needs_input: &'static [&'static str],
+}
+
+impl Cues {
+    /// No agent-specific cues: only the generic ones apply.
+    pub const NONE: Cues = Cues { ready: &[], idle: &[], working: &[], needs_input: &[] };
+}
+
+/// A screen the controller answers by itself, such as "trust this folder?".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dialog {
+    /// Short name for events: `trust-folder`, `bypass-warning`, `theme`.
+    pub name: &'static str,
+    /// Regular expression over the last lines of the screen.
+    pub pattern: &'static str,
+    /// Keys sent to answer it, in tmux key syntax.
+    pub keys: &'static [&'static str],
+}
+
+/// A JSON literal written into an agent's configuration file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonLit {
+    Bool(bool),
+    Str(&'static str),
+}
+
+/// An idempotent edit of a JSON configuration file under `$HOME`. In `path` and `item`, `{root}`
+/// stands for the workspaces root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HomeEdit {
+    /// Sets the value at `path`, creating the objects on the way.
+    Set { file: &'static str, path: &'static [&'static str], value: JsonLit },
+    /// Adds `item` to the string array at `path` unless it is already there.
+    Add { file: &'static str, path: &'static [&'static str], item: &'static str },
+}
+
+/// One agent CLI, as data. Arguments may use the placeholders `{prompt}`, `{promptFile}`,
+/// `{promptDir}`, `{workdir}`, `{workdirToml}` (the workdir escaped for a TOML string) and
+/// `{workspacesRoot}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Adapter {
+    /// The name a manifest uses (`spec.agent`).
+    pub name: &'static str,
+    /// The executable, looked up on `PATH`.
+    pub binary: &'static str,
+    /// Arguments that always follow the binary.
+    pub args: &'static [&'static str],
+    /// How the first prompt is given.
+    pub prompt: PromptVia,
+    /// Arguments added for `permissions: bypass`.
+    pub bypass_args: &'static [&'static str],
+    /// Environment added for `permissions: bypass`.
+    pub bypass_env: &'static [(&'static str, &'static str)],
+    /// Environment added for `permissions: bypass` when the controller runs as root.
+    pub root_bypass_env: &'static [(&'static str, &'static str)],
+    /// Environment always added.
+    pub env: &'static [(&'static str, &'static str)],
+    /// How text is typed.
+    pub input: Input,
+    /// What the screen looks like.
+    pub cues: Cues,
+    /// Screens answered without asking anyone.
+    pub dialogs: &'static [Dialog],
+    /// Arguments, placed after `args`, that continue the agent's last conversation in the
+    /// workdir instead of starting a new one; `None` when the CLI has no such form.
+    pub resume: Option<&'static [&'static str]>,
+    /// Edits of the agent's own configuration that pre-trust the workspaces root.
+    pub home: &'static [HomeEdit],
+}
+
+impl Adapter {
+    /// An empty row; table rows fill in what they need with `..Adapter::BASE`.
+    pub const BASE: Adapter = Adapter {
+        name: "",
+        binary: "",
+        args: &[],
+        prompt: PromptVia::Typed,
+        bypass_args: &[],
+        bypass_env: &[],
+        root_bypass_env: &[],
+        env: &[],
+        input: Input::DEFAULT,
+        cues: Cues::NONE,
+        dialogs: &[],
+        resume: None,
+        home: &[],
+    };
+
+    /// The runtime's view of [`Adapter::input`].
+    pub fn input_style(&self) -> InputStyle {
+        InputStyle {
+            bracketed_paste: self.input.bracketed_paste,
+            submit_delay: Duration::from_millis(self.input.submit_delay_ms),
+            submit_key: self.input.submit_key.to_string(),
+            ..InputStyle::default()
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! The built-in adapters: one row per agent CLI. Each row says where its facts come from: the
+//! notes on CLIs observed on this machine (`observed`), the CLI's own documentation (`docs`), the
+//! seed orchestrator's adapter for it (`seed`), or a conservative guess (`guessed`). Where a fact
+//! could not be found, the row types the prompt after start and adds no bypass flag.
+
+use super::adapter::{Adapter, Cues, Dialog, HomeEdit, Input, JsonLit, PromptVia};
+
+/// A prompt line on its own: `>`, `❯` or `›`, optionally inside a box.
+pub(crate) const PROMPT_LINE: &str = r"(?m)^[ \t]*(?:[│┃|][ \t]*)?[>❯›][ \t]*(?:[│┃|][ \t]*)?$";
+
+/// "Trust the files in this folder?" screens whose first, highlighted option is "yes".
+const TRUST_FILES: Dialog = Dialog {
+    name: "trust-folder",
+    pattern: r"(?i)do you trust the files in this folder|yes, i trust this folder|confirm folder trust",
+    keys: &["Enter"],
+};
+
+/// Gemini-style folder trust, whose first option trusts the folder.
+const TRUST_GEMINI: Dialog =
+    Dialog { name: "trust-folder", pattern: r"(?i)do you trust this folder", keys: &["Enter"] };
+
+/// Gemini-style trusted folders: a trusted folder covers everything below it.
+const fn trusted_folders(file: &'static str) -> HomeEdit {
+    HomeEdit::Set { file, path: &["{root}"], value: JsonLit::Str("TRUST_FOLDER") }
+}
+
+static ADAPTERS: [Adapter; 24] = [
+    // observed + docs: a positional prompt starts the interactive REPL with it; as root the bypass
+    // flag is refused unless IS_SANDBOX=1; the updater and telemetry are switched off. Trust is
+    // written for the workspaces root (a trusted parent covers its children) and the dialog is also
+    // answered on screen; the bypass warning is switched off in settings and answered on screen.
+    Adapter {
+        name: "claude-code",
+        binary: "claude",
+        prompt: PromptVia::Arg(&["{prompt}"]),
+        bypass_args: &["--dangerously-skip-permissions"],
+        root_bypass_env: &[("IS_SANDBOX", "1")],
+        env: &[("DISABLE_AUTOUPDATER", "1"), ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")],
+        cues: Cues {
+            ready: &[
+                r"(?m)^[ \t]*(?:│[ \t]*>|❯)(?:[ \t]*│?[ \t]*$|[ \t]+[^\d\s])",
+                r"\? for shortcuts",
+                r"(?i)bypass permissions on",
+            ],
+            idle: &[r"(?m)^[ \t]*(?:│[ \t]*>|❯)(?:[ \t]*│?[ \t]*$|[ \t]+[^\d\s])"],
+            working: &[r"(?m)^[ \t]*[·✢✳✶✻✽*][ \t]+[A-Z][a-z]+…"],
+            needs_input: &[r"(?i)do you want to (?:proceed|make this edit|create|allow)"],
+        },
+        dialogs: &[
+            TRUST_FILES,
+            Dialog {
+                name: "bypass-warning",
+                pattern: r"(?s)Bypass Permissions mode.*Yes, I accept",
+                keys: &["Down", "Enter"],
+            },
+            Dialog { name: "theme", pattern: r"(?i)choose the text style that looks best", keys: &["Enter"] },
+            Dialog { name: "onboarding", pattern: r"(?i)press enter to continue", keys: &["Enter"] },
+        ],
+        resume: Some(&["--continue"]),
+        home: &[
+            HomeEdit::Set {
+                file: ".claude.json",
+                path: &["projects", "{root}", "hasTrustDialogAccepted"],
+                value: JsonLit::Bool(true),
+            },
+            HomeEdit::Set {
+                file: ".claude/settings.json",
+                path: &["skipDangerousModePermissionPrompt"],
+                value: JsonLit::Bool(true),
+            },
+        ],
+        ..Adapter::BASE
+    },
+    // observed + seed: the workdir is trusted with a `-c` override (one argv element, no shell);
+    // the app-server daemon is avoided with `-c features.daemon_auto_start=false` (a config override
+    // an older Codex ignores, where an unknown `--no-daemon` flag would stop it starting). Input is
+    // safe only once the footer shows; a pause comes before Enter; a trailing `$word` gets a space.
+    // A worktree whose trust Codex looks up under the main clone still gets the trust screen,
+    // which is answered on screen.
+    Adapter {
+        name: "codex",
+        binary: "codex",
+        args: &[
+            "-c",
+            "check_for_update_on_startup=false",
+            "-c",
+            "features.daemon_auto_start=false",
+            "-c",
+            r#"projects."{workdirToml}".trust_level="trusted""#,
+        ],
+        prompt: PromptVia::Arg(&["{prompt}"]),
+        bypass_args: &["--dangerously-bypass-approvals-and-sandbox"],
+        input: Input { submit_delay_ms: 500, popup_guard: Some(r"\$[\w-]+$"), ..Input::DEFAULT },
+        cues: Cues {
+            ready: &[r"\? for shortcuts", r"(?i)\d+% context left", r"⏎ send"],
+            idle: &[r"(?m)^[ \t]*[›▌](?:[ \t]*$|[ \t]+[^\d\s])"],
+            working: &[r"(?m)^[ \t]*•[ \t]*Working\b"],
+            needs_input: &[r"(?i)would you like to (?:run|make|apply|grant)", r"(?i)allow command\?"],
+        },
+        dialogs: &[Dialog {
+            name: "trust-folder",
+            pattern: r"(?i)allow codex to work in this folder|do you trust the contents of this directory|trust this (?:folder|directory)\?",
+            keys: &["Enter"],
+        }],
+        resume: Some(&["resume", "--last"]),
+        ..Adapter::BASE
+    },
+    // observed + docs + seed: `--message` runs once and exits, so the prompt is typed. Aider's own
+    // auto-commits stay on: aoctl wants the agent's work committed on the session branch, and each
+    // aider edit becomes one commit. `--no-gitignore` keeps it from editing the tracked .gitignore,
+    // and its histories live beside the prompt file, outside the tracked tree. Analytics and update
+    // checks are off so no first-run question appears; with no key it exits 1 (seen as exited).
+    Adapter {
+        name: "aider",
+        binary: "aider",
+        args: &[
+            "--no-check-update",
+            "--no-show-release-notes",
+            "--no-analytics",
+            "--no-gitignore",
+            "--chat-history-file",
+            "{promptDir}/aider.chat.history.md",
+            "--input-history-file",
+            "{promptDir}/aider.input.history",
+        ],
+        bypass_args: &["--yes-always"],
+        cues: Cues {
+            ready: &[r"(?m)^(?:[a-z][a-z0-9-]*(?: multi)?|multi)?> ?$"],
+            idle: &[r"(?m)^(?:[a-z][a-z0-9-]*(?: multi)?|multi)?> ?$"],
+            working: &[r"(?mi)^[ \t░█▒▓]*waiting for\b"],
+            needs_input: &[r"\(Y\)es/\(N\)o", r"(?m)\[(?:Yes|No)\]:[ \t]*$"],
+        },
+        resume: Some(&["--restore-chat-history"]),
+        ..Adapter::BASE
+    },
+    // seed: `--prompt` opens the TUI with the prompt. Permissions come from config, so bypass sets
+    // OPENCODE_PERMISSION rather than a flag an older version may not parse. Screen cues guessed.
+    Adapter {
+        name: "opencode",
+        binary: "opencode",
+        prompt: PromptVia::Arg(&["--prompt", "{prompt}"]),
+        bypass_env: &[("OPENCODE_PERMISSION", r#"{"edit":"allow","bash":"allow","webfetch":"allow"}"#)],
+        cues: Cues { ready: &[r"(?i)ctrl\+p commands|enter send|ask anything", PROMPT_LINE], ..Cues::NONE },
+        resume: Some(&["--continue"]),
+        ..Adapter::BASE
+    },
+    // seed: a bare positional is read as a subcommand and `-p` is headless, so the prompt is typed.
+    // Resume needs a session id, which aoctl does not capture.
+    Adapter {
+        name: "grok",
+        binary: "grok",
+        args: &["--no-auto-update"],
+        bypass_args: &["--permission-mode", "bypassPermissions"],
+        ..Adapter::BASE
+    },
+    // seed: `droid [prompt]` is interactive. Its TUI has no bypass flag (autonomy lives in Factory
+    // settings), so none is added. Resume needs a session id.
+    Adapter { name: "droid", binary: "droid", prompt: PromptVia::Arg(&["{prompt}"]), ..Adapter::BASE },
+    // seed + docs: `-x` is execute mode, so the prompt is typed. `--dangerously-allow-all` is used
+    // in public scripts, interactive ones included.
+    Adapter {
+        name: "amp",
+        binary: "amp",
+        bypass_args: &["--dangerously-allow-all"],
+        cues: Cues { ready: &[r"(?i)type a message|what can i help", PROMPT_LINE], ..Cues::NONE },
+        ..Adapter::BASE
+    },
+    // seed: Antigravity's CLI; the permission picker is recognised by its wording.
+    Adapter {
+        name: "agy",
+        binary: "agy",
+        args: &["--add-dir", "{workdir}"],
+        prompt: PromptVia::Arg(&["--prompt-interactive", "{prompt}"]),
+        bypass_args: &["--dangerously-skip-permissions"],
+        cues: Cues { needs_input: &[r"(?i)requesting permission for:"], ..Cues::NONE },
+        ..Adapter::BASE
+    },
+    // seed: `crush run` is non-interactive, so the prompt is typed; `--yolo` skips approvals.
+    // Resume guessed unavailable.
+    Adapter {
+        name: "crush",
+        binary: "crush",
+        bypass_args: &["--yolo"],
+        cues: Cues {
+            ready: &[r"(?i)ready\.\.\.", PROMPT_LINE],
+            needs_input: &[r"(?i)allow for (?:this )?session|permission required"],
+            ..Cues::NONE
+        },
+        ..Adapter::BASE
+    },
+    // docs + seed: the binary is `cursor-agent`; a positional prompt is interactive; `--force`
+    // allows commands unless denied. The approval wording is guessed.
+    Adapter {
+        name: "cursor",
+        binary: "cursor-agent",
+        prompt: PromptVia::Arg(&["{prompt}"]),
+        bypass_args: &["--force"],
+        cues: Cues {
+            ready: &[r"(?i)add a follow-up|plan, search, build anything", r"(?m)^[ \t]*(?:Cursor|Composer) .* · "],
+            idle: &[r"(?m)^[ \t]*→"],
+            needs_input: &[r"(?i)\(y\)[ \t]*\(enter\)|run this command\?"],
+            ..Cues::NONE
+        },
+        resume: Some(&["resume"]),
+        ..Adapter::BASE
+    },
+    // docs + seed: a fork of gemini-cli: `--prompt-interactive`, `--yolo`, gemini-style trust.
+    Adapter {
+        name: "qwen",
+        binary: "qwen",
+        prompt: PromptVia::Arg(&["--prompt-interactive", "{prompt}"]),
+        bypass_args: &["--yolo"],
+        cues: Cues {
+            ready: &[r"(?i)type your message"],
+            idle: &[r"(?i)type your message"],
+            working: &[r"(?i)esc to cancel"],
+            needs_input: &[r"(?i)allow execution|apply this change\?|allow once"],
+        },
+        dialogs: &[TRUST_GEMINI],
+        resume: Some(&["--continue"]),
+        home: &[trusted_folders(".qwen/trustedFolders.json")],
+        ..Adapter::BASE
+    },
+    // seed + docs: `--interactive <prompt>` runs the prompt and stays interactive (`-p` exits);
+    // `--allow-all-tools` is the long-standing approval flag. First runs ask to trust the folder.
+    Adapter {
+        name: "copilot",
+        binary: "copilot",
+        prompt: PromptVia::Arg(&["--interactive", "{prompt}"]),
+        bypass_args: &["--allow-all-tools"],
+        dialogs: &[TRUST_FILES],
+        resume: Some(&["--continue"]),
+        ..Adapter::BASE
+    },
+    // seed + docs: `goose session` is the interactive REPL; approvals come from GOOSE_MODE.
+    Adapter {
+        name: "goose",
+        binary: "goose",
+        args: &["session"],
+        bypass_env: &[("GOOSE_MODE", "auto")],
+        cues: Cues { ready: &[r"\( O\)>", PROMPT_LINE], ..Cues::NONE },
+        resume: Some(&["--resume"]),
+        ..Adapter::BASE
+    },
+    // docs: `auggie --instruction-file` gives the first instruction and stays interactive. Auggie
+    // has no blanket approval flag (only per-tool rules), so none is added.
+    Adapter {
+        name: "auggie",
+        binary: "auggie",
+        prompt: PromptVia::File(&["--instruction-file", "{promptFile}"]),
+        resume: Some(&["--continue"]),
+        ..Adapter::BASE
+    },
+    // seed: the Continue CLI is `cn`; a positional prompt is interactive; `--auto` allows all tools.
+    Adapter {
+        name: "continue",
+        binary: "cn",
+        prompt: PromptVia::Arg(&["{prompt}"]),
+        bypass_args: &["--auto"],
+        cues: Cues { needs_input: &[r"(?i)enter select"], ..Cues::NONE },
+        resume: Some(&["--resume"]),
+        ..Adapter::BASE
+    },
+    // seed: Devin for Terminal; `-p` is print mode, so the prompt is positional. Its trust list is
+    // pre-filled with the workspaces root (whether a parent covers children is not known) and the
+    // trust screen is also answered. Resume needs a session id.
+    Adapter {
+        name: "devin",
+        binary: "devin",
+        prompt: PromptVia::Arg(&["{prompt}"]),
+        bypass_args: &["--permission-mode", "dangerous"],
+        dialogs: &[TRUST_FILES],
+        home: &[HomeEdit::Add {
+            file: ".local/share/devin/cli/trusted_workspaces.json",
+            path: &["trusted_paths"],
+            item: "{root}",
+        }],
+        ..Adapter::BASE
+    },
+    // seed: a prompt in argv is parsed as a command, so it is typed. `--yolo` may also switch to
+    // plain headless output, so `--auto-approve true` is used. Resume needs a session id.
+    Adapter {
+        name: "cline",
+        binary: "cline",
+        bypass_args: &["--auto-approve", "true"],
+        cues: Cues { ready: &[r"(?i)type a message|what can i help", PROMPT_LINE], ..Cues::NONE },
+        ..Adapter::BASE
+    },
+    // seed + docs: `-p` is non-interactive, so the prompt is typed; `--yolo` approves tool calls.
+    Adapter {
+        name: "kimi",
+        binary: "kimi",
+        bypass_args: &["--yolo"],
+        cues: Cues { ready: &[r"│ >", PROMPT_LINE], ..Cues::NONE },
+        resume: Some(&["--continue"]),
+        ..Adapter::BASE
+    },
+    // seed + docs: `kiro-cli chat`; a positional prompt is not reliably submitted, so it is typed.
+    Adapter {
+        name: "kiro",
+        binary: "kiro-cli",
+        args: &["chat"],
+        bypass_args: &["--trust-all-tools"],
+        cues: Cues {
+            ready: &[r"(?i)ask a question or describe a task", PROMPT_LINE],
+            needs_input: &[r"\[y/n/t\]"],
+            ..Cues::NONE
+        },
+        resume: Some(&["--resume"]),
+        ..Adapter::BASE
+    },
+    // seed: the TUI rejects permission flags; KILO_CONFIG_CONTENT is merged as the top config, so
+    // bypass allows every tool there. Older CLIs ignore it. The prompt is typed.
+    Adapter {
+        name: "kilocode",
+        binary: "kilocode",
+        bypass_env: &[("KILO_CONFIG_CONTENT", r#"{"permission":{"*":"allow"}}"#)],
+        resume: Some(&["--continue"]),
+        ..Adapter::BASE
+    },
+    // seed: Mistral Vibe; `--trust` skips its folder trust prompt; the positional prompt keeps
+    // the TUI; the builtin `auto-approve` agent approves every tool.
+    Adapter {
+        name: "vibe",
+        binary: "vibe",
+        args: &["--trust"],
+        prompt: PromptVia::Arg(&["{prompt}"]),
+        bypass_args: &["--agent", "auto-approve"],
+        resume: Some(&["--continue"]),
+        ..Adapter::BASE
+    },
+    // seed: the prompt is a trailing positional (no `--` terminator); Pi has no approval prompts.
+    Adapter {
+        name: "pi",
+        binary: "pi",
+        prompt: PromptVia::Arg(&["{prompt}"]),
+        resume: Some(&["--continue"]),
+        ..Adapter::BASE
+    },
+    // seed: a positional prompt may run in one-shot command mode, so it is typed;
+    // `--unrestricted` skips approvals. Resume needs a session id.
+    Adapter { name: "autohand", binary: "autohand", bypass_args: &["--unrestricted"], ..Adapter::BASE },
+    // docs + seed: `--prompt-interactive` runs the prompt and stays interactive; `--yolo`
+    // approves every action; `--resume latest` continues. Folder trust (off by default) is
+    // pre-filled and answered.
+    Adapter {
+        name: "gemini",
+        binary: "gemini",
+        prompt: PromptVia::Arg(&["--prompt-interactive", "{prompt}"]),
+        bypass_args: &["--yolo"],
+        cues: Cues {
+            ready: &[r"(?i)type your message"],
+            idle: &[r"(?i)type your message"],
+            working: &[r"(?i)esc to cancel"],
+            needs_input: &[r"(?i)allow execution|apply this change\?|allow once"],
+        },
+        dialogs: &[TRUST_GEMINI],
+        resume: Some(&["--resume", "latest"]),
+        home: &[trusted_folders(".gemini/trustedFolders.json")],
+        ..Adapter::BASE
+    },
+];
+
+/// Every built-in adapter, in the order of `BUILTIN_AGENTS`.
+pub fn all() -> &'static [Adapter] {
+    &ADAPTERS
+}
+
+/// The built-in adapter with this name.
+pub fn builtin(name: &str) -> Option<&'static Adapter> {
+    ADAPTERS.iter().find(|a| a.name == name)
+}

@@ -1,0 +1,278 @@
+//! Tests of reading agent screens, on screens shaped like the real Claude Code and Codex TUIs.
+
+use std::time::Duration;
+
+use aoctl_api::session::ActivityState;
+
+use super::*;
+
+const CLAUDE_IDLE: &str = "\
+╭───────────────────────────────────────────────────╮
+│ ✻ Welcome to Claude Code!                         │
+│                                                   │
+│   cwd: /data/ws/demo/fix-login                    │
+╰───────────────────────────────────────────────────╯
+
+> Fix the login redirect loop
+
+● I'll look at the redirect handling in src/auth.ts.
+
+● Update(src/auth.ts)
+  ⎿  Updated src/auth.ts with 2 additions and 1 removal
+
+● The loop is fixed and committed on demo/fix-login.
+
+✻ Worked for 1m 12s
+
+────────────────────────────────────────────────────────────────
+❯\u{a0}
+────────────────────────────────────────────────────────────────
+  ⏵⏵ bypass permissions on (shift+tab to cycle)
+
+
+";
+
+const CLAUDE_WORKING: &str = "\
+> Fix the login redirect loop
+
+● I'll look at the redirect handling in src/auth.ts.
+
+✻ Cogitating… (12s · ↑ 1.2k tokens · esc to interrupt)
+
+────────────────────────────────────────────────────────────────
+❯ 
+────────────────────────────────────────────────────────────────
+  ⏵⏵ bypass permissions on (shift+tab to cycle)
+";
+
+const CLAUDE_PERMISSION: &str = "\
+● I'll clean the build output first.
+
+────────────────────────────────────────────────────────────────
+ Bash command
+
+   rm -rf build
+   Remove the build directory
+
+ Do you want to proceed?
+ ❯ 1. Yes
+   2. Yes, and don't ask again for rm commands in /data/ws/demo/fix-login
+   3. No, and tell Claude what to do differently (esc)
+
+";
+
+const CLAUDE_TRUST: &str = "\
+────────────────────────────────────────────────────────────────────────────────
+ Do you trust the files in this folder?
+
+ /data/ws/demo/fix-login
+
+ Claude Code may read, write, or execute files contained in this directory.
+ This can pose security risks, so only use files, hooks, and bash commands from
+  trusted sources.
+
+ ❯ 1. Yes, proceed
+   2. No, exit
+
+ Enter to confirm · Esc to cancel
+";
+
+const CLAUDE_BYPASS_WARNING: &str = "\
+ WARNING: Claude Code running in Bypass Permissions mode
+
+ In Bypass Permissions mode, Claude Code will not ask for your approval before
+ running potentially dangerous commands.
+
+ ❯ 1. No, exit
+   2. Yes, I accept
+
+ Enter to confirm · Esc to exit
+";
+
+const CODEX_STARTING: &str = "\
+╭──────────────────────────────────────────────╮
+│ >_ OpenAI Codex (v0.17.0)                    │
+│                                              │
+│ model:     gpt-5-codex   /model to change    │
+│ directory: /data/ws/demo/fix-login           │
+╰──────────────────────────────────────────────╯
+
+› Find and fix a bug in @filename
+";
+
+const CODEX_IDLE: &str = "\
+╭──────────────────────────────────────────────╮
+│ >_ OpenAI Codex (v0.17.0)                    │
+│ directory: /data/ws/demo/fix-login           │
+╰──────────────────────────────────────────────╯
+
+› Fix the login redirect loop
+
+• Edited src/auth.ts (+2 -1)
+
+• The redirect loop is fixed; see the commit on demo/fix-login.
+
+› Find and fix a bug in @filename
+
+  97% context left · ? for shortcuts
+";
+
+const CODEX_WORKING: &str = "\
+› Fix the login redirect loop
+
+• Explored
+  └ Read auth.ts
+
+• Working (14s • esc to interrupt)
+
+› Summarize recent commits
+
+  98% context left · ? for shortcuts
+";
+
+const CODEX_APPROVAL: &str = "\
+› Fix the login redirect loop
+
+• I need to commit the fix.
+
+  Would you like to run the following command?
+
+  $ git commit -am \"Fix the login redirect loop\"
+
+› 1. Yes, proceed
+  2. Yes, and don't ask again for this command
+  3. No, and tell Codex what to do differently esc
+
+  Press enter to confirm or esc to cancel
+";
+
+const CODEX_TRUST: &str = "\
+> You are running Codex in /data/ws/demo/fix-login
+
+  Since this folder is version controlled, you may wish to allow Codex to work in this folder
+  without asking for approval.
+
+› 1. Yes, allow Codex to work in this folder without asking for approval
+  2. No, ask me to approve edits and commands
+
+  Press enter to continue
+";
+
+fn screen(text: &str) -> Screen<'_> {
+    Screen { text, transcript_grew: false, unchanged_for: Duration::from_secs(3), exited: None }
+}
+
+fn classify_as(name: &str, s: &Screen) -> (ActivityState, String) {
+    classify(builtin(name), s, Duration::from_secs(600))
+}
+
+#[test]
+fn claude_idle_working_and_needs_input() {
+    let (state, evidence) = classify_as("claude-code", &screen(CLAUDE_IDLE));
+    assert_eq!(state, ActivityState::Idle, "{evidence}");
+    assert!(evidence.starts_with('❯'), "{evidence}");
+
+    let (state, evidence) = classify_as("claude-code", &screen(CLAUDE_WORKING));
+    assert_eq!(state, ActivityState::Working);
+    assert!(evidence.contains("esc to interrupt"), "{evidence}");
+
+    let (state, evidence) = classify_as("claude-code", &screen(CLAUDE_PERMISSION));
+    assert_eq!(state, ActivityState::NeedsInput);
+    assert_eq!(evidence, "Do you want to proceed?");
+}
+
+#[test]
+fn claude_dialogs_are_recognised_and_answered() {
+    let claude = builtin("claude-code").unwrap();
+    assert_eq!(dialog(claude, CLAUDE_TRUST), Some(("trust-folder", &["Enter"][..])));
+    assert_eq!(dialog(claude, CLAUDE_BYPASS_WARNING), Some(("bypass-warning", &["Down", "Enter"][..])));
+    assert_eq!(dialog(claude, CLAUDE_IDLE), None);
+    assert_eq!(dialog(claude, CLAUDE_PERMISSION), None, "tool approvals are left to people");
+    assert!(!is_ready(claude, CLAUDE_TRUST));
+    assert!(!is_ready(claude, CLAUDE_PERMISSION));
+    assert!(is_ready(claude, CLAUDE_IDLE));
+    assert_eq!(classify_as("claude-code", &screen(CLAUDE_TRUST)).0, ActivityState::NeedsInput);
+}
+
+#[test]
+fn an_answered_question_left_above_the_prompt_is_not_needs_input() {
+    let answered = format!("{CLAUDE_PERMISSION}\n● Removed build/.\n\n────────\n❯ \n────────\n  ? for shortcuts\n");
+    assert_eq!(classify_as("claude-code", &screen(&answered)).0, ActivityState::Idle);
+}
+
+#[test]
+fn codex_idle_working_and_needs_input() {
+    let (state, evidence) = classify_as("codex", &screen(CODEX_IDLE));
+    assert_eq!(state, ActivityState::Idle);
+    assert_eq!(evidence, "› Find and fix a bug in @filename");
+
+    let (state, evidence) = classify_as("codex", &screen(CODEX_WORKING));
+    assert_eq!(state, ActivityState::Working);
+    assert_eq!(evidence, "• Working (14s • esc to interrupt)");
+
+    let (state, evidence) = classify_as("codex", &screen(CODEX_APPROVAL));
+    assert_eq!(state, ActivityState::NeedsInput);
+    assert_eq!(evidence, "Would you like to run the following command?");
+}
+
+#[test]
+fn codex_is_ready_only_once_its_footer_shows() {
+    let codex = builtin("codex").unwrap();
+    assert!(!is_ready(codex, CODEX_STARTING), "composer without footer");
+    assert!(is_ready(codex, CODEX_IDLE));
+    assert!(!is_ready(codex, CODEX_APPROVAL));
+    assert_eq!(dialog(codex, CODEX_TRUST), Some(("trust-folder", &["Enter"][..])));
+    assert_eq!(dialog(codex, CODEX_IDLE), None);
+}
+
+#[test]
+fn transcript_growth_is_working() {
+    let s = Screen { transcript_grew: true, ..screen(CLAUDE_IDLE) };
+    assert_eq!(classify_as("claude-code", &s), (ActivityState::Working, "the transcript grew".to_string()));
+}
+
+#[test]
+fn idle_too_long_is_stuck() {
+    let s = Screen { unchanged_for: Duration::from_secs(601), ..screen(CLAUDE_IDLE) };
+    let (state, evidence) = classify_as("claude-code", &s);
+    assert_eq!(state, ActivityState::Stuck);
+    assert!(evidence.starts_with("idle, screen unchanged for 10m"), "{evidence}");
+    assert_eq!(classify(builtin("claude-code"), &s, Duration::ZERO).0, ActivityState::Idle, "zero disables");
+
+    let frozen = Screen { unchanged_for: Duration::from_secs(3600), ..screen(CODEX_WORKING) };
+    assert_eq!(classify_as("codex", &frozen).0, ActivityState::Stuck);
+}
+
+#[test]
+fn exited_wins() {
+    let s = Screen { exited: Some(Some(1)), ..screen(CLAUDE_WORKING) };
+    assert_eq!(classify_as("claude-code", &s), (ActivityState::Exited, "the agent exited with code 1".to_string()));
+    let s = Screen { exited: Some(None), ..screen("") };
+    assert_eq!(classify(None, &s, Duration::ZERO).0, ActivityState::Exited);
+}
+
+#[test]
+fn custom_commands_use_generic_cues() {
+    assert_eq!(classify(None, &screen("$ ./agent\nThinking ⠙\n"), Duration::ZERO).0, ActivityState::Working);
+    let (state, evidence) = classify(None, &screen("Overwrite config.yml? [y/N]\n"), Duration::ZERO);
+    assert_eq!((state, evidence.as_str()), (ActivityState::NeedsInput, "Overwrite config.yml? [y/N]"));
+    assert_eq!(classify(None, &screen("done\n> \n"), Duration::ZERO).0, ActivityState::Idle);
+}
+
+#[test]
+fn aider_prompt_and_questions() {
+    let aider = builtin("aider").unwrap();
+    let asking = "Aider v0.86.1\nsrc/auth.ts\nAdd file to the chat? (Y)es/(N)o/(D)on't ask again [Yes]:\n";
+    assert_eq!(classify(Some(aider), &screen(asking), Duration::ZERO).0, ActivityState::NeedsInput);
+    let ready = "Aider v0.86.1\nMain model: sonnet with diff edit format\nRepo-map: using 4096 tokens\n>\n";
+    assert!(is_ready(aider, ready));
+    assert!(!is_ready(aider, asking));
+}
+
+#[test]
+fn escape_sequences_and_long_lines_are_handled() {
+    let text = format!("\x1b[1m{}\x1b[0m esc to interrupt\r\n", "x".repeat(500));
+    let (state, evidence) = classify(None, &screen(&text), Duration::ZERO);
+    assert_eq!(state, ActivityState::Working);
+    assert_eq!(evidence.chars().count(), 200);
+}

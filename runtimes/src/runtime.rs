@@ -1,0 +1,134 @@
+//! The `Runtime` trait: how the controller starts, probes, types into, reads and stops an agent,
+//! whatever it runs in (tmux, a PTY it owns, a container).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use aoctl_api::session::RuntimeKind;
+
+/// Everything needed to start one agent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchSpec {
+    /// The Session's name (a DNS-1123 label); runtimes derive their own names from it.
+    pub session: String,
+    pub project: String,
+    /// Working directory: the session's workspace.
+    pub workdir: PathBuf,
+    /// Argument vector; never joined into a shell string.
+    pub command: Vec<String>,
+    /// Added to the controller's environment.
+    pub env: BTreeMap<String, String>,
+    /// File every byte of output is appended to (`aoctl logs`).
+    pub transcript: PathBuf,
+    /// Terminal size.
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// An opaque, runtime-specific name for a started agent: a tmux session name, a process id, a
+/// container id. Stored in `status.runtime.handle` so a restarted controller finds it again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Handle(pub String);
+
+/// What a probe found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    Alive,
+    /// The agent ended; its exit code when known.
+    Exited(Option<i32>),
+    /// The runtime has no such handle (removed from outside, or lost with a restart).
+    Missing,
+}
+
+/// How text is typed into an agent, from its adapter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputStyle {
+    /// Multi-line text goes in as one bracketed paste so the agent receives one message.
+    pub bracketed_paste: bool,
+    /// Pause between the text and the submitting key (some agents turn an immediate Enter into a newline).
+    pub submit_delay: Duration,
+    /// The key that submits, in tmux key syntax (`Enter`, `C-m`).
+    pub submit_key: String,
+    /// How long delivery is checked before the submit key is sent again.
+    pub verify_timeout: Duration,
+    /// How many times the submit key is retried.
+    pub retries: u32,
+}
+
+impl Default for InputStyle {
+    fn default() -> Self {
+        InputStyle {
+            bracketed_paste: true,
+            submit_delay: Duration::from_millis(150),
+            submit_key: "Enter".into(),
+            verify_timeout: Duration::from_secs(2),
+            retries: 3,
+        }
+    }
+}
+
+/// One runtime-owned agent found by `list`, for re-adoption and orphan cleanup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owned {
+    pub session: String,
+    pub project: Option<String>,
+    pub handle: Handle,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{runtime} is not available: {message}")]
+    Unavailable { runtime: &'static str, message: String },
+    #[error("{runtime}: no such handle `{handle}`")]
+    NotFound { runtime: &'static str, handle: String },
+    #[error("{runtime}: {op} failed: {message}")]
+    Failed { runtime: &'static str, op: &'static str, message: String },
+    #[error("{runtime}: input was not delivered: {message}")]
+    NotDelivered { runtime: &'static str, message: String },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+impl RuntimeError {
+    /// The CamelCase reason used in conditions.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RuntimeError::Unavailable { .. } => "RuntimeUnavailable",
+            RuntimeError::NotFound { .. } => "RuntimeNotFound",
+            RuntimeError::Failed { .. } => "RuntimeFailed",
+            RuntimeError::NotDelivered { .. } => "InputNotDelivered",
+            RuntimeError::Io { .. } => "RuntimeIOError",
+        }
+    }
+}
+
+/// A place agents run in. Implementations are cheap to share (`Arc<dyn Runtime>`).
+#[async_trait::async_trait]
+pub trait Runtime: Send + Sync {
+    fn kind(&self) -> RuntimeKind;
+
+    /// Starts the agent; the transcript starts receiving output at once.
+    async fn start(&self, spec: &LaunchSpec) -> Result<Handle, RuntimeError>;
+
+    async fn probe(&self, handle: &Handle) -> Result<Probe, RuntimeError>;
+
+    /// Types `text` and submits it, then verifies from the screen that it was submitted
+    /// (re-sending the submit key up to `style.retries` times); `NotDelivered` otherwise.
+    async fn send(&self, handle: &Handle, text: &str, style: &InputStyle) -> Result<(), RuntimeError>;
+
+    /// The visible screen as plain text.
+    async fn capture(&self, handle: &Handle) -> Result<String, RuntimeError>;
+
+    /// Sends raw keys without verification (answering a dialog: `Enter`, `Down`, `y`).
+    async fn keys(&self, handle: &Handle, keys: &[&str]) -> Result<(), RuntimeError>;
+
+    /// Stops the agent and everything it started; stopping a missing handle is not an error.
+    async fn stop(&self, handle: &Handle) -> Result<(), RuntimeError>;
+
+    /// The argument vector a user runs to attach a terminal (`aoctl attach` execs it).
+    fn attach_command(&self, handle: &Handle) -> Vec<String>;
+
+    /// Every agent this runtime holds for this controller.
+    async fn list(&self) -> Result<Vec<Owned>, RuntimeError>;
+}

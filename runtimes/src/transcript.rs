@@ -1,0 +1,123 @@
+//! Reading agent transcripts: the raw terminal output a runtime appends to a file, turned into
+//! plain text (escape sequences removed, carriage-return overwrites applied) for `aoctl logs`.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// At most this much of the end of a transcript is read to find the last lines.
+const TAIL_WINDOW: u64 = 4 << 20;
+
+/// Removes terminal escape sequences and applies carriage returns: a line keeps only what was
+/// written after its last `\r`.
+pub fn to_text(bytes: &[u8]) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(s.len());
+    let mut line = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => match chars.next() {
+                // CSI: parameters and intermediates, then one final byte in @..~.
+                Some('[') => {
+                    for n in chars.by_ref() {
+                        if ('@'..='~').contains(&n) {
+                            break;
+                        }
+                    }
+                }
+                // OSC, DCS, SOS, PM, APC: up to BEL or ST (ESC \).
+                Some(']' | 'P' | 'X' | '^' | '_') => {
+                    while let Some(n) = chars.next() {
+                        if n == '\x07' || (n == '\x1b' && chars.peek() == Some(&'\\')) {
+                            if n == '\x1b' {
+                                chars.next();
+                            }
+                            break;
+                        }
+                    }
+                }
+                // Character-set selection takes one more character.
+                Some('(' | ')' | '*' | '+') => {
+                    chars.next();
+                }
+                _ => {}
+            },
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\r' => line.clear(),
+            '\n' => {
+                out.push_str(line.trim_end());
+                out.push('\n');
+                line.clear();
+            }
+            '\x08' => {
+                line.pop();
+            }
+            c if c.is_control() && c != '\t' => {}
+            c => line.push(c),
+        }
+    }
+    out.push_str(&line);
+    out
+}
+
+/// The last `lines` lines of a transcript as text (all of the read window when `None`), and the
+/// file length they end at, from which `read_from` continues.
+pub fn tail(path: &Path, lines: Option<usize>) -> io::Result<(String, u64)> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((String::new(), 0)),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let start = len.saturating_sub(TAIL_WINDOW);
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::with_capacity((len - start) as usize);
+    f.by_ref().take(len - start).read_to_end(&mut buf)?;
+    let text = to_text(&buf);
+    let Some(n) = lines else { return Ok((text, len)) };
+    let all: Vec<&str> = text.lines().collect();
+    let mut out = all[all.len().saturating_sub(n)..].join("\n");
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    Ok((out, len))
+}
+
+/// What was appended after `offset`, as raw bytes, and the new end.
+pub fn read_from(path: &Path, offset: u64) -> io::Result<(Vec<u8>, u64)> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((vec![], offset)),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    // A transcript that shrank was replaced: start over.
+    let from = if len < offset { 0 } else { offset };
+    f.seek(SeekFrom::Start(from))?;
+    let mut buf = vec![];
+    f.by_ref().take(len - from).read_to_end(&mut buf)?;
+    Ok((buf, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_escapes_and_applies_carriage_returns() {
+        let raw = b"\x1b[1;32mgreen\x1b[0m text\r\n\x1b]0;title\x07progress 10%\rprogress 100%\nab\x08c\n";
+        assert_eq!(to_text(raw), "green text\nprogress 100%\nac\n");
+    }
+
+    #[test]
+    fn tails_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.log");
+        std::fs::write(&p, "one\ntwo\nthree\n").unwrap();
+        assert_eq!(tail(&p, Some(2)).unwrap(), ("two\nthree\n".to_string(), 14));
+        std::fs::write(&p, "one\ntwo\nthree\nfour\n").unwrap();
+        assert_eq!(read_from(&p, 14).unwrap(), (b"four\n".to_vec(), 19));
+        assert_eq!(tail(&dir.path().join("missing"), Some(3)).unwrap(), (String::new(), 0));
+    }
+}

@@ -1,0 +1,231 @@
+//! The git side of workspaces: adding and pruning worktrees, cloning, and finding base refs (git2).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use aoctl_api::session::WorkspaceKind;
+use git2::build::{CheckoutBuilder, RepoBuilder};
+use git2::{BranchType, Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
+
+use super::{WorkspaceError, WorkspaceRecord, WorkspaceRequest};
+use crate::git;
+
+/// The workspace's repository when the folder holds the checkout the record describes.
+pub(super) fn open_healthy(rec: &WorkspaceRecord, path: &Path) -> Option<Repository> {
+    let repo = Repository::open(path).ok()?;
+    if !same_path(repo.workdir()?, path) {
+        return None;
+    }
+    match rec.kind {
+        WorkspaceKind::Worktree => {
+            let main = Repository::open(&rec.repo).ok()?;
+            (repo.is_worktree() && same_path(repo.commondir(), main.commondir())).then_some(repo)
+        }
+        WorkspaceKind::Clone => (!repo.is_worktree()).then_some(repo),
+    }
+}
+
+/// The canonical form of a path whose last part may not exist.
+fn loose_canonical(path: &Path) -> PathBuf {
+    match (path.parent().and_then(|p| p.canonicalize().ok()), path.file_name()) {
+        (Some(parent), Some(name)) => parent.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+fn same_path(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Makes room for a new checkout: an empty folder (left by a crash) goes; anything else is kept
+/// and reported, since it may hold someone's work.
+pub(super) fn clear_broken(path: &Path, req: &WorkspaceRequest) -> Result<(), WorkspaceError> {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    let empty = meta.is_dir() && fs::read_dir(path).map_err(WorkspaceError::io(path))?.next().is_none();
+    if empty {
+        return fs::remove_dir(path).map_err(WorkspaceError::io(path));
+    }
+    let message = "the folder exists but is not the expected git checkout; remove the session to start over".into();
+    Err(match req.kind {
+        WorkspaceKind::Worktree => {
+            WorkspaceError::WorktreeFailed { path: path.to_path_buf(), branch: req.branch.clone(), message }
+        }
+        WorkspaceKind::Clone => {
+            WorkspaceError::CloneFailed { repo: req.repo.clone(), path: path.to_path_buf(), message }
+        }
+    })
+}
+
+/// Deletes a workspace folder without following symlinks out of it.
+pub(super) fn remove_tree(path: &Path) -> Result<(), WorkspaceError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(WorkspaceError::io(path)(e)),
+    };
+    if !meta.is_dir() {
+        return fs::remove_file(path).map_err(WorkspaceError::io(path));
+    }
+    match fs::remove_dir_all(path) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            // Tools such as Go's module cache leave read-only folders; make them writable and retry.
+            make_writable(path);
+            fs::remove_dir_all(path).map_err(WorkspaceError::io(path))
+        }
+        other => other.map_err(WorkspaceError::io(path)),
+    }
+}
+
+fn make_writable(dir: &Path) {
+    let Ok(meta) = fs::symlink_metadata(dir) else { return };
+    if !meta.is_dir() {
+        return;
+    }
+    let mut perms = meta.permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    let _ = fs::set_permissions(dir, perms);
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        make_writable(&entry.path());
+    }
+}
+
+/// Drops the main repository's entries for this workspace: its own name, and any other entry
+/// whose folder is `path`. Failures are logged; a stale entry only blocks the branch.
+pub(super) fn prune_stale(rec: &WorkspaceRecord, path: &Path) {
+    let Ok(repo) = Repository::open(&rec.repo) else { return };
+    let Ok(names) = repo.worktrees() else { return };
+    for name in names.iter().flatten() {
+        let Ok(wt) = repo.find_worktree(name) else { continue };
+        let ours = Some(name) == rec.worktree_name.as_deref() || loose_canonical(wt.path()) == loose_canonical(path);
+        if !ours || (fs::symlink_metadata(path).is_ok() && wt.validate().is_ok()) {
+            continue;
+        }
+        let mut opts = WorktreePruneOptions::new();
+        opts.valid(true).working_tree(true);
+        if let Err(e) = wt.prune(Some(&mut opts)) {
+            tracing::warn!(repo = %rec.repo.display(), worktree = name, error = %e, "cannot prune worktree");
+        }
+    }
+}
+
+/// Adds a worktree at `path` on `req.branch`, creating the branch from the base ref when absent.
+pub(super) fn create_worktree(req: &WorkspaceRequest, path: &Path, name: &str) -> Result<(), WorkspaceError> {
+    let failed = |message: String| WorkspaceError::WorktreeFailed {
+        path: path.to_path_buf(),
+        branch: req.branch.clone(),
+        message,
+    };
+    let repo = Repository::open(&req.repo).map_err(|e| failed(format!("{}: {}", req.repo.display(), e.message())))?;
+    let (branch, made) = match repo.find_branch(&req.branch, BranchType::Local) {
+        Ok(b) => (b, false),
+        Err(_) => {
+            let commit = repo.find_commit(resolve_base(&repo, req)?).map_err(|e| failed(e.message().into()))?;
+            (repo.branch(&req.branch, &commit, false).map_err(|e| failed(e.message().into()))?, true)
+        }
+    };
+    if let Some(at) = checked_out_at(&repo, &req.branch) {
+        return Err(WorkspaceError::BranchInUse { branch: req.branch.clone(), path: at });
+    }
+    let reference = branch.into_reference();
+    let mut opts = WorktreeAddOptions::new();
+    opts.reference(Some(&reference));
+    if let Err(e) = repo.worktree(name, path, Some(&opts)) {
+        // Undo what a half-done add left: the entry, the folder and a branch made just now.
+        if let Ok(wt) = repo.find_worktree(name) {
+            let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true).working_tree(true)));
+        }
+        let _ = remove_tree(path);
+        if made {
+            let _ = repo.find_branch(&req.branch, BranchType::Local).and_then(|mut b| b.delete());
+        }
+        return Err(failed(e.message().to_string()));
+    }
+    Ok(())
+}
+
+/// The commit of `base_ref`: a local branch, `origin/<base_ref>`, or any revision git understands.
+fn resolve_base(repo: &Repository, req: &WorkspaceRequest) -> Result<Oid, WorkspaceError> {
+    let root = repo.workdir().unwrap_or(repo.path());
+    git::resolve_branch(root, &req.base_ref)
+        .ok()
+        .and_then(|sha| Oid::from_str(&sha).ok())
+        .or_else(|| repo.revparse_single(&req.base_ref).ok()?.peel_to_commit().ok().map(|c| c.id()))
+        .filter(|_| !req.base_ref.is_empty())
+        .ok_or_else(|| WorkspaceError::BaseRefNotFound { repo: req.repo.clone(), base_ref: req.base_ref.clone() })
+}
+
+/// Where `branch` is checked out: the main working tree or any linked worktree, stale ones included
+/// (git refuses those too until they are pruned).
+fn checked_out_at(repo: &Repository, branch: &str) -> Option<PathBuf> {
+    let wanted = format!("refs/heads/{branch}");
+    let common = repo.commondir();
+    let head_is = |file: PathBuf| {
+        fs::read_to_string(file).is_ok_and(|t| t.trim().strip_prefix("ref:").map(str::trim) == Some(wanted.as_str()))
+    };
+    if !repo.is_bare() && head_is(common.join("HEAD")) {
+        let main = if common.file_name().is_some_and(|n| n == ".git") { common.parent() } else { None };
+        return Some(main.unwrap_or(common).to_path_buf());
+    }
+    let names = repo.worktrees().ok()?;
+    names.iter().flatten().find_map(|name| {
+        let wt = repo.find_worktree(name).ok()?;
+        head_is(common.join("worktrees").join(name).join("HEAD")).then(|| wt.path().to_path_buf())
+    })
+}
+
+/// Clones the main checkout into `path` and checks out `req.branch`; origin becomes the main
+/// repository's origin (or the main checkout itself when it has none).
+pub(super) fn create_clone(req: &WorkspaceRequest, path: &Path) -> Result<(), WorkspaceError> {
+    let result = clone_into(req, path);
+    if result.is_err() {
+        let _ = remove_tree(path);
+    }
+    result
+}
+
+fn clone_into(req: &WorkspaceRequest, path: &Path) -> Result<(), WorkspaceError> {
+    let failed = |message: &str| WorkspaceError::CloneFailed {
+        repo: req.repo.clone(),
+        path: path.to_path_buf(),
+        message: message.into(),
+    };
+    let main = Repository::open(&req.repo).map_err(|e| failed(e.message()))?;
+    let target = match main.find_branch(&req.branch, BranchType::Local) {
+        Ok(b) => b.get().target().ok_or_else(|| failed("the branch points at no commit"))?,
+        Err(_) => resolve_base(&main, req)?,
+    };
+    let source = main.workdir().unwrap_or(main.path());
+    let source = source.canonicalize().unwrap_or_else(|_| source.components().collect());
+    let url = source.to_str().ok_or_else(|| failed("the repository path is not UTF-8"))?;
+    // Checking out happens once, below, on the session's branch.
+    let mut none = CheckoutBuilder::new();
+    none.dry_run();
+    let clone = RepoBuilder::new().with_checkout(none).clone(url, path).map_err(|e| failed(e.message()))?;
+
+    if clone.find_commit(target).is_err() {
+        // The base is not under refs/heads or refs/tags of the main repository (`origin/x`, say).
+        clone
+            .remote_anonymous(url)
+            .and_then(|mut r| r.fetch(&[target.to_string()], None, None))
+            .map_err(|e| failed(&format!("cannot fetch {target} from the main checkout: {}", e.message())))?;
+    }
+    let commit = clone.find_commit(target).map_err(|e| failed(e.message()))?;
+    if clone.find_branch(&req.branch, BranchType::Local).is_err() {
+        clone.branch(&req.branch, &commit, false).map_err(|e| failed(e.message()))?;
+    }
+    clone.set_head(&format!("refs/heads/{}", req.branch)).map_err(|e| failed(e.message()))?;
+    clone.checkout_head(Some(CheckoutBuilder::new().force())).map_err(|e| failed(e.message()))?;
+
+    let origin = main.find_remote("origin").ok().and_then(|r| r.url().map(str::to_string));
+    if let Some(origin) = origin {
+        clone.remote_set_url("origin", &origin).map_err(|e| failed(e.message()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,401 @@
+//! Workspaces: a git worktree (or a clone) per session, with the project's setup applied.
+//!
+//! Every workspace lives at `<root>/<project>/<session>`, where the root is a folder the controller
+//! owns (`<data dir>/workspaces`), never inside the user's checkout. Next to it, `<session>.json`
+//! records what was created and marks the folder as the controller's: nothing without a record is
+//! ever removed. `<session>.setup.log` keeps the output of the setup commands.
+
+mod checkout;
+mod setup;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use aoctl_api::project::SetupSpec;
+use aoctl_api::session::WorkspaceKind;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// How long one setup command may run before it is killed.
+pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// What the controller asks for: one session's checkout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkspaceRequest {
+    pub project: String,
+    pub session: String,
+    /// The project's main checkout.
+    pub repo: PathBuf,
+    pub branch: String,
+    /// Where the branch starts when it does not exist yet.
+    pub base_ref: String,
+    pub kind: WorkspaceKind,
+    pub setup: Option<SetupSpec>,
+}
+
+/// A workspace ready for an agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkspaceInfo {
+    pub project: String,
+    pub session: String,
+    pub path: PathBuf,
+    /// The branch checked out in the workspace.
+    pub branch: String,
+    pub head_sha: Option<String>,
+    /// The `PORT` the session's servers should listen on.
+    pub port: u16,
+    /// Whether this call created the checkout.
+    pub created: bool,
+}
+
+impl WorkspaceInfo {
+    /// The environment the session's processes get: `PORT`, `AOCTL_SESSION`, `AOCTL_PROJECT`.
+    pub fn env(&self) -> BTreeMap<String, String> {
+        env(&self.project, &self.session, self.port)
+    }
+}
+
+/// What was created for a session, stored as JSON next to its workspace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceRecord {
+    pub project: String,
+    pub session: String,
+    pub path: PathBuf,
+    pub repo: PathBuf,
+    pub branch: String,
+    pub base_ref: String,
+    pub kind: WorkspaceKind,
+    /// The worktree's name in the main repository's `.git/worktrees/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree_name: Option<String>,
+    pub port: u16,
+    pub setup_done: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl WorkspaceRecord {
+    /// The environment the session's processes get: `PORT`, `AOCTL_SESSION`, `AOCTL_PROJECT`.
+    pub fn env(&self) -> BTreeMap<String, String> {
+        env(&self.project, &self.session, self.port)
+    }
+}
+
+/// `PORT`, `AOCTL_SESSION` and `AOCTL_PROJECT` for a session.
+pub fn env(project: &str, session: &str, port: u16) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("AOCTL_PROJECT".to_string(), project.to_string()),
+        ("AOCTL_SESSION".to_string(), session.to_string()),
+        ("PORT".to_string(), port.to_string()),
+    ])
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("invalid name `{name}`: {message}")]
+    InvalidName { name: String, message: String },
+    #[error("{repo}: base ref `{base_ref}` not found (neither a local branch, nor on origin, nor a revision)")]
+    BaseRefNotFound { repo: PathBuf, base_ref: String },
+    #[error("branch `{branch}` is already checked out at {path}")]
+    BranchInUse { branch: String, path: PathBuf },
+    #[error("worktree {path} (branch `{branch}`): {message}")]
+    WorktreeFailed { path: PathBuf, branch: String, message: String },
+    #[error("clone of {repo} into {path}: {message}")]
+    CloneFailed { repo: PathBuf, path: PathBuf, message: String },
+    #[error("setup command `{command}` {}; last output:\n{tail}", exit_text(.code))]
+    SetupFailed { command: String, code: Option<i32>, tail: String },
+    #[error("setup {action} `{path}`: {message}")]
+    SetupPath { action: &'static str, path: String, message: String },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+fn exit_text(code: &Option<i32>) -> String {
+    match code {
+        Some(c) => format!("exited with code {c}"),
+        None => "was killed".to_string(),
+    }
+}
+
+impl WorkspaceError {
+    /// The CamelCase reason used in conditions.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WorkspaceError::InvalidName { .. } => "InvalidName",
+            WorkspaceError::BaseRefNotFound { .. } => "BaseRefNotFound",
+            WorkspaceError::BranchInUse { .. } => "BranchInUse",
+            WorkspaceError::WorktreeFailed { .. } => "WorktreeFailed",
+            WorkspaceError::CloneFailed { .. } => "CloneFailed",
+            WorkspaceError::SetupFailed { .. } | WorkspaceError::SetupPath { .. } => "SetupFailed",
+            WorkspaceError::Io { .. } => "Io",
+        }
+    }
+
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> WorkspaceError + '_ {
+        move |source| WorkspaceError::Io { path: path.to_path_buf(), source }
+    }
+}
+
+/// The controller's workspaces, under one root folder.
+#[derive(Debug)]
+pub struct Workspaces {
+    root: PathBuf,
+    setup_timeout: Duration,
+    /// Serializes port choice and the first write of a record.
+    claim: Mutex<()>,
+}
+
+impl Workspaces {
+    /// Workspaces under `root` (`<data dir>/workspaces`), created on first use.
+    pub fn new(root: PathBuf) -> Workspaces {
+        let root = std::path::absolute(&root).unwrap_or(root);
+        Workspaces { root, setup_timeout: DEFAULT_SETUP_TIMEOUT, claim: Mutex::new(()) }
+    }
+
+    /// Changes how long one setup command may run.
+    pub fn with_setup_timeout(mut self, timeout: Duration) -> Workspaces {
+        self.setup_timeout = timeout;
+        self
+    }
+
+    /// The folder every workspace lives under.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Creates the session's workspace, or returns it unchanged when it is already there.
+    pub fn ensure(&self, req: &WorkspaceRequest) -> Result<WorkspaceInfo, WorkspaceError> {
+        check_name(&req.project)?;
+        check_name(&req.session)?;
+        if git2::Branch::name_is_valid(&req.branch) != Ok(true) {
+            return Err(WorkspaceError::InvalidName {
+                name: req.branch.clone(),
+                message: "not a valid branch name".into(),
+            });
+        }
+        let dir = self.root.join(&req.project);
+        fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
+        let path = self.path_of(&req.project, &req.session);
+        let mut rec = self.claim(req, &path)?;
+
+        let mut created = false;
+        if checkout::open_healthy(&rec, &path).is_none() {
+            checkout::clear_broken(&path, req)?;
+            if rec.kind == WorkspaceKind::Worktree {
+                checkout::prune_stale(&rec, &path);
+            }
+            // Unique per session in the main repository's `.git/worktrees/`: labels hold no dots.
+            let name = format!("aoctl-{}.{}", req.project, req.session);
+            rec.repo = req.repo.clone();
+            rec.branch = req.branch.clone();
+            rec.base_ref = req.base_ref.clone();
+            rec.kind = req.kind;
+            rec.worktree_name = (req.kind == WorkspaceKind::Worktree).then(|| name.clone());
+            rec.setup_done = false;
+            rec.created_at = Utc::now();
+            self.write_record(&rec)?;
+            match req.kind {
+                WorkspaceKind::Worktree => checkout::create_worktree(req, &path, &name)?,
+                WorkspaceKind::Clone => checkout::create_clone(req, &path)?,
+            }
+            created = true;
+        }
+
+        if !rec.setup_done {
+            if let Some(spec) = &req.setup {
+                let log = self.root.join(&rec.project).join(format!("{}.setup.log", rec.session));
+                let ctx = setup::Context {
+                    workspace: &path,
+                    main: &rec.repo,
+                    log: &log,
+                    env: rec.env(),
+                    timeout: self.setup_timeout,
+                };
+                setup::run(spec, &ctx)?;
+            }
+            rec.setup_done = true;
+            self.write_record(&rec)?;
+        }
+
+        let repo = checkout::open_healthy(&rec, &path).ok_or_else(|| WorkspaceError::WorktreeFailed {
+            path: path.clone(),
+            branch: rec.branch.clone(),
+            message: "the checkout vanished while it was being prepared".into(),
+        })?;
+        let head = repo.head().ok();
+        let branch = head.as_ref().filter(|h| h.is_branch()).and_then(|h| h.shorthand()).unwrap_or(&rec.branch);
+        Ok(WorkspaceInfo {
+            project: rec.project.clone(),
+            session: rec.session.clone(),
+            path,
+            branch: branch.to_string(),
+            head_sha: head.as_ref().and_then(|h| h.target()).map(|o| o.to_string()),
+            port: rec.port,
+            created,
+        })
+    }
+
+    /// Deletes the session's workspace, its worktree entry, record and setup log; keeps the branch.
+    /// Only a folder with a record is touched. Returns whether anything was removed.
+    pub fn remove(&self, project: &str, session: &str) -> Result<bool, WorkspaceError> {
+        check_name(project)?;
+        check_name(session)?;
+        let Some(rec) = self.read_record(project, session)? else {
+            return Ok(false);
+        };
+        let path = self.path_of(project, session);
+        checkout::remove_tree(&path)?;
+        if rec.kind == WorkspaceKind::Worktree {
+            checkout::prune_stale(&rec, &path);
+        }
+        let dir = self.root.join(project);
+        for file in [format!("{session}.setup.log"), format!("{session}.json")] {
+            match fs::remove_file(dir.join(&file)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(WorkspaceError::io(&dir.join(file))(e)),
+                _ => {}
+            }
+        }
+        // The project folder goes when its last workspace does; a folder with anything else stays.
+        let _ = fs::remove_dir(&dir);
+        Ok(true)
+    }
+
+    /// Every workspace with a record, sorted by project and session.
+    pub fn list(&self) -> Result<Vec<WorkspaceRecord>, WorkspaceError> {
+        let mut out = Vec::new();
+        let projects = match fs::read_dir(&self.root) {
+            Ok(p) => p,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(WorkspaceError::io(&self.root)(e)),
+        };
+        for project in projects.flatten() {
+            let name = project.file_name().to_string_lossy().into_owned();
+            if !project.file_type().is_ok_and(|t| t.is_dir()) || check_name(&name).is_err() {
+                continue;
+            }
+            let files = fs::read_dir(project.path()).map_err(WorkspaceError::io(&project.path()))?;
+            for file in files.flatten() {
+                let file_name = file.file_name().to_string_lossy().into_owned();
+                let Some(session) = file_name.strip_suffix(".json") else { continue };
+                if check_name(session).is_err() {
+                    continue;
+                }
+                match self.read_record(&name, session) {
+                    Ok(Some(rec)) => out.push(rec),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(error = %e, "skipping an unreadable workspace record"),
+                }
+            }
+        }
+        out.sort_by(|a, b| (&a.project, &a.session).cmp(&(&b.project, &b.session)));
+        Ok(out)
+    }
+
+    /// The record of one session's workspace, when there is one.
+    pub fn get(&self, project: &str, session: &str) -> Option<WorkspaceRecord> {
+        check_name(project).ok()?;
+        check_name(session).ok()?;
+        self.read_record(project, session).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "unreadable workspace record");
+            None
+        })
+    }
+
+    fn path_of(&self, project: &str, session: &str) -> PathBuf {
+        self.root.join(project).join(session)
+    }
+
+    fn record_path(&self, project: &str, session: &str) -> PathBuf {
+        self.root.join(project).join(format!("{session}.json"))
+    }
+
+    /// The existing record, or a new one with a fresh port, written before anything is created.
+    fn claim(&self, req: &WorkspaceRequest, path: &Path) -> Result<WorkspaceRecord, WorkspaceError> {
+        let _guard = self.claim.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rec) = self.read_record(&req.project, &req.session)? {
+            return Ok(rec);
+        }
+        if fs::symlink_metadata(path).is_ok() {
+            let message = "the folder exists but has no aoctl record; move it away".to_string();
+            return Err(match req.kind {
+                WorkspaceKind::Worktree => {
+                    WorkspaceError::WorktreeFailed { path: path.to_path_buf(), branch: req.branch.clone(), message }
+                }
+                WorkspaceKind::Clone => {
+                    WorkspaceError::CloneFailed { repo: req.repo.clone(), path: path.to_path_buf(), message }
+                }
+            });
+        }
+        let taken: BTreeSet<u16> = self.list()?.iter().map(|r| r.port).collect();
+        let port = free_port(&taken).map_err(WorkspaceError::io(path))?;
+        let rec = WorkspaceRecord {
+            project: req.project.clone(),
+            session: req.session.clone(),
+            path: path.to_path_buf(),
+            repo: req.repo.clone(),
+            branch: req.branch.clone(),
+            base_ref: req.base_ref.clone(),
+            kind: req.kind,
+            worktree_name: None,
+            port,
+            setup_done: false,
+            created_at: Utc::now(),
+        };
+        self.write_record(&rec)?;
+        Ok(rec)
+    }
+
+    fn read_record(&self, project: &str, session: &str) -> Result<Option<WorkspaceRecord>, WorkspaceError> {
+        let file = self.record_path(project, session);
+        let text = match fs::read(&file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(WorkspaceError::io(&file)(e)),
+        };
+        let mut rec: WorkspaceRecord = serde_json::from_slice(&text).map_err(|e| WorkspaceError::Io {
+            path: file.clone(),
+            source: io::Error::new(io::ErrorKind::InvalidData, e),
+        })?;
+        if rec.project != project || rec.session != session {
+            let message = format!("the record is for {}/{}", rec.project, rec.session);
+            return Err(WorkspaceError::Io { path: file, source: io::Error::new(io::ErrorKind::InvalidData, message) });
+        }
+        // The location is the truth: the data dir may have moved since the record was written.
+        rec.path = self.path_of(project, session);
+        Ok(Some(rec))
+    }
+
+    /// Writes the record atomically: a temporary file renamed over the old one.
+    fn write_record(&self, rec: &WorkspaceRecord) -> Result<(), WorkspaceError> {
+        let file = self.record_path(&rec.project, &rec.session);
+        let tmp = file.with_extension("json.tmp");
+        let text =
+            serde_json::to_vec_pretty(rec).map_err(|e| WorkspaceError::Io { path: file.clone(), source: e.into() })?;
+        fs::write(&tmp, text).map_err(WorkspaceError::io(&tmp))?;
+        fs::rename(&tmp, &file).map_err(WorkspaceError::io(&file))
+    }
+}
+
+/// Refuses names that could leave the root; the API already checks they are DNS-1123 labels.
+fn check_name(name: &str) -> Result<(), WorkspaceError> {
+    aoctl_api::validate::dns1123_label(name)
+        .map_err(|message| WorkspaceError::InvalidName { name: name.to_string(), message })
+}
+
+/// A TCP port free on 127.0.0.1 right now and not given to another workspace.
+fn free_port(taken: &BTreeSet<u16>) -> io::Result<u16> {
+    for _ in 0..64 {
+        let port = TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
+        if !taken.contains(&port) {
+            return Ok(port);
+        }
+    }
+    Err(io::Error::new(io::ErrorKind::AddrInUse, "no free TCP port on 127.0.0.1"))
+}

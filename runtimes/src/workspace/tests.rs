@@ -1,0 +1,316 @@
+//! Workspace tests against real git repositories made with the `git` command in temporary folders.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use aoctl_api::project::SetupSpec;
+use aoctl_api::session::WorkspaceKind;
+
+use super::*;
+
+/// Runs git in `dir` without reading the user's or the system's configuration.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    repo: PathBuf,
+    ws: Workspaces,
+}
+
+/// A repository on `main` with one commit, an ignored `.env` and `node_modules`, and a root.
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    fs::write(repo.join("README.md"), "hello\n").unwrap();
+    fs::write(repo.join(".gitignore"), ".env\nnode_modules/\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    fs::write(repo.join(".env"), "SECRET=1\n").unwrap();
+    fs::create_dir(repo.join("node_modules")).unwrap();
+    fs::write(repo.join("node_modules/dep.js"), "x").unwrap();
+    let ws = Workspaces::new(tmp.path().join("data/workspaces"));
+    Fixture { repo, ws, _tmp: tmp }
+}
+
+impl Fixture {
+    fn req(&self, session: &str) -> WorkspaceRequest {
+        WorkspaceRequest {
+            project: "demo".into(),
+            session: session.into(),
+            repo: self.repo.clone(),
+            branch: format!("demo/{session}"),
+            base_ref: "main".into(),
+            kind: WorkspaceKind::Worktree,
+            setup: None,
+        }
+    }
+
+    fn worktree_list(&self) -> String {
+        git(&self.repo, &["worktree", "list", "--porcelain"])
+    }
+}
+
+#[test]
+fn ten_sessions_get_ten_worktrees_and_leave_the_main_checkout_alone() {
+    let f = fixture();
+    let head = git(&f.repo, &["rev-parse", "HEAD"]);
+    let mut ports = BTreeSet::new();
+    for i in 0..10 {
+        let info = f.ws.ensure(&f.req(&format!("s{i}"))).unwrap();
+        assert!(info.created);
+        assert_eq!(info.path, f.ws.root().join("demo").join(format!("s{i}")));
+        assert_eq!(info.branch, format!("demo/s{i}"));
+        assert_eq!(info.head_sha.as_deref(), Some(head.as_str()));
+        assert_eq!(fs::read_to_string(info.path.join("README.md")).unwrap(), "hello\n");
+        assert_eq!(git(&info.path, &["branch", "--show-current"]), format!("demo/s{i}"));
+        assert_eq!(git(&info.path, &["status", "--porcelain"]), "");
+        assert!(!info.path.starts_with(&f.repo));
+        ports.insert(info.port);
+    }
+    assert_eq!(ports.len(), 10, "every workspace has its own port");
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+    assert_eq!(git(&f.repo, &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(&f.repo, &["branch", "--show-current"]), "main");
+    let list = f.worktree_list();
+    for i in 0..10 {
+        assert!(list.contains(&format!("branch refs/heads/demo/s{i}")), "{list}");
+    }
+    assert_eq!(list.matches("worktree ").count(), 11, "{list}");
+    let records = f.ws.list().unwrap();
+    assert_eq!(records.len(), 10);
+    assert!(records.iter().all(|r| r.kind == WorkspaceKind::Worktree && r.setup_done));
+}
+
+#[test]
+fn an_existing_branch_is_reused_not_reset() {
+    let f = fixture();
+    git(&f.repo, &["checkout", "-q", "-b", "demo/old"]);
+    fs::write(f.repo.join("work.txt"), "done\n").unwrap();
+    git(&f.repo, &["add", "work.txt"]);
+    git(&f.repo, &["commit", "-q", "-m", "work"]);
+    let tip = git(&f.repo, &["rev-parse", "HEAD"]);
+    git(&f.repo, &["checkout", "-q", "main"]);
+    let info = f.ws.ensure(&f.req("old")).unwrap();
+    assert_eq!(info.head_sha.as_deref(), Some(tip.as_str()));
+    assert!(info.path.join("work.txt").exists());
+    assert_eq!(git(&f.repo, &["rev-parse", "demo/old"]), tip);
+}
+
+#[test]
+fn ensure_is_idempotent() {
+    let f = fixture();
+    let first = f.ws.ensure(&f.req("a")).unwrap();
+    fs::write(first.path.join("scratch.txt"), "agent work").unwrap();
+    let second = f.ws.ensure(&f.req("a")).unwrap();
+    assert!(!second.created);
+    assert_eq!(
+        (&second.path, &second.branch, &second.head_sha, second.port),
+        (&first.path, &first.branch, &first.head_sha, first.port)
+    );
+    assert_eq!(fs::read_to_string(second.path.join("scratch.txt")).unwrap(), "agent work");
+    assert_eq!(f.worktree_list().matches("worktree ").count(), 2);
+}
+
+#[test]
+fn a_folder_deleted_from_outside_is_recreated() {
+    let f = fixture();
+    let mut req = f.req("gone");
+    req.setup = Some(SetupSpec { commands: vec!["echo $PORT > port.txt".into()], ..Default::default() });
+    let first = f.ws.ensure(&req).unwrap();
+    fs::remove_dir_all(&first.path).unwrap();
+    let again = f.ws.ensure(&req).unwrap();
+    assert!(again.created);
+    assert_eq!((&again.path, again.port), (&first.path, first.port));
+    assert_eq!(fs::read_to_string(again.path.join("port.txt")).unwrap().trim(), first.port.to_string());
+    let list = f.worktree_list();
+    assert_eq!(list.matches("worktree ").count(), 2, "{list}");
+    assert!(!list.contains("prunable"), "{list}");
+}
+
+#[test]
+fn remove_deletes_folder_and_worktree_and_keeps_the_branch() {
+    let f = fixture();
+    let mut req = f.req("bye");
+    req.setup =
+        Some(SetupSpec { symlink: vec!["node_modules".into()], commands: vec!["true".into()], ..Default::default() });
+    let info = f.ws.ensure(&req).unwrap();
+    assert!(f.ws.remove("demo", "bye").unwrap());
+    assert!(!info.path.exists());
+    assert!(f.repo.join("node_modules/dep.js").exists(), "the symlink's target survives");
+    assert!(!f.worktree_list().contains("bye"), "{}", f.worktree_list());
+    git(&f.repo, &["rev-parse", "--verify", "refs/heads/demo/bye"]);
+    assert!(f.ws.get("demo", "bye").is_none());
+    assert!(!f.ws.root().join("demo/bye.setup.log").exists());
+    assert!(!f.ws.remove("demo", "bye").unwrap());
+    // The branch is free again: a new workspace picks it up.
+    assert!(f.ws.ensure(&req).unwrap().created);
+}
+
+#[test]
+fn folders_without_a_record_are_never_removed_or_taken_over() {
+    let f = fixture();
+    let by_hand = f.ws.root().join("demo/mine");
+    fs::create_dir_all(&by_hand).unwrap();
+    fs::write(by_hand.join("keep.txt"), "x").unwrap();
+    assert!(!f.ws.remove("demo", "mine").unwrap());
+    assert!(by_hand.join("keep.txt").exists());
+    let err = f.ws.ensure(&f.req("mine")).unwrap_err();
+    assert_eq!(err.reason(), "WorktreeFailed", "{err}");
+    assert!(by_hand.join("keep.txt").exists());
+}
+
+#[test]
+fn setup_copies_links_and_runs_commands_with_the_port() {
+    let f = fixture();
+    let mut req = f.req("setup");
+    req.setup = Some(SetupSpec {
+        copy: vec![".env".into()],
+        symlink: vec!["node_modules".into()],
+        commands: vec![
+            "echo $PORT > port.txt".into(),
+            "echo \"$AOCTL_PROJECT/$AOCTL_SESSION\" > who.txt; echo hi".into(),
+        ],
+    });
+    let info = f.ws.ensure(&req).unwrap();
+    assert_eq!(fs::read_to_string(info.path.join(".env")).unwrap(), "SECRET=1\n");
+    let link = fs::read_link(info.path.join("node_modules")).unwrap();
+    assert!(link.is_absolute());
+    assert_eq!(link, f.repo.canonicalize().unwrap().join("node_modules"));
+    assert_eq!(fs::read_to_string(info.path.join("port.txt")).unwrap().trim(), info.port.to_string());
+    assert_eq!(fs::read_to_string(info.path.join("who.txt")).unwrap().trim(), "demo/setup");
+    assert!(fs::read_to_string(f.ws.root().join("demo/setup.setup.log")).unwrap().contains("hi"));
+    assert_eq!(info.env()["PORT"], info.port.to_string());
+    assert_eq!(f.ws.get("demo", "setup").unwrap().env()["AOCTL_SESSION"], "setup");
+    // Setup runs once: a second ensure does not run the commands again.
+    fs::remove_file(info.path.join("port.txt")).unwrap();
+    f.ws.ensure(&req).unwrap();
+    assert!(!info.path.join("port.txt").exists());
+}
+
+#[test]
+fn failed_setup_reports_the_tail_and_runs_again_next_time() {
+    let f = fixture();
+    let mut req = f.req("flaky");
+    let script = "seq 1 50; if [ -f marker ]; then echo fixed; else touch marker; echo broken >&2; exit 3; fi";
+    req.setup = Some(SetupSpec { commands: vec![script.into()], ..Default::default() });
+    match f.ws.ensure(&req).unwrap_err() {
+        WorkspaceError::SetupFailed { command, code, tail } => {
+            assert_eq!((command.as_str(), code), (script, Some(3)));
+            assert!(tail.ends_with("broken"), "{tail}");
+            assert_eq!(tail.lines().count(), 20, "{tail}");
+        }
+        e => panic!("{e}"),
+    }
+    assert!(!f.ws.get("demo", "flaky").unwrap().setup_done);
+    let info = f.ws.ensure(&req).unwrap();
+    assert!(!info.created);
+    assert!(fs::read_to_string(f.ws.root().join("demo/flaky.setup.log")).unwrap().contains("fixed"));
+    assert!(f.ws.get("demo", "flaky").unwrap().setup_done);
+}
+
+#[test]
+fn setup_errors_name_the_missing_file_and_the_timeout_kills() {
+    let f = fixture();
+    let mut req = f.req("missing");
+    req.setup = Some(SetupSpec { copy: vec!["config/local.yaml".into()], ..Default::default() });
+    let err = f.ws.ensure(&req).unwrap_err();
+    assert_eq!(err.reason(), "SetupFailed");
+    assert!(err.to_string().contains("config/local.yaml"), "{err}");
+
+    let ws = Workspaces::new(f.ws.root().to_path_buf()).with_setup_timeout(Duration::from_millis(300));
+    let mut req = f.req("slow");
+    req.setup = Some(SetupSpec { commands: vec!["echo started; sleep 30".into()], ..Default::default() });
+    let t = Instant::now();
+    match ws.ensure(&req).unwrap_err() {
+        WorkspaceError::SetupFailed { code: None, tail, .. } => assert!(tail.contains("started"), "{tail}"),
+        e => panic!("{e}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn clones_check_out_the_branch_and_point_origin_upstream() {
+    let f = fixture();
+    git(&f.repo, &["remote", "add", "origin", "https://github.com/acme/widgets.git"]);
+    // A base only on a remote-tracking branch, which a clone does not copy.
+    let release = git(&f.repo, &["commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "release"]);
+    git(&f.repo, &["update-ref", "refs/remotes/origin/release", &release]);
+    let mut req = f.req("cl");
+    req.kind = WorkspaceKind::Clone;
+    req.base_ref = "release".into();
+    let info = f.ws.ensure(&req).unwrap();
+    assert!(info.created);
+    assert_eq!(info.head_sha.as_deref(), Some(release.as_str()));
+    assert_eq!(git(&info.path, &["branch", "--show-current"]), "demo/cl");
+    assert_eq!(git(&info.path, &["remote", "get-url", "origin"]), "https://github.com/acme/widgets.git");
+    assert_eq!(git(&info.path, &["status", "--porcelain"]), "");
+    assert!(info.path.join(".git").is_dir(), "a clone, not a worktree");
+    assert!(!f.worktree_list().contains("cl"));
+    assert!(!f.ws.ensure(&req).unwrap().created);
+    assert!(f.ws.remove("demo", "cl").unwrap());
+    assert!(!info.path.exists());
+}
+
+#[test]
+fn a_clone_without_origin_points_at_the_main_checkout() {
+    let f = fixture();
+    let mut req = f.req("local");
+    req.kind = WorkspaceKind::Clone;
+    let info = f.ws.ensure(&req).unwrap();
+    assert_eq!(git(&info.path, &["remote", "get-url", "origin"]), f.repo.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(info.head_sha, Some(git(&f.repo, &["rev-parse", "main"])));
+}
+
+#[test]
+fn errors_have_reasons() {
+    let f = fixture();
+    let mut req = f.req("nobase");
+    req.base_ref = "no-such-ref".into();
+    assert_eq!(f.ws.ensure(&req).unwrap_err().reason(), "BaseRefNotFound");
+    assert!(git(&f.repo, &["branch", "--list", "demo/nobase"]).is_empty());
+
+    let mut req = f.req("inuse");
+    req.branch = "main".into();
+    let err = f.ws.ensure(&req).unwrap_err();
+    assert_eq!(err.reason(), "BranchInUse", "{err}");
+
+    let first = f.ws.ensure(&f.req("one")).unwrap();
+    let mut req = f.req("two");
+    req.branch = "demo/one".into();
+    match f.ws.ensure(&req).unwrap_err() {
+        WorkspaceError::BranchInUse { path, .. } => {
+            assert_eq!(path.canonicalize().unwrap(), first.path.canonicalize().unwrap())
+        }
+        e => panic!("{e}"),
+    }
+
+    for (project, session) in [("..", "x"), ("demo", "a/b"), ("demo", ".."), ("Demo", "x")] {
+        let mut req = f.req("x");
+        (req.project, req.session) = (project.into(), session.into());
+        assert_eq!(f.ws.ensure(&req).unwrap_err().reason(), "InvalidName");
+        assert!(f.ws.remove(project, session).is_err());
+    }
+    let mut req = f.req("badbranch");
+    req.branch = "a..b".into();
+    assert_eq!(f.ws.ensure(&req).unwrap_err().reason(), "InvalidName");
+}
