@@ -15,14 +15,29 @@ if [ ! -d "$repo/.git" ]; then
   git -C "$repo" add README.md
   git -C "$repo" -c user.name=demo -c user.email=demo@aoctl.invalid commit -q -m "Initial commit"
 fi
+# The scripted agent the example sessions run lives in the repository, so every worktree has it.
+if ! cmp -s e2e/agents/demo-agent "$repo/scripts/agent.sh"; then
+  mkdir -p "$repo/scripts"
+  cp e2e/agents/demo-agent "$repo/scripts/agent.sh"
+  git -C "$repo" add scripts/agent.sh
+  git -C "$repo" -c user.name=demo -c user.email=demo@aoctl.invalid commit -q -m "Add the scripted demo agent"
+fi
 
 # `aoctl up` starts the server in the background (pid and log in the data dir) and applies a
 # Project for the repository; the examples then add to it.
 "$aoctl" up "$repo"
 "$aoctl" apply -f manifests/examples/project.yaml --wait=30s
-"$aoctl" apply -f manifests/examples/
+"$aoctl" apply -f manifests/examples/ --wait=60s
 echo
 "$aoctl" get projects,sessions -o wide
+echo
+for s in fix-login add-healthcheck update-docs; do
+  echo "--- aoctl logs $s"
+  "$aoctl" logs "$s" --tail 5
+done
+echo
+echo "--- the sessions' branches"
+git -C "$repo" log --oneline --branches='demo/*' | head -n 6
 echo
 echo "The server keeps running: try '$aoctl describe project demo' with"
 echo "  AOCTL_SERVER=$AOCTL_SERVER AOCTL_DATA_DIR=$AOCTL_DATA_DIR"

@@ -1,0 +1,294 @@
+//! Command-line flags of `aoctl` (clap derive), and the checks across flags that clap cannot
+//! express. A failed check is a usage error: it prints like clap's own and exits with status 2.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use aoctl_api::Kind;
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+/// Parses the command line and checks it; exits with status 2 on a usage error.
+pub fn parse() -> Cli {
+    let cli = Cli::parse();
+    if let Err(msg) = cli.check() {
+        Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg).exit();
+    }
+    cli
+}
+
+/// aoctl runs coding agents as Kubernetes-style resources; this is its command-line client.
+#[derive(Debug, Parser)]
+#[command(name = "aoctl", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every verb accepts.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// URL of the aoctl server.
+    #[arg(long, global = true, env = "AOCTL_SERVER", default_value = "http://127.0.0.1:7420", value_name = "URL")]
+    pub server: String,
+    /// Bearer token sent to the server.
+    #[arg(long, global = true, env = "AOCTL_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Data directory [default: $XDG_DATA_HOME/aoctl or ~/.local/share/aoctl].
+    #[arg(long, global = true, env = "AOCTL_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Global {
+    /// The data directory: the flag, else `$XDG_DATA_HOME/aoctl`, else `~/.local/share/aoctl`.
+    pub fn data_dir(&self) -> Result<PathBuf, String> {
+        if let Some(d) = self.data_dir.as_ref().filter(|d| !d.as_os_str().is_empty()) {
+            return Ok(d.clone());
+        }
+        let env_dir = |name: &str| std::env::var_os(name).map(PathBuf::from).filter(|p| p.is_absolute());
+        if let Some(xdg) = env_dir("XDG_DATA_HOME") {
+            return Ok(xdg.join("aoctl"));
+        }
+        if let Some(home) = env_dir("HOME") {
+            return Ok(home.join(".local/share/aoctl"));
+        }
+        Err("cannot find a data directory: set --data-dir or AOCTL_DATA_DIR".into())
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the controller and its HTTP API in the foreground.
+    Serve(ServeArgs),
+    /// Start a background server if none answers, and register the repository as a Project.
+    Up(UpArgs),
+    /// Stop the background server started by `aoctl up`; runtimes keep running.
+    Down,
+    /// Create or update objects from manifest files.
+    Apply(ApplyArgs),
+    /// List objects or show some of them.
+    Get(GetArgs),
+    /// Show one object in detail, with its conditions and recent events.
+    Describe(DescribeArgs),
+    /// Delete objects by name or by manifest.
+    Delete(DeleteArgs),
+    /// Show what `apply` would change; exits 1 when there are differences.
+    Diff(DiffArgs),
+    /// Print the client's and the server's versions.
+    Version,
+    /// Print a shell completion script.
+    Completion(CompletionArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; non-loopback addresses need --token-file.
+    #[arg(long, default_value = "127.0.0.1:7420", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// File holding the bearer token clients must send.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Format of the log on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Pretty, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// A local repository path, or a git URL to clone into the data directory.
+    #[arg(default_value = ".", value_name = "PATH|URL")]
+    pub target: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// Manifest file, directory of *.yaml|*.yml|*.json, or `-` for stdin; may be repeated.
+    #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
+    pub filenames: Vec<String>,
+    /// Read directories recursively.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// Ask the server what would happen without changing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Delete applied objects matching --selector that are not in these manifests.
+    #[arg(long, requires = "selector")]
+    pub prune: bool,
+    /// Label selector of the objects --prune may delete.
+    #[arg(short = 'l', long, requires = "prune", value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Wait until the applied objects are ready (default 60s).
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, require_equals = true, default_missing_value = "60s",
+          value_parser = parse_duration)]
+    pub wait: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// Kinds to list, comma separated: projects, sessions, events (or proj, sess, ev).
+    #[arg(value_parser = parse_kinds, value_name = "KINDS")]
+    pub kinds: KindList,
+    /// Show only the object of this name.
+    pub name: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+    /// Label selector, such as `team=web,tier!=db`.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// After listing, print changes as they happen, until interrupted.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Wide,
+    Yaml,
+    Json,
+    Name,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// project or session.
+    #[arg(value_parser = parse_writable_kind, value_name = "KIND")]
+    pub kind: Kind,
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// project or session.
+    #[arg(value_parser = parse_writable_kind, value_name = "KIND", required_unless_present = "filenames")]
+    pub kind: Option<Kind>,
+    /// Names of the objects to delete.
+    #[arg(value_name = "NAME", required_unless_present = "filenames")]
+    pub names: Vec<String>,
+    /// Delete the objects of these manifests instead; may be repeated.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", conflicts_with_all = ["kind", "names"])]
+    pub filenames: Vec<String>,
+    /// Read directories recursively.
+    #[arg(short = 'R', long, requires = "filenames")]
+    pub recursive: bool,
+    /// Wait until the objects are gone, finalizers included (default 60s).
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, require_equals = true, default_missing_value = "60s",
+          value_parser = parse_duration)]
+    pub wait: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// Manifest file, directory or `-`; may be repeated.
+    #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
+    pub filenames: Vec<String>,
+    /// Read directories recursively.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// One or more kinds, in the order given, without repeats.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KindList(pub Vec<Kind>);
+
+impl FromStr for KindList {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut kinds = vec![];
+        for part in s.split(',') {
+            let kind = Kind::parse(part.trim()).ok_or_else(|| {
+                format!("unknown kind `{part}`; known kinds: projects (proj), sessions (sess), events (ev)")
+            })?;
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        Ok(KindList(kinds))
+    }
+}
+
+fn parse_kinds(s: &str) -> Result<KindList, String> {
+    s.parse()
+}
+
+fn parse_writable_kind(s: &str) -> Result<Kind, String> {
+    match Kind::parse(s) {
+        Some(k) if k.has_spec() => Ok(k),
+        _ => Err(format!("unknown kind `{s}`; expected project or session")),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    aoctl_api::Duration::from_str(s).map(|d| d.as_std())
+}
+
+impl Cli {
+    /// Checks rules across flags; the message is for a usage error.
+    fn check(&self) -> Result<(), String> {
+        if let Command::Get(g) = &self.command {
+            if g.kinds.0.len() > 1 && g.name.is_some() {
+                return Err("a NAME can be given with one kind only".into());
+            }
+            if g.kinds.0.len() > 1 && g.watch {
+                return Err("--watch works with one kind only".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_lists() {
+        assert_eq!("projects,sessions".parse::<KindList>().unwrap().0, vec![Kind::Project, Kind::Session]);
+        assert_eq!("sess,ev,session".parse::<KindList>().unwrap().0, vec![Kind::Session, Kind::Event]);
+        let e = "projects,pods".parse::<KindList>().unwrap_err();
+        assert!(e.contains("unknown kind `pods`"), "{e}");
+        assert!("".parse::<KindList>().is_err());
+    }
+
+    #[test]
+    fn flags_parse() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["aoctl", "apply", "-f", "x.yaml", "--wait"]).unwrap();
+        let Command::Apply(a) = cli.command else { panic!() };
+        assert_eq!(a.wait, Some(Duration::from_secs(60)));
+        let cli = Cli::try_parse_from(["aoctl", "apply", "-f", "-", "--wait=5m", "--prune", "-l", "a=b"]).unwrap();
+        let Command::Apply(a) = cli.command else { panic!() };
+        assert_eq!(a.wait, Some(Duration::from_secs(300)));
+        assert!(Cli::try_parse_from(["aoctl", "apply", "-f", "-", "--prune"]).is_err());
+        assert!(Cli::try_parse_from(["aoctl", "delete", "session"]).is_err());
+        assert!(Cli::try_parse_from(["aoctl", "delete", "pod", "x"]).is_err());
+        assert!(Cli::try_parse_from(["aoctl", "delete", "-f", "a.yaml", "session", "x"]).is_err());
+        let cli = Cli::try_parse_from(["aoctl", "--server", "http://h:1", "get", "proj,sess", "-o", "wide"]).unwrap();
+        assert_eq!(cli.global.server, "http://h:1");
+        let multi = Cli::try_parse_from(["aoctl", "get", "proj,sess", "x"]).unwrap();
+        assert!(multi.check().is_err());
+    }
+}

@@ -1,0 +1,453 @@
+//! Typed HTTP client of the aoctl server: objects as JSON values, Kubernetes-style `Status`
+//! errors, and newline-delimited watch streams.
+
+use std::fmt;
+use std::time::Duration;
+
+use aoctl_api::Kind;
+use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Requests other than watches give up after this long.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with an error `Status`.
+    #[error("{0}")]
+    Api(Status),
+    #[error("cannot reach the server at {url}: {detail}")]
+    Unreachable { url: String, detail: String },
+    #[error("{method} {url}: {detail}")]
+    Http { method: Method, url: String, detail: String },
+    #[error("{url}: unexpected response from the server: {detail}")]
+    Invalid { url: String, detail: String },
+    #[error("invalid server URL `{url}`: {detail}")]
+    BadUrl { url: String, detail: String },
+}
+
+impl ClientError {
+    /// The HTTP status code of a server-side error.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            ClientError::Api(s) => Some(s.code),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(404)
+    }
+}
+
+/// A Kubernetes-style `Status` error body.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    #[serde(default)]
+    pub code: u16,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub details: Option<StatusDetails>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct StatusDetails {
+    #[serde(default)]
+    pub causes: Vec<StatusCause>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct StatusCause {
+    #[serde(default)]
+    pub field: Option<String>,
+    #[serde(default)]
+    pub message: String,
+}
+
+impl fmt::Display for Status {
+    /// The message, then the field causes it does not already mention.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let message = if self.message.is_empty() { self.reason.as_str() } else { self.message.as_str() };
+        f.write_str(message)?;
+        let causes = self.details.iter().flat_map(|d| &d.causes);
+        let extra: Vec<String> = causes
+            .map(|c| match &c.field {
+                Some(field) if !field.is_empty() => format!("{field}: {}", c.message),
+                _ => c.message.clone(),
+            })
+            .filter(|c| !c.is_empty() && !message.contains(c.as_str()))
+            .collect();
+        match extra.as_slice() {
+            [] => Ok(()),
+            [one] => write!(f, ": {one}"),
+            many => many.iter().try_for_each(|c| write!(f, "\n  {c}")),
+        }
+    }
+}
+
+/// A list response: its items and the resource version to watch from.
+#[derive(Clone, Debug, Default)]
+pub struct ObjectList {
+    pub resource_version: String,
+    pub items: Vec<Value>,
+}
+
+/// Filters of a list or watch.
+#[derive(Clone, Debug, Default)]
+pub struct ListParams {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+}
+
+/// The result of a delete.
+#[derive(Clone, Debug)]
+pub enum Deleted {
+    /// The object is gone (200).
+    Gone,
+    /// Finalizers remain; the object now carries `deletionTimestamp` (202).
+    Terminating,
+}
+
+/// One line of a watch stream.
+#[derive(Clone, Debug)]
+pub enum WatchEvent {
+    Added(Value),
+    Modified(Value),
+    Deleted(Value),
+    /// Progress marker: the stream has seen everything up to this resource version.
+    Bookmark(String),
+    /// The server ended the watch; code 410 means the resource version is too old.
+    Error(Status),
+}
+
+/// An open watch; yields events until the server closes it.
+pub struct Watch {
+    response: Response,
+    url: String,
+    buf: Vec<u8>,
+}
+
+impl Watch {
+    /// The next event; `None` when the server closed the stream.
+    pub async fn next(&mut self) -> Result<Option<WatchEvent>, ClientError> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return parse_watch_line(&line).map(Some).map_err(|detail| self.invalid(detail));
+            }
+            let chunk = self.response.chunk().await.map_err(|e| self.invalid(error_detail(&e)))?;
+            match chunk {
+                Some(c) => self.buf.extend_from_slice(&c),
+                None if self.buf.iter().all(u8::is_ascii_whitespace) => return Ok(None),
+                None => {
+                    let line = std::mem::take(&mut self.buf);
+                    return parse_watch_line(&line).map(Some).map_err(|detail| self.invalid(detail));
+                }
+            }
+        }
+    }
+
+    fn invalid(&self, detail: String) -> ClientError {
+        ClientError::Invalid { url: self.url.clone(), detail }
+    }
+}
+
+/// Parses `{"type": …, "object": …}`.
+pub fn parse_watch_line(line: &[u8]) -> Result<WatchEvent, String> {
+    #[derive(Deserialize)]
+    struct Line {
+        #[serde(rename = "type")]
+        type_: String,
+        #[serde(default)]
+        object: Value,
+    }
+    let l: Line = serde_json::from_slice(line).map_err(|e| format!("bad watch event: {e}"))?;
+    Ok(match l.type_.as_str() {
+        "ADDED" => WatchEvent::Added(l.object),
+        "MODIFIED" => WatchEvent::Modified(l.object),
+        "DELETED" => WatchEvent::Deleted(l.object),
+        "BOOKMARK" => WatchEvent::Bookmark(
+            l.object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string(),
+        ),
+        "ERROR" => WatchEvent::Error(serde_json::from_value(l.object).unwrap_or_default()),
+        other => return Err(format!("unknown watch event type `{other}`")),
+    })
+}
+
+/// Client of one server.
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    token: Option<String>,
+}
+
+impl Client {
+    pub fn new(server: &str, token: Option<String>) -> Result<Client, ClientError> {
+        let bad = |detail: String| ClientError::BadUrl { url: server.to_string(), detail };
+        let base = Url::parse(server).map_err(|e| bad(e.to_string()))?;
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+            return Err(bad("expected http://HOST:PORT".into()));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .user_agent(concat!("aoctl/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| bad(error_detail(&e)))?;
+        Ok(Client { http, base, token: token.filter(|t| !t.is_empty()) })
+    }
+
+    /// The server's base URL.
+    pub fn server(&self) -> &Url {
+        &self.base
+    }
+
+    /// `{base}/{segments…}`, each segment percent-encoded so a name can never change the path.
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        url.path_segments_mut().expect("checked in new").pop_if_empty().extend(segments);
+        url
+    }
+
+    fn resource_url(&self, kind: Kind, name: Option<&str>, sub: Option<&str>) -> Url {
+        let mut segs = vec!["apis", aoctl_api::GROUP, aoctl_api::VERSION, kind.plural()];
+        segs.extend(name);
+        segs.extend(sub);
+        self.url(&segs)
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        build: impl FnOnce(RequestBuilder) -> RequestBuilder,
+    ) -> Result<Response, ClientError> {
+        let mut req = build(self.http.request(method.clone(), url.clone()));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.map_err(|e| {
+            if e.is_connect() {
+                ClientError::Unreachable { url: self.base.to_string(), detail: error_detail(&e) }
+            } else {
+                ClientError::Http { method: method.clone(), url: url.to_string(), detail: error_detail(&e) }
+            }
+        })?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let code = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        Err(ClientError::Api(status_from_body(code, &body)))
+    }
+
+    async fn json(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&Value>,
+        query: &[(&str, &str)],
+    ) -> Result<Value, ClientError> {
+        let (_, v) = self.json_with_code(method, url, body, query).await?;
+        Ok(v)
+    }
+
+    async fn json_with_code(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&Value>,
+        query: &[(&str, &str)],
+    ) -> Result<(StatusCode, Value), ClientError> {
+        let shown = url.to_string();
+        let resp = self
+            .send(method, url, |r| {
+                let r = r.timeout(REQUEST_TIMEOUT).query(query);
+                match body {
+                    Some(b) => r.json(b),
+                    None => r,
+                }
+            })
+            .await?;
+        let code = resp.status();
+        let bytes =
+            resp.bytes().await.map_err(|e| ClientError::Invalid { url: shown.clone(), detail: error_detail(&e) })?;
+        let v =
+            serde_json::from_slice(&bytes).map_err(|e| ClientError::Invalid { url: shown, detail: e.to_string() })?;
+        Ok((code, v))
+    }
+
+    pub async fn get(&self, kind: Kind, name: &str) -> Result<Value, ClientError> {
+        self.json(Method::GET, self.resource_url(kind, Some(name), None), None, &[]).await
+    }
+
+    pub async fn list(&self, kind: Kind, params: &ListParams) -> Result<ObjectList, ClientError> {
+        let url = self.resource_url(kind, None, None);
+        let shown = url.to_string();
+        let v = self.json(Method::GET, url, None, &params.query()).await?;
+        let items = match v.get("items") {
+            Some(Value::Array(a)) => a.clone(),
+            Some(Value::Null) | None => vec![],
+            Some(_) => return Err(ClientError::Invalid { url: shown, detail: "`items` is not a list".into() }),
+        };
+        let resource_version =
+            v.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+        Ok(ObjectList { resource_version, items })
+    }
+
+    pub async fn create(&self, kind: Kind, obj: &Value, dry_run: bool) -> Result<Value, ClientError> {
+        self.json(Method::POST, self.resource_url(kind, None, None), Some(obj), dry_run_query(dry_run)).await
+    }
+
+    /// Replaces spec and metadata; `metadata.resourceVersion` of `obj` is a precondition.
+    pub async fn replace(&self, kind: Kind, name: &str, obj: &Value, dry_run: bool) -> Result<Value, ClientError> {
+        self.json(Method::PUT, self.resource_url(kind, Some(name), None), Some(obj), dry_run_query(dry_run)).await
+    }
+
+    /// Applies a JSON merge patch (RFC 7386).
+    pub async fn merge_patch(&self, kind: Kind, name: &str, patch: &Value) -> Result<Value, ClientError> {
+        let url = self.resource_url(kind, Some(name), None);
+        let shown = url.to_string();
+        let resp = self
+            .send(Method::PATCH, url, |r| {
+                r.timeout(REQUEST_TIMEOUT)
+                    .header(reqwest::header::CONTENT_TYPE, "application/merge-patch+json")
+                    .body(patch.to_string())
+            })
+            .await?;
+        let bytes =
+            resp.bytes().await.map_err(|e| ClientError::Invalid { url: shown.clone(), detail: error_detail(&e) })?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Invalid { url: shown, detail: e.to_string() })
+    }
+
+    pub async fn delete(&self, kind: Kind, name: &str, dry_run: bool) -> Result<Deleted, ClientError> {
+        let url = self.resource_url(kind, Some(name), None);
+        let (code, _) = self.json_with_code(Method::DELETE, url, None, dry_run_query(dry_run)).await?;
+        Ok(if code == StatusCode::ACCEPTED { Deleted::Terminating } else { Deleted::Gone })
+    }
+
+    /// Opens a watch of `kind` from `resource_version` (exclusive).
+    pub async fn watch(&self, kind: Kind, params: &ListParams, resource_version: &str) -> Result<Watch, ClientError> {
+        let url = self.resource_url(kind, None, None);
+        let shown = url.to_string();
+        let mut query = params.query();
+        query.push(("watch", "true"));
+        if !resource_version.is_empty() {
+            query.push(("resourceVersion", resource_version));
+        }
+        let response = self.send(Method::GET, url, |r| r.query(&query)).await?;
+        Ok(Watch { response, url: shown, buf: vec![] })
+    }
+
+    /// Succeeds when `path` (`healthz` or `readyz`) answers 200 within `timeout`.
+    pub async fn probe(&self, path: &str, timeout: Duration) -> Result<(), ClientError> {
+        self.send(Method::GET, self.url(&[path]), |r| r.timeout(timeout)).await.map(drop)
+    }
+
+    /// The server's `/version` document.
+    pub async fn version(&self) -> Result<Value, ClientError> {
+        self.json(Method::GET, self.url(&["version"]), None, &[]).await
+    }
+}
+
+impl ListParams {
+    fn query(&self) -> Vec<(&'static str, &str)> {
+        let mut q = vec![];
+        if let Some(l) = self.label_selector.as_deref().filter(|s| !s.is_empty()) {
+            q.push(("labelSelector", l));
+        }
+        if let Some(f) = self.field_selector.as_deref().filter(|s| !s.is_empty()) {
+            q.push(("fieldSelector", f));
+        }
+        q
+    }
+}
+
+fn dry_run_query(dry_run: bool) -> &'static [(&'static str, &'static str)] {
+    if dry_run {
+        &[("dryRun", "All")]
+    } else {
+        &[]
+    }
+}
+
+/// The server's `Status`, or one made from the HTTP status and body text.
+fn status_from_body(code: StatusCode, body: &str) -> Status {
+    if let Ok(mut s) = serde_json::from_str::<Status>(body) {
+        if !s.message.is_empty() || !s.reason.is_empty() {
+            if s.code == 0 {
+                s.code = code.as_u16();
+            }
+            return s;
+        }
+    }
+    let reason = code.canonical_reason().unwrap_or("").to_string();
+    let text = body.trim();
+    let message = if text.is_empty() || text.len() > 500 {
+        format!("the server answered {}", code)
+    } else {
+        format!("the server answered {}: {text}", code.as_u16())
+    };
+    Status { code: code.as_u16(), reason, message, details: None }
+}
+
+/// The innermost message of an error chain: reqwest's own message says little.
+fn error_detail(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        msg = s.to_string();
+        cur = s.source();
+    }
+    if msg.contains("operation timed out") || msg.contains("timed out") {
+        return "timed out".into();
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_message_and_causes() {
+        let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":422,"reason":"Invalid",
+            "message":"Session \"x\" is invalid","details":{"name":"x","kind":"Session",
+            "causes":[{"field":"spec.branch","message":"bad name"}]}}"#;
+        let s = status_from_body(StatusCode::UNPROCESSABLE_ENTITY, body);
+        assert_eq!(s.to_string(), "Session \"x\" is invalid: spec.branch: bad name");
+        let s = Status { message: "spec.branch: bad name".into(), ..s };
+        assert_eq!(s.to_string(), "spec.branch: bad name");
+        let plain = status_from_body(StatusCode::NOT_FOUND, "no route\n");
+        assert_eq!(plain.code, 404);
+        assert_eq!(plain.to_string(), "the server answered 404: no route");
+    }
+
+    #[test]
+    fn watch_lines() {
+        let e = parse_watch_line(br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"7"}}}"#).unwrap();
+        assert!(matches!(e, WatchEvent::Bookmark(rv) if rv == "7"));
+        let e = parse_watch_line(br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"gone"}}"#);
+        assert!(matches!(e.unwrap(), WatchEvent::Error(s) if s.code == 410));
+        assert!(parse_watch_line(b"{\"type\":\"NOPE\"}").is_err());
+    }
+
+    #[test]
+    fn names_are_escaped_in_urls() {
+        let c = Client::new("http://127.0.0.1:7420/", None).unwrap();
+        let u = c.resource_url(Kind::Session, Some("../x"), Some("status"));
+        assert_eq!(u.as_str(), "http://127.0.0.1:7420/apis/ao.dev/v1alpha1/sessions/..%2Fx/status");
+        let c = Client::new("http://h:1/prefix", None).unwrap();
+        assert_eq!(c.url(&["healthz"]).as_str(), "http://h:1/prefix/healthz");
+        assert!(Client::new("ftp://h", None).is_err());
+    }
+}

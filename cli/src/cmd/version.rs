@@ -1,0 +1,22 @@
+//! `aoctl version`: the client's version and, when it answers, the server's.
+
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use super::emit;
+use crate::client::{Client, ClientError};
+
+pub async fn run(client: &Client) -> anyhow::Result<ExitCode> {
+    emit(&format!("client: {} ({})\n", env!("CARGO_PKG_VERSION"), aoctl_api::API_VERSION));
+    let server = match client.version().await {
+        Ok(v) => {
+            let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("unknown").to_string();
+            format!("{} ({})", s("version"), s("apiVersion"))
+        }
+        Err(e @ ClientError::Unreachable { .. }) => format!("unreachable ({e})"),
+        Err(e) => format!("error ({e})"),
+    };
+    emit(&format!("server: {server}\n"));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,252 @@
+//! Starting and stopping the background `aoctl serve` process of `aoctl up` / `aoctl down`.
+//!
+//! The process runs in its own session (so it outlives the terminal that started it), reads from
+//! `/dev/null` and appends its output to a log file. Its id is kept in a pid file, written atomically.
+
+use std::ffi::OsString;
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why starting, finding or stopping a background process failed. Each variant names its file.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot open log file {path}: {source}")]
+    Log { path: PathBuf, source: io::Error },
+    #[error("cannot start {program}: {source}")]
+    Spawn { program: PathBuf, source: io::Error },
+    #[error("cannot write pid file {path}: {source}")]
+    WritePid { path: PathBuf, source: io::Error },
+    #[error("cannot read pid file {path}: {source}")]
+    ReadPid { path: PathBuf, source: io::Error },
+    #[error("pid file {path} does not hold a process id: {content:?}")]
+    BadPid { path: PathBuf, content: String },
+    #[error("cannot remove pid file {path}: {source}")]
+    RemovePid { path: PathBuf, source: io::Error },
+    #[error("cannot signal process {pid} of pid file {path}: {source}")]
+    Signal { pid: u32, path: PathBuf, source: io::Error },
+    #[error("background processes are not supported on this platform")]
+    Unsupported,
+}
+
+/// Starts `program args…` detached from this process: in a new session, stdin from `/dev/null`,
+/// stdout and stderr appended to `log`. Writes the child's pid to `pid_file` and returns it.
+#[cfg(unix)]
+pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path, pid_file: &Path) -> Result<u32, DaemonError> {
+    use std::os::unix::process::CommandExt;
+
+    let log_err = |source| DaemonError::Log { path: log.to_path_buf(), source };
+    if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(log_err)?;
+    }
+    let out = OpenOptions::new().create(true).append(true).open(log).map_err(log_err)?;
+    let err = out.try_clone().map_err(log_err)?;
+
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2), which is
+    // async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| if libc::setsid() == -1 { Err(io::Error::last_os_error()) } else { Ok(()) });
+    }
+    let mut child = cmd.spawn().map_err(|source| DaemonError::Spawn { program: program.to_path_buf(), source })?;
+    let pid = child.id();
+    if let Err(e) = write_pid(pid_file, pid) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(e);
+    }
+    // Reap the child if it exits while this process still runs, so that it never lingers as a
+    // zombie that `is_alive` would mistake for a live process. When this process exits first, the
+    // child is adopted by init.
+    std::thread::spawn(move || child.wait());
+    Ok(pid)
+}
+
+/// Starts a background process; not supported on this platform.
+#[cfg(not(unix))]
+pub fn spawn_detached(_program: &Path, _args: &[OsString], _log: &Path, _pid_file: &Path) -> Result<u32, DaemonError> {
+    Err(DaemonError::Unsupported)
+}
+
+/// Writes `pid` to `pid_file` through a temporary file and a rename, so readers never see half a pid.
+fn write_pid(pid_file: &Path, pid: u32) -> Result<(), DaemonError> {
+    let err = |source| DaemonError::WritePid { path: pid_file.to_path_buf(), source };
+    if let Some(dir) = pid_file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(err)?;
+    }
+    let mut tmp = pid_file.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    fs::write(&tmp, format!("{pid}\n")).map_err(err)?;
+    fs::rename(&tmp, pid_file).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        err(e)
+    })
+}
+
+/// Reads the pid in `pid_file`; `None` when the file does not exist.
+pub fn read_pid(pid_file: &Path) -> Result<Option<u32>, DaemonError> {
+    let text = match fs::read_to_string(pid_file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(DaemonError::ReadPid { path: pid_file.to_path_buf(), source }),
+    };
+    // Zero and values past i32::MAX would make kill(2) signal process groups: refuse them.
+    match text.trim().parse::<u32>() {
+        Ok(pid) if pid > 0 && pid <= i32::MAX as u32 => Ok(Some(pid)),
+        _ => Err(DaemonError::BadPid { path: pid_file.to_path_buf(), content: text.chars().take(40).collect() }),
+    }
+}
+
+/// Whether a process with this id exists (and is not a zombie).
+#[cfg(unix)]
+pub fn is_alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else { return false };
+    if raw <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let exists = unsafe { libc::kill(raw, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    exists && !is_zombie(pid)
+}
+
+/// Whether a process exists; always false on this platform.
+#[cfg(not(unix))]
+pub fn is_alive(_pid: u32) -> bool {
+    false
+}
+
+/// On Linux, reads the state letter of `/proc/PID/stat`; elsewhere assumes the process is not a zombie.
+#[cfg(unix)]
+fn is_zombie(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state follows the command name, which is in parentheses and may itself hold spaces.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("Z")
+}
+
+/// Stops the process of `pid_file`: SIGTERM, up to `grace` to exit, then SIGKILL. Removes the pid
+/// file. Returns the pid when a live process was stopped, `None` when there was no pid file or its
+/// process was already gone (the stale file is removed too).
+#[cfg(unix)]
+pub fn stop(pid_file: &Path, grace: Duration) -> Result<Option<u32>, DaemonError> {
+    let Some(pid) = read_pid(pid_file)? else { return Ok(None) };
+    if !is_alive(pid) {
+        remove_pid_file(pid_file)?;
+        return Ok(None);
+    }
+    signal(pid, libc::SIGTERM, pid_file)?;
+    if !wait_gone(pid, grace) {
+        signal(pid, libc::SIGKILL, pid_file)?;
+        wait_gone(pid, Duration::from_secs(5));
+    }
+    remove_pid_file(pid_file)?;
+    Ok(Some(pid))
+}
+
+/// Stops a background process; not supported on this platform.
+#[cfg(not(unix))]
+pub fn stop(_pid_file: &Path, _grace: Duration) -> Result<Option<u32>, DaemonError> {
+    Err(DaemonError::Unsupported)
+}
+
+#[cfg(unix)]
+fn signal(pid: u32, sig: libc::c_int, pid_file: &Path) -> Result<(), DaemonError> {
+    // SAFETY: `pid` was checked to be a positive process id by `read_pid`.
+    if unsafe { libc::kill(pid as i32, sig) } == 0 {
+        return Ok(());
+    }
+    let source = io::Error::last_os_error();
+    if source.raw_os_error() == Some(libc::ESRCH) {
+        return Ok(());
+    }
+    Err(DaemonError::Signal { pid, path: pid_file.to_path_buf(), source })
+}
+
+/// Polls until the process is gone or `limit` has passed; returns whether it is gone.
+fn wait_gone(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if !is_alive(pid) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn remove_pid_file(pid_file: &Path) -> Result<(), DaemonError> {
+    match fs::remove_file(pid_file) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(DaemonError::RemovePid { path: pid_file.to_path_buf(), source }),
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn sleep_bin() -> PathBuf {
+        ["/bin/sleep", "/usr/bin/sleep"].iter().map(PathBuf::from).find(|p| p.exists()).expect("sleep is installed")
+    }
+
+    #[test]
+    fn spawn_then_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("run/serve.pid");
+        let log = dir.path().join("logs/serve.log");
+        let pid = spawn_detached(&sleep_bin(), &["30".into()], &log, &pid_file).unwrap();
+        assert_eq!(read_pid(&pid_file).unwrap(), Some(pid));
+        assert!(is_alive(pid));
+        assert!(log.exists());
+        assert!(!dir.path().join("run/serve.pid.tmp").exists());
+
+        let started = Instant::now();
+        assert_eq!(stop(&pid_file, Duration::from_secs(5)).unwrap(), Some(pid));
+        assert!(started.elapsed() < Duration::from_secs(5), "SIGTERM should be enough for sleep");
+        assert!(!is_alive(pid));
+        assert!(!pid_file.exists());
+        assert_eq!(stop(&pid_file, Duration::from_secs(1)).unwrap(), None);
+    }
+
+    #[test]
+    fn new_session_and_appended_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("out.log");
+        fs::write(&log, "before\n").unwrap();
+        let pid_file = dir.path().join("p.pid");
+        let script = "echo pid=$$; [ -r /proc/$$/stat ] && echo sid=$(cut -d' ' -f6 /proc/$$/stat)";
+        let args: Vec<OsString> = vec!["-c".into(), script.into()];
+        let pid = spawn_detached(Path::new("/bin/sh"), &args, &log, &pid_file).unwrap();
+        assert!(wait_gone(pid, Duration::from_secs(10)));
+        let text = fs::read_to_string(&log).unwrap();
+        assert!(text.starts_with("before\n"), "{text}");
+        assert!(text.contains(&format!("pid={pid}\n")), "{text}");
+        if Path::new("/proc/self/stat").exists() {
+            assert!(text.contains(&format!("sid={pid}\n")), "the child leads its own session: {text}");
+        }
+    }
+
+    #[test]
+    fn stale_and_bad_pid_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("serve.pid");
+        assert_eq!(read_pid(&pid_file).unwrap(), None);
+
+        fs::write(&pid_file, "0\n").unwrap();
+        assert!(matches!(read_pid(&pid_file), Err(DaemonError::BadPid { .. })));
+        fs::write(&pid_file, "abc").unwrap();
+        let e = read_pid(&pid_file).unwrap_err();
+        assert!(e.to_string().contains("serve.pid"), "{e}");
+
+        let pid = spawn_detached(&sleep_bin(), &["0".into()], &dir.path().join("l"), &pid_file).unwrap();
+        assert!(wait_gone(pid, Duration::from_secs(10)));
+        assert_eq!(stop(&pid_file, Duration::from_secs(1)).unwrap(), None);
+        assert!(!pid_file.exists(), "a stale pid file is removed");
+    }
+}
