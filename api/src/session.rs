@@ -500,7 +500,8 @@ mod tests {
         assert_eq!(running.derive_phase(false, false), Phase::Working);
         assert_eq!(running.derive_phase(true, false), Phase::Stopped);
         let mut idle = running.clone();
-        idle.activity = Some(ActivityStatus { state: ActivityState::Idle, since: Time::from_unix(0), evidence: String::new() });
+        idle.activity =
+            Some(ActivityStatus { state: ActivityState::Idle, since: Time::from_unix(0), evidence: String::new() });
         assert_eq!(idle.derive_phase(false, false), Phase::Idle);
         let mut pr = running.clone();
         pr.pull_request = Some(PullRequestStatus {
@@ -513,7 +514,8 @@ mod tests {
             mergeable: None,
         });
         assert_eq!(pr.derive_phase(false, false), Phase::CiFailed);
-        let exited = with(&[(types::WORKSPACE_READY, True, "Ready"), (types::RUNTIME_READY, False, reasons::AGENT_EXITED)]);
+        let exited =
+            with(&[(types::WORKSPACE_READY, True, "Ready"), (types::RUNTIME_READY, False, reasons::AGENT_EXITED)]);
         assert_eq!(exited.derive_phase(false, false), Phase::Failed);
     }
 }

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use aoctl_api::session::Phase;
+use aoctl_api::session::RuntimeKind;
 use aoctl_api::{Kind, Session};
 use aoctl_store::{Selector, Store, StoreError};
-use aoctl_api::session::RuntimeKind;
-use prometheus::{Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 
 pub struct Metrics {
     pub registry: Registry,

@@ -25,7 +25,13 @@ impl Recorder {
         }
     }
 
-    async fn try_publish<T: Resource>(&self, obj: &T, type_: EventType, reason: &str, message: &str) -> Result<(), StoreError> {
+    async fn try_publish<T: Resource>(
+        &self,
+        obj: &T,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), StoreError> {
         let meta = obj.meta();
         let key = (T::KIND.as_str().to_string(), meta.name.clone(), reason.to_string(), message.to_string());
         let now = Time::now();
@@ -43,7 +49,8 @@ impl Recorder {
                 Err(e) => return Err(e),
             }
         }
-        let involved = InvolvedObject { kind: T::KIND.as_str().to_string(), name: meta.name.clone(), uid: meta.uid.clone() };
+        let involved =
+            InvolvedObject { kind: T::KIND.as_str().to_string(), name: meta.name.clone(), uid: meta.uid.clone() };
         let source = format!("{}-controller", T::KIND.as_str().to_ascii_lowercase());
         let ev = Event::new(involved, type_, reason, message, &source, now);
         let created = self.store.create_typed(&ev).await?;

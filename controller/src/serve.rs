@@ -17,9 +17,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::context::Ctx;
+use crate::fleet::Fleet;
 use crate::http::{router, AppState};
 use crate::metrics::Metrics;
-use crate::fleet::Fleet;
 use crate::reconcilers::{project, session, Error};
 use crate::recorder::Recorder;
 
@@ -54,7 +54,8 @@ pub enum ServeError {
 /// Binds `opts.listen` and serves until SIGINT or SIGTERM.
 pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     check_listen(&opts)?;
-    let listener = TcpListener::bind(opts.listen).await.map_err(|e| ServeError::Bind { addr: opts.listen, source: e })?;
+    let listener =
+        TcpListener::bind(opts.listen).await.map_err(|e| ServeError::Bind { addr: opts.listen, source: e })?;
     serve_on(listener, opts, shutdown_signal()).await
 }
 
@@ -105,7 +106,8 @@ pub async fn serve_on(
 ) -> Result<(), ServeError> {
     check_listen(&ServeOptions { listen: listener.local_addr()?, ..opts.clone() })?;
     let token = read_token(&opts)?;
-    std::fs::create_dir_all(&opts.data_dir).map_err(|e| ServeError::DataDir { path: opts.data_dir.clone(), source: e })?;
+    std::fs::create_dir_all(&opts.data_dir)
+        .map_err(|e| ServeError::DataDir { path: opts.data_dir.clone(), source: e })?;
     let store_dir = opts.data_dir.join("store");
     let store = Store::open(&store_dir).map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
     let metrics = Arc::new(Metrics::new()?);
@@ -128,16 +130,36 @@ pub async fn serve_on(
         }
     };
 
-    let ctx = Arc::new(Ctx { store: store.clone(), recorder: Recorder::new(store.clone()), fleet: fleet.clone(), metrics: metrics.clone() });
+    let ctx = Arc::new(Ctx {
+        store: store.clone(),
+        recorder: Recorder::new(store.clone()),
+        fleet: fleet.clone(),
+        metrics: metrics.clone(),
+    });
     let projects = Controller::<Project>::new(Config::new(project::NAME), metrics.engine.clone());
-    let sessions = Controller::<Session>::new(Config { concurrency: 16, ..Config::new(session::NAME) }, metrics.engine.clone());
+    let sessions =
+        Controller::<Session>::new(Config { concurrency: 16, ..Config::new(session::NAME) }, metrics.engine.clone());
     // Subscribe before the engines list keys, so no change between the two is missed.
     let changes = store
         .watch(&[Kind::Project, Kind::Session], store.resource_version())
         .map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
     let mut tasks = vec![tokio::spawn(route_changes(changes, projects.handle(), sessions.handle(), stopped()))];
-    tasks.push(tokio::spawn(run_controller(projects, store.clone(), ctx.clone(), project::reconcile, project::error_policy, stopped())));
-    tasks.push(tokio::spawn(run_controller(sessions, store.clone(), ctx.clone(), session::reconcile, session::error_policy, stopped())));
+    tasks.push(tokio::spawn(run_controller(
+        projects,
+        store.clone(),
+        ctx.clone(),
+        project::reconcile,
+        project::error_policy,
+        stopped(),
+    )));
+    tasks.push(tokio::spawn(run_controller(
+        sessions,
+        store.clone(),
+        ctx.clone(),
+        session::reconcile,
+        session::error_policy,
+        stopped(),
+    )));
     tasks.push(tokio::spawn(collect_orphans(ctx.clone(), stopped())));
     ready.store(true, Ordering::Release);
     tracing::info!(listen = %listener.local_addr()?, data_dir = %opts.data_dir.display(), "serving");

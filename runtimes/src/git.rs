@@ -99,9 +99,10 @@ pub fn resolve_branch(root: &Path, branch: &str) -> Result<String, GitError> {
 
 /// `owner/name` of a github.com remote URL in https, ssh or scp-like form.
 pub fn github_repo_of(url: &str) -> Option<String> {
-    let rest = ["https://github.com/", "http://github.com/", "ssh://git@github.com/", "git@github.com:", "git://github.com/"]
-        .iter()
-        .find_map(|p| url.strip_prefix(p))?;
+    let rest =
+        ["https://github.com/", "http://github.com/", "ssh://git@github.com/", "git@github.com:", "git://github.com/"]
+            .iter()
+            .find_map(|p| url.strip_prefix(p))?;
     let rest = rest.trim_end_matches('/');
     let rest = rest.strip_suffix(".git").unwrap_or(rest);
     let (owner, name) = rest.split_once('/')?;

@@ -62,7 +62,8 @@ fn build() -> Value {
             .parameter(query("resourceVersion", "Start a watch after this version; 410 when it is too old"))
             .parameter(query("timeoutSeconds", "End a watch after this many seconds"))
             .response("200", response(&format!("The {plural}"), list));
-        let get_op = op(format!("read{k}"), format!("Read a {k}")).parameter(name_param()).response("200", response(k, k));
+        let get_op =
+            op(format!("read{k}"), format!("Read a {k}")).parameter(name_param()).response("200", response(k, k));
         let mut collection = PathItemBuilder::new().operation(HttpMethod::Get, list_op);
         let mut item = PathItemBuilder::new().operation(HttpMethod::Get, get_op);
         if kind.has_spec() {

@@ -100,7 +100,8 @@ pub async fn log(
                 _ = async { shutdown.wait_for(|s| *s).await.map(|_| ()) } => return,
             }
             let p = path.clone();
-            let Ok(Ok((bytes, end))) = tokio::task::spawn_blocking(move || transcript::read_from(&p, offset)).await else {
+            let Ok(Ok((bytes, end))) = tokio::task::spawn_blocking(move || transcript::read_from(&p, offset)).await
+            else {
                 return;
             };
             offset = end;

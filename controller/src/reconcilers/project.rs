@@ -126,12 +126,16 @@ mod tests {
         assert_eq!(observe(p, None).reason, "RepositoryNotFound");
         std::fs::create_dir(&dir).unwrap();
         assert_eq!(observe(p, None).reason, "NotAGitRepository");
-        let git = |args: &[&str]| assert!(Command::new("git").arg("-C").arg(&dir).args(args).status().unwrap().success());
+        let git =
+            |args: &[&str]| assert!(Command::new("git").arg("-C").arg(&dir).args(args).status().unwrap().success());
         git(&["init", "-q", "-b", "main"]);
         assert_eq!(observe(p, None).reason, "BranchNotFound");
         git(&["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "x"]);
         let o = observe(p, None);
-        assert_eq!((o.ready, o.reason, o.default_branch.as_deref()), (ConditionStatus::True, "RepositoryReady", Some("main")));
+        assert_eq!(
+            (o.ready, o.reason, o.default_branch.as_deref()),
+            (ConditionStatus::True, "RepositoryReady", Some("main"))
+        );
         assert_eq!(observe(p, Some("develop")).reason, "BranchNotFound");
         std::fs::create_dir(dir.join("sub")).unwrap();
         assert_eq!(observe(dir.join("sub").to_str().unwrap(), None).reason, "NotRepositoryRoot");

@@ -64,11 +64,14 @@ pub(super) async fn observe(
     if let Some(adapter) = launch.adapter {
         if let Some((dialog, keys)) = agents::dialog(adapter, &screen) {
             rt.keys(&h, keys).await?;
-            ctx.recorder.publish(s, EventType::Normal, "DialogAnswered", &format!("answered the {dialog} dialog")).await;
+            ctx.recorder
+                .publish(s, EventType::Normal, "DialogAnswered", &format!("answered the {dialog} dialog"))
+                .await;
             return Ok(Action::requeue(Duration::from_millis(500)));
         }
     }
-    let view = Screen { text: &screen, transcript_grew: grew, unchanged_for: now.duration_since(changed_at), exited: None };
+    let view =
+        Screen { text: &screen, transcript_grew: grew, unchanged_for: now.duration_since(changed_at), exited: None };
     let (state, evidence) = agents::classify(launch.adapter, &view, stuck_after(s, project));
     if st.activity.as_ref().map(|a| a.state) != Some(state) {
         st.activity = Some(ActivityStatus { state, since: Time::now(), evidence: evidence.clone() });

@@ -103,7 +103,9 @@ pub(super) async fn ensure_running(
                     exit_code: None,
                     attach_command: rt.attach_command(&h),
                 });
-                ctx.recorder.publish(s, EventType::Normal, "Adopted", &format!("{kind} runtime {} is running", h.0)).await;
+                ctx.recorder
+                    .publish(s, EventType::Normal, "Adopted", &format!("{kind} runtime {} is running", h.0))
+                    .await;
             }
             cond(st, s, types::RUNTIME_READY, ConditionStatus::True, "Running", format!("{kind} runtime {}", h.0));
             deliver_first_prompt(s, ctx, st, &*rt, &h, launch).await
@@ -234,9 +236,18 @@ async fn start(
         attach_command: rt.attach_command(&h),
     });
     cond(st, s, types::RUNTIME_READY, ConditionStatus::True, "Running", format!("{kind} runtime {}", h.0));
-    ctx.recorder.publish(s, EventType::Normal, "Started", &format!("{} in {kind} runtime {}", launch.command[0], h.0)).await;
+    ctx.recorder
+        .publish(s, EventType::Normal, "Started", &format!("{} in {kind} runtime {}", launch.command[0], h.0))
+        .await;
     if launch.initial_input.is_some() {
-        cond(st, s, types::READY, ConditionStatus::False, "WaitingForAgent", "waiting for the agent to accept its first prompt");
+        cond(
+            st,
+            s,
+            types::READY,
+            ConditionStatus::False,
+            "WaitingForAgent",
+            "waiting for the agent to accept its first prompt",
+        );
         return Ok(Running::Wait(Action::requeue(Duration::from_millis(300))));
     }
     Ok(Running::Yes(Box::new(launch)))
@@ -259,7 +270,9 @@ async fn deliver_first_prompt(
     if let Some(adapter) = launch.adapter {
         if let Some((dialog, keys)) = agents::dialog(adapter, &screen) {
             rt.keys(h, keys).await?;
-            ctx.recorder.publish(s, EventType::Normal, "DialogAnswered", &format!("answered the {dialog} dialog")).await;
+            ctx.recorder
+                .publish(s, EventType::Normal, "DialogAnswered", &format!("answered the {dialog} dialog"))
+                .await;
             return Ok(Running::Wait(Action::requeue(Duration::from_millis(500))));
         }
         if !agents::is_ready(adapter, &screen) {

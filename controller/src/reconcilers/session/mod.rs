@@ -26,7 +26,14 @@ pub const NAME: &str = "session";
 pub const FINALIZER: &str = "ao.dev/session-cleanup";
 
 /// Sets a condition stamped with the session's generation.
-pub(crate) fn cond(st: &mut SessionStatus, s: &Session, type_: &str, status: ConditionStatus, reason: &str, msg: impl Into<String>) {
+pub(crate) fn cond(
+    st: &mut SessionStatus,
+    s: &Session,
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    msg: impl Into<String>,
+) {
     set_condition(&mut st.conditions, Condition::new(type_, status, reason, msg, s.metadata.generation, Time::now()));
 }
 
@@ -83,7 +90,11 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
     }
     if let Some(rank) = queue_rank(s, &project, ctx).await? {
         let max = project.spec.max_concurrent_sessions.unwrap_or(u32::MAX);
-        let msg = format!("position {} in the queue of project \"{}\" (maxConcurrentSessions: {max})", rank + 1, project.metadata.name);
+        let msg = format!(
+            "position {} in the queue of project \"{}\" (maxConcurrentSessions: {max})",
+            rank + 1,
+            project.metadata.name
+        );
         cond(st, s, types::READY, ConditionStatus::False, reasons::QUEUED, msg);
         return Ok(Action::requeue(Duration::from_secs(10)));
     }
@@ -108,7 +119,8 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
     let ws = match ensured {
         Ok(ws) => ws,
         Err(e) => {
-            let first = !condition::find(&st.conditions, types::WORKSPACE_READY).is_some_and(|c| c.reason == e.reason());
+            let first =
+                !condition::find(&st.conditions, types::WORKSPACE_READY).is_some_and(|c| c.reason == e.reason());
             cond(st, s, types::WORKSPACE_READY, ConditionStatus::False, e.reason(), e.to_string());
             cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the workspace could not be prepared");
             if first {
@@ -129,11 +141,8 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         head_sha: ws.head_sha.clone(),
     });
 
-    let runtime_kind = s
-        .spec
-        .runtime
-        .or(project.spec.defaults.as_ref().and_then(|d| d.runtime))
-        .unwrap_or(RuntimeKind::Tmux);
+    let runtime_kind =
+        s.spec.runtime.or(project.spec.defaults.as_ref().and_then(|d| d.runtime)).unwrap_or(RuntimeKind::Tmux);
     if s.spec.stopped {
         return launch::stop(s, ctx, st, runtime_kind).await;
     }
@@ -149,7 +158,9 @@ async fn queue_rank(s: &Session, project: &Project, ctx: &Ctx) -> Result<Option<
     let (all, _) = ctx.store.list_typed::<Session>(&Selector::everything()).await?;
     let mut contenders: Vec<&Session> = all
         .iter()
-        .filter(|o| o.spec.project == project.metadata.name && !o.spec.stopped && o.metadata.deletion_timestamp.is_none())
+        .filter(|o| {
+            o.spec.project == project.metadata.name && !o.spec.stopped && o.metadata.deletion_timestamp.is_none()
+        })
         .filter(|o| !matches!(o.status.phase, Some(Phase::Merged | Phase::Closed | Phase::Failed)))
         .collect();
     contenders.sort_by(|a, b| {
