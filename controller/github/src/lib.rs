@@ -1,0 +1,25 @@
+//! The GitHub side of closing the loop: find or open each session's pull request, read its checks
+//! and reviews, fetch the tail of a failing job's log, merge, read tracker issues, and make sense
+//! of webhook deliveries.
+//!
+//! Every request goes through a [`Budget`] shared by all clients of one token: GETs are
+//! conditional (a 304 answers from the cache and costs no rate limit), calls are held back near
+//! the end of the rate-limit window and after secondary limits, and each request is counted by
+//! endpoint template and status code for the controller's metrics. This crate does no IO other
+//! than HTTP to the configured API URL.
+
+mod budget;
+mod checks;
+mod client;
+mod error;
+mod pulls;
+mod reviews;
+pub mod webhook;
+
+pub use budget::{Budget, BudgetKey, Observer, RequestRecord, Stats, DEFAULT_FLOOR};
+pub use checks::{log_tail, CheckKind, Checks, FailingCheck, ACTIONS_APP, LOG_TAIL_BYTES, LOG_TAIL_LINES};
+pub use client::{Client, DEFAULT_API_URL, DEFAULT_TIMEOUT};
+pub use error::Error;
+pub use pulls::{Issue, MergeMethod, PullRequest};
+pub use reviews::{review_state, Review, ReviewComment, Reviews};
+pub use webhook::{verify_signature, WebhookEvent};

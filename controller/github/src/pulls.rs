@@ -1,0 +1,236 @@
+//! Pull requests and issues: find the pull request of a branch, open one, merge one, read an issue.
+
+use aoctl_api::session::{ChecksState, PullRequestState, PullRequestStatus, ReviewState};
+use http::{Method, StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::client::{decode, escape, message, segment, success, Client, Read};
+use crate::error::Error;
+
+const LIST_PULLS: &str = "GET /repos/{owner}/{repo}/pulls";
+const GET_PULL: &str = "GET /repos/{owner}/{repo}/pulls/{pull_number}";
+const CREATE_PULL: &str = "POST /repos/{owner}/{repo}/pulls";
+const MERGE_PULL: &str = "PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge";
+const GET_ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{issue_number}";
+
+/// What the controller needs to know about a pull request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullRequest {
+    pub number: u64,
+    /// The page on GitHub (`html_url`).
+    pub url: String,
+    pub state: PullRequestState,
+    pub head_sha: String,
+    pub head_ref: String,
+    pub base_ref: String,
+    pub draft: bool,
+    /// `None` while GitHub is still computing it.
+    pub mergeable: Option<bool>,
+    /// GitHub's `mergeable_state`: `clean`, `dirty` (conflicts), `blocked`, `behind`, `unstable`, …
+    pub mergeable_state: Option<String>,
+    pub merged: bool,
+}
+
+impl PullRequest {
+    /// Whether the pull request has merge conflicts with its base.
+    pub fn has_conflicts(&self) -> bool {
+        self.mergeable == Some(false) || self.mergeable_state.as_deref() == Some("dirty")
+    }
+
+    /// The session's `status.pullRequest` for this pull request and the given checks and review.
+    pub fn status(&self, checks: ChecksState, review: ReviewState) -> PullRequestStatus {
+        PullRequestStatus {
+            number: self.number,
+            url: self.url.clone(),
+            state: self.state,
+            head_sha: Some(self.head_sha.clone()),
+            checks,
+            review,
+            mergeable: self.mergeable,
+        }
+    }
+}
+
+/// How a pull request is merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MergeMethod {
+    Merge,
+    Squash,
+    Rebase,
+}
+
+impl MergeMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MergeMethod::Merge => "merge",
+            MergeMethod::Squash => "squash",
+            MergeMethod::Rebase => "rebase",
+        }
+    }
+}
+
+/// The title and body of a tracker issue, for the session's first prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Issue {
+    pub number: u64,
+    pub title: String,
+    /// Empty when the issue has no description.
+    pub body: String,
+    pub url: String,
+}
+
+#[derive(Deserialize)]
+struct WireRef {
+    #[serde(rename = "ref")]
+    name: String,
+    sha: String,
+}
+
+/// The fields of `pull-request` and `pull-request-simple` that are read.
+#[derive(Deserialize)]
+struct WirePull {
+    number: u64,
+    html_url: String,
+    state: String,
+    head: WireRef,
+    base: WireRef,
+    #[serde(default)]
+    draft: Option<bool>,
+    #[serde(default)]
+    mergeable: Option<bool>,
+    #[serde(default)]
+    mergeable_state: Option<String>,
+    #[serde(default)]
+    merged: Option<bool>,
+    #[serde(default)]
+    merged_at: Option<String>,
+}
+
+impl From<WirePull> for PullRequest {
+    fn from(w: WirePull) -> PullRequest {
+        let merged = w.merged.unwrap_or(w.merged_at.is_some());
+        let state = match (merged, w.state.as_str()) {
+            (true, _) => PullRequestState::Merged,
+            (false, "open") => PullRequestState::Open,
+            (false, _) => PullRequestState::Closed,
+        };
+        PullRequest {
+            number: w.number,
+            url: w.html_url,
+            state,
+            head_sha: w.head.sha,
+            head_ref: w.head.name,
+            base_ref: w.base.name,
+            draft: w.draft.unwrap_or(false),
+            mergeable: w.mergeable,
+            mergeable_state: w.mergeable_state,
+            merged,
+        }
+    }
+}
+
+impl Client {
+    /// The pull request whose head is `owner:branch` (an open one first, else the newest), with
+    /// `mergeable` read from the pull request itself; `None` when the branch never had one.
+    pub async fn find_pull_for_branch(
+        &self,
+        owner: &str,
+        repo: &str,
+        branch: &str,
+    ) -> Result<Option<PullRequest>, Error> {
+        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
+        if branch.is_empty() {
+            return Err(Error::invalid("the branch name is empty"));
+        }
+        let path = format!(
+            "/repos/{o}/{r}/pulls?head={o}:{}&state=all&sort=created&direction=desc&per_page=30",
+            escape(branch)
+        );
+        let list: Vec<WirePull> = self.get_json(LIST_PULLS, &path, || format!("repository {o}/{r}")).await?;
+        let Some(found) = list.iter().position(|p| p.state == "open").or((!list.is_empty()).then_some(0)) else {
+            return Ok(None);
+        };
+        let number = list[found].number;
+        self.pull(o, r, number).await.map(Some)
+    }
+
+    /// One pull request by number.
+    pub async fn pull(&self, owner: &str, repo: &str, number: u64) -> Result<PullRequest, Error> {
+        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
+        let path = format!("/repos/{o}/{r}/pulls/{number}");
+        let pull: WirePull = self.get_json(GET_PULL, &path, || format!("pull request {o}/{r}#{number}")).await?;
+        Ok(pull.into())
+    }
+
+    /// Opens a pull request from `head` (a branch of this repository) into `base`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_pull(
+        &self,
+        owner: &str,
+        repo: &str,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+        draft: bool,
+    ) -> Result<PullRequest, Error> {
+        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
+        let request = json!({"title": title, "head": head, "base": base, "body": body, "draft": draft});
+        let path = format!("/repos/{o}/{r}/pulls");
+        let reply = self.send(Method::POST, CREATE_PULL, &path, Some(&request), Read::Whole).await?;
+        let reply = success(CREATE_PULL, reply, || format!("repository {o}/{r}"))?;
+        decode::<WirePull>(CREATE_PULL, &reply.body).map(PullRequest::from)
+    }
+
+    /// Merges a pull request if its head is still `sha`; returns the merge commit's SHA.
+    pub async fn merge(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: u64,
+        method: MergeMethod,
+        sha: &str,
+    ) -> Result<String, Error> {
+        #[derive(Deserialize)]
+        struct Merged {
+            sha: String,
+            merged: bool,
+            message: String,
+        }
+        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
+        let request = json!({"merge_method": method.as_str(), "sha": sha});
+        let path = format!("/repos/{o}/{r}/pulls/{number}/merge");
+        let reply = self.send(Method::PUT, MERGE_PULL, &path, Some(&request), Read::Whole).await?;
+        match reply.status {
+            StatusCode::METHOD_NOT_ALLOWED => {
+                return Err(Error::NotMergeable { number, message: message(&reply.body) });
+            }
+            StatusCode::CONFLICT => {
+                return Err(Error::HeadChanged { number, sha: sha.to_string(), message: message(&reply.body) });
+            }
+            _ => {}
+        }
+        let reply = success(MERGE_PULL, reply, || format!("pull request {o}/{r}#{number}"))?;
+        let merged: Merged = decode(MERGE_PULL, &reply.body)?;
+        if !merged.merged {
+            return Err(Error::NotMergeable { number, message: merged.message });
+        }
+        Ok(merged.sha)
+    }
+
+    /// A tracker issue's title and body.
+    pub async fn issue(&self, owner: &str, repo: &str, number: u64) -> Result<Issue, Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            number: u64,
+            title: String,
+            body: Option<String>,
+            html_url: String,
+        }
+        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
+        let path = format!("/repos/{o}/{r}/issues/{number}");
+        let w: Wire = self.get_json(GET_ISSUE, &path, || format!("issue {o}/{r}#{number}")).await?;
+        Ok(Issue { number: w.number, title: w.title, body: w.body.unwrap_or_default(), url: w.html_url })
+    }
+}

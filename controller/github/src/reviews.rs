@@ -1,0 +1,157 @@
+//! Reviews of a pull request: the reviews and line comments, and the review state they add up to.
+
+use std::collections::HashMap;
+
+use aoctl_api::session::ReviewState;
+use serde::Deserialize;
+
+use crate::client::{segment, Client};
+use crate::error::Error;
+
+const LIST_REVIEWS: &str = "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews";
+const LIST_REVIEW_COMMENTS: &str = "GET /repos/{owner}/{repo}/pulls/{pull_number}/comments";
+
+/// The reviews of a pull request, oldest first, and the state they add up to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reviews {
+    pub state: ReviewState,
+    pub items: Vec<Review>,
+    pub comments: Vec<ReviewComment>,
+}
+
+/// One submitted review.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Review {
+    pub id: u64,
+    /// The reviewer's login; empty for a deleted account.
+    pub user: String,
+    /// As GitHub spells it: `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`, `DISMISSED` or `PENDING`.
+    pub state: String,
+    pub body: String,
+}
+
+/// One comment on a line of the diff.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReviewComment {
+    pub id: u64,
+    pub user: String,
+    pub path: String,
+    /// The line in the new file; `None` when the comment is outdated.
+    pub line: Option<u64>,
+    pub body: String,
+    /// The comment this one answers.
+    pub in_reply_to: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct WireUser {
+    login: String,
+}
+
+#[derive(Deserialize)]
+struct WireReview {
+    id: u64,
+    user: Option<WireUser>,
+    state: String,
+    #[serde(default)]
+    body: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireComment {
+    id: u64,
+    user: Option<WireUser>,
+    path: String,
+    #[serde(default)]
+    line: Option<u64>,
+    body: String,
+    #[serde(default)]
+    in_reply_to_id: Option<u64>,
+}
+
+impl Client {
+    /// The reviews and review comments of a pull request.
+    pub async fn reviews(&self, owner: &str, repo: &str, number: u64) -> Result<Reviews, Error> {
+        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
+        let what = || format!("pull request {o}/{r}#{number}");
+        let path = format!("/repos/{o}/{r}/pulls/{number}/reviews?per_page=100");
+        let pages: Vec<Vec<WireReview>> = self.get_pages(LIST_REVIEWS, &path, what).await?;
+        let items: Vec<Review> = pages
+            .into_iter()
+            .flatten()
+            .map(|w| Review {
+                id: w.id,
+                user: w.user.map(|u| u.login).unwrap_or_default(),
+                state: w.state,
+                body: w.body.unwrap_or_default(),
+            })
+            .collect();
+        let path = format!("/repos/{o}/{r}/pulls/{number}/comments?per_page=100");
+        let pages: Vec<Vec<WireComment>> = self.get_pages(LIST_REVIEW_COMMENTS, &path, what).await?;
+        let comments = pages
+            .into_iter()
+            .flatten()
+            .map(|w| ReviewComment {
+                id: w.id,
+                user: w.user.map(|u| u.login).unwrap_or_default(),
+                path: w.path,
+                line: w.line,
+                body: w.body,
+                in_reply_to: w.in_reply_to_id,
+            })
+            .collect();
+        Ok(Reviews { state: review_state(&items), items, comments })
+    }
+}
+
+/// The state that reviews (oldest first) add up to. Each reviewer's latest approval, request for
+/// changes or dismissal counts (a later plain comment does not undo an approval); any request
+/// for changes wins, then any approval. Reviews without a decision make `pending`; no reviews
+/// at all make `none`.
+pub fn review_state(items: &[Review]) -> ReviewState {
+    let mut decisions: HashMap<&str, &str> = HashMap::new();
+    let mut any = false;
+    for review in items {
+        match review.state.as_str() {
+            "PENDING" => {}
+            state @ ("APPROVED" | "CHANGES_REQUESTED" | "DISMISSED") => {
+                any = true;
+                decisions.insert(review.user.as_str(), state);
+            }
+            _ => any = true,
+        }
+    }
+    if decisions.values().any(|s| *s == "CHANGES_REQUESTED") {
+        ReviewState::ChangesRequested
+    } else if decisions.values().any(|s| *s == "APPROVED") {
+        ReviewState::Approved
+    } else if any {
+        ReviewState::Pending
+    } else {
+        ReviewState::None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(user: &str, state: &str) -> Review {
+        Review { id: 0, user: user.to_string(), state: state.to_string(), body: String::new() }
+    }
+
+    #[test]
+    fn latest_decision_per_user() {
+        assert_eq!(review_state(&[]), ReviewState::None);
+        assert_eq!(review_state(&[r("a", "PENDING")]), ReviewState::None);
+        assert_eq!(review_state(&[r("a", "COMMENTED")]), ReviewState::Pending);
+        assert_eq!(review_state(&[r("a", "APPROVED"), r("a", "COMMENTED")]), ReviewState::Approved);
+        assert_eq!(review_state(&[r("a", "CHANGES_REQUESTED"), r("a", "APPROVED")]), ReviewState::Approved);
+        assert_eq!(review_state(&[r("a", "APPROVED"), r("b", "CHANGES_REQUESTED")]), ReviewState::ChangesRequested);
+        assert_eq!(
+            review_state(&[r("b", "CHANGES_REQUESTED"), r("b", "DISMISSED"), r("a", "APPROVED")]),
+            ReviewState::Approved
+        );
+        assert_eq!(review_state(&[r("a", "APPROVED"), r("a", "DISMISSED")]), ReviewState::Pending);
+    }
+}
