@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use aoctl_api::session::{RuntimeKind, BUILTIN_AGENTS};
 use aoctl_api::Kind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
@@ -77,6 +78,20 @@ pub enum Command {
     Delete(DeleteArgs),
     /// Show what `apply` would change; exits 1 when there are differences.
     Diff(DiffArgs),
+    /// Print what a session's agent wrote to its terminal.
+    Logs(LogsArgs),
+    /// Type a message into a session's agent, and check that it arrived.
+    Send(SendArgs),
+    /// Attach this terminal to a session's agent (tmux); works on the server's machine only.
+    ///
+    /// Replaces aoctl with the session's attach command, such as `tmux -S SOCKET attach-session`.
+    /// The command names the server's local tmux socket, so this works only on the machine the
+    /// server runs on, as the same user. Detach with the tmux prefix and `d` (default Ctrl-b d);
+    /// the agent keeps running. Sessions of the `process` runtime cannot be attached: use
+    /// `aoctl logs -f` and `aoctl send`.
+    Attach(AttachArgs),
+    /// Create a session from a prompt.
+    Spawn(SpawnArgs),
     /// Print the client's and the server's versions.
     Version,
     /// Print a shell completion script.
@@ -197,6 +212,62 @@ pub struct DiffArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Name of the session.
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// Keep printing new output as it comes, until interrupted or the session is deleted.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Print only the last N lines of what is there now.
+    #[arg(long, value_name = "N")]
+    pub tail: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// Name of the session.
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// The message; `-` reads it from stdin (all lines, less one trailing newline).
+    #[arg(value_name = "TEXT|-")]
+    pub text: String,
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// Name of the session.
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SpawnArgs {
+    /// Project the session works on.
+    #[arg(long, value_parser = parse_name, value_name = "PROJECT")]
+    pub project: String,
+    /// Built-in agent adapter, such as claude-code or aider [default: the project's].
+    #[arg(long, value_parser = parse_agent, value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// Where the agent runs: tmux, process or docker [default: the project's].
+    #[arg(long, value_parser = parse_runtime, value_name = "RUNTIME")]
+    pub runtime: Option<RuntimeKind>,
+    /// Name of the session [default: generated, `<project>-xxxxx`].
+    #[arg(long, value_parser = parse_name, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Label of the session, as key=value; may be repeated.
+    #[arg(long = "label", value_parser = parse_label, value_name = "KEY=VALUE")]
+    pub labels: Vec<(String, String)>,
+    /// Wait until the session is ready or settled, then print its phase (default 60s).
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, require_equals = true, default_missing_value = "60s",
+          value_parser = parse_duration)]
+    pub wait: Option<Duration>,
+    /// The task for the agent; `-` reads it from stdin (all lines, less one trailing newline).
+    #[arg(value_name = "PROMPT|-")]
+    pub prompt: String,
+}
+
+#[derive(Debug, Args)]
 pub struct CompletionArgs {
     #[arg(value_enum)]
     pub shell: Shell,
@@ -245,6 +316,35 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     aoctl_api::Duration::from_str(s).map(|d| d.as_std())
 }
 
+fn parse_name(s: &str) -> Result<String, String> {
+    aoctl_api::validate::dns1123_label(s).map(|()| s.to_string())
+}
+
+/// A built-in agent name; a near miss is answered with the closest name.
+fn parse_agent(s: &str) -> Result<String, String> {
+    if BUILTIN_AGENTS.contains(&s) {
+        return Ok(s.to_string());
+    }
+    Err(match aoctl_api::decode::suggest(s, BUILTIN_AGENTS) {
+        Some(near) => format!("unknown agent `{s}`; did you mean `{near}`?"),
+        None => format!("unknown agent `{s}`; built-in agents: {}", BUILTIN_AGENTS.join(", ")),
+    })
+}
+
+fn parse_runtime(s: &str) -> Result<RuntimeKind, String> {
+    [RuntimeKind::Tmux, RuntimeKind::Process, RuntimeKind::Docker]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+        .ok_or_else(|| format!("unknown runtime `{s}`; expected tmux, process or docker"))
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}` is not KEY=VALUE"))?;
+    aoctl_api::validate::label_key(k)?;
+    aoctl_api::validate::label_value(v)?;
+    Ok((k.to_string(), v.to_string()))
+}
+
 impl Cli {
     /// Checks rules across flags; the message is for a usage error.
     fn check(&self) -> Result<(), String> {
@@ -290,5 +390,56 @@ mod tests {
         assert_eq!(cli.global.server, "http://h:1");
         let multi = Cli::try_parse_from(["aoctl", "get", "proj,sess", "x"]).unwrap();
         assert!(multi.check().is_err());
+    }
+
+    #[test]
+    fn session_verbs_parse() {
+        let cli = Cli::try_parse_from(["aoctl", "logs", "x", "-f", "--tail", "20"]).unwrap();
+        let Command::Logs(l) = cli.command else { panic!() };
+        assert_eq!((l.session.as_str(), l.follow, l.tail), ("x", true, Some(20)));
+        assert!(Cli::try_parse_from(["aoctl", "logs", "x", "--tail", "-1"]).is_err());
+        let cli = Cli::try_parse_from(["aoctl", "send", "x", "-"]).unwrap();
+        let Command::Send(s) = cli.command else { panic!() };
+        assert_eq!(s.text, "-");
+        assert!(Cli::try_parse_from(["aoctl", "send", "x"]).is_err());
+        assert!(Cli::try_parse_from(["aoctl", "attach", "x"]).is_ok());
+
+        let cli = Cli::try_parse_from([
+            "aoctl",
+            "spawn",
+            "--project",
+            "demo",
+            "--agent",
+            "aider",
+            "--runtime",
+            "process",
+            "--label",
+            "team=web",
+            "--label",
+            "ao.dev/tier=1",
+            "--wait=2m",
+            "fix it",
+        ])
+        .unwrap();
+        let Command::Spawn(s) = cli.command else { panic!() };
+        assert_eq!(s.agent.as_deref(), Some("aider"));
+        assert_eq!(s.runtime, Some(RuntimeKind::Process));
+        assert_eq!(s.labels, [("team".to_string(), "web".to_string()), ("ao.dev/tier".into(), "1".into())]);
+        assert_eq!(s.wait, Some(Duration::from_secs(120)));
+        assert_eq!(s.prompt, "fix it");
+        let cli = Cli::try_parse_from(["aoctl", "spawn", "--project", "demo", "--wait", "-"]).unwrap();
+        let Command::Spawn(s) = cli.command else { panic!() };
+        assert_eq!((s.wait, s.prompt.as_str()), (Some(Duration::from_secs(60)), "-"));
+
+        let err = |args: &[&str]| Cli::try_parse_from(args).unwrap_err().to_string();
+        let e = err(&["aoctl", "spawn", "--project", "demo", "--agent", "claude", "p"]);
+        assert!(e.contains("did you mean `claude-code`?"), "{e}");
+        let e = err(&["aoctl", "spawn", "--project", "demo", "--runtime", "podman", "p"]);
+        assert!(e.contains("expected tmux, process or docker"), "{e}");
+        let e = err(&["aoctl", "spawn", "--project", "demo", "--label", "team", "p"]);
+        assert!(e.contains("is not KEY=VALUE"), "{e}");
+        assert!(Cli::try_parse_from(["aoctl", "spawn", "--project", "Demo", "p"]).is_err());
+        assert!(Cli::try_parse_from(["aoctl", "spawn", "--project", "demo", "--name", "a_b", "p"]).is_err());
+        assert!(Cli::try_parse_from(["aoctl", "spawn", "p"]).is_err());
     }
 }

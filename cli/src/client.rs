@@ -161,6 +161,23 @@ impl Watch {
     }
 }
 
+/// A text response read as it arrives: a session's log, which `follow` keeps open.
+pub struct TextStream {
+    response: Response,
+    url: String,
+}
+
+impl TextStream {
+    /// The next piece of text, as the server sent it (it may end inside a UTF-8 character);
+    /// `None` when the server closed the stream.
+    pub async fn next(&mut self) -> Result<Option<Vec<u8>>, ClientError> {
+        match self.response.chunk().await {
+            Ok(c) => Ok(c.map(|c| c.to_vec())),
+            Err(e) => Err(ClientError::Invalid { url: self.url.clone(), detail: error_detail(&e) }),
+        }
+    }
+}
+
 /// Parses `{"type": …, "object": …}`.
 pub fn parse_watch_line(line: &[u8]) -> Result<WatchEvent, String> {
     #[derive(Deserialize)]
@@ -346,6 +363,39 @@ impl Client {
         }
         let response = self.send(Method::GET, url, |r| r.query(&query)).await?;
         Ok(Watch { response, url: shown, buf: vec![] })
+    }
+
+    /// A session's transcript as text, the last `tail_lines` lines when given; with `follow`, the
+    /// stream stays open and brings new output until the session is deleted.
+    pub async fn log(&self, session: &str, tail_lines: Option<usize>, follow: bool) -> Result<TextStream, ClientError> {
+        let url = self.resource_url(Kind::Session, Some(session), Some("log"));
+        let shown = url.to_string();
+        let tail = tail_lines.map(|n| n.to_string());
+        let mut query: Vec<(&str, &str)> = vec![];
+        if let Some(t) = &tail {
+            query.push(("tailLines", t));
+        }
+        if follow {
+            query.push(("follow", "true"));
+        }
+        let response = self
+            .send(Method::GET, url, |r| {
+                let r = r.query(&query);
+                if follow {
+                    r
+                } else {
+                    r.timeout(REQUEST_TIMEOUT)
+                }
+            })
+            .await?;
+        Ok(TextStream { response, url: shown })
+    }
+
+    /// Types `text` into a session's agent; the server answers once delivery was verified, with
+    /// a `Status` whose message says what was delivered.
+    pub async fn send_input(&self, session: &str, text: &str) -> Result<Value, ClientError> {
+        let url = self.resource_url(Kind::Session, Some(session), Some("input"));
+        self.json(Method::POST, url, Some(&serde_json::json!({ "text": text })), &[]).await
     }
 
     /// Succeeds when `path` (`healthz` or `readyz`) answers 200 within `timeout`.

@@ -2,6 +2,7 @@
 //!
 //! The process runs in its own session (so it outlives the terminal that started it), reads from
 //! `/dev/null` and appends its output to a log file. Its id is kept in a pid file, written atomically.
+//! `exec_replace` hands the terminal over to another program, for `aoctl attach`.
 
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
@@ -29,6 +30,30 @@ pub enum DaemonError {
     Signal { pid: u32, path: PathBuf, source: io::Error },
     #[error("background processes are not supported on this platform")]
     Unsupported,
+    #[error("the command to run is empty")]
+    EmptyCommand,
+}
+
+/// Runs `argv` in place of this process, with its terminal, environment and working directory:
+/// on Unix by exec(2), which returns only when it fails; elsewhere as a child this process waits
+/// for and then exits with its status. Returns why the command could not be started.
+pub fn exec_replace(argv: &[String]) -> DaemonError {
+    let Some((program, args)) = argv.split_first() else { return DaemonError::EmptyCommand };
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    let spawn_err = |source| DaemonError::Spawn { program: PathBuf::from(program), source };
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        spawn_err(cmd.exec())
+    }
+    #[cfg(not(unix))]
+    {
+        match cmd.status() {
+            Ok(status) => std::process::exit(status.code().unwrap_or(1)),
+            Err(source) => spawn_err(source),
+        }
+    }
 }
 
 /// Starts `program args…` detached from this process: in a new session, stdin from `/dev/null`,
@@ -230,6 +255,14 @@ mod tests {
         if Path::new("/proc/self/stat").exists() {
             assert!(text.contains(&format!("sid={pid}\n")), "the child leads its own session: {text}");
         }
+    }
+
+    #[test]
+    fn exec_replace_reports_what_cannot_start() {
+        assert!(matches!(exec_replace(&[]), DaemonError::EmptyCommand));
+        let e = exec_replace(&["/nonexistent/aoctl-no-such-program".into(), "x".into()]);
+        assert!(matches!(&e, DaemonError::Spawn { source, .. } if source.kind() == io::ErrorKind::NotFound), "{e}");
+        assert!(e.to_string().starts_with("cannot start /nonexistent/aoctl-no-such-program: "), "{e}");
     }
 
     #[test]

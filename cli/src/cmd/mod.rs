@@ -1,18 +1,24 @@
 //! One module per verb; `run` hands the parsed command line to it.
 
 pub mod apply;
+pub mod attach;
 pub mod completion;
 pub mod delete;
 pub mod describe;
 pub mod diff;
 pub mod down;
 pub mod get;
+pub mod logs;
+pub mod send;
 pub mod serve;
+pub mod spawn;
 pub mod up;
 pub mod version;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::process::ExitCode;
+
+use anyhow::Context;
 
 use crate::args::{Cli, Command, Global};
 use crate::client::{Client, ClientError};
@@ -30,6 +36,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Describe(a) => describe::run(&client(&global)?, a).await,
         Command::Delete(a) => delete::run(&client(&global)?, a).await,
         Command::Diff(a) => diff::run(&client(&global)?, a).await,
+        Command::Logs(a) => logs::run(&client(&global)?, a).await,
+        Command::Send(a) => send::run(&client(&global)?, a).await,
+        Command::Attach(a) => attach::run(&client(&global)?, a).await,
+        Command::Spawn(a) => spawn::run(&client(&global)?, a).await,
         Command::Version => version::run(&client(&global)?).await,
         Command::Completion(a) => completion::run(a),
     }
@@ -42,12 +52,49 @@ fn client(g: &Global) -> Result<Client, ClientError> {
 /// Writes to stdout and flushes, so that watches show up at once. When the reader has gone away
 /// (`aoctl get -w | head`), there is nothing left to do: exit quietly.
 pub fn emit(text: &str) {
+    emit_bytes(text.as_bytes());
+}
+
+/// `emit` for bytes that need not be whole UTF-8 characters, such as pieces of a streamed log.
+pub fn emit_bytes(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
         eprintln!("error: cannot write to standard output: {e}");
         std::process::exit(1);
+    }
+}
+
+/// A TEXT or PROMPT argument: itself, or for `-` all of stdin, less one trailing newline (the
+/// one `echo` and editors add); the lines before it are kept as they are.
+pub fn text_arg(arg: &str) -> anyhow::Result<String> {
+    if arg != "-" {
+        return Ok(arg.to_string());
+    }
+    let mut text = String::new();
+    std::io::stdin().read_to_string(&mut text).context("cannot read standard input")?;
+    Ok(strip_one_newline(&text).to_string())
+}
+
+/// `text` without one trailing `\n` or `\r\n`.
+pub fn strip_one_newline(text: &str) -> &str {
+    text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_trailing_newline_is_stripped() {
+        assert_eq!(strip_one_newline("fix it\n"), "fix it");
+        assert_eq!(strip_one_newline("fix it\r\n"), "fix it");
+        assert_eq!(strip_one_newline("line 1\nline 2\n\n"), "line 1\nline 2\n");
+        assert_eq!(strip_one_newline("  indented\n  kept"), "  indented\n  kept");
+        assert_eq!(strip_one_newline("\n"), "");
+        assert_eq!(strip_one_newline(""), "");
+        assert_eq!(text_arg("not stdin").unwrap(), "not stdin");
     }
 }

@@ -1,0 +1,23 @@
+//! `aoctl send`: type a message into a session's agent. The server answers once it has seen the
+//! message arrive; a session without a running agent (409) or a message that did not arrive (504)
+//! is an error.
+
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use super::{emit, text_arg};
+use crate::args::SendArgs;
+use crate::client::Client;
+
+pub async fn run(client: &Client, a: SendArgs) -> anyhow::Result<ExitCode> {
+    let text = text_arg(&a.text)?;
+    let answer = client.send_input(&a.session, &text).await?;
+    let message = answer.get("message").and_then(Value::as_str).filter(|m| !m.is_empty());
+    let shown = match message {
+        Some(m) => m.to_string(),
+        None => format!("delivered {} characters to session \"{}\"", text.chars().count(), a.session),
+    };
+    emit(&format!("{shown}\n"));
+    Ok(ExitCode::SUCCESS)
+}
