@@ -415,6 +415,12 @@ pub mod reasons {
     pub const AGENT_EXITED: &str = "AgentExited";
     /// `RuntimeReady=False`: `spec.stopped` is true.
     pub const STOPPED: &str = "Stopped";
+    /// `RuntimeReady=False`: the agent cannot be launched as configured.
+    pub const AGENT_CONFIG_INVALID: &str = "AgentConfigInvalid";
+    /// `RuntimeReady=False`: the runtime kind is not available to this controller.
+    pub const RUNTIME_UNAVAILABLE: &str = "RuntimeUnavailable";
+    /// `RuntimeReady` reasons that no retry will fix without a change: the phase is `Failed`.
+    pub const PERMANENT: &[&str] = &[AGENT_EXITED, AGENT_CONFIG_INVALID, RUNTIME_UNAVAILABLE];
 }
 
 impl SessionStatus {
@@ -446,7 +452,7 @@ impl SessionStatus {
             return Phase::Failed;
         }
         if let Some(c) = cond(types::RUNTIME_READY) {
-            if c.status == False && c.reason == reasons::AGENT_EXITED {
+            if c.status == False && reasons::PERMANENT.contains(&c.reason.as_str()) {
                 return Phase::Failed;
             }
         }

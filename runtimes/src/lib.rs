@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod daemon;
+pub mod docker;
 pub mod git;
 pub mod process;
 pub mod runtime;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use aoctl_api::session::RuntimeKind;
+use aoctl_api::session::{DockerSpec, RuntimeKind};
 
 /// Everything needed to start one agent.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,6 +24,9 @@ pub struct LaunchSpec {
     /// Terminal size.
     pub cols: u16,
     pub rows: u16,
+    /// Container settings for the docker runtime (the session's over the project's); other
+    /// runtimes ignore them.
+    pub container: Option<DockerSpec>,
 }
 
 /// An opaque, runtime-specific name for a started agent: a tmux session name, a process id, a

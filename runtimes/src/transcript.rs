@@ -76,12 +76,9 @@ pub fn tail(path: &Path, lines: Option<usize>) -> io::Result<(String, u64)> {
     f.by_ref().take(len - start).read_to_end(&mut buf)?;
     let text = to_text(&buf);
     let Some(n) = lines else { return Ok((text, len)) };
-    let all: Vec<&str> = text.lines().collect();
-    let mut out = all[all.len().saturating_sub(n)..].join("\n");
-    if !out.is_empty() {
-        out.push('\n');
-    }
-    Ok((out, len))
+    // `split_inclusive` keeps each line's newline, so an unfinished last line stays unfinished.
+    let all: Vec<&str> = text.split_inclusive('\n').collect();
+    Ok((all[all.len().saturating_sub(n)..].concat(), len))
 }
 
 /// What was appended after `offset`, as raw bytes, and the new end.
@@ -119,5 +116,7 @@ mod tests {
         std::fs::write(&p, "one\ntwo\nthree\nfour\n").unwrap();
         assert_eq!(read_from(&p, 14).unwrap(), (b"four\n".to_vec(), 19));
         assert_eq!(tail(&dir.path().join("missing"), Some(3)).unwrap(), (String::new(), 0));
+        std::fs::write(&p, "one\n> ").unwrap();
+        assert_eq!(tail(&p, Some(1)).unwrap().0, "> ");
     }
 }

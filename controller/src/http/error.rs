@@ -113,6 +113,12 @@ impl AppError {
     }
 }
 
+impl From<axum::extract::rejection::QueryRejection> for AppError {
+    fn from(r: axum::extract::rejection::QueryRejection) -> AppError {
+        AppError::BadRequest(r.body_text())
+    }
+}
+
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

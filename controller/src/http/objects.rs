@@ -7,6 +7,7 @@ use aoctl_api::validate::validate_conditions;
 use aoctl_api::{FieldError, Kind, OwnerReference, Project, Session, API_VERSION};
 use aoctl_store::{Deleted, Selector, StoreError, WriteOptions};
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -102,8 +103,9 @@ fn writable(kind: Kind) -> Result<(), AppError> {
 pub async fn list_or_watch(
     State(state): State<AppState>,
     Path(plural): Path<String>,
-    Query(params): Query<Params>,
+    params: Result<Query<Params>, QueryRejection>,
 ) -> Result<Response, AppError> {
+    let Query(params) = params?;
     let kind = kind_of(&plural)?;
     if params.is_watch() {
         return watch::stream(state, kind, params).await;
@@ -138,7 +140,12 @@ fn decode_body(kind: Kind, body: &[u8]) -> Result<AnyObject, AppError> {
     };
     let errors = obj.validate();
     if !errors.is_empty() {
-        return Err(AppError::Invalid { kind, name: obj.meta().name.clone(), errors });
+        let meta = obj.meta();
+        let name = match (&meta.name[..], &meta.generate_name) {
+            ("", Some(g)) => format!("{g}*"),
+            (n, _) => n.to_string(),
+        };
+        return Err(AppError::Invalid { kind, name, errors });
     }
     Ok(obj)
 }
@@ -187,10 +194,11 @@ async fn admit(state: &AppState, obj: &mut AnyObject) -> Result<(), AppError> {
 pub async fn create(
     State(state): State<AppState>,
     Path(plural): Path<String>,
-    Query(params): Query<Params>,
+    params: Result<Query<Params>, QueryRejection>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, AppError> {
+    let Query(params) = params?;
     let kind = kind_of(&plural)?;
     writable(kind)?;
     require_json(&headers, false)?;
@@ -237,10 +245,11 @@ fn name_from_url(body: &[u8], url_name: &str) -> Result<Vec<u8>, AppError> {
 pub async fn replace(
     State(state): State<AppState>,
     Path((plural, name)): Path<(String, String)>,
-    Query(params): Query<Params>,
+    params: Result<Query<Params>, QueryRejection>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, AppError> {
+    let Query(params) = params?;
     let kind = kind_of(&plural)?;
     writable(kind)?;
     require_json(&headers, false)?;
@@ -254,10 +263,11 @@ pub async fn replace(
 pub async fn patch(
     State(state): State<AppState>,
     Path((plural, name)): Path<(String, String)>,
-    Query(params): Query<Params>,
+    params: Result<Query<Params>, QueryRejection>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, AppError> {
+    let Query(params) = params?;
     let kind = kind_of(&plural)?;
     writable(kind)?;
     require_json(&headers, true)?;
@@ -289,9 +299,10 @@ pub async fn patch(
 pub async fn delete(
     State(state): State<AppState>,
     Path((plural, name)): Path<(String, String)>,
-    Query(params): Query<Params>,
+    params: Result<Query<Params>, QueryRejection>,
     body: Bytes,
 ) -> Result<Response, AppError> {
+    let Query(params) = params?;
     let kind = kind_of(&plural)?;
     writable(kind)?;
     let opts = params.options()?;
@@ -311,10 +322,11 @@ pub async fn delete(
 pub async fn replace_status(
     State(state): State<AppState>,
     Path((plural, name)): Path<(String, String)>,
-    Query(params): Query<Params>,
+    params: Result<Query<Params>, QueryRejection>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, AppError> {
+    let Query(params) = params?;
     let kind = kind_of(&plural)?;
     writable(kind)?;
     require_json(&headers, false)?;

@@ -8,6 +8,7 @@ use aoctl_api::decode::decode_json;
 use aoctl_api::{Project, Session};
 use aoctl_runtimes::{agents, transcript, Handle};
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -70,8 +71,9 @@ pub struct LogParams {
 pub async fn log(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    Query(params): Query<LogParams>,
+    params: Result<Query<LogParams>, QueryRejection>,
 ) -> Result<Response, AppError> {
+    let Query(params) = params?;
     // The session must exist; its transcript may not yet.
     let _: Session = state.store.get_typed(&name).await?;
     let path = state.fleet.transcript(&name);

@@ -76,8 +76,9 @@ pub(super) async fn ensure_running(
     let launch = match launch {
         Ok(l) => l,
         Err(e) => {
-            cond(st, s, types::RUNTIME_READY, ConditionStatus::False, "AgentConfigInvalid", e.to_string());
-            cond(st, s, types::READY, ConditionStatus::False, "AgentConfigInvalid", "the agent cannot be launched");
+            let r = reasons::AGENT_CONFIG_INVALID;
+            cond(st, s, types::RUNTIME_READY, ConditionStatus::False, r, e.to_string());
+            cond(st, s, types::READY, ConditionStatus::False, r, "the agent cannot be launched");
             return Ok(Running::Wait(Action::await_change()));
         }
     };
@@ -152,7 +153,7 @@ pub(super) async fn ensure_running(
             }
             let msg = format!("{what}; restart {} (restartPolicy {policy})", restarts + 1);
             ctx.recorder.publish(s, EventType::Warning, "Restarting", &msg).await;
-            start(s, ws, ctx, st, &*rt, kind, launch, restarts + 1).await
+            start(s, project, ws, ctx, st, &*rt, kind, launch, restarts + 1).await
         }
         // Never started, resumed after a stop, or exited while stopped.
         _ => {
@@ -160,8 +161,25 @@ pub(super) async fn ensure_running(
                 rt.stop(h).await?;
             }
             let restarts = st.runtime.as_ref().map_or(0, |r| r.restarts);
-            start(s, ws, ctx, st, &*rt, kind, launch, restarts).await
+            start(s, project, ws, ctx, st, &*rt, kind, launch, restarts).await
         }
+    }
+}
+
+/// The session's docker settings over the project's, field by field.
+fn container_of(s: &Session, p: &Project) -> Option<aoctl_api::session::DockerSpec> {
+    let (own, base) = (s.spec.docker.clone(), p.spec.docker.clone());
+    match (own, base) {
+        (None, b) => b,
+        (Some(o), None) => Some(o),
+        (Some(o), Some(b)) => Some(aoctl_api::session::DockerSpec {
+            image: o.image.or(b.image),
+            cpus: o.cpus.or(b.cpus),
+            memory: o.memory.or(b.memory),
+            pids_limit: o.pids_limit.or(b.pids_limit),
+            network: o.network.or(b.network),
+            host: o.host.or(b.host),
+        }),
     }
 }
 
@@ -172,6 +190,7 @@ fn fmt_code(code: Option<i32>) -> String {
 #[allow(clippy::too_many_arguments)]
 async fn start(
     s: &Session,
+    project: &Project,
     ws: &WorkspaceInfo,
     ctx: &Ctx,
     st: &mut SessionStatus,
@@ -207,6 +226,7 @@ async fn start(
         transcript: ctx.fleet.transcript(name),
         cols: 200,
         rows: 50,
+        container: container_of(s, project),
     };
     let started = std::time::Instant::now();
     let h = match rt.start(&spec).await {

@@ -1,0 +1,300 @@
+//! What a session's container is made of: its name, labels, mounts, user, limits and hardening,
+//! built from a `LaunchSpec` with no engine call, so all of it is unit-tested.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use aoctl_api::session::DockerSpec;
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
+
+use super::{start_failed, RUNTIME};
+use crate::runtime::{LaunchSpec, RuntimeError};
+
+/// Where the workspace is mounted in every container, and the agent's working directory.
+pub(super) const WORKSPACE: &str = "/workspace";
+
+pub(super) const LABEL_SESSION: &str = "ao.dev/session";
+pub(super) const LABEL_PROJECT: &str = "ao.dev/project";
+pub(super) const LABEL_MANAGED_BY: &str = "ao.dev/managed-by";
+pub(super) const MANAGED_BY: &str = "aoctl";
+/// The host path of the transcript, so a restarted controller resumes appending to it.
+pub(super) const LABEL_TRANSCRIPT: &str = "ao.dev/transcript";
+/// The transcript's length when the container was created: the bytes past it are this container's
+/// output, which lets a re-attached log follower skip what the transcript already holds.
+pub(super) const LABEL_OFFSET: &str = "ao.dev/transcript-offset";
+/// The terminal size as `COLSxROWS`.
+pub(super) const LABEL_SIZE: &str = "ao.dev/terminal-size";
+
+/// The container of session `session`: deterministic, so a restarted controller finds it again and
+/// the engine itself refuses a second one.
+pub(super) fn container_name(session: &str) -> String {
+    format!("aoctl-{session}")
+}
+
+/// What the runtime needs to follow a container's output, recorded in its labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Meta {
+    pub transcript: PathBuf,
+    pub offset: u64,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+impl Meta {
+    /// Reads the labels written by [`create_body`]; `None` for a container aoctl did not create.
+    pub fn from_labels(labels: &HashMap<String, String>) -> Option<Meta> {
+        if labels.get(LABEL_MANAGED_BY).map(String::as_str) != Some(MANAGED_BY) {
+            return None;
+        }
+        let transcript = PathBuf::from(labels.get(LABEL_TRANSCRIPT).filter(|t| !t.is_empty())?);
+        let offset = labels.get(LABEL_OFFSET).and_then(|o| o.parse().ok()).unwrap_or(0);
+        let (cols, rows) = labels
+            .get(LABEL_SIZE)
+            .and_then(|s| s.split_once('x'))
+            .and_then(|(c, r)| Some((c.parse().ok()?, r.parse().ok()?)))
+            .unwrap_or((200, 50));
+        Some(Meta { transcript, offset, cols, rows })
+    }
+}
+
+/// The image a launch asks for, or the error that says where to set it.
+pub(super) fn image_of(docker: Option<&DockerSpec>) -> Result<&str, RuntimeError> {
+    docker
+        .and_then(|d| d.image.as_deref())
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| start_failed("spec.docker.image is required for runtime docker"))
+}
+
+/// The body of `POST /containers/create` for `spec`, whose output goes past `meta.offset` of its
+/// transcript.
+pub(super) fn create_body(spec: &LaunchSpec, meta: &Meta) -> Result<ContainerCreateBody, RuntimeError> {
+    let docker = spec.container.as_ref();
+    let image = image_of(docker)?;
+    let (program, args) = spec.command.split_first().ok_or_else(|| start_failed("the command is empty"))?;
+    let workdir = spec
+        .workdir
+        .canonicalize()
+        .map_err(|e| start_failed(format!("working directory {} cannot be used: {e}", spec.workdir.display())))?;
+    if !workdir.is_dir() {
+        return Err(start_failed(format!("working directory {} is not a directory", workdir.display())));
+    }
+    let host_dirs = [spec.workdir.clone(), workdir.clone()];
+    let inside = |s: &str| in_container(s, &host_dirs);
+
+    let mut mounts = vec![bind(&workdir, Path::new(WORKSPACE))];
+    if let Some(common) = worktree_common_dir(&workdir) {
+        mounts.push(bind(&common, &common));
+    }
+    let mut env: BTreeMap<String, String> = spec.env.iter().map(|(k, v)| (k.clone(), inside(v))).collect();
+    env.entry("TERM".into()).or_insert_with(|| "xterm-256color".into());
+    let limits = docker.cloned().unwrap_or_default();
+    let nano_cpus = match limits.cpus {
+        Some(c) if !(c.is_finite() && c > 0.0) => {
+            return Err(start_failed(format!("spec.docker.cpus must be a positive number, not {c}")))
+        }
+        c => c.map(|c| (c * 1e9).round() as i64),
+    };
+    let memory = limits
+        .memory
+        .as_ref()
+        .map(|m| i64::try_from(m.bytes()).map_err(|_| start_failed(format!("spec.docker.memory {m} is too large"))))
+        .transpose()?;
+
+    let labels = HashMap::from([
+        (LABEL_SESSION.to_string(), spec.session.clone()),
+        (LABEL_PROJECT.to_string(), spec.project.clone()),
+        (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+        (LABEL_TRANSCRIPT.to_string(), meta.transcript.to_string_lossy().into_owned()),
+        (LABEL_OFFSET.to_string(), meta.offset.to_string()),
+        (LABEL_SIZE.to_string(), format!("{}x{}", meta.cols, meta.rows)),
+    ]);
+    Ok(ContainerCreateBody {
+        image: Some(image.to_string()),
+        // The command replaces whatever the image would run, entrypoint included.
+        entrypoint: Some(vec![inside(program)]),
+        cmd: Some(args.iter().map(|a| inside(a)).collect()),
+        env: Some(env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        working_dir: Some(WORKSPACE.into()),
+        user: owner(&workdir),
+        tty: Some(true),
+        open_stdin: Some(true),
+        stdin_once: Some(false),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        labels: Some(labels),
+        host_config: Some(HostConfig {
+            mounts: Some(mounts),
+            init: Some(true),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            cap_drop: Some(vec!["ALL".into()]),
+            network_mode: Some(limits.network.filter(|n| !n.is_empty()).unwrap_or_else(|| "none".into())),
+            nano_cpus,
+            memory,
+            pids_limit: limits.pids_limit,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// A read-write bind mount of host `source` at `target`.
+fn bind(source: &Path, target: &Path) -> Mount {
+    Mount {
+        source: Some(source.to_string_lossy().into_owned()),
+        target: Some(target.to_string_lossy().into_owned()),
+        typ: Some(MountType::BIND),
+        read_only: Some(false),
+        ..Default::default()
+    }
+}
+
+/// `s` as the container sees it: a host path in the workspace becomes the same path under
+/// [`WORKSPACE`]; anything else is unchanged.
+pub(super) fn in_container(s: &str, host_dirs: &[PathBuf]) -> String {
+    for dir in host_dirs {
+        let Some(dir) = dir.to_str().map(|d| d.trim_end_matches('/')).filter(|d| !d.is_empty()) else { continue };
+        if s == dir {
+            return WORKSPACE.into();
+        }
+        if let Some(rest) = s.strip_prefix(dir).filter(|r| r.starts_with('/')) {
+            return format!("{WORKSPACE}{rest}");
+        }
+    }
+    s.to_string()
+}
+
+/// For a git worktree (its `.git` is a file pointing into the main repository), the main
+/// repository's `.git` folder, which must be mounted at the same path for git to work inside.
+pub(super) fn worktree_common_dir(workdir: &Path) -> Option<PathBuf> {
+    if !workdir.join(".git").is_file() {
+        return None;
+    }
+    let repo = git2::Repository::open(workdir).ok()?;
+    if !repo.is_worktree() {
+        return None;
+    }
+    let common = repo.commondir().canonicalize().ok()?;
+    (!common.starts_with(workdir)).then_some(common)
+}
+
+/// `uid:gid` owning `dir`, so files the agent writes belong to the host user.
+#[cfg(unix)]
+fn owner(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir).ok()?;
+    Some(format!("{}:{}", meta.uid(), meta.gid()))
+}
+
+#[cfg(not(unix))]
+fn owner(_dir: &Path) -> Option<String> {
+    None
+}
+
+/// The argument vector of `docker attach` for container `name` on `host` (the default engine when
+/// `None`).
+pub(super) fn attach_args(host: Option<&str>, name: &str) -> Vec<String> {
+    let mut args = vec!["docker".to_string()];
+    if let Some(host) = host {
+        args.extend(["-H".to_string(), host.to_string()]);
+    }
+    args.extend(["attach".into(), "--sig-proxy=false".into(), name.into()]);
+    args
+}
+
+/// A start error naming the container.
+pub(super) fn exists_error(name: &str, state: &str) -> RuntimeError {
+    RuntimeError::Failed {
+        runtime: RUNTIME,
+        op: "start",
+        message: format!("container {name} already exists and is {state}; stop the session before starting it again"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(dir: &Path, container: Option<DockerSpec>) -> LaunchSpec {
+        LaunchSpec {
+            session: "fix-login".into(),
+            project: "demo".into(),
+            workdir: dir.to_path_buf(),
+            command: vec![dir.join("agent.sh").to_string_lossy().into_owned(), "--flag".into()],
+            env: BTreeMap::from([("WS".to_string(), dir.to_string_lossy().into_owned())]),
+            transcript: dir.join("t.log"),
+            cols: 100,
+            rows: 30,
+            container,
+        }
+    }
+
+    fn meta(dir: &Path) -> Meta {
+        Meta { transcript: dir.join("t.log"), offset: 7, cols: 100, rows: 30 }
+    }
+
+    #[test]
+    fn body_is_hardened_limited_and_labelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let docker = DockerSpec {
+            image: Some("img:tag".into()),
+            cpus: Some(1.5),
+            memory: Some("256Mi".parse().unwrap()),
+            pids_limit: Some(128),
+            ..Default::default()
+        };
+        let body = create_body(&spec(dir.path(), Some(docker)), &meta(dir.path())).unwrap();
+        let host = body.host_config.clone().unwrap();
+        assert_eq!(host.nano_cpus, Some(1_500_000_000));
+        assert_eq!(host.memory, Some(256 << 20));
+        assert_eq!(host.pids_limit, Some(128));
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(host.security_opt, Some(vec!["no-new-privileges".to_string()]));
+        assert_eq!(host.init, Some(true));
+        assert_eq!(body.entrypoint, Some(vec!["/workspace/agent.sh".to_string()]));
+        assert_eq!(body.cmd, Some(vec!["--flag".to_string()]));
+        let env = body.env.unwrap();
+        assert!(env.contains(&"WS=/workspace".to_string()) && env.contains(&"TERM=xterm-256color".to_string()));
+        let labels = body.labels.unwrap();
+        assert_eq!(labels[LABEL_SESSION], "fix-login");
+        assert_eq!(labels[LABEL_PROJECT], "demo");
+        assert_eq!(Meta::from_labels(&labels), Some(meta(dir.path())));
+    }
+
+    #[test]
+    fn image_is_required() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = create_body(&spec(dir.path(), None), &meta(dir.path())).unwrap_err();
+        assert_eq!(err.to_string(), "docker: start failed: spec.docker.image is required for runtime docker");
+        let blank = DockerSpec { image: Some(" ".into()), ..Default::default() };
+        assert!(create_body(&spec(dir.path(), Some(blank)), &meta(dir.path())).is_err());
+    }
+
+    #[test]
+    fn workspace_paths_are_translated_at_path_boundaries_only() {
+        let dirs = [PathBuf::from("/srv/ws/a"), PathBuf::from("/real/ws/a/")];
+        assert_eq!(in_container("/srv/ws/a", &dirs), "/workspace");
+        assert_eq!(in_container("/srv/ws/a/src/x.rs", &dirs), "/workspace/src/x.rs");
+        assert_eq!(in_container("/real/ws/a/b", &dirs), "/workspace/b");
+        assert_eq!(in_container("/srv/ws/ab", &dirs), "/srv/ws/ab");
+        assert_eq!(in_container("claude", &dirs), "claude");
+    }
+
+    #[test]
+    fn names_and_attach_arguments() {
+        assert_eq!(container_name("fix-login"), "aoctl-fix-login");
+        assert_eq!(attach_args(None, "aoctl-x"), ["docker", "attach", "--sig-proxy=false", "aoctl-x"]);
+        assert_eq!(
+            attach_args(Some("ssh://me@box"), "aoctl-x"),
+            ["docker", "-H", "ssh://me@box", "attach", "--sig-proxy=false", "aoctl-x"]
+        );
+    }
+
+    #[test]
+    fn foreign_containers_have_no_meta() {
+        let labels = HashMap::from([(LABEL_TRANSCRIPT.to_string(), "/t".to_string())]);
+        assert_eq!(Meta::from_labels(&labels), None);
+    }
+}

@@ -1,0 +1,409 @@
+//! The two streams the runtime keeps per container.
+//!
+//! - The *log follower* appends the container's logs (`follow`, with timestamps) to the
+//!   transcript. The engine's log is complete but line-buffered: a prompt without a newline
+//!   reaches it only with the next newline.
+//! - The *attach connection* (hijacked, stdin and output) carries typed input in and the raw,
+//!   unbuffered output out into a `vt100` screen, which is what `capture` and delivery
+//!   verification read and which answers the terminal queries agents block on at start-up.
+//!
+//! A follower that starts over (a restarted controller, or an engine connection that broke) never
+//! writes a byte twice: the first time it skips as many bytes of the container's log as the
+//! transcript holds past the offset recorded in the container's labels, and when it reconnects it
+//! asks only for entries since the last timestamp it wrote and drops those not newer.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use bollard::query_parameters::{AttachContainerOptions, InspectContainerOptions, LogsOptions};
+use bollard::Docker;
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::container::Meta;
+use super::{failed, RUNTIME};
+use crate::runtime::RuntimeError;
+use crate::tmux::delivery::{Screen, Terminal};
+
+/// Our own attach connection's detach sequence. The engine holds back a typed byte that starts it
+/// until the next one arrives, so it is made of keys agents hardly ever receive (the default,
+/// `ctrl-p,ctrl-q`, would delay every `C-p`).
+const DETACH_KEYS: &str = "ctrl-^,ctrl-_";
+
+/// How much of the end of the transcript is replayed into the screen of an adopted container.
+const SEED_BYTES: u64 = 64 << 10;
+
+/// The engine splits a line longer than this into partial log entries.
+const PARTIAL_ENTRY: usize = 16 << 10;
+
+/// How long a broken log stream waits before it reconnects.
+const RECONNECT: Duration = Duration::from_secs(1);
+
+/// The streams of one container.
+pub(super) struct Agent {
+    /// The container's id: a container re-created under the same name is another agent.
+    pub id: String,
+    terminal: Arc<Mutex<vt100::Parser<Replies>>>,
+    /// Bytes for the attach connection's writer; `None` when not attached.
+    input: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
+    attach_tasks: Mutex<Vec<JoinHandle<()>>>,
+    follower: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Answers to terminal queries, collected while output is parsed.
+#[derive(Default)]
+struct Replies(Vec<u8>);
+
+impl vt100::Callbacks for Replies {
+    fn unhandled_csi(&mut self, screen: &mut vt100::Screen, i1: Option<u8>, _: Option<u8>, params: &[&[u16]], c: char) {
+        let first = params.first().and_then(|p| p.first()).copied().unwrap_or(0);
+        match (i1, c, first) {
+            (None, 'n', 6) => {
+                let (row, col) = screen.cursor_position();
+                self.0.extend(format!("\x1b[{};{}R", row + 1, col + 1).bytes());
+            }
+            (None, 'n', 5) => self.0.extend(b"\x1b[0n"),
+            (None, 'c', 0) => self.0.extend(b"\x1b[?1;2c"),
+            _ => {}
+        }
+    }
+}
+
+/// Locks `m`, ignoring poisoning: every critical section leaves its data consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Agent {
+    /// The streams of container `id`: attached when `attach` is set (before the container starts,
+    /// or while it runs), with the screen seeded from the transcript's end when `seed` is set.
+    pub async fn open(
+        docker: &Docker,
+        id: &str,
+        meta: &Meta,
+        attach: bool,
+        seed: bool,
+    ) -> Result<Agent, bollard::errors::Error> {
+        let mut parser = vt100::Parser::new_with_callbacks(meta.rows.max(1), meta.cols.max(1), 0, Replies::default());
+        if seed {
+            let len = std::fs::metadata(&meta.transcript).map(|m| m.len()).unwrap_or(0);
+            if let Ok((bytes, _)) = crate::transcript::read_from(&meta.transcript, len.saturating_sub(SEED_BYTES)) {
+                parser.process(&bytes);
+                parser.callbacks_mut().0.clear();
+            }
+        }
+        let terminal = Arc::new(Mutex::new(parser));
+        let agent = Agent {
+            id: id.to_string(),
+            terminal,
+            input: Mutex::new(None),
+            attach_tasks: Mutex::new(vec![]),
+            follower: Mutex::new(None),
+        };
+        if attach {
+            agent.attach(docker).await?;
+        }
+        Ok(agent)
+    }
+
+    /// Opens the attach connection: a writer task for input, a reader task for the screen.
+    pub async fn attach(&self, docker: &Docker) -> Result<(), bollard::errors::Error> {
+        let options = AttachContainerOptions {
+            detach_keys: Some(DETACH_KEYS.into()),
+            logs: false,
+            stream: true,
+            stdin: true,
+            stdout: true,
+            stderr: true,
+        };
+        let attached = docker.attach_container(&self.id, Some(options)).await?;
+        let (mut output, mut input) = (attached.output, attached.input);
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let writer = tokio::spawn(async move {
+            while let Some(bytes) = rx.recv().await {
+                if input.write_all(&bytes).await.is_err() || input.flush().await.is_err() {
+                    break;
+                }
+            }
+        });
+        let (terminal, replies) = (self.terminal.clone(), tx.clone());
+        let reader = tokio::spawn(async move {
+            while let Some(Ok(chunk)) = output.next().await {
+                let answer = {
+                    let mut parser = lock(&terminal);
+                    parser.process(&chunk.into_bytes());
+                    std::mem::take(&mut parser.callbacks_mut().0)
+                };
+                if !answer.is_empty() {
+                    let _ = replies.send(answer);
+                }
+            }
+        });
+        *lock(&self.input) = Some(tx);
+        for old in std::mem::replace(&mut *lock(&self.attach_tasks), vec![writer, reader]) {
+            old.abort();
+        }
+        Ok(())
+    }
+
+    /// Whether the attach connection is open.
+    pub fn attached(&self) -> bool {
+        let tasks = lock(&self.attach_tasks);
+        lock(&self.input).as_ref().is_some_and(|tx| !tx.is_closed())
+            && !tasks.is_empty()
+            && tasks.iter().all(|t| !t.is_finished())
+    }
+
+    /// Starts the log follower appending this container's output to `meta.transcript`.
+    pub fn follow(&self, docker: &Docker, meta: &Meta) {
+        let task = tokio::spawn(follow(docker.clone(), self.id.clone(), meta.transcript.clone(), meta.offset));
+        if let Some(old) = lock(&self.follower).replace(task) {
+            old.abort();
+        }
+    }
+
+    /// Waits up to `timeout` for the log follower to write the container's last output, then
+    /// closes everything.
+    pub async fn finish(&self, timeout: Duration) {
+        let follower = lock(&self.follower).take();
+        if let Some(mut task) = follower {
+            if tokio::time::timeout(timeout, &mut task).await.is_err() {
+                task.abort();
+            }
+        }
+        for task in lock(&self.attach_tasks).drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Queues `bytes` for the container's input.
+    pub fn write(&self, op: &'static str, bytes: Vec<u8>) -> Result<(), RuntimeError> {
+        let input = lock(&self.input);
+        let tx = input.as_ref().ok_or_else(|| failed(op, "not attached to the container's input"))?;
+        tx.send(bytes).map_err(|_| failed(op, "the container's input is closed"))
+    }
+
+    /// The screen as plain text.
+    pub fn contents(&self) -> String {
+        lock(&self.terminal).screen().contents()
+    }
+
+    /// Whether the agent asked for application cursor keys.
+    pub fn application_cursor(&self) -> bool {
+        lock(&self.terminal).screen().application_cursor()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        for task in lock(&self.attach_tasks).iter().chain(lock(&self.follower).as_ref()) {
+            task.abort();
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Terminal for Agent {
+    /// A paste is bracketed only if the agent enabled bracketed paste, with newlines sent as carriage
+    /// returns the way a terminal pastes; plain text goes in unchanged.
+    async fn type_text(&self, text: &str, paste: bool) -> Result<(), RuntimeError> {
+        let bytes = if paste {
+            let body = text.replace('\n', "\r");
+            if lock(&self.terminal).screen().bracketed_paste() {
+                format!("\x1b[200~{body}\x1b[201~")
+            } else {
+                body
+            }
+        } else {
+            text.to_string()
+        };
+        self.write("send", bytes.into_bytes())
+    }
+
+    async fn press(&self, key: &str) -> Result<(), RuntimeError> {
+        let bytes =
+            key_bytes(key, self.application_cursor()).ok_or_else(|| failed("send", format!("unknown key `{key}`")))?;
+        self.write("send", bytes)
+    }
+
+    async fn screen(&self) -> Result<Screen, RuntimeError> {
+        let parser = lock(&self.terminal);
+        let screen = parser.screen();
+        let (row, col) = screen.cursor_position();
+        let (_, cols) = screen.size();
+        let mut start = row;
+        while start > 0 && screen.row_wrapped(start - 1) {
+            start -= 1;
+        }
+        let cursor_line = screen.contents_between(start, 0, row, cols);
+        Ok(Screen { text: screen.contents(), cursor_line, cursor: (row.into(), col.into()) })
+    }
+}
+
+/// The bytes a terminal sends for a key named in tmux syntax (`Enter`, `Escape`, `Up`, `C-c`, `y`, `1`).
+pub(super) fn key_bytes(key: &str, application_cursor: bool) -> Option<Vec<u8>> {
+    let arrow = |c: char| if application_cursor { format!("\x1bO{c}") } else { format!("\x1b[{c}") };
+    let text = match key {
+        "Enter" | "C-m" => "\r".to_string(),
+        "Escape" | "Esc" | "C-[" => "\x1b".into(),
+        "Tab" | "C-i" => "\t".into(),
+        "BTab" => "\x1b[Z".into(),
+        "BSpace" => "\x7f".into(),
+        "Space" => " ".into(),
+        "Up" => arrow('A'),
+        "Down" => arrow('B'),
+        "Right" => arrow('C'),
+        "Left" => arrow('D'),
+        _ => {
+            let mut chars = key.chars();
+            let single = |rest: &str| {
+                let mut chars = rest.chars();
+                chars.next().filter(|_| chars.next().is_none())
+            };
+            if let Some(c) = key.strip_prefix("C-").and_then(single).filter(char::is_ascii_alphabetic) {
+                char::from(c.to_ascii_lowercase() as u8 & 0x1f).to_string()
+            } else {
+                chars.next().filter(|_| chars.next().is_none())?.to_string()
+            }
+        }
+    };
+    Some(text.into_bytes())
+}
+
+/// Appends the log of container `id` to `transcript` until the container stops.
+async fn follow(docker: Docker, id: String, transcript: PathBuf, offset: u64) {
+    let mut last: Option<String> = None;
+    loop {
+        match follow_once(&docker, &id, &transcript, offset, &mut last).await {
+            Ok(()) => return,
+            Err(message) => tracing::debug!(runtime = RUNTIME, container = %id, %message, "the log stream broke"),
+        }
+        tokio::time::sleep(RECONNECT).await;
+        let running = docker
+            .inspect_container(&id, None::<InspectContainerOptions>)
+            .await
+            .ok()
+            .and_then(|c| c.state?.running)
+            .unwrap_or(false);
+        if !running {
+            // One last pass picks up what the container wrote before it stopped.
+            if let Err(message) = follow_once(&docker, &id, &transcript, offset, &mut last).await {
+                tracing::warn!(runtime = RUNTIME, container = %id, %message, "the container's last output may be missing from its transcript");
+            }
+            return;
+        }
+    }
+}
+
+/// One log request, followed to its end; `Err` when the stream broke.
+async fn follow_once(
+    docker: &Docker,
+    id: &str,
+    transcript: &Path,
+    offset: u64,
+    last: &mut Option<String>,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("{}: {e}", transcript.display());
+    if let Some(dir) = transcript.parent().filter(|d| !d.as_os_str().is_empty()) {
+        tokio::fs::create_dir_all(dir).await.map_err(io)?;
+    }
+    let mut file = tokio::fs::OpenOptions::new().create(true).append(true).open(transcript).await.map_err(io)?;
+    // The first request skips what the transcript already holds of this container's output.
+    let mut skip = match last {
+        Some(_) => 0,
+        None => file.metadata().await.map_err(io)?.len().saturating_sub(offset),
+    };
+    let since = last.as_deref().and_then(seconds).unwrap_or(0);
+    let options =
+        LogsOptions { follow: true, stdout: true, stderr: true, since, until: 0, timestamps: true, tail: "all".into() };
+    let mut logs = docker.logs(id, Some(options));
+    while let Some(item) = logs.next().await {
+        let bytes = item.map_err(|e| e.to_string())?.into_bytes();
+        let (stamp, content) = split_timestamp(&bytes);
+        if let (Some(stamp), Some(seen)) = (stamp, last.as_deref()) {
+            // Fixed-width UTC timestamps sort as text.
+            if stamp <= seen {
+                continue;
+            }
+        }
+        let content = strip_partial_stamps(content);
+        let cut = usize::try_from(skip).unwrap_or(usize::MAX).min(content.len());
+        skip -= cut as u64;
+        if cut < content.len() {
+            file.write_all(&content[cut..]).await.map_err(io)?;
+            file.flush().await.map_err(io)?;
+        }
+        if let Some(stamp) = stamp {
+            *last = Some(stamp.to_string());
+        }
+    }
+    Ok(())
+}
+
+/// Splits a log line into its timestamp (`2024-01-02T03:04:05.123456789Z`) and content.
+pub(super) fn split_timestamp(line: &[u8]) -> (Option<&str>, &[u8]) {
+    let Some(space) = line.iter().take(40).position(|&b| b == b' ') else { return (None, line) };
+    match std::str::from_utf8(&line[..space]) {
+        Ok(stamp) if stamp.len() >= 20 && stamp.as_bytes()[4] == b'-' && stamp.as_bytes()[10] == b'T' => {
+            (Some(stamp), &line[space + 1..])
+        }
+        _ => (None, line),
+    }
+}
+
+/// Removes the timestamps of continuation entries from a line the engine logged in parts (only
+/// lines longer than [`PARTIAL_ENTRY`] are).
+fn strip_partial_stamps(content: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    static STAMP: OnceLock<regex::bytes::Regex> = OnceLock::new();
+    if content.len() <= PARTIAL_ENTRY {
+        return content.into();
+    }
+    let stamp = STAMP.get_or_init(|| {
+        regex::bytes::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ").expect("a valid regular expression")
+    });
+    stamp.replace_all(content, &b""[..])
+}
+
+/// Whole seconds since the epoch of an RFC 3339 timestamp, as the logs API's `since` takes them.
+fn seconds(stamp: &str) -> Option<i32> {
+    let time = chrono::DateTime::parse_from_rfc3339(stamp).ok()?;
+    i32::try_from(time.timestamp()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_split_into_timestamp_and_content() {
+        let line = b"2026-11-30T01:41:41.038657875Z > typed\r\n";
+        assert_eq!(split_timestamp(line), (Some("2026-11-30T01:41:41.038657875Z"), &b"> typed\r\n"[..]));
+        assert_eq!(split_timestamp(b"no stamp here\n"), (None, &b"no stamp here\n"[..]));
+        assert_eq!(seconds("2026-11-30T01:41:41.038657875Z"), Some(1_796_002_901));
+        assert!("2026-11-30T01:41:41.038657875Z" < "2026-11-30T01:41:41.100000000Z");
+    }
+
+    #[test]
+    fn continuation_stamps_are_removed_from_long_lines_only() {
+        let head = "x".repeat(PARTIAL_ENTRY);
+        let line = format!("{head}2026-11-30T01:41:41.038657875Z tail\n");
+        assert_eq!(&*strip_partial_stamps(line.as_bytes()), format!("{head}tail\n").as_bytes());
+        let short = b"2026-11-30T01:41:41.038657875Z quoted\n";
+        assert_eq!(&*strip_partial_stamps(short), &short[..]);
+    }
+
+    #[test]
+    fn keys_map_to_terminal_bytes() {
+        assert_eq!(key_bytes("Enter", false), Some(b"\r".to_vec()));
+        assert_eq!(key_bytes("Escape", false), Some(b"\x1b".to_vec()));
+        assert_eq!(key_bytes("Up", false), Some(b"\x1b[A".to_vec()));
+        assert_eq!(key_bytes("Down", true), Some(b"\x1bOB".to_vec()));
+        assert_eq!(key_bytes("C-c", false), Some(vec![3]));
+        assert_eq!(key_bytes("y", false), Some(b"y".to_vec()));
+        assert_eq!(key_bytes("7", false), Some(b"7".to_vec()));
+        assert_eq!(key_bytes("Bogus", false), None);
+    }
+}

@@ -1,0 +1,455 @@
+//! Tests of the docker runtime against a real engine, with busybox shell scripts as agents in the
+//! local image `aoctl-agent:busybox` (built by `e2e/docker/build-image.sh` when missing).
+//!
+//! They are skipped, with a message, only when `docker version` fails. They run one at a time:
+//! `list` adopts every aoctl container on the engine, and a second follower would write another
+//! test's transcript twice.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use aoctl_api::session::{DockerSpec, RuntimeKind};
+use serde_json::Value;
+
+use super::DockerRuntime;
+use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use crate::tmux::tests::{probe_becomes, read, style, transcript_has, wait_for, write_script};
+
+const IMAGE: &str = "aoctl-agent:busybox";
+
+/// Writes who it runs as into the workspace, then answers lines; `quit` exits with status 3.
+const EDITOR: &str = r#"#!/bin/sh
+echo "edited by $(id -u)" > /workspace/edited.txt
+echo "ready in $(pwd) with $AOCTL_TEST"
+while read -r line; do
+  [ "$line" = quit ] && exit 3
+  echo "got: $line"
+done
+"#;
+
+/// A raw-mode agent that echoes what it reads and loses the first Enter it is sent.
+const LOSES_FIRST_ENTER: &str = r#"#!/bin/sh
+stty raw -echo
+printf 'ready\r\n> '
+cr=$(printf '\r')
+lost=0
+line=''
+while :; do
+  c=$(dd bs=1 count=1 2>/dev/null)
+  if [ "$c" = "$cr" ]; then
+    if [ $lost = 0 ]; then lost=1; continue; fi
+    printf '\r\ngot: %s\r\n> ' "$line"
+    line=''
+  else
+    line="$line$c"
+    printf '%s' "$c"
+  fi
+done
+"#;
+
+/// Prints a hundred numbered ticks in the background while it answers lines.
+const TICKER: &str = r#"#!/bin/sh
+echo ready
+( i=0; while [ $i -lt 100 ]; do echo "tick $i"; i=$((i+1)); sleep 0.05; done ) &
+while read -r line; do echo "got: $line"; done
+"#;
+
+/// Follows the worktree's `gitdir:` link and shows that it resolves inside the container.
+const GIT_LINK: &str = r#"#!/bin/sh
+gitdir=$(sed -n 's/^gitdir: //p' /workspace/.git)
+[ -f "$gitdir/HEAD" ] && echo "gitdir ok: $gitdir"
+echo ready
+exec sleep 1000
+"#;
+
+/// Docker tests take turns.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn docker(args: &[&str]) -> std::process::Output {
+    Command::new("docker").args(args).output().expect("the docker client runs")
+}
+
+/// Builds the test image once per test binary, if the engine does not have it.
+fn ensure_image() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        if docker(&["image", "inspect", IMAGE]).status.success() {
+            return;
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/docker/build-image.sh");
+        let out = Command::new("bash").arg(&script).arg(IMAGE).output().expect("bash runs");
+        assert!(out.status.success(), "{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr));
+    });
+}
+
+/// One test's engine connection, scratch folder and containers (removed when dropped).
+struct Bench {
+    runtime: DockerRuntime,
+    dir: tempfile::TempDir,
+    sessions: std::sync::Mutex<Vec<String>>,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Bench {
+    /// `None`, after saying why, when no engine answers `docker version`.
+    async fn new() -> Option<Bench> {
+        let turn = SERIAL.lock().await;
+        match Command::new("docker").arg("version").output() {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => {
+                eprintln!("skipping: `docker version` failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+                return None;
+            }
+            Err(e) => {
+                eprintln!("skipping: cannot run `docker version`: {e}");
+                return None;
+            }
+        }
+        ensure_image();
+        let runtime = DockerRuntime::connect(None).await.expect("the engine that answers the CLI answers bollard");
+        Some(Bench { runtime, dir: tempfile::tempdir().unwrap(), sessions: Default::default(), _turn: turn })
+    }
+
+    /// A unique session name, cleaned up with the bench.
+    fn session(&self, label: &str) -> String {
+        let name = format!("dt{}-{label}", std::process::id());
+        self.sessions.lock().unwrap().push(name.clone());
+        name
+    }
+
+    /// A launch of the shell script `body` as session `label`, in a workspace of its own owned by
+    /// uid 1000 when the tests run as root (so the owner is not the engine's default user).
+    fn spec(&self, label: &str, body: &str) -> LaunchSpec {
+        let session = self.session(label);
+        let workdir = self.dir.path().join(format!("work-{label}"));
+        std::fs::create_dir_all(&workdir).unwrap();
+        let script = write_script(&workdir, "agent.sh", body);
+        if unsafe { libc::geteuid() } == 0 {
+            for path in [&workdir, &script] {
+                std::os::unix::fs::chown(path, Some(1000), Some(1000)).unwrap();
+            }
+        }
+        launch(self.dir.path(), &session, workdir, vec![script.to_string_lossy().into_owned()])
+    }
+
+    /// How many containers carry the session's label, whatever their state.
+    fn containers(&self, session: &str) -> usize {
+        let filter = format!("label=ao.dev/session={session}");
+        let out = docker(&["ps", "-a", "-q", "--filter", &filter]);
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.trim().is_empty()).count()
+    }
+
+    /// Starts `spec` and waits until its transcript says `ready`.
+    async fn start(&self, spec: &LaunchSpec) -> Handle {
+        let handle = self.runtime.start(spec).await.unwrap();
+        transcript_has(spec, "ready").await;
+        handle
+    }
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        for session in self.sessions.lock().unwrap().iter() {
+            let _ = docker(&["rm", "-f", &format!("aoctl-{session}")]);
+        }
+    }
+}
+
+fn launch(dir: &Path, session: &str, workdir: PathBuf, command: Vec<String>) -> LaunchSpec {
+    LaunchSpec {
+        session: session.into(),
+        project: "demo".into(),
+        workdir,
+        command,
+        env: [("AOCTL_TEST".to_string(), format!("[{session}]"))].into(),
+        transcript: dir.join("logs").join(format!("{session}.log")),
+        cols: 100,
+        rows: 30,
+        container: Some(DockerSpec {
+            image: Some(IMAGE.into()),
+            cpus: Some(0.5),
+            memory: Some("64Mi".parse().unwrap()),
+            pids_limit: Some(64),
+            ..Default::default()
+        }),
+    }
+}
+
+/// `docker inspect` of one container, as the CLI reports it.
+fn inspect(name: &str) -> Value {
+    let out = docker(&["inspect", name]);
+    assert!(out.status.success(), "docker inspect {name}: {}", String::from_utf8_lossy(&out.stderr));
+    let mut all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    all[0].take()
+}
+
+/// The bind mount at `destination` in an inspected container.
+fn mount<'a>(c: &'a Value, destination: &str) -> &'a Value {
+    let mounts = c["Mounts"].as_array().unwrap();
+    mounts
+        .iter()
+        .find(|m| m["Destination"] == destination)
+        .unwrap_or_else(|| panic!("no mount at {destination} in {mounts:?}"))
+}
+
+#[test]
+fn ssh_addresses_with_a_port_are_recognised() {
+    assert_eq!(super::ssh_port("ssh://me@box:2222"), Some("2222"));
+    assert_eq!(super::ssh_port("ssh://[::1]:2222/"), Some("2222"));
+    assert_eq!(super::ssh_port("ssh://me@box"), None);
+    assert_eq!(super::ssh_port("ssh://[::1]"), None);
+    assert_eq!(super::ssh_port("tcp://box:2375"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_agent_edits_the_workspace_as_its_owner_in_a_hardened_container() {
+    let Some(bench) = Bench::new().await else { return };
+    let spec = bench.spec("edit", EDITOR);
+    let handle = bench.start(&spec).await;
+    assert_eq!(handle.0, format!("aoctl-{}", spec.session));
+    transcript_has(&spec, &format!("ready in /workspace with [{}]", spec.session)).await;
+    let owner = std::fs::metadata(&spec.workdir).unwrap();
+    let edited = spec.workdir.join("edited.txt");
+    wait_for("the agent's edit", || edited.exists()).await;
+    assert_eq!(read(&edited), format!("edited by {}\n", owner.uid()));
+    assert_eq!(std::fs::metadata(&edited).unwrap().uid(), owner.uid());
+
+    let c = inspect(&handle.0);
+    let host = &c["HostConfig"];
+    assert_eq!(host["NanoCpus"], 500_000_000);
+    assert_eq!(host["Memory"], 64 << 20);
+    assert_eq!(host["PidsLimit"], 64);
+    assert_eq!(host["SecurityOpt"], serde_json::json!(["no-new-privileges"]));
+    assert_eq!(host["CapDrop"], serde_json::json!(["ALL"]));
+    assert_eq!(host["NetworkMode"], "none");
+    assert_eq!(host["Init"], true);
+    let config = &c["Config"];
+    assert_eq!(config["User"], format!("{}:{}", owner.uid(), owner.gid()));
+    assert_eq!(config["WorkingDir"], "/workspace");
+    assert_eq!((config["Tty"].clone(), config["OpenStdin"].clone()), (Value::Bool(true), Value::Bool(true)));
+    assert_eq!(config["Labels"]["ao.dev/session"], spec.session.as_str());
+    assert_eq!(config["Labels"]["ao.dev/project"], "demo");
+    assert_eq!(config["Labels"]["ao.dev/managed-by"], "aoctl");
+    let workspace = mount(&c, "/workspace");
+    assert_eq!(workspace["Type"], "bind");
+    assert_eq!(workspace["Source"], spec.workdir.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(workspace["RW"], true);
+    assert_eq!(c["Mounts"].as_array().unwrap().len(), 1, "a plain folder needs no .git mount");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_send_keys_capture_and_exit_code() {
+    let Some(bench) = Bench::new().await else { return };
+    let spec = bench.spec("send", EDITOR);
+    let handle = bench.start(&spec).await;
+    let runtime = &bench.runtime;
+    assert_eq!(runtime.kind(), RuntimeKind::Docker);
+    assert_eq!(runtime.attach_command(&handle), ["docker", "attach", "--sig-proxy=false", handle.0.as_str()]);
+    assert_eq!(runtime.probe(&handle).await.unwrap(), Probe::Alive);
+
+    runtime.send(&handle, "hello world", &style(3)).await.unwrap();
+    transcript_has(&spec, "got: hello world").await;
+    assert!(runtime.capture(&handle).await.unwrap().contains("got: hello world"));
+    runtime.send(&handle, "one\ntwo", &style(3)).await.unwrap();
+    transcript_has(&spec, "got: two").await;
+    assert!(read(&spec.transcript).contains("got: one"));
+    runtime.keys(&handle, &["y", "e", "s", "Enter"]).await.unwrap();
+    transcript_has(&spec, "got: yes").await;
+    assert!(matches!(runtime.keys(&handle, &["Bogus"]).await, Err(RuntimeError::Failed { op: "keys", .. })));
+
+    runtime.send(&handle, "quit", &style(3)).await.unwrap();
+    probe_becomes(runtime, &handle, Probe::Exited(Some(3))).await;
+    let err = runtime.send(&handle, "again", &style(3)).await.unwrap_err();
+    assert!(matches!(err, RuntimeError::Failed { op: "send", .. }), "{err}");
+    runtime.stop(&handle).await.unwrap();
+    assert_eq!(runtime.probe(&handle).await.unwrap(), Probe::Missing);
+    assert_eq!(bench.containers(&spec.session), 0);
+    runtime.stop(&handle).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_submit_is_retried_when_the_first_enter_is_lost() {
+    let Some(bench) = Bench::new().await else { return };
+    // The typed text shows on the screen before any newline, which only the attach stream carries.
+    let spec_a = bench.spec("no-retry", LOSES_FIRST_ENTER);
+    let handle = bench.start(&spec_a).await;
+    let err = bench.runtime.send(&handle, "hello", &style(0)).await.unwrap_err();
+    assert!(matches!(err, RuntimeError::NotDelivered { .. }), "{err}");
+    assert!(bench.runtime.capture(&handle).await.unwrap().contains("> hello"));
+
+    let spec_b = bench.spec("retry", LOSES_FIRST_ENTER);
+    let handle = bench.start(&spec_b).await;
+    bench.runtime.send(&handle, "hello", &style(2)).await.unwrap();
+    transcript_has(&spec_b, "got: hello").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_restarted_controller_adopts_the_container_without_duplicating_output() {
+    let Some(bench) = Bench::new().await else { return };
+    let spec = bench.spec("adopt", TICKER);
+    // The first controller starts the agent; `bench.runtime` plays the restarted one.
+    let first = DockerRuntime::connect(None).await.unwrap();
+    let handle = first.start(&spec).await.unwrap();
+    transcript_has(&spec, "tick 10\r\n").await;
+    // The controller goes away; the agent keeps printing while nobody follows it.
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    let owned = bench.runtime.list().await.unwrap();
+    let mine = Owned { session: spec.session.clone(), project: Some("demo".into()), handle: handle.clone() };
+    assert!(owned.contains(&mine), "{owned:?}");
+    assert_eq!(bench.runtime.probe(&handle).await.unwrap(), Probe::Alive);
+    let err = bench.runtime.start(&spec).await.unwrap_err();
+    assert!(matches!(err, RuntimeError::Failed { op: "start", .. }), "{err}");
+    assert_eq!(bench.containers(&spec.session), 1);
+
+    transcript_has(&spec, "tick 99\r\n").await;
+    bench.runtime.send(&handle, "after restart", &style(3)).await.unwrap();
+    transcript_has(&spec, "got: after restart").await;
+    let text = read(&spec.transcript);
+    for i in 0..100 {
+        assert_eq!(text.matches(&format!("tick {i}\r\n")).count(), 1, "tick {i} in {text:?}");
+    }
+    assert_eq!(text.matches("ready").count(), 1, "{text:?}");
+    assert!(bench.runtime.capture(&handle).await.unwrap().contains("got: after restart"));
+    bench.runtime.stop(&handle).await.unwrap();
+    assert_eq!(bench.containers(&spec.session), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_container_removed_from_outside_probes_missing() {
+    let Some(bench) = Bench::new().await else { return };
+    let spec = bench.spec("gone", EDITOR);
+    let handle = bench.start(&spec).await;
+    assert!(docker(&["rm", "-f", &handle.0]).status.success());
+    assert_eq!(bench.runtime.probe(&handle).await.unwrap(), Probe::Missing);
+    assert!(matches!(bench.runtime.capture(&handle).await, Err(RuntimeError::NotFound { .. })));
+    assert!(matches!(bench.runtime.send(&handle, "x", &style(0)).await, Err(RuntimeError::NotFound { .. })));
+    bench.runtime.stop(&handle).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_worktree_gets_the_main_git_folder_at_its_own_path() {
+    let Some(bench) = Bench::new().await else { return };
+    let main = bench.dir.path().join("main");
+    std::fs::create_dir_all(&main).unwrap();
+    let git = |dir: &Path, args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&main, &["init", "-q"]);
+    std::fs::write(main.join("README"), "hi\n").unwrap();
+    git(&main, &["add", "README"]);
+    git(&main, &["commit", "-q", "-m", "first"]);
+    git(&main, &["worktree", "add", "-q", "../wt", "-b", "wt"]);
+    let worktree = bench.dir.path().join("wt");
+    let session = bench.session("worktree");
+    let script = write_script(&worktree, "agent.sh", GIT_LINK);
+    let spec = launch(bench.dir.path(), &session, worktree, vec![script.to_string_lossy().into_owned()]);
+    let handle = bench.start(&spec).await;
+
+    let common = main.join(".git").canonicalize().unwrap();
+    transcript_has(&spec, &format!("gitdir ok: {}/worktrees/wt", common.display())).await;
+    let c = inspect(&handle.0);
+    let git_mount = mount(&c, common.to_str().unwrap());
+    assert_eq!(git_mount["Source"], common.to_str().unwrap());
+    assert_eq!(git_mount["RW"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_start_and_connect_errors_are_clear() {
+    let Some(bench) = Bench::new().await else { return };
+    let mut spec = bench.spec("errors", EDITOR);
+    spec.container = None;
+    let err = bench.runtime.start(&spec).await.unwrap_err().to_string();
+    assert_eq!(err, "docker: start failed: spec.docker.image is required for runtime docker");
+    spec.container = Some(DockerSpec { image: Some("aoctl-missing:none".into()), ..Default::default() });
+    let err = bench.runtime.start(&spec).await.unwrap_err().to_string();
+    assert!(err.contains("image aoctl-missing:none is not on the engine"), "{err}");
+    assert_eq!(bench.containers(&spec.session), 0);
+    spec.container = launch(bench.dir.path(), "x", spec.workdir.clone(), vec![]).container;
+    // The init process reports a missing program: the agent exits with 127 and says why.
+    spec.command = vec!["/no/such/agent".into()];
+    let handle = bench.runtime.start(&spec).await.unwrap();
+    probe_becomes(&bench.runtime, &handle, Probe::Exited(Some(127))).await;
+    transcript_has(&spec, "/no/such/agent").await;
+
+    let Err(err) = DockerRuntime::connect(Some("unix:///nonexistent/docker.sock")).await else {
+        panic!("connected to a missing socket")
+    };
+    assert!(matches!(err, RuntimeError::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains("unix:///nonexistent/docker.sock"), "{err}");
+    let Err(err) = DockerRuntime::connect(Some("gopher://nowhere")).await else { panic!("connected to gopher") };
+    assert!(matches!(err, RuntimeError::Unavailable { .. }), "{err}");
+    let Err(err) = DockerRuntime::connect(Some("ssh://me@box:2222")).await else { panic!("connected over ssh") };
+    assert!(err.to_string().contains("Port 2222"), "{err}");
+}
+
+/// Spawn time of ten sessions through the runtime against ten `docker run -d` of the same image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: cargo test -p aoctl-runtimes docker_spawn_time -- --ignored --nocapture"]
+async fn docker_spawn_time_of_ten_sessions() {
+    let Some(bench) = Bench::new().await else { return };
+    let specs: Vec<LaunchSpec> = (0..10).map(|i| bench.spec(&format!("t{i}"), EDITOR)).collect();
+    let began = Instant::now();
+    for spec in &specs {
+        bench.runtime.start(spec).await.unwrap();
+    }
+    let started = began.elapsed();
+    for spec in &specs {
+        transcript_has(spec, "ready").await;
+    }
+    let ready = began.elapsed();
+
+    let names: Vec<String> = (0..10).map(|i| bench.session(&format!("r{i}"))).map(|s| format!("aoctl-{s}")).collect();
+    let began = Instant::now();
+    for name in &names {
+        let out =
+            docker(&["run", "-d", "-t", "-i", "--init", "--network", "none", "--name", name, IMAGE, "sleep", "1000"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let cli = began.elapsed();
+    eprintln!(
+        "10 sessions: runtime.start {:.2}s ({:.0} ms each), all ready {:.2}s; docker run -d {:.2}s ({:.0} ms each)",
+        started.as_secs_f64(),
+        started.as_secs_f64() * 100.0,
+        ready.as_secs_f64(),
+        cli.as_secs_f64(),
+        cli.as_secs_f64() * 100.0
+    );
+    for spec in &specs {
+        bench.runtime.stop(&Handle(format!("aoctl-{}", spec.session))).await.unwrap();
+    }
+}
+
+/// The same agent on another engine address, such as `ssh://user@host` or `tcp://host:2376` (with
+/// `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH` for TLS); the workspace path must exist on that host:
+/// `AOCTL_TEST_DOCKER_HOST=ssh://user@host cargo test -p aoctl-runtimes docker_on_another -- --ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs another engine address in AOCTL_TEST_DOCKER_HOST"]
+async fn docker_on_another_engine_address() {
+    let Ok(host) = std::env::var("AOCTL_TEST_DOCKER_HOST") else {
+        eprintln!("skipping: AOCTL_TEST_DOCKER_HOST is not set");
+        return;
+    };
+    let Some(bench) = Bench::new().await else { return };
+    let runtime = DockerRuntime::connect(Some(&host)).await.unwrap();
+    assert_eq!(runtime.host(), Some(host.as_str()));
+    let spec = bench.spec("remote", EDITOR);
+    let handle = runtime.start(&spec).await.unwrap();
+    assert_eq!(runtime.attach_command(&handle)[..3], ["docker", "-H", host.as_str()]);
+    transcript_has(&spec, "ready in /workspace").await;
+    runtime.send(&handle, "from afar", &style(3)).await.unwrap();
+    transcript_has(&spec, "got: from afar").await;
+    assert_eq!(runtime.probe(&handle).await.unwrap(), Probe::Alive);
+    runtime.stop(&handle).await.unwrap();
+    assert_eq!(runtime.probe(&handle).await.unwrap(), Probe::Missing);
+}

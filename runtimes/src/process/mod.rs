@@ -1,0 +1,392 @@
+//! The process runtime: each agent on a PTY the controller owns (portable-pty, so ConPTY on
+//! Windows), its screen kept by a `vt100` terminal emulator.
+//!
+//! A reader thread per agent appends every byte the agent writes to its transcript and feeds the
+//! emulator, which also answers the terminal queries agents block on at start-up (cursor position,
+//! device status and attributes). A writer thread per agent owns the PTY's input, so typed text,
+//! submit keys and query answers never interleave.
+//!
+//! Handles are child process ids, and all state lives in this process: the agents do not survive a
+//! controller restart, after which their handles probe as `Missing` and the controller starts them
+//! again according to the session's `restartPolicy`. The PTY cannot be attached from another
+//! terminal, so `attach_command` is empty; `capture` and the transcript are the ways to look in.
+
+#[cfg(all(test, unix))]
+mod tests;
+#[cfg(unix)]
+pub(crate) mod tree;
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use aoctl_api::session::RuntimeKind;
+use portable_pty::{Child, CommandBuilder, MasterPty, PtySize};
+
+use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use crate::tmux::delivery::{self, Screen, Terminal};
+
+const RUNTIME: &str = "process";
+
+/// How long `stop` lets the agent's processes end after SIGTERM.
+#[cfg_attr(not(unix), allow(dead_code))]
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs agents on PTYs owned by this process.
+#[derive(Default)]
+pub struct ProcessRuntime {
+    agents: Mutex<HashMap<Handle, Arc<Agent>>>,
+}
+
+/// One running (or exited, not yet stopped) agent.
+struct Agent {
+    session: String,
+    project: String,
+    pid: u32,
+    child: Mutex<Box<dyn Child + Send + Sync>>,
+    /// Kept so the PTY stays open until `stop`.
+    master: Mutex<Option<Box<dyn MasterPty + Send>>>,
+    input: Sender<Vec<u8>>,
+    terminal: Arc<Mutex<vt100::Parser<Replies>>>,
+}
+
+/// Answers to terminal queries, collected while output is parsed and written back by the reader.
+#[derive(Default)]
+struct Replies(Vec<u8>);
+
+impl vt100::Callbacks for Replies {
+    fn unhandled_csi(&mut self, screen: &mut vt100::Screen, i1: Option<u8>, _: Option<u8>, params: &[&[u16]], c: char) {
+        let first = params.first().and_then(|p| p.first()).copied().unwrap_or(0);
+        match (i1, c, first) {
+            (None, 'n', 6) => {
+                let (row, col) = screen.cursor_position();
+                self.0.extend(format!("\x1b[{};{}R", row + 1, col + 1).bytes());
+            }
+            (None, 'n', 5) => self.0.extend(b"\x1b[0n"),
+            (None, 'c', 0) => self.0.extend(b"\x1b[?1;2c"),
+            _ => {}
+        }
+    }
+}
+
+/// Locks `m`, ignoring poisoning: every critical section leaves its data consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn failed(op: &'static str, message: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::Failed { runtime: RUNTIME, op, message: message.to_string() }
+}
+
+impl ProcessRuntime {
+    /// A runtime holding no agents yet.
+    pub fn new() -> ProcessRuntime {
+        ProcessRuntime::default()
+    }
+
+    fn get(&self, handle: &Handle) -> Option<Arc<Agent>> {
+        lock(&self.agents).get(handle).cloned()
+    }
+
+    fn agent(&self, handle: &Handle) -> Result<Arc<Agent>, RuntimeError> {
+        self.get(handle).ok_or_else(|| RuntimeError::NotFound { runtime: RUNTIME, handle: handle.0.clone() })
+    }
+}
+
+impl Agent {
+    /// `None` while running, else the exit code when there is one (not after a signal).
+    fn exit(&self) -> Result<Option<Option<i32>>, RuntimeError> {
+        let status = lock(&self.child).try_wait().map_err(|e| failed("probe", e))?;
+        Ok(status.map(|s| if s.signal().is_some() { None } else { i32::try_from(s.exit_code()).ok() }))
+    }
+
+    fn write(&self, bytes: Vec<u8>) -> Result<(), RuntimeError> {
+        self.input.send(bytes).map_err(|_| failed("send", "the terminal's input is closed"))
+    }
+}
+
+/// Starts `spec` on a new PTY; the caller holds the agent map.
+fn spawn(spec: &LaunchSpec) -> Result<Agent, RuntimeError> {
+    let (program, args) = spec.command.split_first().ok_or_else(|| failed("start", "the command is empty"))?;
+    if !spec.workdir.is_dir() {
+        return Err(failed("start", format!("working directory {} does not exist", spec.workdir.display())));
+    }
+    let transcript = open_transcript(spec)?;
+    let size = PtySize { rows: spec.rows, cols: spec.cols, pixel_width: 0, pixel_height: 0 };
+    let pair = portable_pty::native_pty_system().openpty(size).map_err(|e| failed("start", format!("{e:#}")))?;
+    let mut cmd = CommandBuilder::new(program);
+    cmd.args(args);
+    cmd.cwd(&spec.workdir);
+    // The agent's terminal is the emulator, whatever terminal the controller itself runs in.
+    cmd.env("TERM", "xterm-256color");
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    let child = pair.slave.spawn_command(cmd).map_err(|e| failed("start", format!("cannot run {program}: {e:#}")))?;
+    drop(pair.slave);
+    let pid = child.process_id().ok_or_else(|| failed("start", "the child has no process id"))?;
+    let reader = pair.master.try_clone_reader().map_err(|e| failed("start", format!("{e:#}")))?;
+    let writer = pair.master.take_writer().map_err(|e| failed("start", format!("{e:#}")))?;
+
+    let terminal = Arc::new(Mutex::new(vt100::Parser::new_with_callbacks(spec.rows, spec.cols, 0, Replies::default())));
+    let (input, queue) = mpsc::channel();
+    let threads = std::thread::Builder::new()
+        .name(format!("aoctl-pty-in-{pid}"))
+        .spawn(move || feed(writer, queue))
+        .and_then(|_| {
+            let (terminal, input) = (terminal.clone(), input.clone());
+            std::thread::Builder::new()
+                .name(format!("aoctl-pty-out-{pid}"))
+                .spawn(move || pump(reader, transcript, terminal, input))
+        });
+    let mut child = child;
+    if let Err(e) = threads {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(failed("start", format!("cannot start the terminal threads: {e}")));
+    }
+    Ok(Agent {
+        session: spec.session.clone(),
+        project: spec.project.clone(),
+        pid,
+        child: Mutex::new(child),
+        master: Mutex::new(Some(pair.master)),
+        input,
+        terminal,
+    })
+}
+
+fn open_transcript(spec: &LaunchSpec) -> Result<File, RuntimeError> {
+    let io = |source| RuntimeError::Io { path: spec.transcript.clone(), source };
+    if let Some(dir) = spec.transcript.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    OpenOptions::new().create(true).append(true).open(&spec.transcript).map_err(io)
+}
+
+/// The reader thread: agent output to the transcript and the emulator, query answers to the input.
+fn pump(
+    mut reader: Box<dyn Read + Send>,
+    mut transcript: File,
+    terminal: Arc<Mutex<vt100::Parser<Replies>>>,
+    input: Sender<Vec<u8>>,
+) {
+    let mut buf = [0u8; 8192];
+    let mut warned = false;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // EIO: every holder of the PTY's other side has gone.
+            Err(_) => break,
+        };
+        if let Err(e) = transcript.write_all(&buf[..n]) {
+            if !warned {
+                tracing::warn!(error = %e, "cannot append to the transcript");
+                warned = true;
+            }
+        }
+        let replies = {
+            let mut parser = lock(&terminal);
+            parser.process(&buf[..n]);
+            std::mem::take(&mut parser.callbacks_mut().0)
+        };
+        if !replies.is_empty() {
+            let _ = input.send(replies);
+        }
+    }
+}
+
+/// The writer thread: everything queued for the agent, in order.
+fn feed(mut writer: Box<dyn Write + Send>, queue: Receiver<Vec<u8>>) {
+    for bytes in queue {
+        if writer.write_all(&bytes).and_then(|()| writer.flush()).is_err() {
+            break;
+        }
+    }
+}
+
+/// The bytes a terminal sends for a key named in tmux syntax (`Enter`, `C-c`, `Up`, `y`).
+fn key_bytes(key: &str, application_cursor: bool) -> Option<Vec<u8>> {
+    let arrow = |c: char| if application_cursor { format!("\x1bO{c}") } else { format!("\x1b[{c}") };
+    let text = match key {
+        "Enter" | "C-m" | "KPEnter" => "\r".to_string(),
+        "Escape" | "Esc" | "C-[" => "\x1b".into(),
+        "Tab" | "C-i" => "\t".into(),
+        "BTab" => "\x1b[Z".into(),
+        "BSpace" => "\x7f".into(),
+        "Space" => " ".into(),
+        "Up" => arrow('A'),
+        "Down" => arrow('B'),
+        "Right" => arrow('C'),
+        "Left" => arrow('D'),
+        "Home" => "\x1b[H".into(),
+        "End" => "\x1b[F".into(),
+        "PageUp" | "PgUp" | "PPage" => "\x1b[5~".into(),
+        "PageDown" | "PgDn" | "NPage" => "\x1b[6~".into(),
+        "DC" | "Delete" => "\x1b[3~".into(),
+        "C-Space" | "C-@" => "\0".into(),
+        _ => {
+            let single = |s: &str| {
+                let mut chars = s.chars();
+                chars.next().filter(|_| chars.next().is_none())
+            };
+            if let Some(c) = key.strip_prefix("C-").and_then(single).filter(char::is_ascii_alphabetic) {
+                char::from(c.to_ascii_lowercase() as u8 & 0x1f).to_string()
+            } else if let Some(c) = key.strip_prefix("M-").and_then(single) {
+                format!("\x1b{c}")
+            } else {
+                single(key)?.to_string()
+            }
+        }
+    };
+    Some(text.into_bytes())
+}
+
+/// One agent, for typing into and reading.
+struct Pty<'a>(&'a Agent);
+
+#[async_trait::async_trait]
+impl Terminal for Pty<'_> {
+    /// A paste is bracketed only if the agent enabled bracketed paste, with newlines sent as carriage
+    /// returns the way a terminal pastes; plain text goes in unchanged.
+    async fn type_text(&self, text: &str, paste: bool) -> Result<(), RuntimeError> {
+        let bytes = if paste {
+            let body = text.replace('\n', "\r");
+            if lock(&self.0.terminal).screen().bracketed_paste() {
+                format!("\x1b[200~{body}\x1b[201~")
+            } else {
+                body
+            }
+        } else {
+            text.to_string()
+        };
+        self.0.write(bytes.into_bytes())
+    }
+
+    async fn press(&self, key: &str) -> Result<(), RuntimeError> {
+        let app = lock(&self.0.terminal).screen().application_cursor();
+        let bytes = key_bytes(key, app).ok_or_else(|| failed("send", format!("unknown key `{key}`")))?;
+        self.0.write(bytes)
+    }
+
+    async fn screen(&self) -> Result<Screen, RuntimeError> {
+        let parser = lock(&self.0.terminal);
+        let screen = parser.screen();
+        let (row, col) = screen.cursor_position();
+        let (_, cols) = screen.size();
+        let mut start = row;
+        while start > 0 && screen.row_wrapped(start - 1) {
+            start -= 1;
+        }
+        let cursor_line = screen.contents_between(start, 0, row, cols);
+        Ok(Screen { text: screen.contents(), cursor_line, cursor: (row.into(), col.into()) })
+    }
+}
+
+#[async_trait::async_trait]
+impl Runtime for ProcessRuntime {
+    fn kind(&self) -> RuntimeKind {
+        RuntimeKind::Process
+    }
+
+    /// Starts `spec.command` on a new PTY. A session whose earlier agent is still running is an
+    /// error; an exited one is forgotten.
+    async fn start(&self, spec: &LaunchSpec) -> Result<Handle, RuntimeError> {
+        let mut agents = lock(&self.agents);
+        let mut stale = Vec::new();
+        for (handle, agent) in agents.iter().filter(|(_, a)| a.session == spec.session) {
+            if agent.exit()?.is_none() {
+                return Err(failed(
+                    "start",
+                    format!("session {} is already running as process {}", spec.session, handle.0),
+                ));
+            }
+            stale.push(handle.clone());
+        }
+        for handle in stale {
+            agents.remove(&handle);
+        }
+        let agent = spawn(spec)?;
+        let handle = Handle(agent.pid.to_string());
+        agents.insert(handle.clone(), Arc::new(agent));
+        Ok(handle)
+    }
+
+    async fn probe(&self, handle: &Handle) -> Result<Probe, RuntimeError> {
+        let Some(agent) = self.get(handle) else { return Ok(Probe::Missing) };
+        Ok(match agent.exit()? {
+            None => Probe::Alive,
+            Some(code) => Probe::Exited(code),
+        })
+    }
+
+    /// Types and submits `text`, verified by the rule of [`delivery`].
+    async fn send(&self, handle: &Handle, text: &str, style: &InputStyle) -> Result<(), RuntimeError> {
+        let agent = self.agent(handle)?;
+        if agent.exit()?.is_some() {
+            return Err(failed("send", "the agent has exited"));
+        }
+        delivery::deliver(&Pty(&agent), RUNTIME, text, style).await
+    }
+
+    async fn capture(&self, handle: &Handle) -> Result<String, RuntimeError> {
+        let agent = self.agent(handle)?;
+        let contents = lock(&agent.terminal).screen().contents();
+        Ok(contents)
+    }
+
+    async fn keys(&self, handle: &Handle, keys: &[&str]) -> Result<(), RuntimeError> {
+        let agent = self.agent(handle)?;
+        let app = lock(&agent.terminal).screen().application_cursor();
+        let mut bytes = Vec::new();
+        for key in keys {
+            bytes.extend(key_bytes(key, app).ok_or_else(|| failed("keys", format!("unknown key `{key}`")))?);
+        }
+        agent.write(bytes)
+    }
+
+    /// Kills the agent's process tree (SIGTERM, up to two seconds, SIGKILL; on Windows the child is
+    /// terminated), reaps it and closes its PTY.
+    async fn stop(&self, handle: &Handle) -> Result<(), RuntimeError> {
+        let Some(agent) = lock(&self.agents).remove(handle) else { return Ok(()) };
+        #[cfg(unix)]
+        tree::kill_tree(agent.pid, true, STOP_GRACE).await;
+        let reaped = tokio::task::spawn_blocking(move || {
+            let mut child = lock(&agent.child);
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+            }
+            let status = child.wait();
+            drop(child);
+            lock(&agent.master).take();
+            status
+        })
+        .await
+        .map_err(|e| failed("stop", e))?;
+        reaped.map(drop).map_err(|e| failed("stop", e))
+    }
+
+    /// Always empty: the PTY belongs to the controller and cannot be attached from a terminal.
+    fn attach_command(&self, _handle: &Handle) -> Vec<String> {
+        Vec::new()
+    }
+
+    async fn list(&self) -> Result<Vec<Owned>, RuntimeError> {
+        let agents = lock(&self.agents);
+        let mut owned: Vec<Owned> = agents
+            .iter()
+            .map(|(handle, a)| Owned {
+                session: a.session.clone(),
+                project: Some(a.project.clone()).filter(|p| !p.is_empty()),
+                handle: handle.clone(),
+            })
+            .collect();
+        owned.sort_by(|a, b| a.session.cmp(&b.session));
+        Ok(owned)
+    }
+}

@@ -1,0 +1,214 @@
+//! Tests of the process runtime with real processes on real PTYs, driving the same small agents as
+//! the tmux tests.
+
+use std::path::Path;
+
+use super::{key_bytes, tree, ProcessRuntime};
+use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use crate::tmux::tests::{
+    pid_after, probe_becomes, py_agent, read, sh_agent, spec, style, transcript_has, wait_for, LOSES_FIRST_ENTER,
+    NO_ECHO, PASTE, READER, SILENT, SPAWNER,
+};
+
+/// A runtime whose agents are killed when the test ends, however it ends.
+struct Fixture {
+    dir: tempfile::TempDir,
+    runtime: ProcessRuntime,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture { dir: tempfile::tempdir().unwrap(), runtime: ProcessRuntime::new() }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Starts `spec` and waits until its transcript says `ready`.
+    async fn start(&self, spec: &LaunchSpec) -> Handle {
+        let handle = self.runtime.start(spec).await.unwrap();
+        transcript_has(spec, "ready").await;
+        handle
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        for agent in super::lock(&self.runtime.agents).values() {
+            if let Ok(pid) = libc::pid_t::try_from(agent.pid) {
+                // SAFETY: kill(2) has no memory-safety preconditions.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn process_start_applies_env_and_workdir_and_fills_the_transcript() {
+    let fx = Fixture::new();
+    let spec = spec(fx.path(), "envs", sh_agent(fx.path(), "reader.sh", READER));
+    let handle = fx.start(&spec).await;
+    assert_eq!(handle.0.parse::<u32>().ok(), Some(fx.runtime.get(&handle).unwrap().pid));
+    let expected = format!("ready in {} with [envs]", spec.workdir.display());
+    transcript_has(&spec, &expected).await;
+    assert!(fx.runtime.capture(&handle).await.unwrap().contains(&expected));
+    assert_eq!(fx.runtime.probe(&handle).await.unwrap(), Probe::Alive);
+    assert!(fx.runtime.attach_command(&handle).is_empty());
+}
+
+#[tokio::test]
+async fn process_send_submits_a_line_even_when_it_is_already_on_screen() {
+    let fx = Fixture::new();
+    let spec = spec(fx.path(), "line", sh_agent(fx.path(), "reader.sh", READER));
+    let handle = fx.start(&spec).await;
+    fx.runtime.send(&handle, "hello world", &style(3)).await.unwrap();
+    transcript_has(&spec, "got: hello world").await;
+    fx.runtime.send(&handle, "hello world", &style(3)).await.unwrap();
+    wait_for("a second answer", || read(&spec.transcript).matches("got: hello world").count() == 2).await;
+
+    // A line too long for one tmux command is pasted instead of typed.
+    let long: String = (0..1500).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    fx.runtime.send(&handle, &long, &style(3)).await.unwrap();
+    transcript_has(&spec, &format!("got: {long}")).await;
+}
+
+#[tokio::test]
+async fn process_multi_line_message_arrives_as_one_paste() {
+    let fx = Fixture::new();
+    let spec = spec(fx.path(), "paste", py_agent(fx.path(), "paste.py", PASTE));
+    let handle = fx.start(&spec).await;
+    fx.runtime.send(&handle, "one\ntwo\nthree", &style(3)).await.unwrap();
+    transcript_has(&spec, "blocks=1 lines=3").await;
+
+    // Without bracketed paste the same agent sees three separate messages.
+    let spec = self::spec(fx.path(), "typed", py_agent(fx.path(), "paste.py", PASTE));
+    let handle = fx.start(&spec).await;
+    let plain = InputStyle { bracketed_paste: false, ..style(3) };
+    fx.runtime.send(&handle, "one\ntwo\nthree", &plain).await.unwrap();
+    wait_for("three messages", || read(&spec.transcript).matches("blocks=0 lines=1").count() == 3).await;
+}
+
+#[tokio::test]
+async fn process_submit_is_retried_when_the_first_enter_is_lost() {
+    let fx = Fixture::new();
+    let spec_a = spec(fx.path(), "no-retry", py_agent(fx.path(), "lose.py", LOSES_FIRST_ENTER));
+    let handle = fx.start(&spec_a).await;
+    let err = fx.runtime.send(&handle, "hello", &style(0)).await.unwrap_err();
+    assert!(matches!(err, RuntimeError::NotDelivered { .. }), "{err}");
+    assert!(!read(&spec_a.transcript).contains("got:"));
+
+    let spec_b = spec(fx.path(), "retry", py_agent(fx.path(), "lose.py", LOSES_FIRST_ENTER));
+    let handle = fx.start(&spec_b).await;
+    fx.runtime.send(&handle, "hello", &style(2)).await.unwrap();
+    transcript_has(&spec_b, "got: hello").await;
+}
+
+#[tokio::test]
+async fn process_agent_without_echo_counts_only_when_the_screen_changes() {
+    let fx = Fixture::new();
+    let spec_a = spec(fx.path(), "no-echo", sh_agent(fx.path(), "no-echo.sh", NO_ECHO));
+    let handle = fx.start(&spec_a).await;
+    fx.runtime.send(&handle, "hello", &style(3)).await.unwrap();
+    transcript_has(&spec_a, "got: hello").await;
+
+    let spec_b = spec(fx.path(), "silent", sh_agent(fx.path(), "silent.sh", SILENT));
+    let handle = fx.start(&spec_b).await;
+    let err = fx.runtime.send(&handle, "hello", &style(3)).await.unwrap_err();
+    assert!(matches!(err, RuntimeError::NotDelivered { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn process_probe_reports_exit_code_then_missing_after_stop() {
+    let fx = Fixture::new();
+    let spec = spec(fx.path(), "exits", sh_agent(fx.path(), "reader.sh", READER));
+    let handle = fx.start(&spec).await;
+    assert_eq!(fx.runtime.probe(&handle).await.unwrap(), Probe::Alive);
+    fx.runtime.send(&handle, "quit", &style(3)).await.unwrap();
+    probe_becomes(&fx.runtime, &handle, Probe::Exited(Some(3))).await;
+    let err = fx.runtime.send(&handle, "again", &style(3)).await.unwrap_err();
+    assert!(matches!(err, RuntimeError::Failed { op: "send", .. }), "{err}");
+
+    // An exited agent is replaced by a new start of its session; a running one is not.
+    let again = fx.runtime.start(&spec).await.unwrap();
+    assert_eq!(fx.runtime.probe(&handle).await.unwrap(), Probe::Missing);
+    let err = fx.runtime.start(&spec).await.unwrap_err();
+    assert!(matches!(err, RuntimeError::Failed { op: "start", .. }), "{err}");
+    fx.runtime.stop(&again).await.unwrap();
+    assert_eq!(fx.runtime.probe(&again).await.unwrap(), Probe::Missing);
+    fx.runtime.stop(&again).await.unwrap();
+}
+
+#[tokio::test]
+async fn process_stop_kills_grandchildren() {
+    let fx = Fixture::new();
+    let spec = spec(fx.path(), "spawner", sh_agent(fx.path(), "spawner.sh", SPAWNER));
+    let handle = fx.start(&spec).await;
+    let (orphan, stubborn) = (pid_after(&spec, "orphan:"), pid_after(&spec, "stubborn:"));
+    assert!(tree::alive(orphan) && tree::alive(stubborn));
+    fx.runtime.stop(&handle).await.unwrap();
+    wait_for("the grandchildren to die", || !tree::alive(orphan) && !tree::alive(stubborn)).await;
+    assert_eq!(fx.runtime.probe(&handle).await.unwrap(), Probe::Missing);
+}
+
+#[tokio::test]
+async fn process_list_reports_session_and_project() {
+    let fx = Fixture::new();
+    assert_eq!(fx.runtime.list().await.unwrap(), vec![]);
+    let one = spec(fx.path(), "one", sh_agent(fx.path(), "reader.sh", READER));
+    let mut two = spec(fx.path(), "two", one.command.clone());
+    two.project = "other".into();
+    let h1 = fx.start(&one).await;
+    let h2 = fx.start(&two).await;
+    let owned = |s: &str, p: &str, h: &Handle| Owned { session: s.into(), project: Some(p.into()), handle: h.clone() };
+    assert_eq!(fx.runtime.list().await.unwrap(), vec![owned("one", "demo", &h1), owned("two", "other", &h2)]);
+}
+
+#[tokio::test]
+async fn process_keys_answer_dialogs_and_terminal_queries_are_answered() {
+    let fx = Fixture::new();
+    let spec = spec(fx.path(), "keys", sh_agent(fx.path(), "reader.sh", READER));
+    let handle = fx.start(&spec).await;
+    fx.runtime.keys(&handle, &["y", "e", "s", "Enter"]).await.unwrap();
+    transcript_has(&spec, "got: yes").await;
+    assert!(matches!(fx.runtime.keys(&handle, &["NoSuchKey"]).await, Err(RuntimeError::Failed { .. })));
+
+    // An agent that asks for the cursor position before it draws anything gets an answer.
+    let query = r#"import os, tty
+tty.setraw(0)
+os.write(1, b"\r\n\r\nabc\x1b[6n")
+answer = b""
+while not answer.endswith(b"R"):
+    answer += os.read(0, 1)
+os.write(1, b"\r\nready " + answer[1:] + b"\r\n")
+"#;
+    let spec = self::spec(fx.path(), "query", py_agent(fx.path(), "query.py", query));
+    fx.runtime.start(&spec).await.unwrap();
+    transcript_has(&spec, "ready [3;4R").await;
+}
+
+#[test]
+fn the_exit_code_of_an_unreaped_child_is_read_from_proc() {
+    let mut child = std::process::Command::new("sh").args(["-c", "exit 7"]).spawn().unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while tree::alive(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(tree::zombie_exit_code(pid, std::process::id()), Some(7));
+    assert_eq!(tree::zombie_exit_code(pid, 1), None);
+    child.wait().unwrap();
+}
+
+#[test]
+fn key_names_map_to_terminal_bytes() {
+    assert_eq!(key_bytes("Enter", false).unwrap(), b"\r");
+    assert_eq!(key_bytes("C-c", false).unwrap(), b"\x03");
+    assert_eq!(key_bytes("Escape", false).unwrap(), b"\x1b");
+    assert_eq!(key_bytes("Up", false).unwrap(), b"\x1b[A");
+    assert_eq!(key_bytes("Up", true).unwrap(), b"\x1bOA");
+    assert_eq!(key_bytes("Tab", false).unwrap(), b"\t");
+    assert_eq!(key_bytes("y", false).unwrap(), b"y");
+    assert_eq!(key_bytes("2", false).unwrap(), b"2");
+    assert_eq!(key_bytes("Nope", false), None);
+}
