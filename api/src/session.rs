@@ -397,8 +397,12 @@ pub struct PullRequestStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReactionStatus {
+    /// Messages sent (or notifications made) in the current episode: since the condition appeared.
     #[serde(default)]
     pub attempts: u32,
+    /// When the current episode began; `escalateAfter` counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_fingerprint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,5 +12,6 @@ pub struct Ctx {
     pub store: Store,
     pub recorder: Recorder,
     pub fleet: Arc<Fleet>,
+    pub github: crate::github::Hub,
     pub metrics: Arc<Metrics>,
 }

@@ -26,12 +26,24 @@ pub struct Observation {
     pub captured_at: Instant,
 }
 
+/// What the controller remembers of a session's pull request between reconciles.
+#[derive(Clone, Debug, Default)]
+pub struct PrMemo {
+    /// GitHub is asked again no sooner than this, unless a webhook arrives.
+    pub next_poll: Option<Instant>,
+    /// When a webhook about the session arrived and was not yet acted on.
+    pub webhook_at: Option<Instant>,
+    /// The last answers, reused between polls.
+    pub facts: Option<Arc<crate::reconcilers::session::pr::Facts>>,
+}
+
 pub struct Fleet {
     tmux: Arc<TmuxRuntime>,
     process: Arc<ProcessRuntime>,
     pub workspaces: Workspaces,
     sessions_dir: PathBuf,
     observations: Mutex<HashMap<String, Observation>>,
+    prs: Mutex<HashMap<String, PrMemo>>,
 }
 
 impl Fleet {
@@ -43,6 +55,7 @@ impl Fleet {
             workspaces: Workspaces::new(data_dir.join("workspaces")),
             sessions_dir: data_dir.join("sessions"),
             observations: Mutex::new(HashMap::new()),
+            prs: Mutex::new(HashMap::new()),
         }
     }
 
@@ -91,6 +104,23 @@ impl Fleet {
 
     pub fn forget(&self, session: &str) {
         self.observations.lock().expect("observations lock").remove(session);
+        self.prs.lock().expect("prs lock").remove(session);
+    }
+
+    pub fn pr_memo(&self, session: &str) -> PrMemo {
+        self.prs.lock().expect("prs lock").get(session).cloned().unwrap_or_default()
+    }
+
+    pub fn set_pr_memo(&self, session: &str, memo: PrMemo) {
+        self.prs.lock().expect("prs lock").insert(session.to_string(), memo);
+    }
+
+    /// A webhook concerns the session: its next reconcile asks GitHub at once.
+    pub fn webhook_arrived(&self, session: &str) {
+        let mut prs = self.prs.lock().expect("prs lock");
+        let memo = prs.entry(session.to_string()).or_default();
+        memo.webhook_at.get_or_insert_with(Instant::now);
+        memo.next_poll = None;
     }
 }
 

@@ -3,8 +3,10 @@
 
 pub mod context;
 pub mod fleet;
+pub mod github;
 pub mod http;
 pub mod metrics;
+pub mod notify;
 pub mod reconcilers;
 pub mod recorder;
 mod serve;

@@ -23,7 +23,25 @@ pub struct Metrics {
     pub spawn_duration: Histogram,
     /// Runtime operations by runtime, operation and result.
     pub runtime_ops: IntCounterVec,
+    /// Reactions by key, action and result.
+    pub reactions: IntCounterVec,
+    /// From the event (webhook arrival, or detection when polling) to its message in the agent.
+    pub feedback_latency: prometheus::HistogramVec,
+    pub github_requests: IntCounterVec,
+    pub github_ratelimit_remaining: IntGauge,
 }
+
+/// Reaction keys, as in manifests.
+pub const REACTION_KEYS: [&str; 8] = [
+    "ci-failed",
+    "changes-requested",
+    "merge-conflicts",
+    "approved-and-green",
+    "agent-stuck",
+    "agent-needs-input",
+    "agent-exited",
+    "pr-closed",
+];
 
 impl Metrics {
     pub fn new() -> Result<Metrics, prometheus::Error> {
@@ -58,7 +76,52 @@ impl Metrics {
                 }
             }
         }
-        Ok(Metrics { registry, engine, sessions, watch_streams, spawn_duration, runtime_ops })
+        let reactions = IntCounterVec::new(
+            Opts::new("aoctl_reactions_total", "Reactions carried out, by reaction, action and result."),
+            &["reaction", "action", "result"],
+        )?;
+        registry.register(Box::new(reactions.clone()))?;
+        for key in REACTION_KEYS {
+            for action in ["send-to-agent", "notify", "merge"] {
+                for result in ["success", "error", "escalated"] {
+                    reactions.with_label_values(&[key, action, result]);
+                }
+            }
+        }
+        let feedback_latency = prometheus::HistogramVec::new(
+            HistogramOpts::new(
+                "aoctl_feedback_latency_seconds",
+                "Time from a PR event reaching the controller to its message being delivered to the agent.",
+            )
+            .buckets(vec![0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0]),
+            &["reaction"],
+        )?;
+        registry.register(Box::new(feedback_latency.clone()))?;
+        for key in ["ci-failed", "changes-requested", "merge-conflicts"] {
+            feedback_latency.with_label_values(&[key]);
+        }
+        let github_requests = IntCounterVec::new(
+            Opts::new("aoctl_github_requests_total", "GitHub API requests by endpoint template and status code."),
+            &["endpoint", "code"],
+        )?;
+        registry.register(Box::new(github_requests.clone()))?;
+        let github_ratelimit_remaining = IntGauge::new(
+            "aoctl_github_ratelimit_remaining",
+            "Requests left in the lowest GitHub rate-limit budget of any token.",
+        )?;
+        registry.register(Box::new(github_ratelimit_remaining.clone()))?;
+        Ok(Metrics {
+            registry,
+            engine,
+            sessions,
+            watch_streams,
+            spawn_duration,
+            runtime_ops,
+            reactions,
+            feedback_latency,
+            github_requests,
+            github_ratelimit_remaining,
+        })
     }
 
     /// Recomputes `aoctl_sessions` from the store; every phase of every project is present, at 0

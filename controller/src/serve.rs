@@ -114,10 +114,14 @@ pub async fn serve_on(
     let ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = watch::channel(false);
     let fleet = Arc::new(Fleet::new(&opts.data_dir));
+    let projects = Controller::<Project>::new(Config::new(project::NAME), metrics.engine.clone());
+    let sessions =
+        Controller::<Session>::new(Config { concurrency: 16, ..Config::new(session::NAME) }, metrics.engine.clone());
     let state = AppState {
         store: store.clone(),
         metrics: metrics.clone(),
         fleet: fleet.clone(),
+        sessions: sessions.handle(),
         ready: ready.clone(),
         token,
         shutdown: stop_rx.clone(),
@@ -134,11 +138,9 @@ pub async fn serve_on(
         store: store.clone(),
         recorder: Recorder::new(store.clone()),
         fleet: fleet.clone(),
+        github: crate::github::Hub::new(metrics.github_requests.clone(), metrics.github_ratelimit_remaining.clone()),
         metrics: metrics.clone(),
     });
-    let projects = Controller::<Project>::new(Config::new(project::NAME), metrics.engine.clone());
-    let sessions =
-        Controller::<Session>::new(Config { concurrency: 16, ..Config::new(session::NAME) }, metrics.engine.clone());
     // Subscribe before the engines list keys, so no change between the two is missed.
     let changes = store
         .watch(&[Kind::Project, Kind::Session], store.resource_version())

@@ -33,6 +33,8 @@ pub enum GitError {
     Git { path: PathBuf, source: git2::Error },
     #[error("git clone {url}: {message}")]
     Clone { url: String, message: String },
+    #[error("git push of branch `{branch}`: {message}")]
+    Push { branch: String, message: String },
 }
 
 impl GitError {
@@ -45,6 +47,7 @@ impl GitError {
             GitError::BranchNotFound { .. } => "BranchNotFound",
             GitError::Git { .. } => "GitError",
             GitError::Clone { .. } => "CloneFailed",
+            GitError::Push { .. } => "PushFailed",
         }
     }
 }
@@ -107,6 +110,38 @@ pub fn github_repo_of(url: &str) -> Option<String> {
     let rest = rest.strip_suffix(".git").unwrap_or(rest);
     let (owner, name) = rest.split_once('/')?;
     (!owner.is_empty() && !name.is_empty() && !name.contains('/')).then(|| format!("{owner}/{name}"))
+}
+
+/// How many commits `branch` has that `base` does not (both resolved like `resolve_branch`).
+pub fn ahead(root: &Path, branch: &str, base: &str) -> Result<usize, GitError> {
+    let repo = Repository::open(root).map_err(|e| GitError::Git { path: root.to_path_buf(), source: e })?;
+    let oid = |b: &str| -> Result<git2::Oid, GitError> {
+        resolve_branch(root, b)
+            .and_then(|s| git2::Oid::from_str(&s).map_err(|e| GitError::Git { path: root.to_path_buf(), source: e }))
+    };
+    let (ours, theirs) = (oid(branch)?, oid(base)?);
+    let (ahead, _) =
+        repo.graph_ahead_behind(ours, theirs).map_err(|e| GitError::Git { path: root.to_path_buf(), source: e })?;
+    Ok(ahead)
+}
+
+/// Pushes `branch` from a workspace to `remote` with the `git` command (its transports and
+/// credential helpers); never forces.
+pub fn push(workdir: &Path, remote: &str, branch: &str) -> Result<(), GitError> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(workdir)
+        .args(["push", "--quiet", "--porcelain", "--", remote])
+        .arg(format!("refs/heads/{branch}:refs/heads/{branch}"))
+        .stdin(Stdio::null())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .map_err(|e| GitError::Push { branch: branch.to_string(), message: e.to_string() })?;
+    if !out.status.success() {
+        let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(GitError::Push { branch: branch.to_string(), message });
+    }
+    Ok(())
 }
 
 /// Clones `url` into `dest` with the `git` command (which has every transport and credential helper).

@@ -6,6 +6,7 @@ pub mod agents;
 pub mod daemon;
 pub mod docker;
 pub mod git;
+pub mod notify;
 pub mod process;
 pub mod runtime;
 pub mod tmux;

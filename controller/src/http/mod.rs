@@ -9,6 +9,7 @@ pub mod patch;
 mod sessions;
 mod system;
 mod watch;
+mod webhooks;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -27,6 +28,8 @@ pub struct AppState {
     pub store: Store,
     pub metrics: Arc<Metrics>,
     pub fleet: Arc<Fleet>,
+    /// Reconciles a session at once (webhooks).
+    pub sessions: aoctl_engine::Trigger,
     /// Set once the store is loaded and the controllers run.
     pub ready: Arc<AtomicBool>,
     /// Bearer token every request but `/healthz` must carry, when set.
@@ -52,5 +55,10 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::document))
         .fallback(|| async { AppError::NoRoute })
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token));
-    Router::new().route("/healthz", get(system::healthz)).merge(api).with_state(state)
+    // Webhooks carry their own HMAC instead of the bearer token.
+    Router::new()
+        .route("/healthz", get(system::healthz))
+        .route("/webhooks/github", axum::routing::post(webhooks::github))
+        .merge(api)
+        .with_state(state)
 }

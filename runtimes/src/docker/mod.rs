@@ -187,8 +187,11 @@ impl DockerRuntime {
         }
         let docker = client(&address)
             .map_err(|e| unavailable(format!("cannot use the engine address {address}: {}", chain(&e))))?;
-        let docker = docker.negotiate_version().await.map_err(|e| {
-            unavailable(format!("cannot reach the engine at {address} (is dockerd running?): {}", chain(&e)))
+        let docker = docker.negotiate_version().await.map_err(|e| match e {
+            EngineError::DockerResponseServerError { status_code, message } => {
+                unavailable(format!("the engine at {address} answered {status_code}: {}", message.trim()))
+            }
+            e => unavailable(format!("cannot reach the engine at {address} (is dockerd running?): {}", chain(&e))),
         })?;
         Ok(DockerRuntime {
             docker,

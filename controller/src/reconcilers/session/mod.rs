@@ -5,6 +5,8 @@ mod activity;
 mod cleanup;
 pub mod gc;
 mod launch;
+pub mod pr;
+mod reactions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -146,9 +148,21 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
     if s.spec.stopped {
         return launch::stop(s, ctx, st, runtime_kind).await;
     }
-    match launch::ensure_running(s, &project, &ws, ctx, st, runtime_kind).await? {
-        launch::Running::Yes(launch) => activity::observe(s, &project, &launch, ctx, st).await,
-        launch::Running::Wait(action) => Ok(action),
+    let running = match launch::ensure_running(s, &project, &ws, ctx, st, runtime_kind).await? {
+        launch::Running::Yes(launch) => activity::observe(s, &project, &launch, ctx, st).await?,
+        launch::Running::Wait(action) => action,
+    };
+    let tracked = pr::track(s, &project, &ws, ctx, st).await?;
+    let timers = reactions::react(s, &project, &tracked, ctx, st).await?;
+    Ok(earliest(earliest(running, tracked.next), timers))
+}
+
+/// The sooner of an action and an optional delay.
+fn earliest(a: Action, b: Option<Duration>) -> Action {
+    match (a.requeue_after(), b) {
+        (Some(x), Some(y)) => Action::requeue(x.min(y)),
+        (None, Some(y)) => Action::requeue(y),
+        _ => a,
     }
 }
 

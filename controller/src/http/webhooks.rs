@@ -1,0 +1,74 @@
+//! `POST /webhooks/github`: verifies `X-Hub-Signature-256` against the secret of the project whose
+//! repository sent it, maps the event to sessions by branch or PR number, and reconciles them at
+//! once. A bad or missing signature is 401, an event that concerns nothing is 202; neither changes
+//! anything.
+
+use aoctl_api::{Project, Session};
+use aoctl_github::webhook::{self, WebhookEvent};
+use aoctl_store::Selector;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::{AppError, AppState};
+use crate::github::webhook_secret;
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+pub async fn github(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), AppError> {
+    let event = header(&headers, "x-github-event")
+        .ok_or_else(|| AppError::BadRequest("the X-GitHub-Event header is missing".into()))?
+        .to_string();
+    let Some(signature) = header(&headers, "x-hub-signature-256") else {
+        return Err(AppError::Unauthorized);
+    };
+    // The secret is the one of the project the delivery is about.
+    let repository = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.pointer("/repository/full_name").and_then(Value::as_str).map(str::to_ascii_lowercase));
+    let (projects, _) = state.store.list_typed::<Project>(&Selector::everything()).await?;
+    let verified: Vec<&Project> = projects
+        .iter()
+        .filter(|p| {
+            let repo = p.spec.repo.as_deref().map(str::to_ascii_lowercase);
+            repo.is_some() && (repository.is_none() || repo == repository)
+        })
+        .filter(|p| {
+            webhook_secret(p).is_some_and(|secret| webhook::verify_signature(secret.as_bytes(), &body, signature))
+        })
+        .collect();
+    if verified.is_empty() {
+        return Err(AppError::Unauthorized);
+    }
+    let parsed = webhook::parse(&event, &body).map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let ev = match parsed {
+        WebhookEvent::Ping { .. } => return Ok((StatusCode::OK, Json(json!({"message": "pong"})))),
+        WebhookEvent::Unknown(e) => {
+            return Ok((StatusCode::ACCEPTED, Json(json!({"message": format!("event `{e}` is not used; ignored")}))))
+        }
+        WebhookEvent::Repository(ev) => ev,
+    };
+    let names: Vec<&str> = verified.iter().map(|p| p.metadata.name.as_str()).collect();
+    let (sessions, _) = state.store.list_typed::<Session>(&Selector::everything()).await?;
+    let mut triggered = vec![];
+    for s in sessions.iter().filter(|s| names.contains(&s.spec.project.as_str())) {
+        let branch = s.status.workspace.as_ref().map(|w| w.branch.as_str()).unwrap_or_default();
+        let number = s.status.pull_request.as_ref().map(|p| p.number);
+        if ev.concerns(branch, number) {
+            state.fleet.webhook_arrived(&s.metadata.name);
+            state.sessions.trigger(&s.metadata.name);
+            triggered.push(s.metadata.name.clone());
+        }
+    }
+    tracing::debug!(event = %event, sessions = ?triggered, "webhook");
+    let message = format!("`{event}` concerns {} session(s)", triggered.len());
+    Ok((StatusCode::ACCEPTED, Json(json!({"message": message, "sessions": triggered}))))
+}

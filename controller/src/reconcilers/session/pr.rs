@@ -1,0 +1,219 @@
+//! The session's pull request: opened when the agent has committed work (`pullRequest.create`),
+//! then its checks, reviews and mergeability read from GitHub — on webhooks at once, otherwise at
+//! the project's poll interval, faster while checks run, never once it is merged or closed.
+//! GitHub errors become conditions and are retried; they never fail the reconcile.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aoctl_api::condition::types;
+use aoctl_api::project::Project;
+use aoctl_api::session::{ChecksState, PullRequestState, ReviewState};
+use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus};
+use aoctl_github::{Checks, Client, PullRequest, Reviews};
+use aoctl_runtimes::git;
+use aoctl_runtimes::workspace::WorkspaceInfo;
+
+use super::{cond, Error};
+use crate::context::Ctx;
+use crate::fleet::PrMemo;
+
+/// What GitHub said about the session's pull request at the last poll.
+#[derive(Debug)]
+pub struct Facts {
+    pub pr: PullRequest,
+    pub checks: Checks,
+    pub reviews: Reviews,
+    /// When these answers were read.
+    pub at: Instant,
+}
+
+/// The GitHub side of one reconcile.
+pub(super) struct Tracked {
+    pub client: Option<(Client, String, String)>,
+    pub facts: Option<Arc<Facts>>,
+    /// When the webhook that made this reconcile ask GitHub arrived.
+    pub webhook_at: Option<Instant>,
+    /// When to look again; `None` when nothing needs polling.
+    pub next: Option<Duration>,
+}
+
+const DEFAULT_POLL: Duration = Duration::from_secs(30);
+
+fn poll_interval(p: &Project) -> Duration {
+    p.spec.github.as_ref().and_then(|g| g.poll_interval).map_or(DEFAULT_POLL, |d| d.as_std())
+}
+
+fn gh_error(st: &mut SessionStatus, s: &Session, e: &aoctl_github::Error, p: &Project) -> Option<Duration> {
+    cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::Unknown, e.reason(), e.to_string());
+    Some(e.retry_after().unwrap_or_else(|| poll_interval(p)).max(Duration::from_secs(1)))
+}
+
+pub(super) async fn track(
+    s: &Session,
+    project: &Project,
+    ws: &WorkspaceInfo,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+) -> Result<Tracked, Error> {
+    let client = match ctx.github.client(project) {
+        Ok(Some(c)) => c,
+        Ok(None) => return Ok(Tracked { client: None, facts: None, webhook_at: None, next: None }),
+        Err(e) => {
+            let next = gh_error(st, s, &e, project);
+            return Ok(Tracked { client: None, facts: None, webhook_at: None, next });
+        }
+    };
+    let name = &s.metadata.name;
+    let mut memo = ctx.fleet.pr_memo(name);
+    let now = Instant::now();
+    if memo.next_poll.is_some_and(|t| t > now) {
+        let next = memo.next_poll.map(|t| t - now);
+        return Ok(Tracked { client: Some(client), facts: memo.facts, webhook_at: None, next });
+    }
+    let webhook_at = memo.webhook_at.take();
+    let (c, owner, repo) = &client;
+    let result = poll(s, project, ws, ctx, st, c, owner, repo).await;
+    ctx.github.refresh_gauge();
+    let (facts, next) = match result {
+        Ok(Some(f)) => {
+            let next = match (f.pr.state, f.checks.state) {
+                (PullRequestState::Merged | PullRequestState::Closed, _) => None,
+                (_, ChecksState::Pending) => Some((poll_interval(project) / 3).max(Duration::from_secs(5))),
+                _ => Some(poll_interval(project)),
+            };
+            (Some(Arc::new(f)), next)
+        }
+        Ok(None) => (None, Some(poll_interval(project))),
+        Err(e) => (memo.facts.clone(), gh_error(st, s, &e, project)),
+    };
+    ctx.fleet.set_pr_memo(name, PrMemo { next_poll: next.map(|d| now + d), webhook_at: None, facts: facts.clone() });
+    Ok(Tracked { client: Some(client), facts, webhook_at, next })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn poll(
+    s: &Session,
+    project: &Project,
+    ws: &WorkspaceInfo,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    c: &Client,
+    owner: &str,
+    repo: &str,
+) -> Result<Option<Facts>, aoctl_github::Error> {
+    let want = s.spec.pull_request.clone().unwrap_or_default();
+    let mut pr = c.find_pull_for_branch(owner, repo, &ws.branch).await?;
+    if pr.is_none() && want.create {
+        pr = open(s, project, ws, ctx, st, c, owner, repo, want.draft).await?;
+    }
+    let Some(mut pr) = pr else {
+        if !want.create {
+            cond(
+                st,
+                s,
+                types::PULL_REQUEST_OPEN,
+                ConditionStatus::False,
+                "NoPullRequest",
+                "no pull request for the branch",
+            );
+        }
+        st.pull_request = None;
+        return Ok(None);
+    };
+    // The agent committed but did not push: push for it, never forcing.
+    if want.create && pr.state == PullRequestState::Open && ws.head_sha.as_deref().is_some_and(|h| h != pr.head_sha) {
+        let (path, branch) = (ws.path.clone(), ws.branch.clone());
+        match tokio::task::spawn_blocking(move || git::push(&path, "origin", &branch)).await {
+            Ok(Ok(())) => pr = c.pull(owner, repo, pr.number).await?,
+            Ok(Err(e)) => tracing::debug!(error = %e, session = %s.metadata.name, "push failed"),
+            Err(e) => tracing::warn!(error = %e, "push task failed"),
+        }
+    }
+    let checks = c.checks(owner, repo, &pr.head_sha).await?;
+    let reviews = c.reviews(owner, repo, pr.number).await?;
+    let before = st.pull_request.clone();
+    st.pull_request = Some(pr.status(checks.state, reviews.state));
+    set_conditions(s, st, &pr, &checks, &reviews);
+    if before.as_ref().map(|b| b.state) != Some(pr.state) && pr.state != PullRequestState::Open {
+        let what = if pr.state == PullRequestState::Merged { "Merged" } else { "PullRequestClosed" };
+        ctx.recorder.publish(s, EventType::Normal, what, &format!("pull request #{} is {}", pr.number, pr.state)).await;
+    }
+    Ok(Some(Facts { pr, checks, reviews, at: Instant::now() }))
+}
+
+fn set_conditions(s: &Session, st: &mut SessionStatus, pr: &PullRequest, checks: &Checks, reviews: &Reviews) {
+    use ConditionStatus::*;
+    let n = pr.number;
+    match pr.state {
+        PullRequestState::Open => cond(st, s, types::PULL_REQUEST_OPEN, True, "Open", format!("#{n} {}", pr.url)),
+        PullRequestState::Merged => cond(st, s, types::PULL_REQUEST_OPEN, False, "Merged", format!("#{n} was merged")),
+        PullRequestState::Closed => cond(st, s, types::PULL_REQUEST_OPEN, False, "Closed", format!("#{n} was closed")),
+    }
+    let failing: Vec<&str> = checks.failing.iter().map(|f| f.name.as_str()).collect();
+    let (cs, cr, cm) = match checks.state {
+        ChecksState::Passing => (True, "ChecksPassing", "every check passed".to_string()),
+        ChecksState::Failing => (False, "ChecksFailing", format!("failing: {}", failing.join(", "))),
+        ChecksState::Pending => (Unknown, "ChecksPending", "checks are running".to_string()),
+        ChecksState::None => (Unknown, "NoChecks", "no checks reported for the head commit".to_string()),
+    };
+    cond(st, s, types::CHECKS_PASSED, cs, cr, cm);
+    let (rs, rr) = match reviews.state {
+        ReviewState::Approved => (True, "Approved"),
+        ReviewState::ChangesRequested => (False, "ChangesRequested"),
+        ReviewState::Pending => (Unknown, "ReviewPending"),
+        ReviewState::None => (Unknown, "NoReviews"),
+    };
+    cond(st, s, types::REVIEW_APPROVED, rs, rr, "");
+    let merged = pr.state == PullRequestState::Merged;
+    cond(st, s, types::MERGED, if merged { True } else { False }, if merged { "Merged" } else { "NotMerged" }, "");
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn open(
+    s: &Session,
+    project: &Project,
+    ws: &WorkspaceInfo,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    c: &Client,
+    owner: &str,
+    repo: &str,
+    draft: bool,
+) -> Result<Option<PullRequest>, aoctl_github::Error> {
+    let base = project.status.default_branch.clone().unwrap_or_else(|| "main".into());
+    let (root, branch, b) = (ws.path.clone(), ws.branch.clone(), base.clone());
+    let ahead = tokio::task::spawn_blocking(move || git::ahead(&root, &branch, &b)).await;
+    if !matches!(ahead, Ok(Ok(n)) if n > 0) {
+        let msg = format!("waiting for the agent to commit on {} (nothing ahead of {base} yet)", ws.branch);
+        cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, "NoCommits", msg);
+        return Ok(None);
+    }
+    let (path, branch) = (ws.path.clone(), ws.branch.clone());
+    match tokio::task::spawn_blocking(move || git::push(&path, "origin", &branch)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, e.reason(), e.to_string());
+            return Ok(None);
+        }
+        Err(e) => {
+            cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, "PushFailed", e.to_string());
+            return Ok(None);
+        }
+    }
+    let prompt = s.spec.prompt.clone().unwrap_or_default();
+    let first = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let title = if first.is_empty() {
+        format!("{}: work from aoctl", s.metadata.name)
+    } else {
+        first.chars().take(72).collect()
+    };
+    let mut body = prompt.clone();
+    if let Some(issue) = &s.spec.issue {
+        body.push_str(&format!("\n\nCloses #{issue}"));
+    }
+    body.push_str(&format!("\n\n_Opened by aoctl for session `{}`._", s.metadata.name));
+    let pr = c.create_pull(owner, repo, &ws.branch, &base, &title, &body, draft).await?;
+    ctx.recorder.publish(s, EventType::Normal, "PullRequestCreated", &format!("#{} {}", pr.number, pr.url)).await;
+    Ok(Some(pr))
+}

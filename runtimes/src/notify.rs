@@ -1,0 +1,75 @@
+//! Notifications that run a program: the desktop (`notify-send`) and a user's command, which
+//! gets the notification as JSON on its standard input.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest a notification command may run.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Shows a desktop notification with `notify-send` where it is installed.
+pub fn desktop(title: &str, body: &str) -> Result<(), String> {
+    let out = Command::new("notify-send")
+        .args(["--app-name=aoctl", "--", title, body])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("notify-send: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("notify-send: {}", String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+/// Runs `argv` with `json` on standard input; fails on a non-zero exit or after 30 s.
+pub fn command(argv: &[String], json: &[u8]) -> Result<(), String> {
+    let (program, args) = argv.split_first().ok_or("the command is empty")?;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{program}: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A command that does not read its input is not an error.
+        let _ = stdin.write_all(json);
+    }
+    let start = Instant::now();
+    loop {
+        match child.try_wait().map_err(|e| format!("{program}: {e}"))? {
+            Some(status) if status.success() => return Ok(()),
+            Some(status) => {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                return Err(format!("{program} exited with {status}: {}", err.trim()));
+            }
+            None if start.elapsed() > COMMAND_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{program} did not finish within {}s", COMMAND_TIMEOUT.as_secs()));
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_gets_json_on_stdin() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.json");
+        let argv = vec!["sh".to_string(), "-c".to_string(), format!("cat > '{}'", out.display())];
+        command(&argv, br#"{"a":1}"#).unwrap();
+        assert_eq!(std::fs::read_to_string(out).unwrap(), r#"{"a":1}"#);
+        let err = command(&["sh".into(), "-c".into(), "echo boom >&2; exit 4".into()], b"{}").unwrap_err();
+        assert!(err.contains("boom"), "{err}");
+        assert!(command(&[], b"{}").is_err());
+    }
+}
