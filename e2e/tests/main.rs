@@ -1,1 +1,15 @@
-//! e2e
+//! End-to-end tests of aoctl: the real `aoctl` binary serving on a free port with a real sled
+//! data dir, driven over HTTP and through its CLI, with real git repositories. The bad-input
+//! corpus is in e2e/corpus/. Each test starts its own server, so tests run in parallel.
+
+mod harness;
+
+mod auth;
+mod bad_input;
+mod cli;
+mod durability;
+mod races;
+mod semantics;
+mod system;
+mod up_down;
+mod watch;

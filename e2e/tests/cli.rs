@@ -1,0 +1,278 @@
+//! The CLI against a real server: apply (created, unchanged, configured, dry run, prune), get in
+//! every output format, describe, diff, delete with --wait and cascading, version, completion.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::harness::{git_repo, Out, Server, API, NO_REPO};
+
+fn project_yaml(name: &str, path: &str, labels: &str) -> String {
+    format!(
+        "apiVersion: ao.dev/v1alpha1\nkind: Project\nmetadata:\n  name: {name}\n  labels: {{{labels}}}\n\
+         spec:\n  path: {path}\n  repo: acme/{name}\n"
+    )
+}
+
+fn session_yaml(name: &str, project: &str, labels: &str, prompt: &str) -> String {
+    // Stopped sessions get a workspace but no agent, so nothing keeps changing them.
+    format!(
+        "apiVersion: ao.dev/v1alpha1\nkind: Session\nmetadata:\n  name: {name}\n  labels: {{{labels}}}\n\
+         spec:\n  project: {project}\n  agent: aider\n  prompt: \"{prompt}\"\n  stopped: true\n"
+    )
+}
+
+fn write(dir: &Path, file: &str, docs: &[String]) {
+    std::fs::create_dir_all(dir).expect("manifest folder");
+    std::fs::write(dir.join(file), docs.join("---\n")).expect("write manifest");
+}
+
+/// The rows of a table printed by `aoctl get`, split on whitespace, header first.
+fn rows(out: &Out) -> Vec<Vec<String>> {
+    out.stdout.lines().map(|l| l.split_whitespace().map(str::to_string).collect()).collect()
+}
+
+/// Runs `aoctl` until `pred` holds for its output.
+fn poll(server: &Server, args: &[&str], pred: impl Fn(&Out) -> bool) -> Out {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = server.aoctl(args);
+        if out.code == 0 && pred(&out) {
+            return out;
+        }
+        assert!(Instant::now() < deadline, "aoctl {args:?} never showed what was expected:\n{out}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[track_caller]
+fn has_lines(out: &Out, lines: &[&str]) {
+    for l in lines {
+        assert!(out.stdout.lines().any(|x| x == *l), "expected the line `{l}`:\n{out}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_get_describe_diff_delete() {
+    let server = Server::start().await;
+    let repo = git_repo(server.tmp.path(), "webapp", "main");
+    let repo = repo.to_str().expect("UTF-8 path");
+    let dir = server.tmp.path().join("examples");
+    let dir_arg = dir.to_str().expect("UTF-8 path");
+    let sessions = |prompt: &str| {
+        write(
+            &dir,
+            "sessions.yaml",
+            &[
+                session_yaml("fix-login", "web", "team: web, app: demo", prompt),
+                session_yaml("add-healthcheck", "web", "team: api, app: demo", "Add a /healthz endpoint"),
+            ],
+        )
+    };
+    write(&dir, "project.yaml", &[project_yaml("web", repo, "app: demo")]);
+    sessions("Fix the login redirect loop");
+
+    let out = server.aoctl(&["apply", "-f", dir_arg]);
+    out.ok();
+    assert_eq!(
+        out.stdout, "project/web created\nsession/fix-login created\nsession/add-healthcheck created\n",
+        "projects first, then sessions in file order:\n{out}"
+    );
+
+    let out =
+        poll(&server, &["get", "projects"], |o| rows(o).get(1).is_some_and(|r| r.get(3).is_some_and(|c| c == "True")));
+    let table = rows(&out);
+    assert_eq!(table[0], ["NAME", "PATH", "BRANCH", "READY", "AGE"], "{out}");
+    assert_eq!(table[1][..4], ["web", repo, "main", "True"], "{out}");
+
+    // Applying the same manifests again writes nothing.
+    let settled = server.settle().await;
+    let out = server.aoctl(&["apply", "-f", dir_arg]);
+    has_lines(out.ok(), &["project/web unchanged", "session/fix-login unchanged", "session/add-healthcheck unchanged"]);
+    assert_eq!(server.dump().await, settled, "an unchanged apply wrote to the store");
+
+    let out = server.aoctl(&["apply", "-f", dir_arg, "--wait=20s"]);
+    has_lines(out.ok(), &["project/web unchanged", "project/web ready"]);
+    assert_eq!(out.stdout.lines().filter(|l| l.starts_with("session/fix-login ")).count(), 2, "{out}");
+
+    // diff: nothing to show, exit 0.
+    let out = server.aoctl(&["diff", "-f", dir_arg]);
+    assert_eq!((out.code, out.stdout.as_str()), (0, ""), "{out}");
+
+    sessions("Fix the login redirect loop for good");
+    let out = server.aoctl(&["diff", "-f", dir_arg]);
+    out.code(1);
+    assert!(out.stdout.starts_with("--- live/session/fix-login\n+++ merged/session/fix-login\n"), "{out}");
+    has_lines(&out, &["-  prompt: Fix the login redirect loop", "+  prompt: Fix the login redirect loop for good"]);
+    assert!(!out.stdout.contains("add-healthcheck"), "{out}");
+    assert!(!out.stdout.contains("resourceVersion"), "{out}");
+
+    // --dry-run reports what would happen and changes nothing.
+    let out = server.aoctl(&["apply", "--dry-run", "-f", dir_arg]);
+    has_lines(out.ok(), &["session/fix-login configured (dry run)", "project/web unchanged (dry run)"]);
+    assert_eq!(server.dump().await, settled, "apply --dry-run wrote to the store");
+    write(&dir, "extra.yaml", &[session_yaml("brand-new", "web", "app: demo", "Not yet")]);
+    let out = server.aoctl(&["apply", "--dry-run", "-f", &format!("{dir_arg}/extra.yaml")]);
+    has_lines(out.ok(), &["session/brand-new created (dry run)"]);
+    assert_eq!(server.dump().await, settled, "a dry-run create wrote to the store");
+    std::fs::remove_file(dir.join("extra.yaml")).expect("remove extra.yaml");
+
+    let out = server.aoctl(&["apply", "-f", dir_arg]);
+    has_lines(
+        out.ok(),
+        &["project/web unchanged", "session/fix-login configured", "session/add-healthcheck unchanged"],
+    );
+    let live = server.object("sessions", "fix-login").await.expect("fix-login");
+    assert_eq!(live["spec"]["prompt"], "Fix the login redirect loop for good");
+    assert_eq!(live["metadata"]["generation"], 2, "{live}");
+
+    // Output formats and selectors.
+    let out = server.aoctl(&["get", "projects", "-o", "yaml"]);
+    let list: Value = serde_yaml_ng::from_str(&out.ok().stdout).expect("-o yaml is YAML");
+    assert_eq!(list["items"][0]["metadata"]["name"], "web", "{out}");
+    let out = server.aoctl(&["get", "sessions", "-o", "json"]);
+    let list: Value = serde_json::from_str(&out.ok().stdout).expect("-o json is JSON");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{out}");
+    let out = server.aoctl(&["get", "sessions", "fix-login", "-o", "json"]);
+    let one: Value = serde_json::from_str(&out.ok().stdout).expect("-o json is JSON");
+    assert_eq!(one["spec"]["project"], "web");
+    let out = server.aoctl(&["get", "sessions", "-o", "name"]);
+    assert_eq!(out.ok().stdout, "session/add-healthcheck\nsession/fix-login\n", "{out}");
+    let out = server.aoctl(&["get", "projects", "-o", "wide"]);
+    let table = rows(out.ok());
+    assert_eq!(table[0], ["NAME", "PATH", "BRANCH", "READY", "AGE", "REPO", "REASON"], "{out}");
+    assert_eq!(table[1][5..], ["acme/web", "RepositoryReady"], "{out}");
+    let out = server.aoctl(&["get", "sessions", "-l", "team=web"]);
+    let names: Vec<String> = rows(out.ok()).iter().skip(1).map(|r| r[0].clone()).collect();
+    assert_eq!(names, ["fix-login"], "{out}");
+    let out = server.aoctl(&["get", "sessions", "-l", "team in (web,api),app=demo", "-o", "name"]);
+    assert_eq!(out.ok().stdout.lines().count(), 2, "{out}");
+    let out = server.aoctl(&["get", "sessions", "nope"]);
+    assert_eq!(out.code, 1, "{out}");
+    assert!(out.stderr.contains("nope"), "{out}");
+
+    let out = server.aoctl(&["get", "projects,sessions"]);
+    assert!(out.ok().stdout.contains("\nproject/web ") && out.stdout.contains("\nsession/fix-login "), "{out}");
+    let out = server.aoctl(&["get", "events"]);
+    assert!(out.ok().stdout.lines().any(|l| l.contains("RepositoryReady") && l.contains("project/web")), "{out}");
+
+    let out = server.aoctl(&["describe", "project", "web"]);
+    let text = &out.ok().stdout;
+    assert!(text.starts_with("Name:         web\n"), "{out}");
+    let conditions = text.split("Conditions:\n").nth(1).expect("a Conditions section");
+    assert!(
+        conditions.lines().any(|l| l.contains("Ready") && l.contains("True") && l.contains("RepositoryReady")),
+        "{out}"
+    );
+    let events = text.split("Events:\n").nth(1).expect("an Events section");
+    assert!(events.contains("Normal") && events.contains("RepositoryReady"), "{out}");
+    let out = server.aoctl(&["describe", "session", "fix-login"]);
+    assert!(out.ok().stdout.contains("prompt: Fix the login redirect loop for good"), "{out}");
+
+    let out = server.aoctl(&["delete", "session", "add-healthcheck", "--wait=30s"]);
+    has_lines(out.ok(), &["session \"add-healthcheck\" deleted"]);
+    assert!(server.object("sessions", "add-healthcheck").await.is_none(), "still there after delete --wait");
+
+    // Deleting the project deletes its sessions.
+    let out = server.aoctl(&["delete", "project", "web"]);
+    out.ok();
+    server.wait_for("sessions", "fix-login", Duration::from_secs(15), Value::is_null).await;
+    assert!(server.object("projects", "web").await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_deletes_only_what_apply_created() {
+    let server = Server::start().await;
+    let dir = server.tmp.path().join("shop");
+    let dir_arg = dir.to_str().expect("UTF-8 path");
+    let project = project_yaml("shop", NO_REPO, "app: demo");
+    let session = |name: &str, app: &str| session_yaml(name, "shop", &format!("app: {app}"), "Work");
+    write(
+        &dir,
+        "all.yaml",
+        &[project.clone(), session("kept", "demo"), session("dropped", "demo"), session("other", "other")],
+    );
+    server.aoctl(&["apply", "-f", dir_arg]).ok();
+
+    // Made without apply: it matches the selector but apply never managed it.
+    let mut manual = crate::harness::session("manual", "shop", "Made by hand");
+    manual["metadata"]["labels"] = json!({"app": "demo"});
+    server.create("sessions", &manual).await;
+
+    write(&dir, "all.yaml", &[project, session("kept", "demo"), session("other", "other")]);
+    let settled = server.settle().await;
+    let out = server.aoctl(&["apply", "--dry-run", "--prune", "-l", "app=demo", "-f", dir_arg]);
+    has_lines(out.ok(), &["session/dropped pruned (dry run)"]);
+    assert_eq!(out.stdout.matches("pruned").count(), 1, "{out}");
+    assert_eq!(server.dump().await, settled, "apply --prune --dry-run wrote to the store");
+
+    let out = server.aoctl(&["apply", "--prune", "-l", "app=demo", "-f", dir_arg]);
+    out.ok();
+    has_lines(
+        &out,
+        &["project/shop unchanged", "session/kept unchanged", "session/other unchanged", "session/dropped pruned"],
+    );
+    assert_eq!(out.stdout.matches("pruned").count(), 1, "{out}");
+    server.wait_for("sessions", "dropped", Duration::from_secs(15), Value::is_null).await;
+    for name in ["kept", "other", "manual"] {
+        let s = server.object("sessions", name).await.unwrap_or_else(|| panic!("prune deleted {name}"));
+        assert!(s["metadata"]["deletionTimestamp"].is_null(), "prune deleted {name}: {s}");
+    }
+    assert!(server.object("projects", "shop").await.is_some());
+
+    // delete -f removes what the manifests name.
+    let out = server.aoctl(&["delete", "-f", dir_arg, "--wait=30s"]);
+    has_lines(out.ok(), &["session \"kept\" deleted", "session \"other\" deleted", "project \"shop\" deleted"]);
+    let out = server.aoctl(&["get", "projects,sessions", "-o", "name"]);
+    assert_eq!(out.ok().stdout, "", "only `manual` was left, and it went with its project:\n{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_folder_version_completion_and_usage() {
+    let server = Server::start().await;
+    let plain = server.tmp.path().join("not-a-repo");
+    std::fs::create_dir_all(&plain).expect("plain folder");
+    let manifest = project_yaml("plain", plain.to_str().expect("UTF-8 path"), "app: plain");
+    let out = server.aoctl_stdin(&["apply", "-f", "-"], &manifest);
+    has_lines(out.ok(), &["project/plain created"]);
+    let p = server
+        .wait_for("projects", "plain", Duration::from_secs(10), |p| !p["status"]["conditions"][0].is_null())
+        .await;
+    let ready = &p["status"]["conditions"][0];
+    assert_eq!((ready["type"].as_str(), ready["status"].as_str()), (Some("Ready"), Some("False")), "{p}");
+    assert_eq!(ready["reason"], "NotAGitRepository", "{p}");
+    let out = server.aoctl_stdin(&["apply", "-f", "-", "--wait=2s"], &manifest);
+    assert_eq!(out.code, 1, "{out}");
+    assert!(out.stderr.contains("timed out after 2s") && out.stderr.contains("NotAGitRepository"), "{out}");
+    let out = server.aoctl(&["get", "projects", "-o", "wide"]);
+    assert_eq!(rows(out.ok())[1][3..4], ["False"], "{out}");
+    assert!(out.stdout.contains("NotAGitRepository"), "{out}");
+    let events = server.get_path(&format!("{API}/events")).await.expect(200);
+    let warned = events["items"].as_array().expect("items").iter().any(|e| {
+        e["type"] == "Warning" && e["reason"] == "NotAGitRepository" && e["involvedObject"]["name"] == "plain"
+    });
+    assert!(warned, "no Warning event for the plain folder: {events}");
+
+    let version = env!("CARGO_PKG_VERSION");
+    let out = server.aoctl(&["version"]);
+    has_lines(
+        out.ok(),
+        &[&format!("client: {version} (ao.dev/v1alpha1)"), &format!("server: {version} (ao.dev/v1alpha1)")],
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let out = server.aoctl(&["completion", shell]);
+        assert!(out.ok().stdout.len() > 100 && out.stdout.contains("aoctl"), "completion {shell}:\n{out}");
+    }
+
+    // Usage errors exit 2; failures exit 1 with `error: `.
+    for args in [&["get", "pods"][..], &["apply"], &["delete", "session"], &["frobnicate"]] {
+        assert_eq!(server.aoctl(args).code, 2, "aoctl {args:?} is a usage error");
+    }
+    let mut cmd = server.cli();
+    cmd.env("AOCTL_SERVER", format!("http://127.0.0.1:{}", crate::harness::free_port()));
+    cmd.args(["get", "projects"]);
+    let out = crate::harness::run(cmd, None);
+    assert_eq!(out.code, 1, "{out}");
+    assert!(out.stderr.starts_with("error: ") && out.stderr.contains("cannot reach the server"), "{out}");
+}

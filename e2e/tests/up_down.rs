@@ -1,0 +1,145 @@
+//! `aoctl up` and `aoctl down`: a background server on the `--server` address with its pid file
+//! in the data dir, a Project for the repository, reuse of a running server, and a clean stop.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::harness::{command, free_port, git_repo, run, Out, API};
+
+/// A scratch environment for `up`/`down`; dropping it stops any server `up` left running.
+struct Env {
+    tmp: tempfile::TempDir,
+    server: String,
+}
+
+impl Env {
+    fn new() -> Env {
+        let tmp = tempfile::Builder::new().prefix("aoctl-e2e-up-").tempdir().expect("tempdir");
+        std::fs::create_dir_all(tmp.path().join("home")).expect("HOME");
+        Env { server: format!("http://127.0.0.1:{}", free_port()), tmp }
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.tmp.path().join("data")
+    }
+
+    fn pid_file(&self) -> PathBuf {
+        self.data_dir().join("serve.pid")
+    }
+
+    fn cmd(&self) -> Command {
+        let mut cmd = command(&self.tmp.path().join("home"));
+        cmd.env("AOCTL_SERVER", &self.server).env("AOCTL_DATA_DIR", self.data_dir());
+        cmd
+    }
+
+    fn aoctl(&self, args: &[&str]) -> Out {
+        let mut cmd = self.cmd();
+        cmd.args(args);
+        run(cmd, None)
+    }
+
+    fn pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.pid_file()).ok().map(|t| t.trim().parse().expect("the pid file holds a pid"))
+    }
+
+    async fn get(&self, path: &str) -> Option<(u16, Value)> {
+        let resp = reqwest::Client::new().get(format!("{}{path}", self.server)).send().await.ok()?;
+        let code = resp.status().as_u16();
+        Some((code, resp.json().await.unwrap_or_default()))
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if self.pid().is_some() {
+            let _ = self.aoctl(&["down"]);
+        }
+        if let Some(pid) = self.pid() {
+            // SAFETY: signalling the server this test started, whose pid file is still there.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(self.data_dir().join("serve.log")).unwrap_or_default();
+            eprintln!("==== background server log ====\n{log}==== end ====");
+        }
+    }
+}
+
+/// Whether a process runs (a zombie does not count).
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks whether the process exists.
+    let exists = unsafe { libc::kill(pid, 0) } == 0;
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string)))
+        .is_some_and(|state| state == "Z");
+    exists && !zombie
+}
+
+fn canonical(p: &Path) -> String {
+    p.canonicalize().expect("canonical path").to_str().expect("UTF-8 path").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_starts_a_background_server_and_down_stops_it() {
+    let env = Env::new();
+    let repo = git_repo(env.tmp.path(), "My_Widgets", "trunk");
+    let repo_arg = repo.to_str().expect("UTF-8 path");
+
+    let out = env.aoctl(&["up", repo_arg]);
+    out.ok();
+    assert!(out.stdout.contains("server started (pid "), "{out}");
+    assert!(out.stdout.contains("project/my-widgets created"), "{out}");
+    let pid = env.pid().unwrap_or_else(|| panic!("no pid file in the data dir after up:\n{out}"));
+    assert!(alive(pid), "the background server (pid {pid}) is not running");
+    assert!(out.stdout.contains(&format!("pid {pid}")), "{out}");
+
+    let (code, p) = env.get(&format!("{API}/projects/my-widgets")).await.expect("the server answers");
+    assert_eq!(code, 200, "{p}");
+    assert_eq!(p["spec"]["path"], canonical(&repo), "{p}");
+    assert_eq!(p["spec"]["defaultBranch"], "trunk", "the default branch comes from the repository: {p}");
+
+    // The project controller of the background server inspects the repository.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, p) = env.get(&format!("{API}/projects/my-widgets")).await.expect("the server answers");
+        if p["status"]["conditions"][0]["status"] == "True" {
+            assert_eq!(p["status"]["defaultBranch"], "trunk", "{p}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the project never became Ready: {p}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let again = env.aoctl(&["up", repo_arg]);
+    again.ok();
+    assert!(again.stdout.contains("server already running"), "{again}");
+    assert!(again.stdout.contains("project/my-widgets unchanged"), "{again}");
+    assert_eq!(env.pid(), Some(pid), "a second up started another server");
+    let out = env.aoctl(&["get", "projects", "-o", "name"]);
+    assert_eq!(out.ok().stdout, "project/my-widgets\n", "{out}");
+
+    let down = env.aoctl(&["down"]);
+    down.ok();
+    assert!(down.stdout.contains(&format!("server stopped (pid {pid})")), "{down}");
+    assert!(!env.pid_file().exists(), "down left the pid file");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "the server (pid {pid}) still runs after down");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(env.get("/healthz").await.is_none(), "something still answers on {}", env.server);
+
+    let out = env.aoctl(&["down"]);
+    assert_eq!(out.code, 1, "down without a server is a failure:\n{out}");
+    assert!(out.stderr.contains("no background server"), "{out}");
+
+    // The store outlives the server: up again finds the project it made before.
+    let out = env.aoctl(&["up", repo_arg]);
+    out.ok();
+    assert!(out.stdout.contains("project/my-widgets unchanged"), "{out}");
+}
