@@ -138,7 +138,12 @@ fn decode_yaml_document(source: &str, start: usize, doc: &str) -> Result<AnyObje
     };
     let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(doc).map_err(|e| {
         let loc = e.location();
-        at(loc.as_ref().map(|l| l.line()), loc.as_ref().map(|l| l.column()), None, strip_location(&e.to_string()))
+        let mut msg = strip_location(&e.to_string());
+        let line = loc.as_ref().and_then(|l| doc.lines().nth(l.line().saturating_sub(1)));
+        if line.is_some_and(|l| l.trim_start_matches(' ').starts_with('\t')) {
+            msg.push_str(" (YAML cannot be indented with tabs; use spaces)");
+        }
+        at(loc.as_ref().map(|l| l.line()), loc.as_ref().map(|l| l.column()), None, msg)
     })?;
     let map = value.as_mapping().ok_or_else(|| {
         at(Some(1), None, None, "a manifest must be a mapping with apiVersion, kind, metadata and spec".into())
@@ -163,7 +168,7 @@ fn decode_yaml_document(source: &str, start: usize, doc: &str) -> Result<AnyObje
         }
     };
     if let Some(fe) = object.validate().into_iter().next() {
-        return Err(at(locate(doc, &fe.field), None, Some(fe.field), fe.message));
+        return Err(at(locate_nearest(doc, &fe.field), None, Some(fe.field), fe.message));
     }
     Ok(object)
 }
@@ -248,10 +253,25 @@ fn field_path(p: &serde_path_to_error::Path) -> Option<String> {
 /// Drops the ` at line L column C` suffix and the `path: ` prefix serde_yaml_ng adds: both are
 /// reported in their own fields.
 fn strip_location(msg: &str) -> String {
-    let msg = match msg.rfind(" at line ") {
-        Some(i) if msg[i..].contains(" column ") => &msg[..i],
-        _ => msg,
-    };
+    // Every " at line L column C" goes, wherever it is: the location has its own fields.
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(i) = rest.find(" at line ") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + " at line ".len()..];
+        let digits = |s: &str| s.chars().take_while(char::is_ascii_digit).count();
+        let n = digits(after);
+        let tail = &after[n..];
+        match tail.strip_prefix(" column ") {
+            Some(c) if n > 0 && digits(c) > 0 => rest = &c[digits(c)..],
+            _ => {
+                out.push_str(" at line ");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    let msg = out.as_str();
     match msg.split_once(": ") {
         Some((head, rest)) if !head.is_empty() && !head.contains([' ', '`']) => rest.to_string(),
         _ => msg.to_string(),
@@ -285,6 +305,19 @@ pub fn suggest<'a>(got: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
+}
+
+/// The line of a field path, or of its nearest ancestor present in the document (a missing
+/// required field is reported where it belongs).
+pub fn locate_nearest(doc: &str, path: &str) -> Option<usize> {
+    let mut p = path;
+    loop {
+        if let Some(line) = locate(doc, p) {
+            return Some(line);
+        }
+        let cut = p.rfind(['.', '['])?;
+        p = &p[..cut];
+    }
 }
 
 /// Best-effort line (1-based, within `doc`) of a field path like `spec.notifiers[0].url`.
@@ -392,6 +425,21 @@ mod tests {
             decode_json_valid::<Session>(br#"{"metadata":{"name":"x"},"spec": {"project": "a", "branch": "a..b"}}"#)
                 .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("spec.branch"));
+    }
+
+    #[test]
+    fn syntax_errors_name_the_place_once() {
+        let e = decode_manifests("m.yaml", "kind: Project\nspec:\n\tpath: /x\n").unwrap_err();
+        assert!(e.message.contains("tabs"), "{e}");
+        assert!(!e.message.contains(" at line "), "{e}");
+        assert_eq!(e.line, Some(3));
+    }
+
+    #[test]
+    fn missing_fields_point_at_their_parent() {
+        let doc = "spec:\n  notifiers:\n  - type: webhook\n";
+        assert_eq!(locate(doc, "spec.notifiers[0].url"), None);
+        assert_eq!(locate_nearest(doc, "spec.notifiers[0].url"), Some(3));
     }
 
     #[test]

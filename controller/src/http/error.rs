@@ -113,6 +113,41 @@ impl AppError {
     }
 }
 
+/// Errors axum answers by itself (405, 413, …) get a `Status` body like every other error.
+pub async fn status_for_framework_errors(resp: Response) -> Response {
+    let code = resp.status();
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(code.is_client_error() || code.is_server_error()) || is_json {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 64 << 10).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_string();
+    let reason = match code.as_u16() {
+        405 => "MethodNotAllowed",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        400 | 422 => "BadRequest",
+        404 => "NotFound",
+        c if c >= 500 => "InternalError",
+        _ => "BadRequest",
+    };
+    let message = if text.is_empty() { code.canonical_reason().unwrap_or("error").to_string() } else { text };
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code.as_u16(),
+    });
+    let mut resp = (code, Json(body)).into_response();
+    for (k, v) in parts.headers.iter().filter(|(k, _)| *k == axum::http::header::ALLOW) {
+        resp.headers_mut().insert(k, v.clone());
+    }
+    resp
+}
+
 impl From<axum::extract::rejection::QueryRejection> for AppError {
     fn from(r: axum::extract::rejection::QueryRejection) -> AppError {
         AppError::BadRequest(r.body_text())

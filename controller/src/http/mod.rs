@@ -54,11 +54,13 @@ pub fn router(state: AppState) -> Router {
         .route("/version", get(system::version))
         .route("/openapi.json", get(openapi::document))
         .fallback(|| async { AppError::NoRoute })
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token));
+        // `layer`, not `route_layer`: unknown paths need the token too.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token));
     // Webhooks carry their own HMAC instead of the bearer token.
     Router::new()
         .route("/healthz", get(system::healthz))
         .route("/webhooks/github", axum::routing::post(webhooks::github))
         .merge(api)
+        .layer(axum::middleware::map_response(error::status_for_framework_errors))
         .with_state(state)
 }

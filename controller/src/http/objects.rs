@@ -277,8 +277,9 @@ pub async fn patch(
         return Err(AppError::BadRequest("a merge patch must be a JSON object".into()));
     }
     let pinned = patch.pointer("/metadata/resourceVersion").is_some();
-    // Without a resourceVersion in the patch, a concurrent write is merged again, as Kubernetes does.
-    let mut attempts = 0;
+    // Without a resourceVersion in the patch, a concurrent write is merged again, as Kubernetes does:
+    // every conflict means another write landed, so retrying makes progress.
+    let mut attempts = 0u32;
     loop {
         let mut current = state.store.get(kind, &name).await?;
         if let Some(status) = current.as_object_mut() {
@@ -290,10 +291,24 @@ pub async fn patch(
         let mut obj = decode_body(kind, &merged)?;
         admit(&state, &mut obj).await?;
         match state.store.update(kind, obj.to_value(), opts.clone()).await {
-            Err(StoreError::Conflict { .. }) if !pinned && attempts < 5 => attempts += 1,
+            Err(StoreError::Conflict { .. }) if !pinned && attempts < MAX_PATCH_ATTEMPTS => {
+                attempts += 1;
+                // Spread the retries of many concurrent patches so they stop colliding.
+                let jitter = std::time::Duration::from_micros(rand_micros(attempts));
+                tokio::time::sleep(jitter).await;
+            }
             other => return Ok(Json(other?)),
         }
     }
+}
+
+/// How often an unpinned merge patch is retried after a conflict before giving up.
+const MAX_PATCH_ATTEMPTS: u32 = 64;
+
+/// A pseudo-random pause that grows with the attempt number, up to a few milliseconds.
+fn rand_micros(attempt: u32) -> u64 {
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
+    u64::from(seed % (200 * attempt.min(20)))
 }
 
 pub async fn delete(
