@@ -10,6 +10,7 @@ use aoctl_api::project::Project;
 use aoctl_api::session::{AgentRef, RuntimeKind};
 use aoctl_api::Session;
 use aoctl_runtimes::agents;
+use aoctl_runtimes::docker::DockerRuntime;
 use aoctl_runtimes::process::ProcessRuntime;
 use aoctl_runtimes::tmux::TmuxRuntime;
 use aoctl_runtimes::workspace::Workspaces;
@@ -44,6 +45,7 @@ pub struct Fleet {
     sessions_dir: PathBuf,
     observations: Mutex<HashMap<String, Observation>>,
     prs: Mutex<HashMap<String, PrMemo>>,
+    docker: tokio::sync::Mutex<HashMap<String, Arc<DockerRuntime>>>,
 }
 
 impl Fleet {
@@ -56,24 +58,51 @@ impl Fleet {
             sessions_dir: data_dir.join("sessions"),
             observations: Mutex::new(HashMap::new()),
             prs: Mutex::new(HashMap::new()),
+            docker: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
 
-    /// The runtime of a kind; `docker` is not part of this build.
-    pub fn runtime(&self, kind: RuntimeKind) -> Result<Arc<dyn Runtime>, RuntimeError> {
+    /// The runtime of a kind; for docker, the engine at `host` (`None`: the local default).
+    pub async fn runtime(&self, kind: RuntimeKind, host: Option<&str>) -> Result<Arc<dyn Runtime>, RuntimeError> {
         match kind {
             RuntimeKind::Tmux => Ok(self.tmux.clone()),
             RuntimeKind::Process => Ok(self.process.clone()),
-            RuntimeKind::Docker => Err(RuntimeError::Unavailable {
-                runtime: "docker",
-                message: "the docker runtime is not available in this version; use tmux or process".into(),
-            }),
+            RuntimeKind::Docker => Ok(self.docker(host).await?),
         }
     }
 
-    /// Every runtime this controller can list agents from.
-    pub fn runtimes(&self) -> Vec<Arc<dyn Runtime>> {
-        vec![self.tmux.clone(), self.process.clone()]
+    /// The runtime a session's agent runs in, with its docker engine from its and its project's settings.
+    pub async fn runtime_for(
+        &self,
+        s: &Session,
+        p: Option<&Project>,
+        kind: RuntimeKind,
+    ) -> Result<Arc<dyn Runtime>, RuntimeError> {
+        let host = container_of(s, p).and_then(|d| d.host);
+        self.runtime(kind, host.as_deref()).await
+    }
+
+    /// One connection per docker engine, made on first use and kept.
+    async fn docker(&self, host: Option<&str>) -> Result<Arc<DockerRuntime>, RuntimeError> {
+        let key = host.unwrap_or_default().to_string();
+        let mut engines = self.docker.lock().await;
+        if let Some(d) = engines.get(&key) {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(DockerRuntime::connect(host).await?);
+        engines.insert(key, d.clone());
+        Ok(d)
+    }
+
+    /// Every runtime this controller can list agents from: tmux, process, the local docker engine
+    /// when one answers, and every engine sessions use.
+    pub async fn runtimes(&self) -> Vec<Arc<dyn Runtime>> {
+        let mut all: Vec<Arc<dyn Runtime>> = vec![self.tmux.clone(), self.process.clone()];
+        if let Err(e) = self.docker(None).await {
+            tracing::debug!(error = %e, "no local docker engine");
+        }
+        all.extend(self.docker.lock().await.values().map(|d| d.clone() as Arc<dyn Runtime>));
+        all
     }
 
     /// The folder of a session's controller-side files.
@@ -141,5 +170,22 @@ pub fn input_style(agent: &AgentRef) -> (InputStyle, Option<&'static agents::Ada
             None => (InputStyle::default(), None),
         },
         AgentRef::Custom { .. } => (InputStyle::default(), None),
+    }
+}
+
+/// The session's docker settings over its project's, field by field.
+pub fn container_of(s: &Session, p: Option<&Project>) -> Option<aoctl_api::session::DockerSpec> {
+    let (own, base) = (s.spec.docker.clone(), p.and_then(|p| p.spec.docker.clone()));
+    match (own, base) {
+        (None, b) => b,
+        (Some(o), None) => Some(o),
+        (Some(o), Some(b)) => Some(aoctl_api::session::DockerSpec {
+            image: o.image.or(b.image),
+            cpus: o.cpus.or(b.cpus),
+            memory: o.memory.or(b.memory),
+            pids_limit: o.pids_limit.or(b.pids_limit),
+            network: o.network.or(b.network),
+            host: o.host.or(b.host),
+        }),
     }
 }

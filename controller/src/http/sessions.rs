@@ -44,8 +44,8 @@ pub async fn input(
         let phase = s.status.phase.map_or("Pending", |p| p.as_str());
         return Err(AppError::NotRunning(format!("session \"{name}\" has no running agent (phase {phase})")));
     };
-    let rt = state.fleet.runtime(rt_status.kind)?;
     let project: Option<Project> = state.store.get_typed(&s.spec.project).await.ok();
+    let rt = state.fleet.runtime_for(&s, project.as_ref(), rt_status.kind).await?;
     let (style, adapter) = input_style(&agent_of(&s, project.as_ref()));
     let text = agents::prepare_text(adapter, &req.text);
     let handle = Handle(rt_status.handle.clone());

@@ -39,7 +39,7 @@ pub(super) async fn observe(
 ) -> Result<Action, Error> {
     let name = &s.metadata.name;
     let Some(runtime) = st.runtime.clone() else { return Ok(Action::await_change()) };
-    let rt = ctx.fleet.runtime(runtime.kind)?;
+    let rt = ctx.fleet.runtime_for(s, Some(project), runtime.kind).await?;
     let h = Handle(runtime.handle.clone());
     let len = tokio::fs::metadata(ctx.fleet.transcript(name)).await.map(|m| m.len()).unwrap_or(0);
     let now = Instant::now();

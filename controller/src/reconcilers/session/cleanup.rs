@@ -14,7 +14,14 @@ pub(super) async fn finalize(s: &Session, ctx: &Ctx) -> Result<Action, Error> {
     }
     let name = s.metadata.name.clone();
     // Every runtime is asked, so an agent started under a previous `runtime` value goes too.
-    for rt in ctx.fleet.runtimes() {
+    let project = ctx.store.get_typed::<aoctl_api::Project>(&s.spec.project).await.ok();
+    let mut runtimes = ctx.fleet.runtimes().await;
+    if let Some(r) = s.status.runtime.as_ref() {
+        if let Ok(rt) = ctx.fleet.runtime_for(s, project.as_ref(), r.kind).await {
+            runtimes.push(rt);
+        }
+    }
+    for rt in runtimes {
         let mut handles = vec![];
         if let Some(r) = s.status.runtime.as_ref().filter(|r| r.kind == rt.kind()) {
             handles.push(Handle(r.handle.clone()));

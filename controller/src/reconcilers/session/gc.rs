@@ -14,7 +14,7 @@ pub async fn collect(ctx: &Ctx) -> Result<(usize, usize), Error> {
     // Runtimes and workspaces are listed before the sessions: anything that exists then and has no
     // Session afterwards cannot belong to a Session still being created.
     let mut owned = vec![];
-    for rt in ctx.fleet.runtimes() {
+    for rt in ctx.fleet.runtimes().await {
         for o in rt.list().await? {
             owned.push((rt.clone(), o));
         }

@@ -13,7 +13,7 @@ use aoctl_runtimes::{Handle, LaunchSpec, Probe, Runtime};
 
 use super::{cond, Error};
 use crate::context::Ctx;
-use crate::fleet::agent_of;
+use crate::fleet::{agent_of, container_of};
 
 /// Whether the agent runs, and if not what to do next.
 pub(super) enum Running {
@@ -41,6 +41,7 @@ fn running_as_root() -> bool {
 fn handle_of(s: &Session, st: &SessionStatus, kind: RuntimeKind) -> Option<Handle> {
     match kind {
         RuntimeKind::Tmux => Some(Handle(s.metadata.name.clone())),
+        RuntimeKind::Docker => Some(Handle(format!("aoctl-{}", s.metadata.name))),
         _ => st.runtime.as_ref().filter(|r| r.kind == kind).map(|r| Handle(r.handle.clone())),
     }
 }
@@ -53,7 +54,7 @@ pub(super) async fn ensure_running(
     st: &mut SessionStatus,
     kind: RuntimeKind,
 ) -> Result<Running, Error> {
-    let rt = match ctx.fleet.runtime(kind) {
+    let rt = match ctx.fleet.runtime_for(s, Some(project), kind).await {
         Ok(rt) => rt,
         Err(e) => {
             cond(st, s, types::RUNTIME_READY, ConditionStatus::False, e.reason(), e.to_string());
@@ -166,23 +167,6 @@ pub(super) async fn ensure_running(
     }
 }
 
-/// The session's docker settings over the project's, field by field.
-fn container_of(s: &Session, p: &Project) -> Option<aoctl_api::session::DockerSpec> {
-    let (own, base) = (s.spec.docker.clone(), p.spec.docker.clone());
-    match (own, base) {
-        (None, b) => b,
-        (Some(o), None) => Some(o),
-        (Some(o), Some(b)) => Some(aoctl_api::session::DockerSpec {
-            image: o.image.or(b.image),
-            cpus: o.cpus.or(b.cpus),
-            memory: o.memory.or(b.memory),
-            pids_limit: o.pids_limit.or(b.pids_limit),
-            network: o.network.or(b.network),
-            host: o.host.or(b.host),
-        }),
-    }
-}
-
 fn fmt_code(code: Option<i32>) -> String {
     code.map_or_else(|| "unknown".to_string(), |c| c.to_string())
 }
@@ -226,7 +210,7 @@ async fn start(
         transcript: ctx.fleet.transcript(name),
         cols: 200,
         rows: 50,
-        container: container_of(s, project),
+        container: container_of(s, Some(project)),
     };
     let started = std::time::Instant::now();
     let h = match rt.start(&spec).await {
@@ -312,8 +296,14 @@ async fn deliver_first_prompt(
 }
 
 /// `spec.stopped: true`: the runtime goes, the workspace stays.
-pub(super) async fn stop(s: &Session, ctx: &Ctx, st: &mut SessionStatus, kind: RuntimeKind) -> Result<Action, Error> {
-    if let (Ok(rt), Some(h)) = (ctx.fleet.runtime(kind), handle_of(s, st, kind)) {
+pub(super) async fn stop(
+    s: &Session,
+    project: &Project,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    kind: RuntimeKind,
+) -> Result<Action, Error> {
+    if let (Ok(rt), Some(h)) = (ctx.fleet.runtime_for(s, Some(project), kind).await, handle_of(s, st, kind)) {
         if rt.probe(&h).await? == Probe::Alive {
             rt.stop(&h).await?;
             ctx.metrics.runtime_op(kind, "stop", true);

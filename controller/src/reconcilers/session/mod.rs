@@ -146,7 +146,7 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
     let runtime_kind =
         s.spec.runtime.or(project.spec.defaults.as_ref().and_then(|d| d.runtime)).unwrap_or(RuntimeKind::Tmux);
     if s.spec.stopped {
-        return launch::stop(s, ctx, st, runtime_kind).await;
+        return launch::stop(s, &project, ctx, st, runtime_kind).await;
     }
     let running = match launch::ensure_running(s, &project, &ws, ctx, st, runtime_kind).await? {
         launch::Running::Yes(launch) => activity::observe(s, &project, &launch, ctx, st).await?,

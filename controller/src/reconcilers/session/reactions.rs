@@ -338,7 +338,7 @@ async fn send(
     if seen.is_ok_and(|(t, _)| t.contains(&marker)) {
         return Ok(true);
     }
-    let rt = ctx.fleet.runtime(rt_status.kind)?;
+    let rt = ctx.fleet.runtime_for(s, Some(project), rt_status.kind).await?;
     let (style, adapter) = input_style(&agent_of(s, Some(project)));
     let text = aoctl_runtimes::agents::prepare_text(adapter, &text);
     rt.send(&Handle(rt_status.handle.clone()), &text, &style).await?;
