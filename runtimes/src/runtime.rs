@@ -21,6 +21,9 @@ pub struct LaunchSpec {
     pub env: BTreeMap<String, String>,
     /// File every byte of output is appended to (`aoctl logs`).
     pub transcript: PathBuf,
+    /// The controller's folder for this session (the prompt file lives here). Runtimes that
+    /// isolate files (docker) mount it read-only so `{promptFile}` resolves inside.
+    pub session_dir: PathBuf,
     /// Terminal size.
     pub cols: u16,
     pub rows: u16,

@@ -224,6 +224,7 @@ mod tests {
             command: vec![dir.join("agent.sh").to_string_lossy().into_owned(), "--flag".into()],
             env: BTreeMap::from([("WS".to_string(), dir.to_string_lossy().into_owned())]),
             transcript: dir.join("t.log"),
+            session_dir: dir.join("s"),
             cols: 100,
             rows: 30,
             container,

@@ -166,6 +166,7 @@ fn launch(dir: &Path, session: &str, workdir: PathBuf, command: Vec<String>) -> 
         command,
         env: [("AOCTL_TEST".to_string(), format!("[{session}]"))].into(),
         transcript: dir.join("logs").join(format!("{session}.log")),
+        session_dir: dir.join("sessions").join(session),
         cols: 100,
         rows: 30,
         container: Some(DockerSpec {

@@ -137,6 +137,7 @@ pub(crate) fn spec(dir: &Path, session: &str, command: Vec<String>) -> LaunchSpe
         command,
         env: BTreeMap::from([("AOCTL_TEST".to_string(), format!("[{session}]"))]),
         transcript: dir.join("logs").join(format!("{session}.log")),
+        session_dir: dir.join("sessions").join(session),
         cols: 100,
         rows: 30,
         container: None,

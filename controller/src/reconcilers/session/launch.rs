@@ -208,6 +208,7 @@ async fn start(
         command: launch.command.clone(),
         env,
         transcript: ctx.fleet.transcript(name),
+        session_dir: ctx.fleet.session_dir(name),
         cols: 200,
         rows: 50,
         container: container_of(s, Some(project)),
