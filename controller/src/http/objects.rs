@@ -164,7 +164,7 @@ fn require_json(headers: &HeaderMap, merge_patch: bool) -> Result<(), AppError> 
 
 /// Admission: a Session's project must exist, and the Session is owned by it (deleting the
 /// Project deletes its Sessions).
-async fn admit(state: &AppState, obj: &mut AnyObject) -> Result<(), AppError> {
+async fn admit(state: &AppState, obj: &mut AnyObject, creating: bool) -> Result<(), AppError> {
     let AnyObject::Session(s) = obj else { return Ok(()) };
     let project: Project = match state.store.get_typed(&s.spec.project).await {
         Ok(p) => p,
@@ -177,6 +177,12 @@ async fn admit(state: &AppState, obj: &mut AnyObject) -> Result<(), AppError> {
         }
         Err(e) => return Err(e.into()),
     };
+    // The session controller cleans up before a Session goes; holding its finalizer from the
+    // start saves the controller a write and a round trip on every spawn.
+    let finalizer = crate::reconcilers::session::FINALIZER;
+    if creating && !s.metadata.finalizers.iter().any(|f| f == finalizer) {
+        s.metadata.finalizers.push(finalizer.to_string());
+    }
     let uid = project.metadata.uid.clone().unwrap_or_default();
     let refs = &mut s.metadata.owner_references;
     refs.retain(|r| r.kind != Kind::Project.as_str());
@@ -204,7 +210,7 @@ pub async fn create(
     require_json(&headers, false)?;
     let opts = params.options()?;
     let mut obj = decode_body(kind, &body)?;
-    admit(&state, &mut obj).await?;
+    admit(&state, &mut obj, true).await?;
     let created = state.store.create(kind, obj.to_value(), opts).await?;
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
@@ -256,7 +262,7 @@ pub async fn replace(
     let opts = params.options()?;
     let body = name_from_url(&body, &name)?;
     let mut obj = decode_body(kind, &body)?;
-    admit(&state, &mut obj).await?;
+    admit(&state, &mut obj, false).await?;
     Ok(Json(state.store.update(kind, obj.to_value(), opts).await?))
 }
 
@@ -289,7 +295,7 @@ pub async fn patch(
         let merged = serde_json::to_vec(&current).expect("values serialise");
         let merged = name_from_url(&merged, &name)?;
         let mut obj = decode_body(kind, &merged)?;
-        admit(&state, &mut obj).await?;
+        admit(&state, &mut obj, false).await?;
         match state.store.update(kind, obj.to_value(), opts.clone()).await {
             Err(StoreError::Conflict { .. }) if !pinned && attempts < MAX_PATCH_ATTEMPTS => {
                 attempts += 1;

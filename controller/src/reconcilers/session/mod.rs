@@ -117,7 +117,9 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         setup: project.spec.setup.clone(),
     };
     let fleet = ctx.fleet.clone();
+    let started = std::time::Instant::now();
     let ensured = tokio::task::spawn_blocking(move || fleet.workspaces.ensure(&req)).await?;
+    tracing::debug!(took = ?started.elapsed(), "workspace ensured");
     let ws = match ensured {
         Ok(ws) => ws,
         Err(e) => {
