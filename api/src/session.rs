@@ -423,8 +423,9 @@ pub mod reasons {
     pub const AGENT_CONFIG_INVALID: &str = "AgentConfigInvalid";
     /// `RuntimeReady=False`: the runtime kind is not available to this controller.
     pub const RUNTIME_UNAVAILABLE: &str = "RuntimeUnavailable";
-    /// `RuntimeReady` reasons that no retry will fix without a change: the phase is `Failed`.
-    pub const PERMANENT: &[&str] = &[AGENT_EXITED, AGENT_CONFIG_INVALID, RUNTIME_UNAVAILABLE];
+    /// `RuntimeReady` reasons that no retry will fix without a change: the phase is `Failed`. An
+    /// unavailable runtime (a docker engine that is down) is retried instead.
+    pub const PERMANENT: &[&str] = &[AGENT_EXITED, AGENT_CONFIG_INVALID];
 }
 
 impl SessionStatus {

@@ -14,16 +14,31 @@ pub fn to_text(bytes: &[u8]) -> String {
     let s = String::from_utf8_lossy(bytes);
     let mut out = String::with_capacity(s.len());
     let mut line = String::new();
+    // A carriage return overwrites the line only once something is written after it: agents end
+    // lines with `\r\r\n` too.
+    let mut returned = false;
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
             '\x1b' => match chars.next() {
-                // CSI: parameters and intermediates, then one final byte in @..~.
+                // CSI: parameters and intermediates, then one final byte in @..~. Cursor moves to
+                // the right (`C`) and to a column (`G`) become spaces, so words stay apart.
                 Some('[') => {
+                    let mut params = String::new();
                     for n in chars.by_ref() {
                         if ('@'..='~').contains(&n) {
+                            let count: usize = params.parse().unwrap_or(1).min(500);
+                            match n {
+                                'C' => line.extend(std::iter::repeat_n(' ', count)),
+                                'G' if line.chars().count() < count => {
+                                    let pad = count - 1 - line.chars().count().min(count - 1);
+                                    line.extend(std::iter::repeat_n(' ', pad));
+                                }
+                                _ => {}
+                            }
                             break;
                         }
+                        params.push(n);
                     }
                 }
                 // OSC, DCS, SOS, PM, APC: up to BEL or ST (ESC \).
@@ -43,18 +58,23 @@ pub fn to_text(bytes: &[u8]) -> String {
                 }
                 _ => {}
             },
-            '\r' if chars.peek() == Some(&'\n') => {}
-            '\r' => line.clear(),
+            '\r' => returned = true,
             '\n' => {
                 out.push_str(line.trim_end());
                 out.push('\n');
                 line.clear();
+                returned = false;
             }
             '\x08' => {
                 line.pop();
             }
             c if c.is_control() && c != '\t' => {}
-            c => line.push(c),
+            c => {
+                if std::mem::take(&mut returned) {
+                    line.clear();
+                }
+                line.push(c);
+            }
         }
     }
     out.push_str(&line);
@@ -105,6 +125,8 @@ mod tests {
     fn strips_escapes_and_applies_carriage_returns() {
         let raw = b"\x1b[1;32mgreen\x1b[0m text\r\n\x1b]0;title\x07progress 10%\rprogress 100%\nab\x08c\n";
         assert_eq!(to_text(raw), "green text\nprogress 100%\nac\n");
+        assert_eq!(to_text(b"kept\r\r\nnext\r\n"), "kept\nnext\n");
+        assert_eq!(to_text(b"Claude\x1b[1CCode\x1b[20Gv2\n"), "Claude Code        v2\n");
     }
 
     #[test]

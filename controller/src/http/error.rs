@@ -24,6 +24,8 @@ pub enum AppError {
     NoRoute,
     #[error("Unauthorized: a valid bearer token is required")]
     Unauthorized,
+    #[error("Unauthorized: X-Hub-Signature-256 is missing or does not match the webhook secret of a project for this repository")]
+    BadSignature,
     #[error("{0}")]
     UnsupportedMediaType(String),
     #[error("the server is starting; try again shortly")]
@@ -44,7 +46,7 @@ impl AppError {
             AppError::Decode(_) | AppError::BadRequest(_) => (400, "BadRequest"),
             AppError::Invalid { .. } => (422, "Invalid"),
             AppError::NoRoute => (404, "NotFound"),
-            AppError::Unauthorized => (401, "Unauthorized"),
+            AppError::Unauthorized | AppError::BadSignature => (401, "Unauthorized"),
             AppError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
             AppError::NotReady => (503, "ServiceUnavailable"),
             AppError::NotRunning(_) => (409, "Conflict"),

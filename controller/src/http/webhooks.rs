@@ -28,7 +28,7 @@ pub async fn github(
         .ok_or_else(|| AppError::BadRequest("the X-GitHub-Event header is missing".into()))?
         .to_string();
     let Some(signature) = header(&headers, "x-hub-signature-256") else {
-        return Err(AppError::Unauthorized);
+        return Err(AppError::BadSignature);
     };
     // The secret is the one of the project the delivery is about.
     let repository = serde_json::from_slice::<Value>(&body)
@@ -46,7 +46,7 @@ pub async fn github(
         })
         .collect();
     if verified.is_empty() {
-        return Err(AppError::Unauthorized);
+        return Err(AppError::BadSignature);
     }
     let parsed = webhook::parse(&event, &body).map_err(|e| AppError::BadRequest(e.to_string()))?;
     let ev = match parsed {

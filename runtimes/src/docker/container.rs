@@ -1,5 +1,6 @@
 //! What a session's container is made of: its name, labels, mounts, user, limits and hardening,
-//! built from a `LaunchSpec` with no engine call, so all of it is unit-tested.
+//! built from a `LaunchSpec` with no engine call, so all of it is unit-tested. Host paths in the
+//! command and environment are rewritten by [`PathMap`] to where their folder is mounted.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -12,6 +13,8 @@ use crate::runtime::{LaunchSpec, RuntimeError};
 
 /// Where the workspace is mounted in every container, and the agent's working directory.
 pub(super) const WORKSPACE: &str = "/workspace";
+/// Where the controller's folder for the session (prompt file, transcript) is mounted, read-only.
+pub(super) const SESSION_DIR: &str = "/aoctl/session";
 
 pub(super) const LABEL_SESSION: &str = "ao.dev/session";
 pub(super) const LABEL_PROJECT: &str = "ao.dev/project";
@@ -79,13 +82,22 @@ pub(super) fn create_body(spec: &LaunchSpec, meta: &Meta) -> Result<ContainerCre
     if !workdir.is_dir() {
         return Err(start_failed(format!("working directory {} is not a directory", workdir.display())));
     }
-    let host_dirs = [spec.workdir.clone(), workdir.clone()];
-    let inside = |s: &str| in_container(s, &host_dirs);
-
-    let mut mounts = vec![bind(&workdir, Path::new(WORKSPACE))];
-    if let Some(common) = worktree_common_dir(&workdir) {
-        mounts.push(bind(&common, &common));
+    let mut mounts = vec![bind(&workdir, Path::new(WORKSPACE), false)];
+    let mut paths = PathMap::default();
+    paths.add(&spec.workdir, WORKSPACE);
+    paths.add(&workdir, WORKSPACE);
+    if let Some(session_dir) = session_dir(&spec.session_dir)? {
+        mounts.push(bind(&session_dir, Path::new(SESSION_DIR), true));
+        paths.add(&spec.session_dir, SESSION_DIR);
+        if let Ok(absolute) = std::path::absolute(&spec.session_dir) {
+            paths.add(&absolute, SESSION_DIR);
+        }
+        paths.add(&session_dir, SESSION_DIR);
     }
+    if let Some(common) = worktree_common_dir(&workdir) {
+        mounts.push(bind(&common, &common, false));
+    }
+    let inside = |s: &str| paths.apply(s);
     let mut env: BTreeMap<String, String> = spec.env.iter().map(|(k, v)| (k.clone(), inside(v))).collect();
     env.entry("TERM".into()).or_insert_with(|| "xterm-256color".into());
     let limits = docker.cloned().unwrap_or_default();
@@ -139,30 +151,61 @@ pub(super) fn create_body(spec: &LaunchSpec, meta: &Meta) -> Result<ContainerCre
     })
 }
 
-/// A read-write bind mount of host `source` at `target`.
-fn bind(source: &Path, target: &Path) -> Mount {
+/// A bind mount of host `source` at `target`.
+fn bind(source: &Path, target: &Path, read_only: bool) -> Mount {
     Mount {
         source: Some(source.to_string_lossy().into_owned()),
         target: Some(target.to_string_lossy().into_owned()),
         typ: Some(MountType::BIND),
-        read_only: Some(false),
+        read_only: Some(read_only),
         ..Default::default()
     }
 }
 
-/// `s` as the container sees it: a host path in the workspace becomes the same path under
-/// [`WORKSPACE`]; anything else is unchanged.
-pub(super) fn in_container(s: &str, host_dirs: &[PathBuf]) -> String {
-    for dir in host_dirs {
-        let Some(dir) = dir.to_str().map(|d| d.trim_end_matches('/')).filter(|d| !d.is_empty()) else { continue };
-        if s == dir {
-            return WORKSPACE.into();
-        }
-        if let Some(rest) = s.strip_prefix(dir).filter(|r| r.starts_with('/')) {
-            return format!("{WORKSPACE}{rest}");
+/// The session folder to mount, resolved; `None` when the launch names none. It must exist (the
+/// runtime creates it before it builds the body).
+fn session_dir(dir: &Path) -> Result<Option<PathBuf>, RuntimeError> {
+    if dir.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let resolved = dir
+        .canonicalize()
+        .map_err(|e| start_failed(format!("session folder {} cannot be used: {e}", dir.display())))?;
+    if !resolved.is_dir() {
+        return Err(start_failed(format!("session folder {} is not a directory", resolved.display())));
+    }
+    Ok(Some(resolved))
+}
+
+/// Host folders mounted in the container and where they appear inside, to rewrite the paths an
+/// agent's arguments and environment name.
+#[derive(Debug, Default)]
+pub(super) struct PathMap {
+    dirs: Vec<(String, &'static str)>,
+}
+
+impl PathMap {
+    /// Host folder `host` (one spelling of it: as given, absolute, resolved) is `target` inside.
+    pub fn add(&mut self, host: &Path, target: &'static str) {
+        let Some(host) = host.to_str().map(|d| d.trim_end_matches('/')).filter(|d| !d.is_empty()) else { return };
+        if !self.dirs.iter().any(|(d, _)| d == host) {
+            self.dirs.push((host.to_string(), target));
         }
     }
-    s.to_string()
+
+    /// `s` as the container sees it: a host path in a mounted folder becomes the same path under
+    /// its mount point (the deepest folder wins); anything else is unchanged.
+    pub fn apply(&self, s: &str) -> String {
+        let hit = self
+            .dirs
+            .iter()
+            .filter(|(dir, _)| s == dir || s.strip_prefix(dir.as_str()).is_some_and(|r| r.starts_with('/')))
+            .max_by_key(|(dir, _)| dir.len());
+        match hit {
+            Some((dir, target)) => format!("{target}{}", &s[dir.len()..]),
+            None => s.to_string(),
+        }
+    }
 }
 
 /// For a git worktree (its `.git` is a file pointing into the main repository), the main
@@ -245,7 +288,9 @@ mod tests {
             pids_limit: Some(128),
             ..Default::default()
         };
-        let body = create_body(&spec(dir.path(), Some(docker)), &meta(dir.path())).unwrap();
+        let spec = spec(dir.path(), Some(docker));
+        std::fs::create_dir_all(&spec.session_dir).unwrap();
+        let body = create_body(&spec, &meta(dir.path())).unwrap();
         let host = body.host_config.clone().unwrap();
         assert_eq!(host.nano_cpus, Some(1_500_000_000));
         assert_eq!(host.memory, Some(256 << 20));
@@ -275,12 +320,62 @@ mod tests {
 
     #[test]
     fn workspace_paths_are_translated_at_path_boundaries_only() {
-        let dirs = [PathBuf::from("/srv/ws/a"), PathBuf::from("/real/ws/a/")];
-        assert_eq!(in_container("/srv/ws/a", &dirs), "/workspace");
-        assert_eq!(in_container("/srv/ws/a/src/x.rs", &dirs), "/workspace/src/x.rs");
-        assert_eq!(in_container("/real/ws/a/b", &dirs), "/workspace/b");
-        assert_eq!(in_container("/srv/ws/ab", &dirs), "/srv/ws/ab");
-        assert_eq!(in_container("claude", &dirs), "claude");
+        let mut paths = PathMap::default();
+        paths.add(Path::new("/srv/ws/a"), WORKSPACE);
+        paths.add(Path::new("/real/ws/a/"), WORKSPACE);
+        assert_eq!(paths.apply("/srv/ws/a"), "/workspace");
+        assert_eq!(paths.apply("/srv/ws/a/src/x.rs"), "/workspace/src/x.rs");
+        assert_eq!(paths.apply("/real/ws/a/b"), "/workspace/b");
+        assert_eq!(paths.apply("/srv/ws/ab"), "/srv/ws/ab");
+        assert_eq!(paths.apply("claude"), "claude");
+    }
+
+    #[test]
+    fn the_deepest_mounted_folder_wins() {
+        let mut paths = PathMap::default();
+        paths.add(Path::new("/data"), WORKSPACE);
+        paths.add(Path::new("/data/sessions/x"), SESSION_DIR);
+        assert_eq!(paths.apply("/data/sessions/x/prompt.md"), "/aoctl/session/prompt.md");
+        assert_eq!(paths.apply("/data/sessions/x"), "/aoctl/session");
+        assert_eq!(paths.apply("/data/sessions/xy"), "/workspace/sessions/xy");
+    }
+
+    #[test]
+    fn session_folder_is_mounted_read_only_and_its_paths_translated() {
+        let dir = tempfile::tempdir().unwrap();
+        let docker = DockerSpec { image: Some("img:tag".into()), ..Default::default() };
+        let mut spec = spec(dir.path(), Some(docker));
+        std::fs::create_dir_all(&spec.session_dir).unwrap();
+        let prompt = spec.session_dir.join("prompt.md").to_string_lossy().into_owned();
+        spec.command = vec!["sh".into(), "./scripts/agent".into(), prompt.clone(), format!("{prompt}x/../y")];
+        spec.env.insert("PROMPT".into(), prompt);
+        spec.env.insert("DIR".into(), spec.session_dir.to_string_lossy().into_owned());
+        let body = create_body(&spec, &meta(dir.path())).unwrap();
+        assert_eq!(body.entrypoint, Some(vec!["sh".to_string()]));
+        let args = ["./scripts/agent", "/aoctl/session/prompt.md", "/aoctl/session/prompt.mdx/../y"];
+        assert_eq!(body.cmd, Some(args.map(String::from).to_vec()));
+        let env = body.env.unwrap();
+        assert!(env.contains(&"PROMPT=/aoctl/session/prompt.md".to_string()), "{env:?}");
+        assert!(env.contains(&"DIR=/aoctl/session".to_string()), "{env:?}");
+        let mounts = body.host_config.unwrap().mounts.unwrap();
+        let session = mounts.iter().find(|m| m.target.as_deref() == Some(SESSION_DIR)).expect("a session mount");
+        let source = spec.session_dir.canonicalize().unwrap();
+        assert_eq!(session.source.as_deref(), source.to_str());
+        assert_eq!((session.typ, session.read_only), (Some(MountType::BIND), Some(true)));
+        let workspace = mounts.iter().find(|m| m.target.as_deref() == Some(WORKSPACE)).expect("a workspace mount");
+        assert_eq!(workspace.read_only, Some(false));
+    }
+
+    #[test]
+    fn a_missing_session_folder_is_an_error_and_none_is_no_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let docker = DockerSpec { image: Some("img:tag".into()), ..Default::default() };
+        let mut spec = spec(dir.path(), Some(docker));
+        let err = create_body(&spec, &meta(dir.path())).unwrap_err().to_string();
+        assert!(err.contains("session folder") && err.contains("cannot be used"), "{err}");
+        spec.session_dir = PathBuf::new();
+        let mounts = create_body(&spec, &meta(dir.path())).unwrap().host_config.unwrap().mounts.unwrap();
+        assert_eq!(mounts.len(), 1, "{mounts:?}");
     }
 
     #[test]

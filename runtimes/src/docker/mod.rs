@@ -6,8 +6,13 @@
 //! path, the transcript offset and the terminal size a re-attaching runtime needs. The workspace
 //! is bind-mounted at `/workspace`, the working directory; a git worktree also gets its main
 //! repository's `.git` folder mounted at the same absolute path, so the worktree's `gitdir:` link
-//! resolves inside. Arguments and environment values naming a path in the workspace are rewritten
-//! to the same path under `/workspace`. The agent runs as the uid:gid owning the workspace, with
+//! resolves inside. The controller's folder for the session (`LaunchSpec::session_dir`, where the
+//! prompt file `{promptFile}` lives, outside the workspace) is mounted read-only at
+//! `/aoctl/session`. Arguments and environment values naming a path in the workspace or the
+//! session folder are rewritten to the same path under `/workspace` or `/aoctl/session` (whole
+//! values only: `--file=/host/path` is passed as is). A relative program or argument is left
+//! alone, so `./scripts/agent` resolves against the working directory `/workspace` and a bare
+//! name against the image's `PATH`. The agent runs as the uid:gid owning the workspace, with
 //! an init process (so SIGTERM stops it), a TTY and open stdin, no capabilities,
 //! `no-new-privileges`, network `none` unless the spec names one, and the spec's CPU, memory and
 //! PID limits.
@@ -332,6 +337,10 @@ impl DockerRuntime {
             .map_err(|e| RuntimeError::Io { path: spec.transcript.clone(), source: e })?;
         if let Some(dir) = transcript.parent() {
             std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Io { path: dir.to_path_buf(), source: e })?;
+        }
+        if !spec.session_dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(&spec.session_dir)
+                .map_err(|e| RuntimeError::Io { path: spec.session_dir.clone(), source: e })?;
         }
         let offset = std::fs::metadata(&transcript).map(|m| m.len()).unwrap_or(0);
         let meta = Meta { transcript, offset, cols: spec.cols.max(1), rows: spec.rows.max(1) };

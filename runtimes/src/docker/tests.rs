@@ -238,7 +238,50 @@ async fn docker_agent_edits_the_workspace_as_its_owner_in_a_hardened_container()
     assert_eq!(workspace["Type"], "bind");
     assert_eq!(workspace["Source"], spec.workdir.canonicalize().unwrap().to_str().unwrap());
     assert_eq!(workspace["RW"], true);
-    assert_eq!(c["Mounts"].as_array().unwrap().len(), 1, "a plain folder needs no .git mount");
+    let session = mount(&c, "/aoctl/session");
+    assert_eq!(session["Source"], spec.session_dir.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(session["RW"], false);
+    assert_eq!(c["Mounts"].as_array().unwrap().len(), 2, "a plain folder needs no .git mount");
+}
+
+/// Reads the prompt file named by its first argument, shows where it found it, and fails to write
+/// into the session folder, which is read-only.
+const PROMPT_READER: &str = r#"#!/bin/sh
+echo "prompt at $1 (env $AOCTL_PROMPT): $(head -n 1 "$1")"
+if echo x > "$(dirname "$1")/scribble" 2>/dev/null; then echo "session folder writable"; else echo "session folder read-only"; fi
+echo ready
+exec sleep 1000
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_agent_reads_its_prompt_file_from_the_read_only_session_folder() {
+    let Some(bench) = Bench::new().await else { return };
+    let mut spec = bench.spec("prompt", PROMPT_READER);
+    // The controller writes the prompt into its session folder, outside the workspace, and names
+    // it by its host path; a relative program resolves against /workspace.
+    std::fs::create_dir_all(&spec.session_dir).unwrap();
+    let prompt = spec.session_dir.join("prompt.md");
+    std::fs::write(&prompt, "Fix the login loop\nsecond line\n").unwrap();
+    let prompt = prompt.to_string_lossy().into_owned();
+    spec.command = vec!["sh".into(), "./agent.sh".into(), prompt.clone()];
+    spec.env.insert("AOCTL_PROMPT".into(), prompt);
+    let handle = bench.start(&spec).await;
+    transcript_has(&spec, "prompt at /aoctl/session/prompt.md (env /aoctl/session/prompt.md): Fix the login loop\r\n")
+        .await;
+    transcript_has(&spec, "session folder read-only").await;
+    assert!(!spec.session_dir.join("scribble").exists());
+    let c = inspect(&handle.0);
+    assert_eq!(c["Config"]["Cmd"], serde_json::json!(["./agent.sh", "/aoctl/session/prompt.md"]));
+    assert_eq!(c["Config"]["Entrypoint"], serde_json::json!(["sh"]));
+
+    // A session folder that does not exist yet is created, so the mount never fails.
+    let mut spec = bench.spec("fresh-dir", PROMPT_READER);
+    spec.session_dir = bench.dir.path().join("not-yet").join(&spec.session);
+    let missing = spec.session_dir.join("prompt.md").to_string_lossy().into_owned();
+    spec.command = vec!["sh".into(), "./agent.sh".into(), missing];
+    bench.start(&spec).await;
+    assert!(spec.session_dir.is_dir());
+    transcript_has(&spec, "prompt at /aoctl/session/prompt.md").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

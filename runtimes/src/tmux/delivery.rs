@@ -8,7 +8,8 @@
 //!    way, so line wrapping and padding inside a text-UI box do not hide it.
 //! 2. The text is typed (literally, or as one bracketed paste), then the screen is polled for up to
 //!    `verify_timeout` until the needle is *visible*: the cursor's line holds it, or it appears on
-//!    the screen more often than before typing (so an old copy of the same words does not count).
+//!    the screen — or among its last lines, where typed text lands — more often than before
+//!    typing (so an old copy of the same words does not count, even as it scrolls away).
 //! 3. After `submit_delay` the screen is snapshotted and the submit key is pressed.
 //! 4. If the needle was visible, the message counts as submitted once the screen differs from the
 //!    snapshot *and* the cursor's line no longer holds the needle. When that has not happened
@@ -78,8 +79,14 @@ pub(crate) async fn deliver<T: Terminal + ?Sized>(
     let before_count = occurrences(&before.text, &needle);
     term.type_text(&text, multi_line && style.bracketed_paste).await?;
 
+    // Near the bottom, where typed text lands: counting there still works when the screen is full
+    // and an older copy of the same words scrolls off the top as the new one appears.
+    let bottom = text.lines().count() + 8;
+    let before_bottom = occurrences(&last_lines(&before.text, bottom), &needle);
     let visible = poll(term, style.verify_timeout, |s| {
-        occurrences(&s.cursor_line, &needle) > 0 || occurrences(&s.text, &needle) > before_count
+        occurrences(&s.cursor_line, &needle) > 0
+            || occurrences(&s.text, &needle) > before_count
+            || occurrences(&last_lines(&s.text, bottom), &needle) > before_bottom
     })
     .await?
     .is_some();
@@ -164,6 +171,12 @@ pub(crate) fn needle(text: &str) -> String {
 /// `s` without whitespace and control characters.
 fn squash(s: &str) -> String {
     s.chars().filter(|c| !c.is_whitespace() && !c.is_control()).collect()
+}
+
+/// The last `n` non-blank lines of a screen.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// How often the squashed `needle` occurs in the squashed `hay`.

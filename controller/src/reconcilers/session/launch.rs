@@ -59,7 +59,7 @@ pub(super) async fn ensure_running(
         Err(e) => {
             cond(st, s, types::RUNTIME_READY, ConditionStatus::False, e.reason(), e.to_string());
             cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the runtime is unavailable");
-            return Ok(Running::Wait(Action::await_change()));
+            return Ok(Running::Wait(Action::requeue(Duration::from_secs(15))));
         }
     };
     let name = &s.metadata.name;
@@ -145,7 +145,9 @@ pub(super) async fn ensure_running(
                 let elapsed = (chrono::Utc::now() - since).to_std().unwrap_or_default();
                 if elapsed < delay {
                     let msg = format!("{what}; restarting in {}s", (delay - elapsed).as_secs().max(1));
-                    cond(st, s, types::RUNTIME_READY, ConditionStatus::False, "BackOff", msg);
+                    cond(st, s, types::RUNTIME_READY, ConditionStatus::False, "BackOff", msg.clone());
+                    cond(st, s, types::READY, ConditionStatus::False, "BackOff", msg);
+                    cond(st, s, types::AGENT_ACTIVE, ConditionStatus::False, "BackOff", what);
                     return Ok(Running::Wait(Action::requeue(delay - elapsed)));
                 }
             }
@@ -158,7 +160,9 @@ pub(super) async fn ensure_running(
         }
         // Never started, resumed after a stop, or exited while stopped.
         _ => {
-            if let Some(h) = &handle {
+            // Only a dead agent is cleared away: a Missing one may be appearing right now, started
+            // by a controller that was killed mid-start, and `start` then finds it.
+            if let (Some(h), Probe::Exited(_)) = (&handle, probe) {
                 rt.stop(h).await?;
             }
             let restarts = st.runtime.as_ref().map_or(0, |r| r.restarts);
@@ -193,6 +197,7 @@ async fn start(
     }
     tokio::fs::write(ctx.fleet.prompt_file(name), prompt).await.map_err(io)?;
     let _ = tokio::fs::remove_file(ctx.fleet.delivered_marker(name)).await;
+    let _ = tokio::fs::remove_file(dir.join("sending")).await;
     if let (Some(adapter), Some(home)) = (launch.adapter, std::env::var_os("HOME")) {
         if let Err(e) = agents::prepare_home(adapter, home.as_ref(), ctx.fleet.workspaces.root()) {
             tracing::warn!(error = %e, session = %name, "could not prepare the agent's settings");
@@ -216,13 +221,15 @@ async fn start(
     let started = std::time::Instant::now();
     let h = match rt.start(&spec).await {
         Ok(h) => h,
-        Err(e) => {
-            ctx.metrics.runtime_op(kind, "start", false);
-            cond(st, s, types::RUNTIME_READY, ConditionStatus::False, e.reason(), e.to_string());
-            cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the agent could not be started");
-            ctx.recorder.publish(s, EventType::Warning, "StartFailed", &e.to_string()).await;
-            return Err(e.into());
+        // Started meanwhile by a controller killed mid-start: adopt it, never start a second.
+        Err(e) if handle_of(s, st, kind).is_some() => {
+            let h = handle_of(s, st, kind).expect("checked above");
+            if rt.probe(&h).await? != Probe::Alive {
+                return fail_start(s, ctx, st, kind, e).await;
+            }
+            h
         }
+        Err(e) => return fail_start(s, ctx, st, kind, e).await,
     };
     ctx.metrics.runtime_op(kind, "start", true);
     tracing::debug!(session = %name, took = ?started.elapsed(), "runtime started");
@@ -256,6 +263,21 @@ async fn start(
         return Ok(Running::Wait(Action::requeue(Duration::from_millis(300))));
     }
     Ok(Running::Yes(Box::new(launch)))
+}
+
+/// Records a failed start and hands the error to the engine's backoff.
+async fn fail_start(
+    s: &Session,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    kind: RuntimeKind,
+    e: aoctl_runtimes::RuntimeError,
+) -> Result<Running, Error> {
+    ctx.metrics.runtime_op(kind, "start", false);
+    cond(st, s, types::RUNTIME_READY, ConditionStatus::False, e.reason(), e.to_string());
+    cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the agent could not be started");
+    ctx.recorder.publish(s, EventType::Warning, "StartFailed", &e.to_string()).await;
+    Err(e.into())
 }
 
 /// Types the first prompt once the agent is ready, answering first-run dialogs on the way.
@@ -294,6 +316,25 @@ async fn deliver_first_prompt(
     tokio::fs::write(&marker, b"").await.map_err(io)?;
     ctx.recorder.publish(s, EventType::Normal, "PromptDelivered", "the first prompt was typed and submitted").await;
     Ok(Running::Yes(Box::new(launch)))
+}
+
+/// Stops an agent whose workspace was re-created under it; the next step restarts it.
+pub(super) async fn stop_for_new_workspace(
+    s: &Session,
+    project: &Project,
+    ctx: &Ctx,
+    st: &SessionStatus,
+    kind: RuntimeKind,
+) -> Result<(), Error> {
+    let rt = ctx.fleet.runtime_for(s, Some(project), kind).await?;
+    if let Some(h) = handle_of(s, st, kind) {
+        if rt.probe(&h).await? == Probe::Alive {
+            rt.stop(&h).await?;
+            let msg = "the workspace was re-created; the agent is restarted in it";
+            ctx.recorder.publish(s, EventType::Warning, "WorkspaceRecreated", msg).await;
+        }
+    }
+    Ok(())
 }
 
 /// `spec.stopped: true`: the runtime goes, the workspace stays.

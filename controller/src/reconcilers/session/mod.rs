@@ -137,7 +137,7 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         let msg = format!("{} on branch {}", ws.path.display(), ws.branch);
         ctx.recorder.publish(s, EventType::Normal, "WorkspaceCreated", &msg).await;
     }
-    let msg = format!("{:?} at {} on branch {}", kind, ws.path.display(), ws.branch).to_lowercase();
+    let msg = format!("{} at {} on branch {}", kind.as_str(), ws.path.display(), ws.branch);
     cond(st, s, types::WORKSPACE_READY, ConditionStatus::True, "WorkspaceReady", msg);
     st.workspace = Some(WorkspaceStatus {
         path: ws.path.display().to_string(),
@@ -150,8 +150,16 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
     if s.spec.stopped {
         return launch::stop(s, &project, ctx, st, runtime_kind).await;
     }
+    if ws.created && st.runtime.is_some() {
+        // The workspace was made again (deleted from outside): an agent still running sits in a
+        // folder that no longer exists, so it is stopped and restarted in the new one.
+        launch::stop_for_new_workspace(s, &project, ctx, st, runtime_kind).await?;
+    }
     let running = match launch::ensure_running(s, &project, &ws, ctx, st, runtime_kind).await? {
-        launch::Running::Yes(launch) => activity::observe(s, &project, &launch, ctx, st).await?,
+        launch::Running::Yes(launch) => {
+            reactions::finish_interrupted(s, &project, ctx, st).await?;
+            activity::observe(s, &project, &launch, ctx, st).await?
+        }
         launch::Running::Wait(action) => action,
     };
     let tracked = pr::track(s, &project, &ws, ctx, st).await?;

@@ -218,6 +218,10 @@ pub(super) async fn react(
     let all = effective(s, project);
     let now = Time::now();
     let due = due(s, st, tracked).await;
+    if !due.is_empty() {
+        let keys: Vec<&str> = due.iter().map(|d| d.key).collect();
+        tracing::debug!(due = ?keys, "reactions due");
+    }
     let mut next: Option<Duration> = None;
     // An episode ends when its condition no longer holds: the next occurrence starts afresh.
     let keys: Vec<&str> = due.iter().map(|d| d.key).collect();
@@ -285,6 +289,28 @@ pub(super) async fn react(
     Ok(next)
 }
 
+/// Exists while a reaction's message is being typed into the agent; holds the submit key.
+const SENDING: &str = "sending";
+
+/// Finishes a message a killed controller typed but may not have submitted: presses its submit
+/// key once. On an agent that did get it, that is an empty line, which agents ignore.
+pub(super) async fn finish_interrupted(
+    s: &Session,
+    project: &Project,
+    ctx: &Ctx,
+    st: &SessionStatus,
+) -> Result<(), Error> {
+    let pending = ctx.fleet.session_dir(&s.metadata.name).join(SENDING);
+    let Ok(key) = tokio::fs::read_to_string(&pending).await else { return Ok(()) };
+    let Some(rt_status) = st.runtime.as_ref() else { return Ok(()) };
+    let rt = ctx.fleet.runtime_for(s, Some(project), rt_status.kind).await?;
+    let key = if key.trim().is_empty() { "Enter" } else { key.trim() };
+    rt.keys(&Handle(rt_status.handle.clone()), &[key]).await?;
+    tokio::fs::remove_file(&pending).await.map_err(|e| Error::Io { path: pending.clone(), source: e })?;
+    ctx.recorder.publish(s, EventType::Normal, "SentToAgent", "submitted a message typed before a restart").await;
+    Ok(())
+}
+
 fn min(a: Option<Duration>, b: Duration) -> Option<Duration> {
     Some(a.map_or(b, |a| a.min(b)))
 }
@@ -335,13 +361,23 @@ async fn send(
     let marker = text.split_whitespace().next().unwrap_or_default().to_string();
     let path = ctx.fleet.transcript(&s.metadata.name);
     let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None)).await?;
-    if seen.is_ok_and(|(t, _)| t.contains(&marker)) {
-        return Ok(true);
-    }
     let rt = ctx.fleet.runtime_for(s, Some(project), rt_status.kind).await?;
     let (style, adapter) = input_style(&agent_of(s, Some(project)));
+    let typed_before = seen.is_ok_and(|(t, _)| t.contains(&marker));
+    tracing::debug!(reaction = d.key, %marker, typed_before, "sending to the agent");
+    if typed_before {
+        // Typed before a crash; `finish_interrupted` pressed submit if it was not.
+        return Ok(true);
+    }
     let text = aoctl_runtimes::agents::prepare_text(adapter, &text);
-    rt.send(&Handle(rt_status.handle.clone()), &text, &style).await?;
+    // While typing, a file says so: a controller killed between typing and submitting finds it
+    // on its next reconcile and presses the submit key (see `finish_interrupted`).
+    let pending = ctx.fleet.session_dir(&s.metadata.name).join(SENDING);
+    let io = |e: std::io::Error| Error::Io { path: pending.clone(), source: e };
+    tokio::fs::write(&pending, style.submit_key.as_bytes()).await.map_err(io)?;
+    let sent = rt.send(&Handle(rt_status.handle.clone()), &text, &style).await;
+    tokio::fs::remove_file(&pending).await.map_err(io)?;
+    sent?;
     let from = tracked.webhook_at.or(tracked.facts.as_ref().map(|f| f.at)).unwrap_or_else(Instant::now);
     ctx.metrics.feedback_latency.with_label_values(&[d.key]).observe(from.elapsed().as_secs_f64());
     ctx.recorder.publish(s, EventType::Normal, "SentToAgent", &format!("{}: {}", d.key, d.title)).await;
