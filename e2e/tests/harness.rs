@@ -560,3 +560,71 @@ impl WatchStream {
         }
     }
 }
+
+impl Server {
+    /// Like [`Server::start`], with `env` added to the server's environment, which the agents'
+    /// tmux server and the agents inherit (say, a `PATH` holding an agent CLI the test installed).
+    /// A [`Server::restart`] starts the process without them.
+    pub async fn start_with_env(env: &[(&str, &std::ffi::OsStr)]) -> Server {
+        let tmp = tempfile::Builder::new().prefix("aoctl-e2e-").tempdir().expect("tempdir");
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&home).expect("create HOME");
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("HTTP client");
+        let mut s = Server {
+            data_dir: tmp.path().join("data"),
+            log: tmp.path().join("server.log"),
+            home,
+            port: 0,
+            base: String::new(),
+            opts: Options::default(),
+            child: None,
+            http,
+            tmp,
+        };
+        for _ in 0..5 {
+            s.port = free_port();
+            s.base = format!("http://127.0.0.1:{}", s.port);
+            let mut cmd = command(&s.home);
+            cmd.envs(env.iter().copied());
+            cmd.args(["serve", "--listen", &format!("127.0.0.1:{}", s.port), "--data-dir"]).arg(&s.data_dir);
+            let log = std::fs::OpenOptions::new().create(true).append(true).open(&s.log).expect("open log");
+            cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
+            s.child = Some(cmd.spawn().expect("aoctl serve starts"));
+            match s.wait_ready().await {
+                Ok(()) => return s,
+                Err(exited) if exited && s.log_text().contains("cannot listen") => continue,
+                Err(_) => panic!("the server did not become ready; its log:\n{}", s.log_text()),
+            }
+        }
+        panic!("no free port after 5 attempts; log:\n{}", s.log_text());
+    }
+}
+
+impl Server {
+    /// Kills the server with SIGKILL and starts it again on the same data dir and port with `env`
+    /// added to its environment (what [`Server::start_with_env`] gave the first run), waiting until
+    /// it is ready. The port is kept so that webhooks aimed at it still arrive.
+    pub async fn restart_with_env(&mut self, env: &[(&str, &std::ffi::OsStr)]) {
+        self.kill9();
+        for _ in 0..20 {
+            let mut cmd = command(&self.home);
+            cmd.envs(env.iter().copied());
+            cmd.args(["serve", "--listen", &format!("{}:{}", self.host(), self.port), "--data-dir"]);
+            cmd.arg(&self.data_dir);
+            if let Some(t) = &self.opts.token {
+                let f = self.tmp.path().join("token");
+                std::fs::write(&f, format!("{t}\n")).expect("write token file");
+                cmd.arg("--token-file").arg(f);
+            }
+            let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("open log");
+            cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
+            self.child = Some(cmd.spawn().expect("aoctl serve starts"));
+            match self.wait_ready().await {
+                Ok(()) => return,
+                Err(true) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(false) => panic!("the restarted server did not become ready; its log:\n{}", self.log_text()),
+            }
+        }
+        panic!("the server could not listen on port {} again; log:\n{}", self.port, self.log_text());
+    }
+}

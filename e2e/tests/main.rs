@@ -13,3 +13,15 @@ mod semantics;
 mod system;
 mod up_down;
 mod watch;
+
+mod lifecycle;
+mod real_agent;
+mod recovery;
+mod sessions;
+
+mod docker_sessions;
+mod github_loop;
+mod observability;
+mod ratelimit;
+mod standin;
+mod webhooks;

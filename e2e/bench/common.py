@@ -1,0 +1,218 @@
+"""Helpers shared by the benchmarks of e2e/bench/: a release `aoctl serve` on a free port and a
+scratch data dir, keep-alive HTTP, /proc readings, /metrics parsing and a scratch repository."""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+API = "/apis/ao.dev/v1alpha1"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def git(repo, *args):
+    subprocess.run(["git", "-C", repo, "-c", "user.name=bench", "-c", "user.email=bench@aoctl.invalid",
+                    "-c", "commit.gpgsign=false", *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def make_repo(path):
+    """A repository with one commit on `main`."""
+    os.makedirs(path)
+    git(path, "init", "-q", "-b", "main")
+    with open(os.path.join(path, "README.md"), "w") as f:
+        f.write("# bench\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "init")
+    return path
+
+
+def median(v):
+    s = sorted(v)
+    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+
+
+def percentile(v, p):
+    s = sorted(v)
+    return s[min(len(s) - 1, max(0, int(round(p / 100 * len(s) + 0.5)) - 1))]
+
+
+def cpu_seconds(pid, children=False):
+    """utime+stime of a process in seconds (with `children`: cutime+cstime, its reaped children)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # After the command name, fields[0] is field 3 of proc(5): utime is field 14, stime 15,
+    # cutime 16, cstime 17.
+    first = 16 if children else 14
+    return (int(fields[first - 3]) + int(fields[first - 2])) / TICK
+
+
+def rss_bytes(pid, key="VmRSS"):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection."""
+
+    def __init__(self, base):
+        host, port = base.rsplit("/", 1)[1].split(":")
+        self.c = http.client.HTTPConnection(host, int(port), timeout=120)
+
+    def request(self, method, path, body=None, ctype="application/json"):
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": ctype} if data is not None else {}
+        self.c.request(method, path, body=data, headers=headers)
+        r = self.c.getresponse()
+        payload = r.read()
+        return r.status, payload
+
+    def json(self, method, path, body=None, ctype="application/json", expect=(200, 201)):
+        status, payload = self.request(method, path, body, ctype)
+        if status not in expect:
+            raise SystemExit(f"{method} {path}: {status} {payload[:500]!r}")
+        return json.loads(payload or b"null")
+
+    def close(self):
+        self.c.close()
+
+
+def parse_metrics(text):
+    """{(name, frozenset(labels)): value} of a /metrics body."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)', line)
+        if not m:
+            continue
+        labels = frozenset(re.findall(r'([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def metric_sum(metrics, name, **labels):
+    want = set(labels.items())
+    return sum(v for (n, ls), v in metrics.items() if n == name and want <= set(ls))
+
+
+class Server:
+    """`aoctl serve` on a free port with its own data dir and HOME; `stop()` ends it and its agents."""
+
+    def __init__(self, aoctl, work, name="serve", env=None):
+        self.aoctl = aoctl
+        self.dir = os.path.join(work, name)
+        os.makedirs(os.path.join(self.dir, "home"))
+        self.data = os.path.join(self.dir, "data")
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        e = {k: v for k, v in os.environ.items() if not k.startswith("AOCTL_") and k != "RUST_LOG"}
+        e["HOME"] = os.path.join(self.dir, "home")
+        e.update(env or {})
+        self.log = open(os.path.join(self.dir, "serve.log"), "w")
+        self.proc = subprocess.Popen([aoctl, "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=e)
+        self.pid = self.proc.pid
+        for _ in range(400):
+            try:
+                urllib.request.urlopen(self.base + "/readyz", timeout=1)
+                break
+            except Exception:
+                if self.proc.poll() is not None:
+                    raise SystemExit(f"aoctl serve exited: {open(self.log.name).read()}")
+                time.sleep(0.05)
+        self.conn = Conn(self.base)
+
+    def metrics(self):
+        status, body = self.conn.request("GET", "/metrics")
+        return parse_metrics(body.decode())
+
+    def project(self, name, path, **spec):
+        return self.conn.json("POST", f"{API}/projects", {
+            "apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": name},
+            "spec": {"path": path, **spec}})
+
+    def wait_project_ready(self, name, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            p = self.conn.json("GET", f"{API}/projects/{name}")
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", [])):
+                return
+            time.sleep(0.05)
+        raise SystemExit(f"project {name} not Ready after {timeout}s")
+
+    def sessions(self, project, n, prefix="s", **spec):
+        for i in range(n):
+            self.conn.json("POST", f"{API}/sessions", {
+                "apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": f"{prefix}{i}"},
+                "spec": {"project": project, **spec}})
+
+    def wait_sessions(self, pred, n, timeout=600):
+        """Waits until `pred(session)` holds for n sessions; returns the seconds it took."""
+        t0 = time.monotonic()
+        while True:
+            items = self.conn.json("GET", f"{API}/sessions")["items"]
+            if sum(1 for s in items if pred(s)) >= n:
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                raise SystemExit(f"only {sum(1 for s in items if pred(s))} of {n} sessions ready after {timeout}s")
+            time.sleep(0.5)
+
+    def wait_idle(self, quiet=3.0, timeout=600):
+        """Waits until no reconcile has run for `quiet` seconds and the workqueues are empty."""
+        t0 = time.monotonic()
+        last, since = None, time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            m = self.metrics()
+            now = (metric_sum(m, "aoctl_reconcile_total"), metric_sum(m, "aoctl_workqueue_depth"))
+            if now != last:
+                last, since = now, time.monotonic()
+            elif now[1] == 0 and time.monotonic() - since >= quiet:
+                return time.monotonic() - t0
+            time.sleep(0.25)
+        raise SystemExit(f"the controllers were still busy after {timeout}s")
+
+    def tmux_server_pid(self):
+        out = subprocess.run(["tmux", "-S", os.path.join(self.data, "tmux.sock"), "display", "-p", "#{pid}"],
+                             capture_output=True, text=True)
+        return int(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
+
+    def stop(self):
+        self.conn.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        subprocess.run(["tmux", "-S", os.path.join(self.data, "tmux.sock"), "kill-server"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.log.close()
+
+
+def workdir():
+    return tempfile.mkdtemp(prefix="aoctl-bench-")
+
+
+def cleanup(work):
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def stopped(s):
+    return s.get("status", {}).get("phase") == "Stopped"
