@@ -68,6 +68,9 @@ static ADAPTERS: [Adapter; 24] = [
                 path: &["skipDangerousModePermissionPrompt"],
                 value: JsonLit::Bool(true),
             },
+            // In a fresh HOME the first-run setup wants the network and exits without it; an
+            // unattended session has no one to go through it anyway.
+            HomeEdit::Set { file: ".claude.json", path: &["hasCompletedOnboarding"], value: JsonLit::Bool(true) },
         ],
         ..Adapter::BASE
     },
