@@ -46,6 +46,8 @@ pub struct Fleet {
     observations: Mutex<HashMap<String, Observation>>,
     prs: Mutex<HashMap<String, PrMemo>>,
     docker: tokio::sync::Mutex<HashMap<String, Arc<DockerRuntime>>>,
+    /// This controller's id on shared docker engines (`ao.dev/owner`), from its data folder.
+    owner: String,
 }
 
 impl Fleet {
@@ -59,7 +61,13 @@ impl Fleet {
             observations: Mutex::new(HashMap::new()),
             prs: Mutex::new(HashMap::new()),
             docker: tokio::sync::Mutex::new(HashMap::new()),
+            owner: owner_id(data_dir),
         }
+    }
+
+    /// This controller's owner id on docker engines: its containers carry `ao.dev/owner=<id>`.
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// The runtime of a kind; for docker, the engine at `host` (`None`: the local default).
@@ -89,7 +97,7 @@ impl Fleet {
         if let Some(d) = engines.get(&key) {
             return Ok(d.clone());
         }
-        let d = Arc::new(DockerRuntime::connect(host).await?);
+        let d = Arc::new(DockerRuntime::connect(host, &self.owner).await?);
         engines.insert(key, d.clone());
         Ok(d)
     }
@@ -153,6 +161,17 @@ impl Fleet {
     }
 }
 
+/// A stable id of the controller using `data_dir`: the first 12 hex digits of the SHA-256 of the
+/// folder's canonical path (as given when it cannot be resolved), so two controllers sharing a
+/// docker engine with different data folders never take each other's containers, and a restarted
+/// one finds its own.
+pub fn owner_id(data_dir: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let dir = data_dir.canonicalize().or_else(|_| std::path::absolute(data_dir)).unwrap_or_else(|_| data_dir.into());
+    let digest = Sha256::digest(dir.as_os_str().as_encoded_bytes());
+    hex::encode(digest)[..12].to_string()
+}
+
 /// The agent a session runs: its own, else its project's default, else `claude-code`.
 pub fn agent_of(s: &Session, p: Option<&Project>) -> AgentRef {
     s.spec
@@ -187,5 +206,21 @@ pub fn container_of(s: &Session, p: Option<&Project>) -> Option<aoctl_api::sessi
             network: o.network.or(b.network),
             host: o.host.or(b.host),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_id_is_stable_per_data_folder() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let id = owner_id(a.path());
+        assert_eq!(id.len(), 12);
+        assert!(id.bytes().all(|c| c.is_ascii_hexdigit()), "{id}");
+        assert_eq!(owner_id(&a.path().join(".")), id, "the canonical path counts");
+        assert_ne!(owner_id(b.path()), id);
+        assert_eq!(Fleet::new(a.path()).owner(), id);
     }
 }

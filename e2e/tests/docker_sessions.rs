@@ -7,8 +7,10 @@
 //! resolves against the working directory /workspace (the worktree), and `{promptFile}` is
 //! rewritten to /aoctl/session/prompt.md, the controller's session folder mounted read-only.
 //!
-//! The tests share one engine, so they take turns (a process-wide lock), and their container
-//! names carry this process's id so that another run on the same engine does not collide.
+//! The tests share one engine, so they take turns (a process-wide lock), and their session names
+//! carry this process's id so that another run on the same engine does not collide. Container
+//! names are the controller's business (`aoctl-<owner hash>-<session>`): the tests take them from
+//! `status.runtime.handle` and find containers by their `ao.dev/session` label.
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -103,7 +105,9 @@ impl Containers {
 impl Drop for Containers {
     fn drop(&mut self) {
         for session in &self.sessions {
-            let _ = docker(&["rm", "-f", &format!("aoctl-{session}")]);
+            for id in session_containers(session) {
+                let _ = docker(&["rm", "-f", &id]);
+            }
         }
         if let Some(mut child) = self.events.take() {
             let _ = child.kill();
@@ -188,6 +192,19 @@ fn session_containers(name: &str) -> Vec<String> {
     out.lines().map(str::to_string).filter(|l| !l.is_empty()).collect()
 }
 
+/// The container name in a session's `status.runtime.handle`, checked to be
+/// `aoctl-<8 hex digits of the owner>-<session>`.
+#[track_caller]
+fn container_of(obj: &Value, name: &str) -> String {
+    let handle = obj["status"]["runtime"]["handle"].as_str().unwrap_or_else(|| panic!("no handle in {obj:#}"));
+    let hash = handle.strip_prefix("aoctl-").and_then(|h| h.strip_suffix(&format!("-{name}")));
+    assert!(
+        hash.is_some_and(|h| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit())),
+        "container name {handle} is not aoctl-<owner hash>-{name}"
+    );
+    handle.to_string()
+}
+
 /// `docker inspect` of one container.
 #[track_caller]
 fn inspect(container: &str) -> Value {
@@ -225,9 +242,8 @@ async fn docker_session_edits_its_worktree_in_a_hardened_container_and_takes_inp
     server.create("sessions", &docker_session(&name, "boxed", limits())).await;
 
     let obj = ready(&server, &name).await;
-    let container = format!("aoctl-{name}");
+    let container = container_of(&obj, &name);
     assert_eq!(obj["status"]["runtime"]["kind"], "docker", "{obj:#}");
-    assert_eq!(obj["status"]["runtime"]["handle"], container.as_str(), "{obj:#}");
     let worktree = PathBuf::from(obj["status"]["workspace"]["path"].as_str().expect("status.workspace.path"));
 
     // The agent read its prompt file from the read-only session folder and edited the worktree,
@@ -257,6 +273,8 @@ async fn docker_session_edits_its_worktree_in_a_hardened_container_and_takes_inp
     assert_eq!(config["Labels"]["ao.dev/session"], name.as_str());
     assert_eq!(config["Labels"]["ao.dev/project"], "boxed");
     assert_eq!(config["Labels"]["ao.dev/managed-by"], "aoctl");
+    let owner_label = config["Labels"]["ao.dev/owner"].as_str().unwrap_or_default();
+    assert!(owner_label.len() == 12 && owner_label.bytes().all(|b| b.is_ascii_hexdigit()), "{config:#}");
     assert_eq!(config["User"], format!("{}:{}", owner.uid(), owner.gid()));
     assert_eq!(config["Image"], IMAGE);
     assert_eq!(config["Entrypoint"], json!(["sh"]));
@@ -293,9 +311,9 @@ async fn docker_container_is_readopted_after_kill9_recreated_after_rm_and_remove
     let repo = box_repo(server.tmp.path(), "boxed");
     server.create("projects", &project("boxed", &repo)).await;
     server.create("sessions", &docker_session(&name, "boxed", limits())).await;
-    let container = format!("aoctl-{name}");
 
     let before = ready(&server, &name).await;
+    let container = container_of(&before, &name);
     assert_eq!(restarts(&before), 0, "{before:#}");
     logs_show(&server, &name, "box-agent: working on:").await;
     let id = inspect(&container)["Id"].as_str().expect("container id").to_string();

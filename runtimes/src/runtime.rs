@@ -135,6 +135,13 @@ pub trait Runtime: Send + Sync {
     /// The argument vector a user runs to attach a terminal (`aoctl attach` execs it).
     fn attach_command(&self, handle: &Handle) -> Vec<String>;
 
+    /// The handle the agent of session `session` has whenever it runs, for runtimes that name
+    /// agents deterministically (tmux sessions, docker containers), so a restarted controller finds
+    /// one started just before a crash; `None` when handles are only known once started.
+    fn handle_for(&self, _session: &str) -> Option<Handle> {
+        None
+    }
+
     /// Every agent this runtime holds for this controller.
     async fn list(&self) -> Result<Vec<Owned>, RuntimeError>;
 }

@@ -20,6 +20,8 @@ pub(super) const LABEL_SESSION: &str = "ao.dev/session";
 pub(super) const LABEL_PROJECT: &str = "ao.dev/project";
 pub(super) const LABEL_MANAGED_BY: &str = "ao.dev/managed-by";
 pub(super) const MANAGED_BY: &str = "aoctl";
+/// The controller the container belongs to: only it lists, adopts, probes and removes it.
+pub(super) const LABEL_OWNER: &str = "ao.dev/owner";
 /// The host path of the transcript, so a restarted controller resumes appending to it.
 pub(super) const LABEL_TRANSCRIPT: &str = "ao.dev/transcript";
 /// The transcript's length when the container was created: the bytes past it are this container's
@@ -28,10 +30,18 @@ pub(super) const LABEL_OFFSET: &str = "ao.dev/transcript-offset";
 /// The terminal size as `COLSxROWS`.
 pub(super) const LABEL_SIZE: &str = "ao.dev/terminal-size";
 
-/// The container of session `session`: deterministic, so a restarted controller finds it again and
-/// the engine itself refuses a second one.
-pub(super) fn container_name(session: &str) -> String {
-    format!("aoctl-{session}")
+/// The container of session `session` of controller `owner`: `aoctl-<owner hash>-<session>`,
+/// deterministic, so a restarted controller finds it again and the engine itself refuses a second
+/// one, and distinct per owner, so controllers sharing an engine never clash on a name.
+pub(super) fn container_name(owner: &str, session: &str) -> String {
+    format!("aoctl-{}-{session}", owner_hash(owner))
+}
+
+/// Eight hex digits naming `owner` in container names: its 32-bit FNV-1a hash, stable across
+/// builds and platforms.
+pub(super) fn owner_hash(owner: &str) -> String {
+    let hash = owner.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    format!("{hash:08x}")
 }
 
 /// What the runtime needs to follow a container's output, recorded in its labels.
@@ -69,9 +79,13 @@ pub(super) fn image_of(docker: Option<&DockerSpec>) -> Result<&str, RuntimeError
         .ok_or_else(|| start_failed("spec.docker.image is required for runtime docker"))
 }
 
-/// The body of `POST /containers/create` for `spec`, whose output goes past `meta.offset` of its
-/// transcript.
-pub(super) fn create_body(spec: &LaunchSpec, meta: &Meta) -> Result<ContainerCreateBody, RuntimeError> {
+/// The body of `POST /containers/create` for `spec` of the controller whose owner id is
+/// `controller`, with output going past `meta.offset` of its transcript.
+pub(super) fn create_body(
+    spec: &LaunchSpec,
+    meta: &Meta,
+    controller: &str,
+) -> Result<ContainerCreateBody, RuntimeError> {
     let docker = spec.container.as_ref();
     let image = image_of(docker)?;
     let (program, args) = spec.command.split_first().ok_or_else(|| start_failed("the command is empty"))?;
@@ -117,6 +131,7 @@ pub(super) fn create_body(spec: &LaunchSpec, meta: &Meta) -> Result<ContainerCre
         (LABEL_SESSION.to_string(), spec.session.clone()),
         (LABEL_PROJECT.to_string(), spec.project.clone()),
         (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+        (LABEL_OWNER.to_string(), controller.to_string()),
         (LABEL_TRANSCRIPT.to_string(), meta.transcript.to_string_lossy().into_owned()),
         (LABEL_OFFSET.to_string(), meta.offset.to_string()),
         (LABEL_SIZE.to_string(), format!("{}x{}", meta.cols, meta.rows)),
@@ -246,6 +261,19 @@ pub(super) fn attach_args(host: Option<&str>, name: &str) -> Vec<String> {
     args
 }
 
+/// A start error for a container of that name belonging to another controller (`None`: to none).
+pub(super) fn foreign_error(name: &str, owner: Option<&str>) -> RuntimeError {
+    let whose = match owner {
+        Some(owner) => format!("belongs to another aoctl controller (ao.dev/owner={owner})"),
+        None => format!("has no {LABEL_OWNER} label, so it belongs to no aoctl controller of this version"),
+    };
+    RuntimeError::Failed {
+        runtime: RUNTIME,
+        op: "start",
+        message: format!("container {name} {whose}; it is not adopted, remove or rename it to start this session"),
+    }
+}
+
 /// A start error naming the container.
 pub(super) fn exists_error(name: &str, state: &str) -> RuntimeError {
     RuntimeError::Failed {
@@ -290,7 +318,7 @@ mod tests {
         };
         let spec = spec(dir.path(), Some(docker));
         std::fs::create_dir_all(&spec.session_dir).unwrap();
-        let body = create_body(&spec, &meta(dir.path())).unwrap();
+        let body = create_body(&spec, &meta(dir.path()), "me").unwrap();
         let host = body.host_config.clone().unwrap();
         assert_eq!(host.nano_cpus, Some(1_500_000_000));
         assert_eq!(host.memory, Some(256 << 20));
@@ -306,16 +334,17 @@ mod tests {
         let labels = body.labels.unwrap();
         assert_eq!(labels[LABEL_SESSION], "fix-login");
         assert_eq!(labels[LABEL_PROJECT], "demo");
+        assert_eq!(labels[LABEL_OWNER], "me");
         assert_eq!(Meta::from_labels(&labels), Some(meta(dir.path())));
     }
 
     #[test]
     fn image_is_required() {
         let dir = tempfile::tempdir().unwrap();
-        let err = create_body(&spec(dir.path(), None), &meta(dir.path())).unwrap_err();
+        let err = create_body(&spec(dir.path(), None), &meta(dir.path()), "me").unwrap_err();
         assert_eq!(err.to_string(), "docker: start failed: spec.docker.image is required for runtime docker");
         let blank = DockerSpec { image: Some(" ".into()), ..Default::default() };
-        assert!(create_body(&spec(dir.path(), Some(blank)), &meta(dir.path())).is_err());
+        assert!(create_body(&spec(dir.path(), Some(blank)), &meta(dir.path()), "me").is_err());
     }
 
     #[test]
@@ -350,7 +379,7 @@ mod tests {
         spec.command = vec!["sh".into(), "./scripts/agent".into(), prompt.clone(), format!("{prompt}x/../y")];
         spec.env.insert("PROMPT".into(), prompt);
         spec.env.insert("DIR".into(), spec.session_dir.to_string_lossy().into_owned());
-        let body = create_body(&spec, &meta(dir.path())).unwrap();
+        let body = create_body(&spec, &meta(dir.path()), "me").unwrap();
         assert_eq!(body.entrypoint, Some(vec!["sh".to_string()]));
         let args = ["./scripts/agent", "/aoctl/session/prompt.md", "/aoctl/session/prompt.mdx/../y"];
         assert_eq!(body.cmd, Some(args.map(String::from).to_vec()));
@@ -371,16 +400,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let docker = DockerSpec { image: Some("img:tag".into()), ..Default::default() };
         let mut spec = spec(dir.path(), Some(docker));
-        let err = create_body(&spec, &meta(dir.path())).unwrap_err().to_string();
+        let err = create_body(&spec, &meta(dir.path()), "me").unwrap_err().to_string();
         assert!(err.contains("session folder") && err.contains("cannot be used"), "{err}");
         spec.session_dir = PathBuf::new();
-        let mounts = create_body(&spec, &meta(dir.path())).unwrap().host_config.unwrap().mounts.unwrap();
+        let mounts = create_body(&spec, &meta(dir.path()), "me").unwrap().host_config.unwrap().mounts.unwrap();
         assert_eq!(mounts.len(), 1, "{mounts:?}");
     }
 
     #[test]
     fn names_and_attach_arguments() {
-        assert_eq!(container_name("fix-login"), "aoctl-fix-login");
+        assert_eq!(owner_hash(""), "811c9dc5");
+        assert_eq!(owner_hash("a"), "e40c292c");
+        assert_eq!(container_name("a", "fix-login"), "aoctl-e40c292c-fix-login");
+        assert_ne!(container_name("b", "fix-login"), container_name("a", "fix-login"));
         assert_eq!(attach_args(None, "aoctl-x"), ["docker", "attach", "--sig-proxy=false", "aoctl-x"]);
         assert_eq!(
             attach_args(Some("ssh://me@box"), "aoctl-x"),

@@ -1,9 +1,14 @@
 //! The docker runtime: one container per session on a Docker engine, driven through bollard.
 //!
-//! A session's container is named `aoctl-<session>`, so a restarted controller finds it again and
-//! the engine itself refuses a second one. It carries the labels `ao.dev/session`,
-//! `ao.dev/project` and `ao.dev/managed-by=aoctl` (by which `list` finds it), plus the transcript
-//! path, the transcript offset and the terminal size a re-attaching runtime needs. The workspace
+//! Every instance belongs to one controller, its owner (an id given to `connect`; the controller
+//! derives it from its data folder). A session's container is named
+//! `aoctl-<owner hash>-<session>` (eight hex digits of the owner), so a restarted controller finds
+//! it again, the engine itself refuses a second one, and controllers sharing an engine never clash
+//! on a name. It carries the labels `ao.dev/session`, `ao.dev/project`, `ao.dev/managed-by=aoctl`
+//! and `ao.dev/owner=<owner>` (by both of which `list` finds it), plus the transcript path, the
+//! transcript offset and the terminal size a re-attaching runtime needs. A container of another
+//! owner is never listed, adopted or removed: `probe` sees it as missing, `stop` leaves it, and
+//! `start` refuses to take over a same-named one. The workspace
 //! is bind-mounted at `/workspace`, the working directory; a git worktree also gets its main
 //! repository's `.git` folder mounted at the same absolute path, so the worktree's `gitdir:` link
 //! resolves inside. The controller's folder for the session (`LaunchSpec::session_dir`, where the
@@ -55,7 +60,7 @@ use bollard::{Docker, API_DEFAULT_VERSION};
 
 use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
 use crate::tmux::delivery;
-use container::{container_name, Meta, LABEL_MANAGED_BY, LABEL_PROJECT, LABEL_SESSION, MANAGED_BY};
+use container::{Meta, LABEL_MANAGED_BY, LABEL_OWNER, LABEL_PROJECT, LABEL_SESSION, MANAGED_BY};
 use stream::Agent;
 
 const RUNTIME: &str = "docker";
@@ -82,6 +87,10 @@ pub struct DockerRuntime {
     host: Option<String>,
     /// The engine address in use, for messages.
     address: String,
+    /// The controller this instance works for: the `ao.dev/owner` label of its containers.
+    owner: String,
+    /// `aoctl-<owner hash>-`, the start of its container names.
+    prefix: String,
     /// The streams of each container this instance follows, by container name.
     agents: Mutex<HashMap<String, Arc<Agent>>>,
     /// Held while streams are opened, so two calls never follow one container twice.
@@ -176,8 +185,14 @@ fn client(address: &str) -> Result<Docker, EngineError> {
 
 impl DockerRuntime {
     /// Connects to the engine at `host` (`unix://`, `tcp://`, `https://`, `ssh://`), or with
-    /// `None` to `DOCKER_HOST` or the local socket, and negotiates the API version.
-    pub async fn connect(host: Option<&str>) -> Result<DockerRuntime, RuntimeError> {
+    /// `None` to `DOCKER_HOST` or the local socket, and negotiates the API version. The instance
+    /// works for controller `owner` (a stable, non-empty id): it sees only containers labelled
+    /// `ao.dev/owner=<owner>`.
+    pub async fn connect(host: Option<&str>, owner: &str) -> Result<DockerRuntime, RuntimeError> {
+        let owner = owner.trim();
+        if owner.is_empty() {
+            return Err(failed("connect", "the owner id is empty"));
+        }
         let host = host.map(str::trim).filter(|h| !h.is_empty()).map(str::to_string);
         let address = host
             .clone()
@@ -202,6 +217,8 @@ impl DockerRuntime {
             docker,
             host,
             address,
+            owner: owner.to_string(),
+            prefix: container::container_name(owner, ""),
             agents: Mutex::new(HashMap::new()),
             adopting: tokio::sync::Mutex::new(()),
         })
@@ -215,6 +232,32 @@ impl DockerRuntime {
     /// The engine address in use.
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// The owner id given to `connect`.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The container of session `session`: `aoctl-<owner hash>-<session>`.
+    pub fn container_name(&self, session: &str) -> String {
+        format!("{}{session}", self.prefix)
+    }
+
+    /// The `ao.dev/owner` label of a container, `None` when it has none.
+    fn owner_of(labels: &HashMap<String, String>) -> Option<&str> {
+        labels.get(LABEL_OWNER).map(String::as_str)
+    }
+
+    /// Whether a container with these labels is one of this controller's.
+    fn owns(&self, labels: &HashMap<String, String>) -> bool {
+        Self::owner_of(labels) == Some(self.owner.as_str())
+    }
+
+    /// Whether a container with these labels is another controller's (an unlabelled one, made by
+    /// an older aoctl, is nobody's).
+    fn foreign(&self, labels: &HashMap<String, String>) -> bool {
+        Self::owner_of(labels).is_some_and(|o| o != self.owner)
     }
 
     /// An engine error as the controller sees it: no answer is `Unavailable`, any answer `Failed`.
@@ -252,7 +295,7 @@ impl DockerRuntime {
     }
 
     /// The streams of container `name`, opened when this instance does not follow it yet (or lost
-    /// its attach connection while it runs); `None` for a container aoctl did not create.
+    /// its attach connection while it runs); `None` for a container this controller did not create.
     async fn adopt(
         &self,
         name: &str,
@@ -264,7 +307,7 @@ impl DockerRuntime {
         if let Some(agent) = self.get(name).filter(|a| current(a)) {
             return Ok(Some(agent));
         }
-        let Some(meta) = Meta::from_labels(labels) else { return Ok(None) };
+        let Some(meta) = Meta::from_labels(labels).filter(|_| self.owns(labels)) else { return Ok(None) };
         let _adopting = self.adopting.lock().await;
         match self.get(name) {
             Some(agent) if current(&agent) => return Ok(Some(agent)),
@@ -296,11 +339,26 @@ impl DockerRuntime {
         let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
         self.adopt(&handle.0, c.id.as_deref().unwrap_or(&handle.0), &labels, true)
             .await?
-            .ok_or_else(|| failed(op, format!("container {} was not created by aoctl", handle.0)))
+            .ok_or_else(|| failed(op, format!("container {} was not created by this aoctl controller", handle.0)))
     }
 
-    /// Stops and removes container `name`, after its log follower wrote its last output.
+    /// Stops and removes container `name`, after its log follower wrote its last output; another
+    /// controller's container is left alone.
     async fn remove(&self, op: &'static str, name: &str) -> Result<(), RuntimeError> {
+        let Some(c) = self.inspect(op, name).await? else {
+            lock(&self.agents).remove(name);
+            return Ok(());
+        };
+        let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
+        if self.foreign(&labels) {
+            tracing::warn!(
+                runtime = RUNTIME,
+                container = name,
+                owner = Self::owner_of(&labels).unwrap_or_default(),
+                "not removing another controller's container"
+            );
+            return Ok(());
+        }
         let agent = lock(&self.agents).remove(name);
         let stop = StopContainerOptions { signal: None, t: Some(STOP_GRACE) };
         match self.docker.stop_container(name, Some(stop)).await {
@@ -344,7 +402,7 @@ impl DockerRuntime {
         }
         let offset = std::fs::metadata(&transcript).map(|m| m.len()).unwrap_or(0);
         let meta = Meta { transcript, offset, cols: spec.cols.max(1), rows: spec.rows.max(1) };
-        let body = container::create_body(spec, &meta)?;
+        let body = container::create_body(spec, &meta, &self.owner)?;
         let options = CreateContainerOptions { name: Some(name.to_string()), platform: String::new() };
         let id = match self.docker.create_container(Some(options), body).await {
             Ok(created) => created.id,
@@ -381,8 +439,9 @@ impl Runtime for DockerRuntime {
         RuntimeKind::Docker
     }
 
-    /// Creates and starts container `aoctl-<session>`. A running container of that name is an
-    /// error (and is adopted); a finished one is removed first.
+    /// Creates and starts container `aoctl-<owner hash>-<session>`. A running container of that
+    /// name is an error (and is adopted when it is this controller's); a finished one of this
+    /// controller is removed first. One of another owner (or of none) is an error and left alone.
     async fn start(&self, spec: &LaunchSpec) -> Result<Handle, RuntimeError> {
         let image = container::image_of(spec.container.as_ref())?;
         if spec.command.is_empty() {
@@ -391,8 +450,12 @@ impl Runtime for DockerRuntime {
         if !spec.workdir.is_dir() {
             return Err(start_failed(format!("working directory {} does not exist", spec.workdir.display())));
         }
-        let name = container_name(&spec.session);
+        let name = self.container_name(&spec.session);
         if let Some(existing) = self.inspect("start", &name).await? {
+            let labels = existing.config.as_ref().and_then(|c| c.labels.as_ref());
+            if !labels.is_some_and(|l| self.owns(l)) {
+                return Err(container::foreign_error(&name, labels.and_then(Self::owner_of)));
+            }
             if probe_of(existing.state.as_ref()) == Probe::Alive {
                 let labels = existing.config.and_then(|c| c.labels).unwrap_or_default();
                 if let Err(e) = self.adopt(&name, existing.id.as_deref().unwrap_or(&name), &labels, true).await {
@@ -406,13 +469,15 @@ impl Runtime for DockerRuntime {
         Ok(Handle(name))
     }
 
+    /// The container's state; another controller's container is `Missing` to this one.
     async fn probe(&self, handle: &Handle) -> Result<Probe, RuntimeError> {
-        let Some(c) = self.inspect("probe", &handle.0).await? else {
+        let found = self.inspect("probe", &handle.0).await?;
+        let labels = found.as_ref().and_then(|c| c.config.as_ref()).and_then(|c| c.labels.clone()).unwrap_or_default();
+        let Some(c) = found.filter(|_| !self.foreign(&labels)) else {
             lock(&self.agents).remove(&handle.0);
             return Ok(Probe::Missing);
         };
         let probe = probe_of(c.state.as_ref());
-        let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
         let id = c.id.as_deref().unwrap_or(&handle.0);
         if let Err(e) = self.adopt(&handle.0, id, &labels, probe == Probe::Alive).await {
             tracing::warn!(runtime = RUNTIME, container = %handle.0, error = %e, "cannot follow the container");
@@ -463,10 +528,17 @@ impl Runtime for DockerRuntime {
         container::attach_args(self.host.as_deref(), &handle.0)
     }
 
-    /// Every container labelled `ao.dev/managed-by=aoctl` on this engine, whatever its state;
-    /// the ones this instance does not follow yet are adopted.
+    /// The container name, `aoctl-<owner hash>-<session>`.
+    fn handle_for(&self, session: &str) -> Option<Handle> {
+        Some(Handle(self.container_name(session)))
+    }
+
+    /// Every container on this engine labelled `ao.dev/managed-by=aoctl` and
+    /// `ao.dev/owner=<owner>`, whatever its state; the ones this instance does not follow yet are
+    /// adopted. Other controllers' containers are not listed.
     async fn list(&self) -> Result<Vec<Owned>, RuntimeError> {
-        let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_MANAGED_BY}={MANAGED_BY}")])]);
+        let labels = vec![format!("{LABEL_MANAGED_BY}={MANAGED_BY}"), format!("{LABEL_OWNER}={}", self.owner)];
+        let filters = HashMap::from([("label".to_string(), labels)]);
         let options = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
         let found = self.docker.list_containers(Some(options)).await.map_err(|e| self.engine("list", e))?;
         let mut owned = Vec::new();
@@ -476,10 +548,13 @@ impl Runtime for DockerRuntime {
                 continue;
             };
             let labels = c.labels.unwrap_or_default();
+            if !self.owns(&labels) {
+                continue;
+            }
             let session = labels
                 .get(LABEL_SESSION)
                 .cloned()
-                .or_else(|| name.strip_prefix("aoctl-").map(str::to_string))
+                .or_else(|| name.strip_prefix(&self.prefix).map(str::to_string))
                 .unwrap_or_else(|| name.clone());
             let running = matches!(
                 c.state,

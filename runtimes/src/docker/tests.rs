@@ -2,8 +2,8 @@
 //! local image `aoctl-agent:busybox` (built by `e2e/docker/build-image.sh` when missing).
 //!
 //! They are skipped, with a message, only when `docker version` fails. They run one at a time:
-//! `list` adopts every aoctl container on the engine, and a second follower would write another
-//! test's transcript twice.
+//! `list` adopts every container of its owner on the engine (the tests of one binary share an
+//! owner), and a second follower would write another test's transcript twice.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -19,6 +19,11 @@ use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
 use crate::tmux::tests::{probe_becomes, read, style, transcript_has, wait_for, write_script};
 
 const IMAGE: &str = "aoctl-agent:busybox";
+
+/// The owner id of this test binary's runtimes, so parallel test runs on one engine stay apart.
+fn test_owner() -> String {
+    format!("test-{}", std::process::id())
+}
 
 /// Writes who it runs as into the workspace, then answers lines; `quit` exits with status 3.
 const EDITOR: &str = r#"#!/bin/sh
@@ -109,7 +114,8 @@ impl Bench {
             }
         }
         ensure_image();
-        let runtime = DockerRuntime::connect(None).await.expect("the engine that answers the CLI answers bollard");
+        let runtime =
+            DockerRuntime::connect(None, &test_owner()).await.expect("the engine that answers the CLI answers bollard");
         Some(Bench { runtime, dir: tempfile::tempdir().unwrap(), sessions: Default::default(), _turn: turn })
     }
 
@@ -153,7 +159,7 @@ impl Bench {
 impl Drop for Bench {
     fn drop(&mut self) {
         for session in self.sessions.lock().unwrap().iter() {
-            let _ = docker(&["rm", "-f", &format!("aoctl-{session}")]);
+            let _ = docker(&["rm", "-f", &self.runtime.container_name(session)]);
         }
     }
 }
@@ -210,7 +216,8 @@ async fn docker_agent_edits_the_workspace_as_its_owner_in_a_hardened_container()
     let Some(bench) = Bench::new().await else { return };
     let spec = bench.spec("edit", EDITOR);
     let handle = bench.start(&spec).await;
-    assert_eq!(handle.0, format!("aoctl-{}", spec.session));
+    assert_eq!(handle.0, format!("aoctl-{}-{}", super::container::owner_hash(&test_owner()), spec.session));
+    assert_eq!(bench.runtime.handle_for(&spec.session), Some(handle.clone()));
     transcript_has(&spec, &format!("ready in /workspace with [{}]", spec.session)).await;
     let owner = std::fs::metadata(&spec.workdir).unwrap();
     let edited = spec.workdir.join("edited.txt");
@@ -234,6 +241,7 @@ async fn docker_agent_edits_the_workspace_as_its_owner_in_a_hardened_container()
     assert_eq!(config["Labels"]["ao.dev/session"], spec.session.as_str());
     assert_eq!(config["Labels"]["ao.dev/project"], "demo");
     assert_eq!(config["Labels"]["ao.dev/managed-by"], "aoctl");
+    assert_eq!(config["Labels"]["ao.dev/owner"], test_owner().as_str());
     let workspace = mount(&c, "/workspace");
     assert_eq!(workspace["Type"], "bind");
     assert_eq!(workspace["Source"], spec.workdir.canonicalize().unwrap().to_str().unwrap());
@@ -335,7 +343,7 @@ async fn docker_restarted_controller_adopts_the_container_without_duplicating_ou
     let Some(bench) = Bench::new().await else { return };
     let spec = bench.spec("adopt", TICKER);
     // The first controller starts the agent; `bench.runtime` plays the restarted one.
-    let first = DockerRuntime::connect(None).await.unwrap();
+    let first = DockerRuntime::connect(None, &test_owner()).await.unwrap();
     let handle = first.start(&spec).await.unwrap();
     transcript_has(&spec, "tick 10\r\n").await;
     // The controller goes away; the agent keeps printing while nobody follows it.
@@ -426,15 +434,75 @@ async fn docker_start_and_connect_errors_are_clear() {
     probe_becomes(&bench.runtime, &handle, Probe::Exited(Some(127))).await;
     transcript_has(&spec, "/no/such/agent").await;
 
-    let Err(err) = DockerRuntime::connect(Some("unix:///nonexistent/docker.sock")).await else {
+    let Err(err) = DockerRuntime::connect(Some("unix:///nonexistent/docker.sock"), "o").await else {
         panic!("connected to a missing socket")
     };
     assert!(matches!(err, RuntimeError::Unavailable { .. }), "{err}");
     assert!(err.to_string().contains("unix:///nonexistent/docker.sock"), "{err}");
-    let Err(err) = DockerRuntime::connect(Some("gopher://nowhere")).await else { panic!("connected to gopher") };
+    let Err(err) = DockerRuntime::connect(Some("gopher://nowhere"), "o").await else { panic!("connected to gopher") };
     assert!(matches!(err, RuntimeError::Unavailable { .. }), "{err}");
-    let Err(err) = DockerRuntime::connect(Some("ssh://me@box:2222")).await else { panic!("connected over ssh") };
+    let Err(err) = DockerRuntime::connect(Some("ssh://me@box:2222"), "o").await else { panic!("connected over ssh") };
     assert!(err.to_string().contains("Port 2222"), "{err}");
+    let Err(err) = DockerRuntime::connect(None, " ").await else { panic!("connected without an owner") };
+    assert!(err.to_string().contains("owner"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_controllers_sharing_an_engine_keep_to_their_own_containers() {
+    let Some(bench) = Bench::new().await else { return };
+    let other = DockerRuntime::connect(None, &format!("{}-other", test_owner())).await.unwrap();
+    let spec = bench.spec("shared", EDITOR);
+    let mine = bench.start(&spec).await;
+
+    // The other controller neither lists nor sees nor removes this one's container, and starts the
+    // same session under a name of its own.
+    let theirs_name = other.container_name(&spec.session);
+    assert_ne!(theirs_name, mine.0);
+    let cleanup = scopeguard(theirs_name.clone());
+    assert!(other.list().await.unwrap().iter().all(|o| o.handle != mine), "listed by the other owner");
+    assert_eq!(other.probe(&mine).await.unwrap(), Probe::Missing);
+    other.stop(&mine).await.unwrap();
+    assert_eq!(bench.runtime.probe(&mine).await.unwrap(), Probe::Alive);
+    let mut their_spec = spec.clone();
+    their_spec.transcript = bench.dir.path().join("logs").join("other.log");
+    let theirs = other.start(&their_spec).await.unwrap();
+    assert_eq!(theirs.0, theirs_name);
+    transcript_has(&their_spec, "ready").await;
+    let listed = other.list().await.unwrap();
+    assert_eq!(listed.iter().map(|o| &o.handle).collect::<Vec<_>>(), [&theirs], "{listed:?}");
+    let listed = bench.runtime.list().await.unwrap();
+    assert!(listed.iter().any(|o| o.handle == mine) && listed.iter().all(|o| o.handle != theirs), "{listed:?}");
+    assert_eq!(bench.containers(&spec.session), 2);
+
+    // A same-named container of another owner is neither adopted nor replaced, running or not.
+    other.stop(&theirs).await.unwrap();
+    bench.runtime.stop(&mine).await.unwrap();
+    let foreign = ["--label", "ao.dev/managed-by=aoctl", "--label", "ao.dev/owner=someone-else"];
+    let out = docker(&[&["run", "-d", "--name", &mine.0][..], &foreign[..], &[IMAGE, "sleep", "1000"][..]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = bench.runtime.start(&spec).await.unwrap_err();
+    assert!(matches!(err, RuntimeError::Failed { op: "start", .. }), "{err}");
+    assert!(err.to_string().contains("ao.dev/owner=someone-else"), "{err}");
+    assert_eq!(bench.runtime.probe(&mine).await.unwrap(), Probe::Missing);
+    bench.runtime.stop(&mine).await.unwrap();
+    assert!(bench.runtime.list().await.unwrap().iter().all(|o| o.handle != mine));
+    let running = docker(&["inspect", "-f", "{{.State.Running}}", &mine.0]);
+    assert_eq!(String::from_utf8_lossy(&running.stdout).trim(), "true");
+    assert!(docker(&["stop", "-t", "0", &mine.0]).status.success());
+    let err = bench.runtime.start(&spec).await.unwrap_err().to_string();
+    assert!(err.contains("ao.dev/owner=someone-else"), "{err}");
+    drop(cleanup);
+}
+
+/// Removes container `name` when dropped.
+fn scopeguard(name: String) -> impl Drop {
+    struct Remove(String);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = docker(&["rm", "-f", &self.0]);
+        }
+    }
+    Remove(name)
 }
 
 /// Spawn time of ten sessions through the runtime against ten `docker run -d` of the same image.
@@ -453,7 +521,8 @@ async fn docker_spawn_time_of_ten_sessions() {
     }
     let ready = began.elapsed();
 
-    let names: Vec<String> = (0..10).map(|i| bench.session(&format!("r{i}"))).map(|s| format!("aoctl-{s}")).collect();
+    let names: Vec<String> =
+        (0..10).map(|i| bench.session(&format!("r{i}"))).map(|s| bench.runtime.container_name(&s)).collect();
     let began = Instant::now();
     for name in &names {
         let out =
@@ -470,7 +539,7 @@ async fn docker_spawn_time_of_ten_sessions() {
         cli.as_secs_f64() * 100.0
     );
     for spec in &specs {
-        bench.runtime.stop(&Handle(format!("aoctl-{}", spec.session))).await.unwrap();
+        bench.runtime.stop(&Handle(bench.runtime.container_name(&spec.session))).await.unwrap();
     }
 }
 
@@ -485,7 +554,7 @@ async fn docker_on_another_engine_address() {
         return;
     };
     let Some(bench) = Bench::new().await else { return };
-    let runtime = DockerRuntime::connect(Some(&host)).await.unwrap();
+    let runtime = DockerRuntime::connect(Some(&host), &test_owner()).await.unwrap();
     assert_eq!(runtime.host(), Some(host.as_str()));
     let spec = bench.spec("remote", EDITOR);
     let handle = runtime.start(&spec).await.unwrap();

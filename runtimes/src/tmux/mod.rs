@@ -394,6 +394,11 @@ impl Runtime for TmuxRuntime {
         }
     }
 
+    /// Tmux sessions are named after the Session.
+    fn handle_for(&self, session: &str) -> Option<Handle> {
+        Some(Handle(session.to_string()))
+    }
+
     fn attach_command(&self, handle: &Handle) -> Vec<String> {
         let socket = self.socket.to_string_lossy().into_owned();
         vec!["tmux".into(), "-S".into(), socket, "attach-session".into(), "-t".into(), format!("={}", handle.0)]

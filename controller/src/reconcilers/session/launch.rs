@@ -36,14 +36,13 @@ fn running_as_root() -> bool {
     false
 }
 
-/// The handle to look for: tmux sessions are named after the Session, so one started just
-/// before a crash is found even when its status was never written.
-fn handle_of(s: &Session, st: &SessionStatus, kind: RuntimeKind) -> Option<Handle> {
-    match kind {
-        RuntimeKind::Tmux => Some(Handle(s.metadata.name.clone())),
-        RuntimeKind::Docker => Some(Handle(format!("aoctl-{}", s.metadata.name))),
-        _ => st.runtime.as_ref().filter(|r| r.kind == kind).map(|r| Handle(r.handle.clone())),
-    }
+/// The handle to look for in `rt`: the runtime's own name for the Session's agent when it names
+/// agents deterministically (tmux sessions, docker containers), so one started just before a crash
+/// is found even when its status was never written; else the one in the status.
+fn handle_of(s: &Session, st: &SessionStatus, rt: &dyn Runtime) -> Option<Handle> {
+    let kind = rt.kind();
+    rt.handle_for(&s.metadata.name)
+        .or_else(|| st.runtime.as_ref().filter(|r| r.kind == kind).map(|r| Handle(r.handle.clone())))
 }
 
 pub(super) async fn ensure_running(
@@ -84,7 +83,7 @@ pub(super) async fn ensure_running(
         }
     };
 
-    let handle = handle_of(s, st, kind);
+    let handle = handle_of(s, st, &*rt);
     let probe = match &handle {
         Some(h) => rt.probe(h).await?,
         None => Probe::Missing,
@@ -222,8 +221,8 @@ async fn start(
     let h = match rt.start(&spec).await {
         Ok(h) => h,
         // Started meanwhile by a controller killed mid-start: adopt it, never start a second.
-        Err(e) if handle_of(s, st, kind).is_some() => {
-            let h = handle_of(s, st, kind).expect("checked above");
+        Err(e) if handle_of(s, st, rt).is_some() => {
+            let h = handle_of(s, st, rt).expect("checked above");
             if rt.probe(&h).await? != Probe::Alive {
                 return fail_start(s, ctx, st, kind, e).await;
             }
@@ -327,7 +326,7 @@ pub(super) async fn stop_for_new_workspace(
     kind: RuntimeKind,
 ) -> Result<(), Error> {
     let rt = ctx.fleet.runtime_for(s, Some(project), kind).await?;
-    if let Some(h) = handle_of(s, st, kind) {
+    if let Some(h) = handle_of(s, st, &*rt) {
         if rt.probe(&h).await? == Probe::Alive {
             rt.stop(&h).await?;
             let msg = "the workspace was re-created; the agent is restarted in it";
@@ -345,11 +344,14 @@ pub(super) async fn stop(
     st: &mut SessionStatus,
     kind: RuntimeKind,
 ) -> Result<Action, Error> {
-    if let (Ok(rt), Some(h)) = (ctx.fleet.runtime_for(s, Some(project), kind).await, handle_of(s, st, kind)) {
-        if rt.probe(&h).await? == Probe::Alive {
-            rt.stop(&h).await?;
-            ctx.metrics.runtime_op(kind, "stop", true);
-            ctx.recorder.publish(s, EventType::Normal, "Stopped", "spec.stopped is true; the workspace is kept").await;
+    if let Ok(rt) = ctx.fleet.runtime_for(s, Some(project), kind).await {
+        if let Some(h) = handle_of(s, st, &*rt) {
+            if rt.probe(&h).await? == Probe::Alive {
+                rt.stop(&h).await?;
+                ctx.metrics.runtime_op(kind, "stop", true);
+                let msg = "spec.stopped is true; the workspace is kept";
+                ctx.recorder.publish(s, EventType::Normal, "Stopped", msg).await;
+            }
         }
     }
     let msg = "spec.stopped is true; the workspace is kept";
