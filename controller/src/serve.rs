@@ -165,10 +165,7 @@ pub async fn serve_on(
     tasks.push(tokio::spawn(collect_orphans(ctx.clone(), stopped())));
     ready.store(true, Ordering::Release);
     tracing::info!(listen = %listener.local_addr()?, data_dir = %opts.data_dir.display(), "serving");
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown({
-        let stopped = stopped();
-        async move { stopped.await }
-    });
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(stopped());
     let server = tokio::spawn(async move { server.await });
     shutdown.await;
     ready.store(false, Ordering::Release);

@@ -296,7 +296,7 @@ pub async fn patch(
         let merged = name_from_url(&merged, &name)?;
         let mut obj = decode_body(kind, &merged)?;
         admit(&state, &mut obj, false).await?;
-        match state.store.update(kind, obj.to_value(), opts.clone()).await {
+        match state.store.update(kind, obj.to_value(), opts).await {
             Err(StoreError::Conflict { .. }) if !pinned && attempts < MAX_PATCH_ATTEMPTS => {
                 attempts += 1;
                 // Spread the retries of many concurrent patches so they stop colliding.

@@ -123,8 +123,7 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
     let ws = match ensured {
         Ok(ws) => ws,
         Err(e) => {
-            let first =
-                !condition::find(&st.conditions, types::WORKSPACE_READY).is_some_and(|c| c.reason == e.reason());
+            let first = condition::find(&st.conditions, types::WORKSPACE_READY).is_none_or(|c| c.reason != e.reason());
             cond(st, s, types::WORKSPACE_READY, ConditionStatus::False, e.reason(), e.to_string());
             cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the workspace could not be prepared");
             if first {
