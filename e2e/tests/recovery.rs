@@ -56,7 +56,7 @@ async fn crash_while_spawning(delay: Duration) {
     assert!(failed.is_empty(), "sessions failed after the crash:\n{}", failed.join("\n"));
     for ((name, tok), obj) in SESSIONS.iter().zip(&tokens).zip(&objs) {
         let ws = workspace(&server, "crash", name);
-        let status = git_out(&ws, &["status", "--porcelain"]).unwrap_or_else(|| "(not a git checkout)".into());
+        let status = git_out(&ws, &["status", "--porcelain", "-uall"]).unwrap_or_else(|| "(not a git checkout)".into());
         let note = format!("notes/{name}.md");
         let changed: Vec<&str> = status.lines().filter(|l| !l.ends_with(&note)).collect();
         assert_eq!(changed, Vec::<&str>::new(), "{name}: the worktree is not a complete checkout of its branch");

@@ -2,7 +2,10 @@
 
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+use std::sync::RwLock;
+use std::thread;
+use std::time::Duration;
 
 use aoctl_api::session::WorkspaceKind;
 use git2::build::{CheckoutBuilder, RepoBuilder};
@@ -11,8 +14,48 @@ use git2::{BranchType, Oid, Repository, WorktreeAddOptions, WorktreePruneOptions
 use super::{WorkspaceError, WorkspaceRecord, WorkspaceRequest};
 use crate::git;
 
-/// The workspace's repository when the folder holds the checkout the record describes.
+/// Held to read while libgit2 adds a worktree, and to write while a folder under
+/// `.git/worktrees/` is deleted. libgit2 (1.9) takes a worktree that is listed but cannot be
+/// looked up for one that has the branch checked out (`git_repository_foreach_worktree` sets
+/// `error = lookup(..) < 0`, i.e. 1), so deleting one session's entry while another session's
+/// worktree is being added fails that add with "reference … is already checked out".
+static ADMIN: RwLock<()> = RwLock::new(());
+
+/// The workspace's repository when the folder holds the complete checkout the record describes.
+/// libgit2 writes the index only after every file is checked out, so without one the checkout
+/// was cut short (or damaged), and a commit from it would delete whatever the index lacks.
 pub(super) fn open_healthy(rec: &WorkspaceRecord, path: &Path) -> Option<Repository> {
+    let repo = open_checkout(rec, path)?;
+    repo.path().join("index").is_file().then_some(repo)
+}
+
+/// Rebuilds the missing index of a checkout that was completed, from HEAD, leaving the files
+/// alone: what differs from HEAD then shows as unstaged changes. Returns whether the checkout
+/// is healthy afterwards.
+pub(super) fn restore_index(rec: &WorkspaceRecord, path: &Path) -> bool {
+    let Some(repo) = open_checkout(rec, path) else { return false };
+    let file = repo.path().join("index");
+    if fs::symlink_metadata(&file).is_ok() {
+        return false;
+    }
+    let restored = repo
+        .head()
+        .and_then(|h| h.peel_to_tree())
+        .and_then(|tree| repo.index().and_then(|mut index| index.read_tree(&tree).and_then(|()| index.write())));
+    match restored {
+        Ok(()) => {
+            tracing::warn!(path = %path.display(), "the workspace had no git index; rebuilt it from HEAD");
+            file.is_file()
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot rebuild the workspace's git index");
+            false
+        }
+    }
+}
+
+/// The workspace's repository when the folder is the kind of checkout the record describes.
+fn open_checkout(rec: &WorkspaceRecord, path: &Path) -> Option<Repository> {
     let repo = Repository::open(path).ok()?;
     if !same_path(repo.workdir()?, path) {
         return None;
@@ -62,6 +105,66 @@ pub(super) fn clear_broken(path: &Path, req: &WorkspaceRequest) -> Result<(), Wo
     })
 }
 
+/// Removes what a creation that never finished left, all of it ours by the record: the folder,
+/// the worktree's folder in the main repository's `.git/worktrees/`, a lock on the branch, and
+/// the branch when that creation made it and it still points where it was made.
+///
+/// The lock is removed whenever present: the branch is the session's own and the only writer of
+/// it before the checkout is done is `ensure`, which holds the session's lock, so the lock file
+/// can only be left by a killed process.
+pub(super) fn clear_interrupted(rec: &WorkspaceRecord, path: &Path, name: &str) -> Result<(), WorkspaceError> {
+    remove_tree(path)?;
+    if rec.kind != WorkspaceKind::Worktree {
+        return Ok(());
+    }
+    let Ok(repo) = Repository::open(&rec.repo) else { return Ok(()) };
+    let common = repo.commondir().to_path_buf();
+    for name in [rec.worktree_name.as_deref(), Some(name)].into_iter().flatten() {
+        remove_admin_dir(&common, name, path)?;
+    }
+    if git2::Branch::name_is_valid(&rec.branch) != Ok(true) {
+        return Ok(());
+    }
+    let lock = common.join("refs/heads").join(format!("{}.lock", rec.branch));
+    if fs::symlink_metadata(&lock).is_ok_and(|m| m.is_file()) {
+        tracing::warn!(lock = %lock.display(), "removing the branch lock a killed workspace creation left");
+        fs::remove_file(&lock).map_err(WorkspaceError::io(&lock))?;
+    }
+    let made = rec.branch_made_at.as_deref().and_then(|sha| Oid::from_str(sha).ok());
+    if let (Some(made), Ok(mut branch)) = (made, repo.find_branch(&rec.branch, BranchType::Local)) {
+        if branch.get().target() == Some(made) && checked_out_at(&repo, &rec.branch).is_none() {
+            if let Err(e) = branch.delete() {
+                tracing::warn!(branch = rec.branch, error = %e, "cannot delete the branch of an interrupted creation");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `<common>/worktrees/<name>` unless it belongs to another checkout that still exists.
+/// libgit2 does not list a folder whose files are not all written yet, so pruning misses it.
+fn remove_admin_dir(common: &Path, name: &str, path: &Path) -> Result<(), WorkspaceError> {
+    let mut parts = Path::new(name).components();
+    if !matches!((parts.next(), parts.next()), (Some(Component::Normal(_)), None)) {
+        return Ok(());
+    }
+    let dir = common.join("worktrees").join(name);
+    if !fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    if let Ok(text) = fs::read_to_string(dir.join("gitdir")) {
+        // `<working tree>/.git`
+        let dot_git = PathBuf::from(text.trim());
+        let elsewhere = dot_git.parent().is_some_and(|wd| loose_canonical(wd) != loose_canonical(path));
+        if elsewhere && fs::symlink_metadata(&dot_git).is_ok() {
+            return Ok(());
+        }
+    }
+    tracing::warn!(dir = %dir.display(), "removing the worktree entry a killed workspace creation left");
+    let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+    remove_tree(&dir)
+}
+
 /// Deletes a workspace folder without following symlinks out of it.
 pub(super) fn remove_tree(path: &Path) -> Result<(), WorkspaceError> {
     let meta = match fs::symlink_metadata(path) {
@@ -100,6 +203,7 @@ fn make_writable(dir: &Path) {
 /// whose folder is `path`. Failures are logged; a stale entry only blocks the branch.
 pub(super) fn prune_stale(rec: &WorkspaceRecord, path: &Path) {
     let Ok(repo) = Repository::open(&rec.repo) else { return };
+    let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
     let Ok(names) = repo.worktrees() else { return };
     for name in names.iter().flatten() {
         let Ok(wt) = repo.find_worktree(name) else { continue };
@@ -115,8 +219,14 @@ pub(super) fn prune_stale(rec: &WorkspaceRecord, path: &Path) {
     }
 }
 
-/// Adds a worktree at `path` on `req.branch`, creating the branch from the base ref when absent.
-pub(super) fn create_worktree(req: &WorkspaceRequest, path: &Path, name: &str) -> Result<(), WorkspaceError> {
+/// Adds a worktree at `path` on `req.branch`, creating the branch from the base ref when absent;
+/// `before_branch` is told the commit just before the branch is made there.
+pub(super) fn create_worktree(
+    req: &WorkspaceRequest,
+    path: &Path,
+    name: &str,
+    before_branch: impl FnOnce(Oid) -> Result<(), WorkspaceError>,
+) -> Result<(), WorkspaceError> {
     let failed = |message: String| WorkspaceError::WorktreeFailed {
         path: path.to_path_buf(),
         branch: req.branch.clone(),
@@ -127,6 +237,7 @@ pub(super) fn create_worktree(req: &WorkspaceRequest, path: &Path, name: &str) -
         Ok(b) => (b, false),
         Err(_) => {
             let commit = repo.find_commit(resolve_base(&repo, req)?).map_err(|e| failed(e.message().into()))?;
+            before_branch(commit.id())?;
             (repo.branch(&req.branch, &commit, false).map_err(|e| failed(e.message().into()))?, true)
         }
     };
@@ -136,8 +247,24 @@ pub(super) fn create_worktree(req: &WorkspaceRequest, path: &Path, name: &str) -
     let reference = branch.into_reference();
     let mut opts = WorktreeAddOptions::new();
     opts.reference(Some(&reference));
-    if let Err(e) = repo.worktree(name, path, Some(&opts)) {
+    let mut added = Ok(());
+    for attempt in 0..4 {
+        added = {
+            let _adding = ADMIN.read().unwrap_or_else(|e| e.into_inner());
+            repo.worktree(name, path, Some(&opts)).map(drop)
+        };
+        // The same libgit2 bug, when something outside (`git worktree prune`) deletes an entry.
+        let spurious = added.as_ref().is_err_and(|e| e.message().contains("is already checked out"))
+            && checked_out_at(&repo, &req.branch).is_none()
+            && fs::symlink_metadata(path).is_err();
+        if !spurious || attempt == 3 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    if let Err(e) = added {
         // Undo what a half-done add left: the entry, the folder and a branch made just now.
+        let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
         if let Ok(wt) = repo.find_worktree(name) {
             let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true).working_tree(true)));
         }

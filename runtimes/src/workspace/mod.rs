@@ -15,7 +15,7 @@ use std::fs;
 use std::io;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aoctl_api::project::SetupSpec;
@@ -79,9 +79,24 @@ pub struct WorkspaceRecord {
     pub port: u16,
     pub setup_done: bool,
     pub created_at: DateTime<Utc>,
+    /// Whether the checkout is complete: written `false` before anything is created and `true`
+    /// once it is. A record that still says `false` was left by an interrupted creation, whose
+    /// leftovers are ours to remove since no agent has used them. Absent in records written
+    /// before this field existed; those set `setup_done` only after a complete checkout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout_done: Option<bool>,
+    /// The commit the creation in progress made the branch at, written just before the branch is
+    /// made: an interrupted creation deletes that branch again if it still points there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_made_at: Option<String>,
 }
 
 impl WorkspaceRecord {
+    /// Whether the checkout was completed (see `checkout_done`).
+    pub fn is_checkout_done(&self) -> bool {
+        self.checkout_done.unwrap_or(self.setup_done)
+    }
+
     /// The environment the session's processes get: `PORT`, `AOCTL_SESSION`, `AOCTL_PROJECT`.
     pub fn env(&self) -> BTreeMap<String, String> {
         env(&self.project, &self.session, self.port)
@@ -143,6 +158,9 @@ impl WorkspaceError {
     }
 }
 
+/// Held while one session's workspace is created or removed.
+type SessionLock = Arc<Mutex<()>>;
+
 /// The controller's workspaces, under one root folder.
 #[derive(Debug)]
 pub struct Workspaces {
@@ -150,13 +168,16 @@ pub struct Workspaces {
     setup_timeout: Duration,
     /// Serializes port choice and the first write of a record.
     claim: Mutex<()>,
+    /// One lock per session: `ensure` and `remove` of a session never overlap in this process, so a
+    /// record that says the checkout is unfinished was left by an attempt that is over.
+    busy: Mutex<BTreeMap<(String, String), SessionLock>>,
 }
 
 impl Workspaces {
     /// Workspaces under `root` (`<data dir>/workspaces`), created on first use.
     pub fn new(root: PathBuf) -> Workspaces {
         let root = std::path::absolute(&root).unwrap_or(root);
-        Workspaces { root, setup_timeout: DEFAULT_SETUP_TIMEOUT, claim: Mutex::new(()) }
+        Workspaces { root, setup_timeout: DEFAULT_SETUP_TIMEOUT, claim: Mutex::new(()), busy: Mutex::default() }
     }
 
     /// Changes how long one setup command may run.
@@ -180,31 +201,47 @@ impl Workspaces {
                 message: "not a valid branch name".into(),
             });
         }
+        let lock = self.session_lock(&req.project, &req.session);
+        let _busy = lock.lock().unwrap_or_else(|e| e.into_inner());
         let dir = self.root.join(&req.project);
         fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
         let path = self.path_of(&req.project, &req.session);
         let mut rec = self.claim(req, &path)?;
+        // Unique per session in the main repository's `.git/worktrees/`: labels hold no dots.
+        let name = format!("aoctl-{}.{}", req.project, req.session);
 
         let mut created = false;
-        if checkout::open_healthy(&rec, &path).is_none() {
-            checkout::clear_broken(&path, req)?;
+        let done = rec.is_checkout_done();
+        if !(done && (checkout::open_healthy(&rec, &path).is_some() || checkout::restore_index(&rec, &path))) {
+            if done {
+                checkout::clear_broken(&path, req)?;
+            } else {
+                // The creation that wrote this record never finished (the process was killed),
+                // so ensure never returned the folder: nothing in it is anyone's work.
+                checkout::clear_interrupted(&rec, &path, &name)?;
+            }
             if rec.kind == WorkspaceKind::Worktree {
                 checkout::prune_stale(&rec, &path);
             }
-            // Unique per session in the main repository's `.git/worktrees/`: labels hold no dots.
-            let name = format!("aoctl-{}.{}", req.project, req.session);
             rec.repo = req.repo.clone();
             rec.branch = req.branch.clone();
             rec.base_ref = req.base_ref.clone();
             rec.kind = req.kind;
             rec.worktree_name = (req.kind == WorkspaceKind::Worktree).then(|| name.clone());
             rec.setup_done = false;
+            rec.checkout_done = Some(false);
+            rec.branch_made_at = None;
             rec.created_at = Utc::now();
             self.write_record(&rec)?;
             match req.kind {
-                WorkspaceKind::Worktree => checkout::create_worktree(req, &path, &name)?,
+                WorkspaceKind::Worktree => checkout::create_worktree(req, &path, &name, |base| {
+                    rec.branch_made_at = Some(base.to_string());
+                    self.write_record(&rec)
+                })?,
                 WorkspaceKind::Clone => checkout::create_clone(req, &path)?,
             }
+            rec.checkout_done = Some(true);
+            self.write_record(&rec)?;
             created = true;
         }
 
@@ -247,6 +284,8 @@ impl Workspaces {
     pub fn remove(&self, project: &str, session: &str) -> Result<bool, WorkspaceError> {
         check_name(project)?;
         check_name(session)?;
+        let lock = self.session_lock(project, session);
+        let _busy = lock.lock().unwrap_or_else(|e| e.into_inner());
         let Some(rec) = self.read_record(project, session)? else {
             return Ok(false);
         };
@@ -308,6 +347,14 @@ impl Workspaces {
         })
     }
 
+    /// The lock held while one session's workspace is created or removed.
+    fn session_lock(&self, project: &str, session: &str) -> SessionLock {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        // Forget locks nobody holds or waits for, so the map stays as small as the work in flight.
+        busy.retain(|_, l| Arc::strong_count(l) > 1);
+        busy.entry((project.to_string(), session.to_string())).or_default().clone()
+    }
+
     fn path_of(&self, project: &str, session: &str) -> PathBuf {
         self.root.join(project).join(session)
     }
@@ -347,6 +394,8 @@ impl Workspaces {
             port,
             setup_done: false,
             created_at: Utc::now(),
+            checkout_done: Some(false),
+            branch_made_at: None,
         };
         self.write_record(&rec)?;
         Ok(rec)

@@ -314,3 +314,157 @@ fn errors_have_reasons() {
     req.branch = "a..b".into();
     assert_eq!(f.ws.ensure(&req).unwrap_err().reason(), "InvalidName");
 }
+
+/// The record `ensure` writes before it creates anything, as a killed creation leaves it.
+fn unfinished_record(f: &Fixture, req: &WorkspaceRequest, branch_made_at: Option<String>) -> WorkspaceRecord {
+    let rec = WorkspaceRecord {
+        project: req.project.clone(),
+        session: req.session.clone(),
+        path: f.ws.path_of(&req.project, &req.session),
+        repo: req.repo.clone(),
+        branch: req.branch.clone(),
+        base_ref: req.base_ref.clone(),
+        kind: req.kind,
+        worktree_name: (req.kind == WorkspaceKind::Worktree).then(|| format!("aoctl-{}.{}", req.project, req.session)),
+        port: 41999,
+        setup_done: false,
+        created_at: Utc::now(),
+        checkout_done: Some(false),
+        branch_made_at,
+    };
+    fs::create_dir_all(f.ws.root().join(&req.project)).unwrap();
+    f.ws.write_record(&rec).unwrap();
+    rec
+}
+
+/// Asserts `path` is a complete, clean checkout of `branch` at main, listed once by git.
+fn assert_complete(f: &Fixture, info: &WorkspaceInfo, branch: &str) {
+    assert_eq!(fs::read_to_string(info.path.join("README.md")).unwrap(), "hello\n");
+    assert_eq!(fs::read_to_string(info.path.join(".gitignore")).unwrap(), ".env\nnode_modules/\n");
+    assert_eq!(git(&info.path, &["status", "--porcelain"]), "");
+    assert_eq!(git(&info.path, &["branch", "--show-current"]), branch);
+    assert_eq!(info.head_sha, Some(git(&f.repo, &["rev-parse", "main"])));
+    let list = f.worktree_list();
+    assert_eq!(list.matches("worktree ").count(), 2, "{list}");
+    assert!(!list.contains("prunable"), "{list}");
+    assert!(f.ws.get(&info.project, &info.session).unwrap().is_checkout_done());
+}
+
+#[test]
+fn leftovers_of_a_killed_worktree_creation_are_cleared_and_the_checkout_made_again() {
+    let f = fixture();
+    let req = f.req("crash");
+    let main = git(&f.repo, &["rev-parse", "main"]);
+    let rec = unfinished_record(&f, &req, Some(main.clone()));
+    // What libgit2 leaves when killed mid-checkout: the branch it made, an admin folder without
+    // HEAD (which libgit2 does not list), a half-written folder without index, and a branch lock.
+    git(&f.repo, &["branch", "demo/crash", "main"]);
+    let admin = f.repo.join(".git/worktrees/aoctl-demo.crash");
+    fs::create_dir_all(&admin).unwrap();
+    fs::write(admin.join("gitdir"), format!("{}\n", rec.path.join(".git").display())).unwrap();
+    fs::write(admin.join("commondir"), "../..\n").unwrap();
+    fs::create_dir_all(&rec.path).unwrap();
+    fs::write(rec.path.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
+    fs::write(rec.path.join("README.md"), "hel").unwrap();
+    let lock = f.repo.join(".git/refs/heads/demo/crash.lock");
+    fs::write(&lock, format!("{main}\n")).unwrap();
+
+    let info = f.ws.ensure(&req).unwrap();
+    assert!(info.created);
+    assert_eq!(info.port, 41999, "the record's port is kept");
+    assert_complete(&f, &info, "demo/crash");
+    assert!(!lock.exists());
+    assert!(!f.ws.ensure(&req).unwrap().created);
+}
+
+#[test]
+fn a_creation_killed_while_making_the_branch_is_made_again() {
+    let f = fixture();
+    let req = f.req("lock");
+    unfinished_record(&f, &req, Some(git(&f.repo, &["rev-parse", "main"])));
+    let lock = f.repo.join(".git/refs/heads/demo/lock.lock");
+    fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    fs::write(&lock, "").unwrap();
+    let info = f.ws.ensure(&req).unwrap();
+    assert_complete(&f, &info, "demo/lock");
+    assert!(!lock.exists());
+}
+
+#[test]
+fn a_checkout_killed_before_its_index_was_written_is_made_again() {
+    let f = fixture();
+    let req = f.req("half");
+    let first = f.ws.ensure(&req).unwrap();
+    // The state of a checkout cut short: files missing or truncated, no index yet, and the
+    // record not marked done.
+    let mut rec = f.ws.get("demo", "half").unwrap();
+    rec.checkout_done = Some(false);
+    rec.setup_done = false;
+    rec.branch_made_at = first.head_sha.clone();
+    f.ws.write_record(&rec).unwrap();
+    fs::remove_file(f.repo.join(".git/worktrees/aoctl-demo.half/index")).unwrap();
+    fs::remove_file(first.path.join(".gitignore")).unwrap();
+    fs::write(first.path.join("README.md"), "he").unwrap();
+
+    let info = f.ws.ensure(&req).unwrap();
+    assert!(info.created);
+    assert_complete(&f, &info, "demo/half");
+}
+
+#[test]
+fn a_finished_worktree_that_lost_its_index_gets_it_back_and_keeps_the_work() {
+    let f = fixture();
+    let req = f.req("noindex");
+    let first = f.ws.ensure(&req).unwrap();
+    fs::write(first.path.join("README.md"), "hello\nagent\n").unwrap();
+    fs::write(first.path.join("scratch.txt"), "agent work").unwrap();
+    fs::remove_file(f.repo.join(".git/worktrees/aoctl-demo.noindex/index")).unwrap();
+
+    let info = f.ws.ensure(&req).unwrap();
+    assert!(!info.created);
+    // (`git` trims the leading space of " M".)
+    assert_eq!(git(&info.path, &["status", "--porcelain"]), "M README.md\n?? scratch.txt");
+    assert_eq!(fs::read_to_string(info.path.join("scratch.txt")).unwrap(), "agent work");
+}
+
+#[test]
+fn a_killed_clone_is_made_again() {
+    let f = fixture();
+    let mut req = f.req("clonecrash");
+    req.kind = WorkspaceKind::Clone;
+    let rec = unfinished_record(&f, &req, None);
+    fs::create_dir_all(&rec.path).unwrap();
+    git(&rec.path, &["init", "-q"]);
+    fs::write(rec.path.join("README.md"), "h").unwrap();
+    let info = f.ws.ensure(&req).unwrap();
+    assert!(info.created);
+    assert_eq!(fs::read_to_string(info.path.join("README.md")).unwrap(), "hello\n");
+    assert_eq!(git(&info.path, &["status", "--porcelain"]), "");
+    assert_eq!(git(&info.path, &["branch", "--show-current"]), "demo/clonecrash");
+}
+
+#[test]
+fn records_of_older_versions_are_done_once_setup_was() {
+    let f = fixture();
+    let req = f.req("legacy");
+    let first = f.ws.ensure(&req).unwrap();
+    let file = f.ws.record_path("demo", "legacy");
+    let mut json: serde_json::Value = serde_json::from_slice(&fs::read(&file).unwrap()).unwrap();
+    json.as_object_mut().unwrap().remove("checkoutDone");
+    json.as_object_mut().unwrap().remove("branchMadeAt");
+    fs::write(&file, serde_json::to_vec(&json).unwrap()).unwrap();
+    fs::write(first.path.join("scratch.txt"), "agent work").unwrap();
+    assert!(f.ws.get("demo", "legacy").unwrap().is_checkout_done());
+    assert!(!f.ws.ensure(&req).unwrap().created);
+    assert!(first.path.join("scratch.txt").exists());
+
+    // An older version killed mid-checkout left setupDone false: made again.
+    json["setupDone"] = false.into();
+    fs::write(&file, serde_json::to_vec(&json).unwrap()).unwrap();
+    fs::remove_file(f.repo.join(".git/worktrees/aoctl-demo.legacy/index")).unwrap();
+    fs::remove_file(first.path.join(".gitignore")).unwrap();
+    let info = f.ws.ensure(&req).unwrap();
+    assert!(info.created);
+    assert!(!info.path.join("scratch.txt").exists());
+    assert_complete(&f, &info, "demo/legacy");
+}
