@@ -69,7 +69,7 @@ impl Metrics {
             &["runtime", "op", "result"],
         )?;
         registry.register(Box::new(runtime_ops.clone()))?;
-        for runtime in ["tmux", "process"] {
+        for runtime in ["tmux", "process", "docker"] {
             for op in ["start", "stop", "send"] {
                 for result in ["success", "error"] {
                     runtime_ops.with_label_values(&[runtime, op, result]);
@@ -105,6 +105,20 @@ impl Metrics {
             &["endpoint", "code"],
         )?;
         registry.register(Box::new(github_requests.clone()))?;
+        // The endpoints the controller polls, at 0 until the first request, so alerts on error
+        // rates see a series from the start.
+        for endpoint in [
+            "GET /repos/{owner}/{repo}/pulls",
+            "GET /repos/{owner}/{repo}/pulls/{pull_number}",
+            "GET /repos/{owner}/{repo}/commits/{ref}/check-runs",
+            "GET /repos/{owner}/{repo}/commits/{ref}/status",
+            "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews",
+            "GET /repos/{owner}/{repo}/pulls/{pull_number}/comments",
+        ] {
+            for code in ["200", "304"] {
+                github_requests.with_label_values(&[endpoint, code]);
+            }
+        }
         let github_ratelimit_remaining = IntGauge::new(
             "aoctl_github_ratelimit_remaining",
             "Requests left in the lowest GitHub rate-limit budget of any token.",

@@ -185,6 +185,9 @@ pub async fn serve_on(
 /// finished session frees a slot under `maxConcurrentSessions`).
 async fn route_changes(mut changes: Watch, projects: Trigger, sessions: Trigger, stopped: impl Future<Output = ()>) {
     let mut by_project: HashMap<String, BTreeSet<String>> = HashMap::new();
+    // What sessions depend on in a project: its generation and its Ready condition. Status-only
+    // writes (such as the session count) must not wake every session of the project.
+    let mut seen: HashMap<String, (Option<serde_json::Value>, Option<serde_json::Value>)> = HashMap::new();
     let forward = async {
         while let Some(ev) = changes.next().await {
             let name = ev.object.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
@@ -193,9 +196,18 @@ async fn route_changes(mut changes: Watch, projects: Trigger, sessions: Trigger,
                     if ev.kind_ != EventKind::Deleted {
                         projects.trigger(&name);
                     }
-                    for s in by_project.get(&name).into_iter().flatten() {
-                        sessions.trigger(s);
+                    let generation = ev.object.pointer("/metadata/generation").cloned();
+                    let ready = ev.object.pointer("/status/conditions").and_then(|c| {
+                        c.as_array()?.iter().find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready")).cloned()
+                    });
+                    let ready = ready.map(|c| serde_json::json!([c.get("status"), c.get("reason")]));
+                    let now = (generation, ready);
+                    if ev.kind_ == EventKind::Deleted || seen.get(&name) != Some(&now) {
+                        for s in by_project.get(&name).into_iter().flatten() {
+                            sessions.trigger(s);
+                        }
                     }
+                    seen.insert(name.clone(), now);
                 }
                 Kind::Session => {
                     let project = ev.object.pointer("/spec/project").and_then(|v| v.as_str()).unwrap_or_default();
@@ -206,8 +218,16 @@ async fn route_changes(mut changes: Watch, projects: Trigger, sessions: Trigger,
                         siblings.insert(name.clone());
                         sessions.trigger(&name);
                     }
-                    for s in siblings.iter().filter(|s| **s != name) {
-                        sessions.trigger(s);
+                    // A slot under maxConcurrentSessions frees when a session goes, stops or ends.
+                    let phase = ev.object.pointer("/status/phase").and_then(|p| p.as_str()).unwrap_or_default();
+                    let stopped = ev.object.pointer("/spec/stopped").and_then(|p| p.as_bool()).unwrap_or(false);
+                    let frees = ev.kind_ == EventKind::Deleted
+                        || stopped
+                        || matches!(phase, "Merged" | "Closed" | "Failed" | "Terminating");
+                    if frees {
+                        for s in siblings.iter().filter(|s| **s != name) {
+                            sessions.trigger(s);
+                        }
                     }
                     projects.trigger(project);
                 }

@@ -206,6 +206,11 @@ class Server:
         self.log.close()
 
 
+def loadavg():
+    """The 1-minute load average: other work on the machine moves every number."""
+    return round(os.getloadavg()[0], 2)
+
+
 def workdir():
     return tempfile.mkdtemp(prefix="aoctl-bench-")
 

@@ -13,7 +13,7 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import API, Server, cleanup, make_repo, median, percentile, stopped, workdir  # noqa: E402
+from common import API, Server, cleanup, loadavg, make_repo, median, percentile, stopped, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 N = int(os.environ.get("BENCH_SESSIONS", "1000"))
@@ -69,7 +69,7 @@ def main():
             "aoctl_median_ms": round(median(a), 1), "aoctl_p90_ms": round(percentile(a, 90), 1),
             "curl_median_ms": round(median(c), 1), "curl_p90_ms": round(percentile(c, 90), 1),
             "urllib_median_ms": round(median(u), 1),
-            "ratio": round(median(a) / median(c), 2), "target_ms": 30}))
+            "ratio": round(median(a) / median(c), 2), "target_ms": 30, "loadavg_1m": loadavg()}))
     finally:
         srv.stop()
         cleanup(work)

@@ -13,7 +13,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Server, cleanup, cpu_seconds, make_repo, metric_sum, rss_bytes, workdir  # noqa: E402
+from common import Server, cleanup, cpu_seconds, loadavg, make_repo, metric_sum, rss_bytes, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 N = int(os.environ.get("BENCH_SESSIONS", "100"))
@@ -81,7 +81,7 @@ def main():
                 "runtime_ops_per_s": round(delta("aoctl_runtime_operations_total") / wall, 2),
                 "phases": phases,
                 "baseline_tmux_server_cpu_pct": base_cpu, "baseline_tmux_server_rss_mb": round(base_rss / 1e6, 1),
-                "target_cpu_pct": 0.5, "target_rss_mb": 50}))
+                "target_cpu_pct": 0.5, "target_rss_mb": 50, "loadavg_1m": loadavg()}))
         finally:
             srv.stop()
     finally:

@@ -15,7 +15,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import API, Server, cleanup, metric_sum, percentile, workdir  # noqa: E402
+from common import API, Server, cleanup, loadavg, metric_sum, percentile, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 WATCHERS = int(os.environ.get("BENCH_WATCHERS", "100"))
@@ -188,7 +188,7 @@ def main():
             "after_response_max_ms": round(max(after_resp), 3),
             "by_response_pct": round(sum(1 for x in after_resp if x <= 0) / len(after_resp) * 100, 1),
             "after_send_p50_ms": q(after_send, 50), "after_send_p99_ms": q(after_send, 99),
-            "baseline_get_p50_ms": q(gets, 50), "baseline_get_p99_ms": q(gets, 99)}))
+            "baseline_get_p50_ms": q(gets, 50), "baseline_get_p99_ms": q(gets, 99), "loadavg_1m": loadavg()}))
         for w in watchers:
             w["sock"].close()
         writer.close()

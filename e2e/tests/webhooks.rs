@@ -95,7 +95,16 @@ async fn github_webhooks_are_verified_and_reconcile_at_once() {
             has(o, "PullRequestOpen", "False", "NoPullRequest") && has(o, "AgentActive", "False", "Idle")
         })
         .await;
-    let sha = head(&gh.repos.bare, branch).expect("the agent pushed its branch");
+    // Idle can be reported a moment before the agent's push lands: wait for the branch.
+    let mut sha = head(&gh.repos.bare, branch);
+    for _ in 0..100 {
+        if sha.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        sha = head(&gh.repos.bare, branch);
+    }
+    let sha = sha.expect("the agent pushed its branch");
     assert!(s.pointer("/status/pullRequest").is_none(), "{s:#}");
 
     // A pull request appears on GitHub; no webhook tells aoctl, which polls every ten minutes.

@@ -17,7 +17,7 @@ use crate::context::Ctx;
 use crate::fleet::Observation;
 
 /// A screen is read again at least this often even when the transcript did not grow.
-const RECAPTURE_EVERY: Duration = Duration::from_secs(10);
+const RECAPTURE_EVERY: Duration = Duration::from_secs(30);
 
 fn stuck_after(s: &Session, p: &Project) -> Duration {
     let mut r = Reactions::defaults();
@@ -95,8 +95,10 @@ pub(super) async fn observe(
         cond(st, s, types::STALLED, ConditionStatus::False, "Progressing", "");
     }
     cond(st, s, types::READY, ConditionStatus::True, "Running", format!("the agent is {state}"));
+    // Poll busy agents often and quiet ones rarely: idle sessions are most of a fleet.
     Ok(Action::requeue(match state {
         ActivityState::Working => Duration::from_secs(2),
-        _ => Duration::from_secs(5),
+        ActivityState::NeedsInput | ActivityState::Idle => Duration::from_secs(10),
+        ActivityState::Stuck | ActivityState::Exited => Duration::from_secs(30),
     }))
 }
