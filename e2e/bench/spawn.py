@@ -45,8 +45,15 @@ def free_port():
     return port
 
 
+def settle():
+    """Writes back the previous round's files first, so no round pays for another's dirty pages."""
+    os.sync()
+    time.sleep(1)
+
+
 def floor(repo, work):
     """Sequential git worktree add + tmux new-session of N, the way a person would script it."""
+    settle()
     sock = os.path.join(work, "floor.sock")
     t0 = time.monotonic()
     for i in range(N):
@@ -112,6 +119,7 @@ def aoctl_round(repo, work, round_no):
         path = os.path.join(work, f"sessions{round_no}.yaml")
         with open(path, "w") as f:
             f.write(manifest)
+        settle()
         t0 = time.monotonic()
         subprocess.run([AOCTL, "--server", base, "apply", "-f", path], check=True, stdout=subprocess.DEVNULL)
         if not done.wait(300):
