@@ -9,8 +9,23 @@ pub mod git;
 pub mod notify;
 pub mod process;
 pub mod runtime;
+mod terminal;
 pub mod tmux;
 pub mod transcript;
 pub mod workspace;
 
 pub use runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+
+/// Makes a write to a pipe whose reader is gone an error (`EPIPE`) instead of a `SIGPIPE` that
+/// ends the process. Rust binaries start that way; this holds it for any process that writes to
+/// its children through this crate (a library's host may not have).
+pub(crate) fn ignore_sigpipe() {
+    #[cfg(unix)]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
+        ONCE.call_once(|| unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        });
+    }
+}

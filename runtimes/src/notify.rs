@@ -25,6 +25,7 @@ pub fn desktop(title: &str, body: &str) -> Result<(), String> {
 /// Runs `argv` with `json` on standard input; fails on a non-zero exit or after 30 s.
 pub fn command(argv: &[String], json: &[u8]) -> Result<(), String> {
     let (program, args) = argv.split_first().ok_or("the command is empty")?;
+    crate::ignore_sigpipe();
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::piped())

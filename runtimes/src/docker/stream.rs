@@ -26,6 +26,8 @@ use tokio::task::JoinHandle;
 use super::container::Meta;
 use super::{failed, RUNTIME};
 use crate::runtime::RuntimeError;
+pub(super) use crate::terminal::key_bytes;
+use crate::terminal::Replies;
 use crate::tmux::delivery::{Screen, Terminal};
 
 /// Our own attach connection's detach sequence. The engine holds back a typed byte that starts it
@@ -51,25 +53,6 @@ pub(super) struct Agent {
     input: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
     attach_tasks: Mutex<Vec<JoinHandle<()>>>,
     follower: Mutex<Option<JoinHandle<()>>>,
-}
-
-/// Answers to terminal queries, collected while output is parsed.
-#[derive(Default)]
-struct Replies(Vec<u8>);
-
-impl vt100::Callbacks for Replies {
-    fn unhandled_csi(&mut self, screen: &mut vt100::Screen, i1: Option<u8>, _: Option<u8>, params: &[&[u16]], c: char) {
-        let first = params.first().and_then(|p| p.first()).copied().unwrap_or(0);
-        match (i1, c, first) {
-            (None, 'n', 6) => {
-                let (row, col) = screen.cursor_position();
-                self.0.extend(format!("\x1b[{};{}R", row + 1, col + 1).bytes());
-            }
-            (None, 'n', 5) => self.0.extend(b"\x1b[0n"),
-            (None, 'c', 0) => self.0.extend(b"\x1b[?1;2c"),
-            _ => {}
-        }
-    }
 }
 
 /// Locks `m`, ignoring poisoning: every critical section leaves its data consistent.
@@ -241,36 +224,6 @@ impl Terminal for Agent {
         let cursor_line = screen.contents_between(start, 0, row, cols);
         Ok(Screen { text: screen.contents(), cursor_line, cursor: (row.into(), col.into()) })
     }
-}
-
-/// The bytes a terminal sends for a key named in tmux syntax (`Enter`, `Escape`, `Up`, `C-c`, `y`, `1`).
-pub(super) fn key_bytes(key: &str, application_cursor: bool) -> Option<Vec<u8>> {
-    let arrow = |c: char| if application_cursor { format!("\x1bO{c}") } else { format!("\x1b[{c}") };
-    let text = match key {
-        "Enter" | "C-m" => "\r".to_string(),
-        "Escape" | "Esc" | "C-[" => "\x1b".into(),
-        "Tab" | "C-i" => "\t".into(),
-        "BTab" => "\x1b[Z".into(),
-        "BSpace" => "\x7f".into(),
-        "Space" => " ".into(),
-        "Up" => arrow('A'),
-        "Down" => arrow('B'),
-        "Right" => arrow('C'),
-        "Left" => arrow('D'),
-        _ => {
-            let mut chars = key.chars();
-            let single = |rest: &str| {
-                let mut chars = rest.chars();
-                chars.next().filter(|_| chars.next().is_none())
-            };
-            if let Some(c) = key.strip_prefix("C-").and_then(single).filter(char::is_ascii_alphabetic) {
-                char::from(c.to_ascii_lowercase() as u8 & 0x1f).to_string()
-            } else {
-                chars.next().filter(|_| chars.next().is_none())?.to_string()
-            }
-        }
-    };
-    Some(text.into_bytes())
 }
 
 /// Appends the log of container `id` to `transcript` until the container stops.

@@ -81,6 +81,9 @@ impl TmuxRuntime {
 
     /// Runs `tmux -S socket args…` with `input` on stdin; its stdout, or why it failed.
     async fn run(&self, args: &[OsString], input: Option<&[u8]>) -> Result<String, Failure> {
+        if input.is_some() {
+            crate::ignore_sigpipe();
+        }
         let mut cmd = tokio::process::Command::new("tmux");
         cmd.arg("-S")
             .arg(&self.socket)

@@ -123,11 +123,9 @@ async fn poll(
     };
     // The agent committed but did not push: push for it, never forcing.
     if want.create && pr.state == PullRequestState::Open && ws.head_sha.as_deref().is_some_and(|h| h != pr.head_sha) {
-        let (path, branch) = (ws.path.clone(), ws.branch.clone());
-        match tokio::task::spawn_blocking(move || git::push(&path, "origin", &branch)).await {
-            Ok(Ok(())) => pr = c.pull(owner, repo, pr.number).await?,
-            Ok(Err(e)) => tracing::debug!(error = %e, session = %s.metadata.name, "push failed"),
-            Err(e) => tracing::warn!(error = %e, "push task failed"),
+        match push(ws).await {
+            Ok(()) => pr = c.pull(owner, repo, pr.number).await?,
+            Err((_, e)) => tracing::debug!(error = %e, session = %s.metadata.name, "push failed"),
         }
     }
     let checks = c.checks(owner, repo, &pr.head_sha).await?;
@@ -169,6 +167,16 @@ fn set_conditions(s: &Session, st: &mut SessionStatus, pr: &PullRequest, checks:
     cond(st, s, types::MERGED, if merged { True } else { False }, if merged { "Merged" } else { "NotMerged" }, "");
 }
 
+/// Pushes the session's branch to `origin` (never forced); on failure a condition reason and message.
+async fn push(ws: &WorkspaceInfo) -> Result<(), (&'static str, String)> {
+    let (path, branch) = (ws.path.clone(), ws.branch.clone());
+    match tokio::task::spawn_blocking(move || git::push(&path, "origin", &branch)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err((e.reason(), e.to_string())),
+        Err(e) => Err(("PushFailed", e.to_string())),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn open(
     s: &Session,
@@ -189,17 +197,9 @@ async fn open(
         cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, "NoCommits", msg);
         return Ok(None);
     }
-    let (path, branch) = (ws.path.clone(), ws.branch.clone());
-    match tokio::task::spawn_blocking(move || git::push(&path, "origin", &branch)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, e.reason(), e.to_string());
-            return Ok(None);
-        }
-        Err(e) => {
-            cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, "PushFailed", e.to_string());
-            return Ok(None);
-        }
+    if let Err((reason, message)) = push(ws).await {
+        cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, reason, message);
+        return Ok(None);
     }
     let prompt = s.spec.prompt.clone().unwrap_or_default();
     let first = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
