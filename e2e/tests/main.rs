@@ -21,6 +21,7 @@ mod sessions;
 
 mod docker_sessions;
 mod github_loop;
+mod logs;
 mod observability;
 mod ratelimit;
 mod standin;
