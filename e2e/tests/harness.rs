@@ -389,6 +389,34 @@ impl Server {
         Resp { code, body: resp.bytes().await.expect("response body").to_vec() }
     }
 
+    /// Like `send`, for a body the server may refuse before reading it all (413): the server
+    /// answers and closes, and the client can see the closed connection before the answer. A
+    /// transport error is tried again, a few times; an answer is returned as it is.
+    pub async fn send_oversized(&self, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> Resp {
+        let mut last = String::new();
+        // A connection of its own: the server closes it after refusing, and a pooled one would
+        // fail the next request of the test.
+        let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("HTTP client");
+        for _ in 0..5 {
+            let m = reqwest::Method::from_bytes(method.as_bytes()).expect("HTTP method");
+            let mut r = http.request(m, self.url(path));
+            if let Some(t) = &self.opts.token {
+                r = r.bearer_auth(t);
+            }
+            if let Some(ct) = content_type {
+                r = r.header(reqwest::header::CONTENT_TYPE, ct);
+            }
+            match r.body(body.clone()).send().await {
+                Ok(resp) => {
+                    let code = resp.status().as_u16();
+                    return Resp { code, body: resp.bytes().await.expect("response body").to_vec() };
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        panic!("{path}: no answer in 5 attempts: {last}\nserver log:\n{}", self.log_text())
+    }
+
     async fn get(&self, path: &str) -> Result<Resp, reqwest::Error> {
         let resp = self.request(reqwest::Method::GET, path).send().await?;
         let code = resp.status().as_u16();
