@@ -250,9 +250,14 @@ impl Terminal for Session<'_> {
             target.clone(),
             "#{cursor_y} #{cursor_x}".into(),
             ";".into(),
+            // The last 200 lines of history as well as the screen: an older copy of the message's
+            // words that scrolls off the screen while the new one appears is still counted, so the
+            // new one shows as new.
             "capture-pane".into(),
             "-p".into(),
             "-J".into(),
+            "-S".into(),
+            "-200".into(),
             "-t".into(),
             target.clone(),
         ];
