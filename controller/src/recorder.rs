@@ -6,6 +6,9 @@ use std::sync::Mutex;
 use aoctl_api::{Event, EventType, InvolvedObject, Resource, Time};
 use aoctl_store::{Store, StoreError};
 
+/// How many recent events the recorder remembers for folding repeats.
+const MAX_REMEMBERED: usize = 1000;
+
 /// Writes events; the source is the controller of the object's kind, e.g. `session-controller`.
 pub struct Recorder {
     store: Store,
@@ -54,7 +57,13 @@ impl Recorder {
         let source = format!("{}-controller", T::KIND.as_str().to_ascii_lowercase());
         let ev = Event::new(involved, type_, reason, message, &source, now);
         let created = self.store.create_typed(&ev).await?;
-        self.seen.lock().expect("recorder lock").insert(key, created.metadata.name);
+        let mut seen = self.seen.lock().expect("recorder lock");
+        // Messages carry changing details, so the map would only grow; the store keeps at most
+        // this many events anyway, so older entries could not be folded into.
+        if seen.len() >= MAX_REMEMBERED {
+            seen.clear();
+        }
+        seen.insert(key, created.metadata.name);
         Ok(())
     }
 }

@@ -150,6 +150,22 @@ fn decode_body(kind: Kind, body: &[u8]) -> Result<AnyObject, AppError> {
     Ok(obj)
 }
 
+/// What every write checks first: the kind is known and writable, the query parses (`dryRun`),
+/// and — for writes with a body — the content type is JSON (or merge-patch JSON for a patch).
+fn write_request(
+    plural: &str,
+    params: Result<Query<Params>, QueryRejection>,
+    body: Option<(&HeaderMap, bool)>,
+) -> Result<(Kind, WriteOptions), AppError> {
+    let Query(params) = params?;
+    let kind = kind_of(plural)?;
+    writable(kind)?;
+    if let Some((headers, merge_patch)) = body {
+        require_json(headers, merge_patch)?;
+    }
+    Ok((kind, params.options()?))
+}
+
 fn require_json(headers: &HeaderMap, merge_patch: bool) -> Result<(), AppError> {
     let ct = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json");
     let ct = ct.split(';').next().unwrap_or("").trim();
@@ -204,11 +220,7 @@ pub async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, AppError> {
-    let Query(params) = params?;
-    let kind = kind_of(&plural)?;
-    writable(kind)?;
-    require_json(&headers, false)?;
-    let opts = params.options()?;
+    let (kind, opts) = write_request(&plural, params, Some((&headers, false)))?;
     let mut obj = decode_body(kind, &body)?;
     admit(&state, &mut obj, true).await?;
     let created = state.store.create(kind, obj.to_value(), opts).await?;
@@ -255,11 +267,7 @@ pub async fn replace(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, AppError> {
-    let Query(params) = params?;
-    let kind = kind_of(&plural)?;
-    writable(kind)?;
-    require_json(&headers, false)?;
-    let opts = params.options()?;
+    let (kind, opts) = write_request(&plural, params, Some((&headers, false)))?;
     let body = name_from_url(&body, &name)?;
     let mut obj = decode_body(kind, &body)?;
     admit(&state, &mut obj, false).await?;
@@ -273,11 +281,7 @@ pub async fn patch(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, AppError> {
-    let Query(params) = params?;
-    let kind = kind_of(&plural)?;
-    writable(kind)?;
-    require_json(&headers, true)?;
-    let opts = params.options()?;
+    let (kind, opts) = write_request(&plural, params, Some((&headers, true)))?;
     let patch: Value = decode_json(&body).map_err(AppError::Decode)?;
     if !patch.is_object() {
         return Err(AppError::BadRequest("a merge patch must be a JSON object".into()));
@@ -323,10 +327,7 @@ pub async fn delete(
     params: Result<Query<Params>, QueryRejection>,
     body: Bytes,
 ) -> Result<Response, AppError> {
-    let Query(params) = params?;
-    let kind = kind_of(&plural)?;
-    writable(kind)?;
-    let opts = params.options()?;
+    let (kind, opts) = write_request(&plural, params, None)?;
     // Optional DeleteOptions body: {"preconditions": {"resourceVersion": "…"}}.
     let precondition = if body.is_empty() {
         None
@@ -347,11 +348,7 @@ pub async fn replace_status(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, AppError> {
-    let Query(params) = params?;
-    let kind = kind_of(&plural)?;
-    writable(kind)?;
-    require_json(&headers, false)?;
-    let opts = params.options()?;
+    let (kind, opts) = write_request(&plural, params, Some((&headers, false)))?;
     let body = name_from_url(&body, &name)?;
     let (status, rv, errors) = match kind {
         Kind::Project => {
