@@ -7,7 +7,7 @@ aoctl="$root/target/debug/aoctl"
 export AOCTL_DATA_DIR="$root/.scratch/demo/data"
 export AOCTL_SERVER=http://127.0.0.1:7421
 
-repo=/tmp/aoctl-demo/demo
+repo="$root/.scratch/demo/demo"
 if [ ! -d "$repo/.git" ]; then
   mkdir -p "$repo"
   git -C "$repo" init -q -b main
@@ -25,9 +25,15 @@ fi
 
 # `aoctl up` starts the server in the background (pid and log in the data dir) and applies a
 # Project for the repository; the examples then add to it.
+# The examples name /tmp/aoctl-demo/demo; this checkout's copy points at its own scratch repository,
+# so two checkouts (or a stale one) never share the demo's branches.
+examples="$root/.scratch/demo/examples"
+rm -rf "$examples"
+cp -R manifests/examples "$examples"
+sed -i "s|path: /tmp/aoctl-demo/demo|path: $repo|" "$examples/project.yaml"
 "$aoctl" up "$repo"
-"$aoctl" apply -f manifests/examples/project.yaml --wait=30s
-"$aoctl" apply -f manifests/examples/ --wait=60s
+"$aoctl" apply -f "$examples/project.yaml" --wait=30s
+"$aoctl" apply -f "$examples/" --wait=60s
 echo
 "$aoctl" get projects,sessions -o wide
 echo

@@ -241,6 +241,7 @@ pub(super) fn create_worktree(
             (repo.branch(&req.branch, &commit, false).map_err(|e| failed(e.message().into()))?, true)
         }
     };
+    prune_gone_holders(&repo, &req.branch);
     if let Some(at) = checked_out_at(&repo, &req.branch) {
         return Err(WorkspaceError::BranchInUse { branch: req.branch.clone(), path: at });
     }
@@ -286,6 +287,30 @@ fn resolve_base(repo: &Repository, req: &WorkspaceRequest) -> Result<Oid, Worksp
         .or_else(|| repo.revparse_single(&req.base_ref).ok()?.peel_to_commit().ok().map(|c| c.id()))
         .filter(|_| !req.base_ref.is_empty())
         .ok_or_else(|| WorkspaceError::BaseRefNotFound { repo: req.repo.clone(), base_ref: req.base_ref.clone() })
+}
+
+/// Prunes the worktree entries that hold `branch` although their folder is gone (deleted by hand,
+/// or a data dir thrown away), as `git worktree prune` would; a locked entry is kept.
+fn prune_gone_holders(repo: &Repository, branch: &str) {
+    let wanted = format!("refs/heads/{branch}");
+    let common = repo.commondir().to_path_buf();
+    let Ok(names) = repo.worktrees() else { return };
+    for name in names.iter().flatten() {
+        let Ok(wt) = repo.find_worktree(name) else { continue };
+        let head = fs::read_to_string(common.join("worktrees").join(name).join("HEAD")).unwrap_or_default();
+        let holds = head.trim().strip_prefix("ref:").map(str::trim) == Some(wanted.as_str());
+        let locked = !matches!(wt.is_locked(), Ok(git2::WorktreeLockStatus::Unlocked));
+        if !holds || locked || fs::symlink_metadata(wt.path()).is_ok() {
+            continue;
+        }
+        let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+        match wt.prune(Some(WorktreePruneOptions::new().valid(true))) {
+            Ok(()) => {
+                tracing::info!(worktree = name, path = %wt.path().display(), branch, "pruned a worktree entry whose folder is gone")
+            }
+            Err(e) => tracing::warn!(worktree = name, error = %e, "cannot prune a worktree entry whose folder is gone"),
+        }
+    }
 }
 
 /// Where `branch` is checked out: the main working tree or any linked worktree, stale ones included

@@ -304,6 +304,21 @@ fn errors_have_reasons() {
         e => panic!("{e}"),
     }
 
+    // A worktree whose folder was deleted by hand no longer holds its branch; a locked one does.
+    let gone = f.ws.ensure(&f.req("gone")).unwrap();
+    let locked = f.ws.ensure(&f.req("locked")).unwrap();
+    git(&f.repo, &["worktree", "lock", locked.path.to_str().unwrap()]);
+    for p in [&gone.path, &locked.path] {
+        fs::remove_dir_all(p).unwrap();
+    }
+    let mut req = f.req("three");
+    req.branch = "demo/gone".into();
+    let again = f.ws.ensure(&req).unwrap();
+    assert_eq!(git(&again.path, &["rev-parse", "--abbrev-ref", "HEAD"]), "demo/gone");
+    req = f.req("four");
+    req.branch = "demo/locked".into();
+    assert_eq!(f.ws.ensure(&req).unwrap_err().reason(), "BranchInUse");
+
     for (project, session) in [("..", "x"), ("demo", "a/b"), ("demo", ".."), ("Demo", "x")] {
         let mut req = f.req("x");
         (req.project, req.session) = (project.into(), session.into());
