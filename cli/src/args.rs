@@ -76,7 +76,7 @@ pub enum Command {
     Describe(DescribeArgs),
     /// Delete objects by name or by manifest.
     Delete(DeleteArgs),
-    /// Show what `apply` would change; exits 1 when there are differences.
+    /// Show what `apply` would change; exits 1 when there are differences, 2 on an error.
     Diff(DiffArgs),
     /// Print what a session's agent wrote to its terminal.
     Logs(LogsArgs),

@@ -1,5 +1,6 @@
 //! The `aoctl` binary: parses the command line, sets up logging, runs the verb and maps the
-//! outcome to an exit status (0 ok, 1 failure or differences found, 2 usage).
+//! outcome to an exit status (0 ok, 1 failure or differences found, 2 usage, or an object `diff`
+//! could not compare).
 
 mod args;
 mod client;

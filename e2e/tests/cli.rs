@@ -117,6 +117,23 @@ async fn apply_get_describe_diff_delete() {
     has_lines(out.ok(), &["session/brand-new created (dry run)"]);
     assert_eq!(server.dump().await, settled, "a dry-run create wrote to the store");
     std::fs::remove_file(dir.join("extra.yaml")).expect("remove extra.yaml");
+    // A new Project with its Sessions: the dry run and diff get past the Project's absence, and
+    // a Session of a project that exists nowhere is still refused (diff: exit 2).
+    let fresh = server.tmp.path().join("fresh");
+    let both = [project_yaml("fresh", repo, "app: fresh"), session_yaml("s1", "fresh", "app: fresh", "Go")];
+    write(&fresh, "all.yaml", &both);
+    let fresh_arg = fresh.to_str().expect("UTF-8 path");
+    let out = server.aoctl(&["apply", "--dry-run", "-f", fresh_arg]);
+    has_lines(out.ok(), &["project/fresh created (dry run)", "session/s1 created (dry run)"]);
+    let out = server.aoctl(&["diff", "-f", fresh_arg]);
+    out.code(1);
+    has_lines(&out, &["+++ merged/project/fresh", "+++ merged/session/s1", "+  project: fresh"]);
+    write(&fresh, "all.yaml", &[session_yaml("s2", "nowhere", "app: fresh", "Go")]);
+    let out = server.aoctl(&["apply", "--dry-run", "-f", fresh_arg]);
+    out.code(1);
+    assert!(out.stderr.contains("spec.project: project \"nowhere\" not found"), "{out}");
+    server.aoctl(&["diff", "-f", fresh_arg]).code(2);
+    assert_eq!(server.dump().await, settled, "a dry run of new objects wrote to the store");
 
     let out = server.aoctl(&["apply", "-f", dir_arg]);
     has_lines(

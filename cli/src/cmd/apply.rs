@@ -43,10 +43,17 @@ pub async fn run(client: &Client, a: ApplyArgs) -> anyhow::Result<ExitCode> {
     let suffix = if a.dry_run { " (dry run)" } else { "" };
     let mut applied: Vec<(Kind, String)> = vec![];
     let mut failed = 0;
+    let mut pending = PendingProjects::default();
     for m in &manifests {
         let reference = object::reference(m.kind(), m.name());
-        match apply_one(client, m.kind(), m.name(), &desired(&m.object), a.dry_run).await {
+        let want = desired(&m.object);
+        let result = match apply_one(client, m.kind(), m.name(), &want, a.dry_run).await {
+            Err(e) if a.dry_run && pending.excuses(m.kind(), &want, &e) => Ok((Outcome::Created, want)),
+            other => other,
+        };
+        match result {
             Ok((outcome, _)) => {
+                pending.note(m.kind(), m.name(), outcome);
                 emit(&format!("{reference} {outcome}{suffix}\n"));
                 applied.push((m.kind(), m.name().to_string()));
             }
@@ -68,6 +75,31 @@ pub async fn run(client: &Client, a: ApplyArgs) -> anyhow::Result<ExitCode> {
         wait_ready(client, &applied, timeout).await?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Projects a dry run would create. The server cannot admit a Session of a Project that does
+/// not exist yet, so such a Session, already validated locally when its manifest was read, is
+/// reported as the manifest has it.
+#[derive(Default)]
+pub struct PendingProjects(HashSet<String>);
+
+impl PendingProjects {
+    pub fn note(&mut self, kind: Kind, name: &str, outcome: Outcome) {
+        if kind == Kind::Project && outcome == Outcome::Created {
+            self.0.insert(name.to_string());
+        }
+    }
+
+    /// Whether the server refused `desired` only because its project is one of these.
+    pub fn excuses(&self, kind: Kind, desired: &Value, err: &ClientError) -> bool {
+        let ClientError::Api(status) = err else { return false };
+        let causes = status.details.as_ref().map(|d| d.causes.as_slice()).unwrap_or_default();
+        kind == Kind::Session
+            && status.code == 422
+            && !causes.is_empty()
+            && causes.iter().all(|c| c.field.as_deref() == Some("spec.project"))
+            && desired.pointer("/spec/project").and_then(Value::as_str).is_some_and(|p| self.0.contains(p))
+    }
 }
 
 fn location(m: &Manifest) -> String {

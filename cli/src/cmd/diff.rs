@@ -1,46 +1,73 @@
 //! `aoctl diff`: what `apply` would change, as a unified diff of the live object against the
-//! server's dry-run result, without the fields the store manages. Exits 1 when anything differs.
+//! server's dry-run result, without the fields the store manages. Exits 0 when nothing differs,
+//! 1 when something does and 2 when an object could not be compared (like `kubectl diff`).
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use serde_json::Value;
 use similar::TextDiff;
 
-use super::apply::{desired, merge_live, same_content};
+use super::apply::{desired, merge_live, same_content, Outcome, PendingProjects};
 use super::emit;
 use crate::args::DiffArgs;
-use crate::client::Client;
+use crate::client::{Client, ClientError};
 use crate::manifest;
 use crate::object;
 
 pub async fn run(client: &Client, a: DiffArgs) -> anyhow::Result<ExitCode> {
-    let manifests = manifest::load(&a.filenames, a.recursive)?;
+    let manifests = match manifest::load(&a.filenames, a.recursive) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let mut differs = false;
+    let mut failed = false;
+    let mut pending = PendingProjects::default();
     for m in &manifests {
         let reference = object::reference(m.kind(), m.name());
         let want = desired(&m.object);
-        let context = || format!("{}:{}: {reference}", m.source, m.line);
-        let (live, merged) = match client.get(m.kind(), m.name()).await {
-            Err(e) if e.is_not_found() => (None, client.create(m.kind(), &want, true).await.with_context(context)?),
-            Err(e) => return Err(e).with_context(context),
-            Ok(live) => {
-                let body = merge_live(&want, &live);
-                let merged = if same_content(&body, &live) {
-                    live.clone()
-                } else {
-                    client.replace(m.kind(), m.name(), &body, true).await.with_context(context)?
-                };
-                (Some(live), merged)
+        let compared = match compare(client, m.kind(), m.name(), &want).await {
+            Err(e) if pending.excuses(m.kind(), &want, &e) => Ok((None, want)),
+            other => other,
+        };
+        let (live, merged) = match compared {
+            Ok(pair) => pair,
+            Err(e) => {
+                eprintln!("error: {}:{}: {reference}: {e}", m.source, m.line);
+                failed = true;
+                continue;
             }
         };
+        let outcome = if live.is_none() { Outcome::Created } else { Outcome::Configured };
+        pending.note(m.kind(), m.name(), outcome);
         let text = unified(&reference, live.as_ref(), &merged);
         if !text.is_empty() {
             differs = true;
             emit(&text);
         }
     }
-    Ok(if differs { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(ExitCode::from(if failed { 2 } else { u8::from(differs) }))
+}
+
+/// The live object (absent: new) and what the server would make of the manifest (dry run).
+async fn compare(
+    client: &Client,
+    kind: aoctl_api::Kind,
+    name: &str,
+    want: &Value,
+) -> Result<(Option<Value>, Value), ClientError> {
+    match client.get(kind, name).await {
+        Err(e) if e.is_not_found() => Ok((None, client.create(kind, want, true).await?)),
+        Err(e) => Err(e),
+        Ok(live) => {
+            let body = merge_live(want, &live);
+            let merged =
+                if same_content(&body, &live) { live.clone() } else { client.replace(kind, name, &body, true).await? };
+            Ok((Some(live), merged))
+        }
+    }
 }
 
 /// YAML of an object for diffing: managed fields stripped.
