@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -15,6 +16,9 @@ use aoctl_runtimes::process::ProcessRuntime;
 use aoctl_runtimes::tmux::TmuxRuntime;
 use aoctl_runtimes::workspace::Workspaces;
 use aoctl_runtimes::{InputStyle, Runtime, RuntimeError};
+
+/// The file in a session's folder that every byte of its agent's output is appended to.
+const TRANSCRIPT: &str = "transcript.log";
 
 /// What was last seen of a session's agent, to tell activity from silence.
 #[derive(Clone, Debug)]
@@ -48,6 +52,9 @@ pub struct Fleet {
     docker: tokio::sync::Mutex<HashMap<String, Arc<DockerRuntime>>>,
     /// This controller's id on shared docker engines (`ao.dev/owner`), from its data folder.
     owner: String,
+    /// Whether a watcher of the transcripts wakes sessions on output and exits
+    /// ([`crate::activity_watch`]); without one, activity is polled.
+    output_events: AtomicBool,
 }
 
 impl Fleet {
@@ -62,7 +69,29 @@ impl Fleet {
             prs: Mutex::new(HashMap::new()),
             docker: tokio::sync::Mutex::new(HashMap::new()),
             owner: owner_id(data_dir),
+            output_events: AtomicBool::new(false),
         }
+    }
+
+    /// The folder of every session's controller-side files.
+    pub fn sessions_dir(&self) -> &Path {
+        &self.sessions_dir
+    }
+
+    /// Whether agents' output and exits wake their sessions, so quiet ones need no polling.
+    pub fn output_events(&self) -> bool {
+        self.output_events.load(Ordering::Acquire)
+    }
+
+    /// Records whether a watcher wakes sessions on output and exits.
+    pub fn set_output_events(&self, on: bool) {
+        self.output_events.store(on, Ordering::Release);
+    }
+
+    /// A session's agent closed its output (it ended, or its runtime was stopped): no probe may
+    /// answer from what was seen before.
+    pub fn output_closed(&self, _session: &str) {
+        self.tmux.invalidate_probes();
     }
 
     /// This controller's owner id on docker engines: its containers carry `ao.dev/owner=<id>`.
@@ -119,7 +148,16 @@ impl Fleet {
     }
 
     pub fn transcript(&self, session: &str) -> PathBuf {
-        self.session_dir(session).join("transcript.log")
+        self.session_dir(session).join(TRANSCRIPT)
+    }
+
+    /// The session whose transcript `path` is, if it is one.
+    pub fn transcript_of(&self, path: &Path) -> Option<String> {
+        if path.file_name()? != TRANSCRIPT {
+            return None;
+        }
+        let dir = path.parent()?;
+        (dir.parent()? == self.sessions_dir).then(|| dir.file_name()?.to_str().map(str::to_string)).flatten()
     }
 
     pub fn prompt_file(&self, session: &str) -> PathBuf {
@@ -222,5 +260,15 @@ mod tests {
         assert_eq!(owner_id(&a.path().join(".")), id, "the canonical path counts");
         assert_ne!(owner_id(b.path()), id);
         assert_eq!(Fleet::new(a.path()).owner(), id);
+    }
+
+    #[test]
+    fn transcript_of_names_the_session_of_a_transcript_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let fleet = Fleet::new(dir.path());
+        assert_eq!(fleet.transcript_of(&fleet.transcript("web-1")).as_deref(), Some("web-1"));
+        assert_eq!(fleet.transcript_of(&fleet.prompt_file("web-1")), None);
+        assert_eq!(fleet.transcript_of(&fleet.sessions_dir().join("transcript.log")), None);
+        assert_eq!(fleet.transcript_of(&dir.path().join("other/web-1/transcript.log")), None);
     }
 }

@@ -1,6 +1,7 @@
 //! The aoctl controller: reconcilers, the HTTP API, metrics, and `serve`, which wires them to
 //! the store and the engine.
 
+pub mod activity_watch;
 pub mod context;
 pub mod fleet;
 pub mod github;

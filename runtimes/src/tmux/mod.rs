@@ -8,8 +8,14 @@
 //!
 //! Sessions survive a controller restart: `list` finds them again by the `@aoctl-session` and
 //! `@aoctl-project` options recorded on each.
+//!
+//! Probes are answered from one shared view of all panes ([`panes`]), so a fleet of idle sessions
+//! costs one `tmux` process per window however many of them are probed. A pane that dies touches
+//! its transcript (a `pane-died` hook appends nothing to it), so a watcher of the transcripts
+//! hears of the exit without asking tmux.
 
 pub(crate) mod delivery;
+pub(crate) mod panes;
 #[cfg(all(test, unix))]
 pub(crate) mod tests;
 
@@ -17,6 +23,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::session::RuntimeKind;
@@ -24,6 +31,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
 use delivery::{Screen, Terminal};
+use panes::Panes;
 
 const RUNTIME: &str = "tmux";
 
@@ -43,6 +51,8 @@ static BUFFERS: AtomicU64 = AtomicU64::new(0);
 #[derive(Clone, Debug)]
 pub struct TmuxRuntime {
     socket: PathBuf,
+    /// The shared view of the panes probes answer from.
+    panes: Arc<Panes>,
 }
 
 /// What a failed tmux invocation means.
@@ -56,7 +66,29 @@ enum Failure {
 impl TmuxRuntime {
     /// A runtime on the tmux server listening on `socket` (started on first use).
     pub fn new(socket: PathBuf) -> TmuxRuntime {
-        TmuxRuntime { socket }
+        TmuxRuntime { socket, panes: Arc::new(Panes::default()) }
+    }
+
+    /// Makes the next probe ask tmux again instead of answering from the shared view of the
+    /// panes: to be called when an agent may just have ended (its output closed).
+    pub fn invalidate_probes(&self) {
+        self.panes.invalidate();
+    }
+
+    /// Every pane on the server, from the shared view when it is fresh.
+    async fn panes(&self) -> Result<Arc<panes::View>, RuntimeError> {
+        self.panes
+            .get(|| async {
+                let args = ["list-panes".into(), "-a".into(), "-F".into(), panes::FORMAT.into()];
+                match self.run(&args, None).await {
+                    Ok(out) => Ok(panes::parse(&out)),
+                    Err(Failure::Missing(_)) => Ok(panes::View::new()),
+                    Err(Failure::Other(message)) => {
+                        Err(RuntimeError::Failed { runtime: RUNTIME, op: "probe", message })
+                    }
+                }
+            })
+            .await
     }
 
     /// The server's socket.
@@ -166,6 +198,12 @@ fn start_failed(message: impl Into<String>) -> RuntimeError {
     RuntimeError::Failed { runtime: RUNTIME, op: "start", message: message.into() }
 }
 
+/// The `pane-died` hook of every pane the runtime starts: it appends nothing to the transcript
+/// named by the pane's `@aoctl-transcript` option, which closes the file once more after its
+/// writer, so a watcher of the transcript learns of the exit. It prints nothing and always
+/// succeeds, since tmux would show any output or failure over the dead pane.
+const PANE_DIED: &str = "run-shell -b 'exec 2>/dev/null; true >> #{q:@aoctl-transcript}; true'";
+
 /// The argument vector that starts `spec` in one tmux invocation, so that `pipe-pane` is attached
 /// before the pane's first output is read.
 fn start_args(spec: &LaunchSpec) -> Result<Vec<OsString>, RuntimeError> {
@@ -181,7 +219,9 @@ fn start_args(spec: &LaunchSpec) -> Result<Vec<OsString>, RuntimeError> {
     if command.len() == 1 {
         command.splice(0..0, ["/bin/sh", "-c", "exec \"$0\""]);
     }
-    let transcript = spec.transcript.to_str().ok_or_else(|| start_failed("the transcript path is not UTF-8"))?;
+    // tmux runs the pipe and the hook in a folder of its choosing: the transcript's path must be absolute.
+    let transcript = std::path::absolute(&spec.transcript).unwrap_or_else(|_| spec.transcript.clone());
+    let transcript = transcript.to_str().ok_or_else(|| start_failed("the transcript path is not UTF-8"))?;
     let workdir = spec.workdir.to_str().ok_or_else(|| start_failed("the working directory is not UTF-8"))?;
     let pipe = format!("cat >> {}", sh_quote(transcript));
 
@@ -202,7 +242,17 @@ fn start_args(spec: &LaunchSpec) -> Result<Vec<OsString>, RuntimeError> {
     args.push(";".into());
     args.extend(["pipe-pane".into(), "-o".into(), "-t".into(), pane(name), arg(literal(&pipe)), ";".into()]);
     args.extend(["set-option".into(), "-t".into(), pane(name), "@aoctl-session".into(), arg(name), ";".into()]);
-    args.extend(["set-option".into(), "-t".into(), pane(name), "@aoctl-project".into(), arg(&spec.project)]);
+    args.extend([
+        "set-option".into(),
+        "-t".into(),
+        pane(name),
+        "@aoctl-project".into(),
+        arg(&spec.project),
+        ";".into(),
+    ]);
+    args.extend(["set-option".into(), "-p".into(), "-t".into(), pane(name), "@aoctl-transcript".into()]);
+    args.extend([arg(transcript), ";".into()]);
+    args.extend(["set-hook".into(), "-p".into(), "-t".into(), pane(name), "pane-died".into(), PANE_DIED.into()]);
     Ok(args)
 }
 
@@ -299,50 +349,36 @@ impl Runtime for TmuxRuntime {
                 std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
             }
         }
+        self.panes.invalidate();
         let mut result = self.run(&args, None).await;
         if matches!(&result, Err(Failure::Missing(m)) if m.contains("server exited") || m.contains("lost server")) {
             // The server was shutting down as this start reached it; the next start brings up a new one.
             tokio::time::sleep(Duration::from_millis(200)).await;
             result = self.run(&args, None).await;
         }
+        // Whatever happened, the session may exist now: no probe may answer from an older view.
+        self.panes.invalidate();
         match result {
             Ok(_) => Ok(Handle(spec.session.clone())),
             Err(Failure::Missing(message) | Failure::Other(message)) => Err(start_failed(message)),
         }
     }
 
+    /// Answers from the shared view of the panes (see [`panes`]).
     async fn probe(&self, handle: &Handle) -> Result<Probe, RuntimeError> {
-        match self.run(&["has-session".into(), "-t".into(), arg(format!("={}", handle.0))], None).await {
-            Ok(_) => {}
-            Err(Failure::Missing(_)) => return Ok(Probe::Missing),
-            Err(Failure::Other(message)) if message.contains("can't find") => return Ok(Probe::Missing),
-            Err(Failure::Other(message)) => {
-                return Err(RuntimeError::Failed { runtime: RUNTIME, op: "probe", message })
-            }
-        }
-        let format = "#{pane_dead} #{pane_pid} #{pid} #{pane_dead_status}";
-        let args = ["display-message".into(), "-p".into(), "-t".into(), pane(&handle.0), format.into()];
-        let out = match self.run(&args, None).await {
-            Ok(out) => out,
-            Err(Failure::Missing(_)) => return Ok(Probe::Missing),
-            Err(Failure::Other(message)) => {
-                return Err(RuntimeError::Failed { runtime: RUNTIME, op: "probe", message })
-            }
-        };
-        let fields: Vec<&str> = out.split_whitespace().collect();
-        if fields.first() != Some(&"1") {
+        let view = self.panes().await?;
+        let Some(pane) = view.get(&handle.0) else { return Ok(Probe::Missing) };
+        if !pane.dead {
             return Ok(Probe::Alive);
         }
-        if let Some(code) = fields.get(3).and_then(|c| c.parse().ok()) {
+        if let Some(code) = pane.status {
             return Ok(Probe::Exited(Some(code)));
         }
         // tmux 3.3 sometimes marks a pane dead without ever reaping its process, so the status never
         // arrives; the zombie still holds it.
         #[cfg(target_os = "linux")]
-        if let (Some(pid), Some(server)) = (fields.get(1), fields.get(2)) {
-            if let (Ok(pid), Ok(server)) = (pid.parse(), server.parse()) {
-                return Ok(Probe::Exited(crate::process::tree::zombie_exit_code(pid, server)));
-            }
+        if let (Some(pid), Some(server)) = (pane.pid, pane.server) {
+            return Ok(Probe::Exited(crate::process::tree::zombie_exit_code(pid, server)));
         }
         Ok(Probe::Exited(None))
     }
@@ -396,7 +432,9 @@ impl Runtime for TmuxRuntime {
         }
         #[cfg(not(unix))]
         let _ = (out, STOP_GRACE);
-        match self.run(&["kill-session".into(), "-t".into(), arg(format!("={}", handle.0))], None).await {
+        let killed = self.run(&["kill-session".into(), "-t".into(), arg(format!("={}", handle.0))], None).await;
+        self.panes.invalidate();
+        match killed {
             Ok(_) | Err(Failure::Missing(_)) => Ok(()),
             Err(Failure::Other(message)) => Err(RuntimeError::Failed { runtime: RUNTIME, op: "stop", message }),
         }

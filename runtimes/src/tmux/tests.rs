@@ -396,3 +396,40 @@ async fn tmux_keys_and_attach_command() {
     let socket = server.runtime.socket().to_string_lossy().into_owned();
     assert_eq!(server.runtime.attach_command(&handle), ["tmux", "-S", &socket, "attach-session", "-t", "=keys"]);
 }
+
+#[tokio::test]
+async fn tmux_dying_pane_touches_its_transcript_and_probes_see_it_once_told() {
+    let server = Server::new();
+    let spec = spec(server.path(), "dies", sh_agent(server.path(), "reader.sh", READER));
+    let handle = server.start(&spec).await;
+    assert_eq!(server.runtime.probe(&handle).await.unwrap(), Probe::Alive);
+    // The writer keeps the unlinked file; only the hook opens the path again, creating it.
+    std::fs::remove_file(&spec.transcript).unwrap();
+    let _ = server.runtime.send(&handle, "quit", &style(3)).await;
+    wait_for("the pane-died hook to open the transcript", || spec.transcript.exists()).await;
+    assert_eq!(read(&spec.transcript), "", "the hook writes nothing");
+    server.runtime.invalidate_probes();
+    assert_eq!(server.runtime.probe(&handle).await.unwrap(), Probe::Exited(Some(3)), "no stale view after a death");
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(server.runtime.socket())
+        .args(["list-panes", "-t", "=dies:", "-F", "#{pane_in_mode}"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "nothing is shown over the dead pane");
+}
+
+#[tokio::test]
+async fn tmux_probes_share_one_view_and_a_started_session_is_never_missing() {
+    let server = Server::new();
+    let one = spec(server.path(), "one", sh_agent(server.path(), "reader.sh", READER));
+    let h1 = server.start(&one).await;
+    assert_eq!(server.runtime.probe(&h1).await.unwrap(), Probe::Alive);
+    // Started right after a probe read the view: the start invalidates it.
+    let two = spec(server.path(), "two", one.command.clone());
+    let h2 = server.runtime.start(&two).await.unwrap();
+    assert_eq!(server.runtime.probe(&h2).await.unwrap(), Probe::Alive);
+    server.runtime.stop(&h2).await.unwrap();
+    assert_eq!(server.runtime.probe(&h2).await.unwrap(), Probe::Missing, "a stop invalidates the view too");
+    assert_eq!(server.runtime.probe(&Handle("none".into())).await.unwrap(), Probe::Missing);
+}
