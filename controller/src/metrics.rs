@@ -1,16 +1,25 @@
 //! The controller's Prometheus registry: engine metrics, `aoctl_sessions`, `aoctl_watch_streams`
 //! and the standard `process_*` metrics.
+//!
+//! `aoctl_sessions` is counted from the store's change stream (`track_sessions`), so a scrape
+//! costs a few operations per project and phase rather than a read of every Session.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use aoctl_api::session::Phase;
 use aoctl_api::session::RuntimeKind;
-use aoctl_api::{Kind, Session};
-use aoctl_store::{Selector, Store, StoreError};
+use aoctl_api::Kind;
+use aoctl_store::{EventKind, Selector, Store, StoreError};
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use serde_json::Value;
+use tokio::sync::watch;
 
 pub struct Metrics {
     pub registry: Registry,
@@ -28,7 +37,9 @@ pub struct Metrics {
     /// From the event (webhook arrival, or detection when polling) to its message in the agent.
     pub feedback_latency: prometheus::HistogramVec,
     pub github_requests: IntCounterVec,
+    /// Exported only once a GitHub answer has set it (see `KnownGauge`).
     pub github_ratelimit_remaining: IntGauge,
+    counts: SessionCounts,
 }
 
 /// Reaction keys, as in manifests.
@@ -47,7 +58,7 @@ impl Metrics {
     pub fn new() -> Result<Metrics, prometheus::Error> {
         let registry = Registry::new();
         #[cfg(target_os = "linux")]
-        registry.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))?;
+        registry.register(Box::new(process::Process::new()?))?;
         let engine = aoctl_engine::Metrics::register(&registry)?;
         let sessions = IntGaugeVec::new(
             Opts::new("aoctl_sessions", "Number of sessions by project and phase."),
@@ -123,7 +134,8 @@ impl Metrics {
             "aoctl_github_ratelimit_remaining",
             "Requests left in the lowest GitHub rate-limit budget of any token.",
         )?;
-        registry.register(Box::new(github_ratelimit_remaining.clone()))?;
+        github_ratelimit_remaining.set(UNKNOWN);
+        registry.register(Box::new(KnownGauge(github_ratelimit_remaining.clone())))?;
         Ok(Metrics {
             registry,
             engine,
@@ -135,30 +147,92 @@ impl Metrics {
             feedback_latency,
             github_requests,
             github_ratelimit_remaining,
+            counts: SessionCounts::default(),
         })
     }
 
-    /// Recomputes `aoctl_sessions` from the store; every phase of every project is present, at 0
-    /// when empty, so alerts see a series from the start.
+    /// Brings `aoctl_sessions` up to date with `store`: every phase of every project is present, at
+    /// 0 when empty, so alerts see a series from the start. While `track_sessions` follows the
+    /// store, this waits (briefly) until it has seen every change made before the call and copies
+    /// its counts; otherwise it counts every Session.
     pub async fn refresh_sessions(&self, store: &Store) -> Result<(), StoreError> {
-        let (projects, _) = store.list(Kind::Project, &Selector::everything()).await?;
-        let (sessions, _): (Vec<Session>, _) = store.list_typed(&Selector::everything()).await?;
-        let mut counts: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
-        for p in &projects {
-            let name = p.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default();
-            for phase in Phase::ALL {
-                counts.insert((name.to_string(), phase.as_str()), 0);
+        let mut seen = self.counts.seen.subscribe();
+        if seen.borrow().is_some() {
+            let want = store.resource_version();
+            let caught_up = seen.wait_for(|rv| rv.is_some_and(|rv| rv >= want));
+            if matches!(tokio::time::timeout(CATCH_UP, caught_up).await, Ok(Ok(_))) {
+                let counts = lock(&self.counts.counts);
+                self.publish_sessions(&counts);
+                return Ok(());
             }
         }
-        for s in &sessions {
-            let phase = s.status.phase.unwrap_or(Phase::Pending).as_str();
-            *counts.entry((s.spec.project.clone(), phase)).or_default() += 1;
-        }
-        self.sessions.reset();
-        for ((project, phase), n) in counts {
-            self.sessions.with_label_values(&[&project, phase]).set(n);
-        }
+        let counts = Counts::from_store(store).await?.0;
+        self.publish_sessions(&counts);
         Ok(())
+    }
+
+    /// Keeps the counts of `aoctl_sessions` from the store's changes until `stopped` resolves.
+    pub async fn track_sessions(&self, store: Store, stopped: impl Future<Output = ()>) {
+        let follow = async {
+            loop {
+                let (counts, rv) = match Counts::from_store(&store).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot count sessions");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                };
+                // Every kind, so the resourceVersion seen keeps up with Events too.
+                let mut changes = match store.watch(&[], rv) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "session counts fell behind the store; counting again");
+                        continue;
+                    }
+                };
+                *lock(&self.counts.counts) = counts;
+                self.counts.seen.send_replace(Some(rv));
+                while let Some(ev) = changes.next().await {
+                    if ev.kind != Kind::Event {
+                        lock(&self.counts.counts).apply(ev.kind, ev.kind_ == EventKind::Deleted, &ev.object);
+                    }
+                    self.counts.seen.send_replace(Some(changes.resource_version()));
+                }
+                // The store closed, or the stream fell behind what the store keeps: count again
+                // (scrapes count for themselves meanwhile).
+                self.counts.seen.send_replace(None);
+                if changes.error().is_none() {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            _ = follow => {},
+            _ = stopped => {},
+        }
+        self.counts.seen.send_replace(None);
+    }
+
+    /// Sets `aoctl_sessions` to `counts`, removing only the series of projects that are gone, so
+    /// a scrape running at the same time never misses a series.
+    fn publish_sessions(&self, counts: &Counts) {
+        let mut published = lock(&self.counts.published);
+        let mut now = BTreeSet::new();
+        for project in &counts.projects {
+            for phase in Phase::ALL {
+                now.insert((project.clone(), phase.as_str()));
+            }
+        }
+        now.extend(counts.by_phase.iter().filter(|(_, n)| **n != 0).map(|(k, _)| k.clone()));
+        for (project, phase) in &now {
+            let n = counts.by_phase.get(&(project.clone(), *phase)).copied().unwrap_or(0);
+            self.sessions.with_label_values(&[project.as_str(), phase]).set(n);
+        }
+        for (project, phase) in published.difference(&now) {
+            let _ = self.sessions.remove_label_values(&[project.as_str(), phase]);
+        }
+        *published = now;
     }
 
     /// Counts one runtime operation.
@@ -171,5 +245,309 @@ impl Metrics {
         let mut buf = vec![];
         TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding does not fail");
         String::from_utf8(buf).expect("the text format is UTF-8")
+    }
+}
+
+/// How long a scrape waits for the session counts to catch up with the store before it counts
+/// every Session itself.
+const CATCH_UP: Duration = Duration::from_secs(1);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `aoctl_sessions`, kept from the store's changes.
+#[derive(Default)]
+struct SessionCounts {
+    counts: Mutex<Counts>,
+    /// The store resourceVersion `counts` is current at; `None` while nothing follows the store.
+    seen: watch::Sender<Option<u64>>,
+    /// The series set at the last scrape.
+    published: Mutex<BTreeSet<(String, &'static str)>>,
+}
+
+/// Sessions by project and phase.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Counts {
+    projects: BTreeSet<String>,
+    /// Each Session's project and phase, to move it when it changes.
+    sessions: HashMap<String, (String, &'static str)>,
+    by_phase: BTreeMap<(String, &'static str), i64>,
+}
+
+impl Counts {
+    /// The counts of the store now, and the resourceVersion they are current at.
+    async fn from_store(store: &Store) -> Result<(Counts, u64), StoreError> {
+        let mut counts = Counts::default();
+        // Sessions first: a watch from their resourceVersion replays the Project changes made
+        // between the two lists, and applying those again leaves the same projects.
+        let (sessions, rv) = store.list(Kind::Session, &Selector::everything()).await?;
+        let (projects, _) = store.list(Kind::Project, &Selector::everything()).await?;
+        for o in projects.iter().chain(&sessions) {
+            let kind =
+                if o.get("kind").and_then(Value::as_str) == Some("Project") { Kind::Project } else { Kind::Session };
+            counts.apply(kind, false, o);
+        }
+        Ok((counts, rv))
+    }
+
+    /// Applies one stored object (its last state when `deleted`).
+    fn apply(&mut self, kind: Kind, deleted: bool, obj: &Value) {
+        let Some(name) = obj.pointer("/metadata/name").and_then(Value::as_str) else { return };
+        match kind {
+            Kind::Project if deleted => {
+                self.projects.remove(name);
+            }
+            Kind::Project => {
+                if !self.projects.contains(name) {
+                    self.projects.insert(name.to_string());
+                }
+            }
+            Kind::Session => {
+                if let Some(old) = self.sessions.remove(name) {
+                    if let Some(n) = self.by_phase.get_mut(&old) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.by_phase.remove(&old);
+                        }
+                    }
+                }
+                if !deleted {
+                    let project = obj.pointer("/spec/project").and_then(Value::as_str).unwrap_or_default();
+                    let phase = obj.pointer("/status/phase").and_then(Value::as_str);
+                    let phase = Phase::ALL.into_iter().find(|p| Some(p.as_str()) == phase).unwrap_or(Phase::Pending);
+                    let key = (project.to_string(), phase.as_str());
+                    *self.by_phase.entry(key.clone()).or_default() += 1;
+                    self.sessions.insert(name.to_string(), key);
+                }
+            }
+            Kind::Event => {}
+        }
+    }
+}
+
+/// Marks a gauge that has no value yet; `KnownGauge` exports nothing while it holds it.
+const UNKNOWN: i64 = -1;
+
+/// A gauge exported only once it was set to a value of its own: before GitHub first answers,
+/// `aoctl_github_ratelimit_remaining` has no series, rather than a 0 that reads as "exhausted".
+struct KnownGauge(IntGauge);
+
+impl Collector for KnownGauge {
+    fn desc(&self) -> Vec<&Desc> {
+        self.0.desc()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        if self.0.get() <= UNKNOWN {
+            return vec![];
+        }
+        self.0.collect()
+    }
+}
+
+/// The standard `process_*` metrics, with `process_cpu_seconds_total` in fractional seconds (the
+/// prometheus crate's collector counts whole seconds only).
+#[cfg(target_os = "linux")]
+mod process {
+    use prometheus::core::{Collector, Desc};
+    use prometheus::process_collector::ProcessCollector;
+    use prometheus::proto::MetricFamily;
+    use prometheus::{Counter, Opts};
+
+    const CPU: &str = "process_cpu_seconds_total";
+    const CPU_HELP: &str = "Total user and system CPU time spent in seconds.";
+
+    pub struct Process {
+        others: ProcessCollector,
+        cpu: Counter,
+    }
+
+    impl Process {
+        pub fn new() -> Result<Process, prometheus::Error> {
+            Ok(Process { others: ProcessCollector::for_self(), cpu: Counter::with_opts(Opts::new(CPU, CPU_HELP))? })
+        }
+    }
+
+    /// User and system CPU time of this process so far, in seconds, to the microsecond.
+    pub fn cpu_seconds() -> f64 {
+        // SAFETY: getrusage only writes the struct it is given, which is plain data.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a valid, writable rusage.
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+            return 0.0;
+        }
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        secs(usage.ru_utime) + secs(usage.ru_stime)
+    }
+
+    impl Collector for Process {
+        fn desc(&self) -> Vec<&Desc> {
+            let mut descs: Vec<&Desc> = self.others.desc().into_iter().filter(|d| d.fq_name != CPU).collect();
+            descs.extend(self.cpu.desc());
+            descs
+        }
+
+        fn collect(&self) -> Vec<MetricFamily> {
+            let mut families: Vec<MetricFamily> =
+                self.others.collect().into_iter().filter(|f| f.name() != CPU).collect();
+            // A new counter per scrape: the time is read whole each time, and it only grows.
+            if let Ok(cpu) = Counter::with_opts(Opts::new(CPU, CPU_HELP)) {
+                cpu.inc_by(cpu_seconds());
+                families.extend(cpu.collect());
+            }
+            families
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aoctl_store::WriteOptions;
+    use serde_json::json;
+
+    use super::*;
+
+    fn session(name: &str, project: &str) -> Value {
+        json!({"apiVersion": aoctl_api::API_VERSION, "kind": "Session", "metadata": {"name": name},
+            "spec": {"project": project}})
+    }
+
+    fn project(name: &str) -> Value {
+        json!({"apiVersion": aoctl_api::API_VERSION, "kind": "Project", "metadata": {"name": name},
+            "spec": {"path": format!("/src/{name}")}})
+    }
+
+    /// The `aoctl_sessions` samples of a scrape, without the zeros.
+    fn sessions(m: &Metrics) -> BTreeMap<(String, String), i64> {
+        let mut out = BTreeMap::new();
+        for family in m.registry.gather().iter().filter(|f| f.name() == "aoctl_sessions") {
+            for metric in family.get_metric() {
+                let label =
+                    |n: &str| metric.get_label().iter().find(|l| l.name() == n).map(|l| l.value().to_string()).unwrap();
+                let n = metric.get_gauge().value() as i64;
+                assert!(
+                    n != 0 || phase_count(m, &label("project")) == Phase::ALL.len(),
+                    "a zero is only there to complete a project's phases"
+                );
+                if n != 0 {
+                    out.insert((label("project"), label("phase")), n);
+                }
+            }
+        }
+        out
+    }
+
+    fn phase_count(m: &Metrics, project: &str) -> usize {
+        let families = m.registry.gather();
+        let family = families.iter().find(|f| f.name() == "aoctl_sessions").unwrap();
+        family.get_metric().iter().filter(|x| x.get_label().iter().any(|l| l.value() == project)).count()
+    }
+
+    fn want(rows: &[(&str, &str, i64)]) -> BTreeMap<(String, String), i64> {
+        rows.iter().map(|(p, ph, n)| ((p.to_string(), ph.to_string()), *n)).collect()
+    }
+
+    #[test]
+    fn counts_move_with_each_change() {
+        let mut c = Counts::default();
+        c.apply(Kind::Project, false, &project("web"));
+        for name in ["a", "b", "c"] {
+            c.apply(Kind::Session, false, &session(name, "web"));
+        }
+        let mut b = session("b", "web");
+        b["status"] = json!({"phase": "Working"});
+        c.apply(Kind::Session, false, &b);
+        c.apply(Kind::Session, false, &b);
+        c.apply(Kind::Session, true, &session("c", "web"));
+        c.apply(Kind::Session, false, &session("d", "api"));
+        let by_phase: Vec<_> = c.by_phase.iter().map(|((p, ph), n)| (p.as_str(), *ph, *n)).collect();
+        assert_eq!(by_phase, [("api", "Pending", 1), ("web", "Pending", 1), ("web", "Working", 1)]);
+        c.apply(Kind::Project, true, &project("web"));
+        assert!(c.projects.is_empty());
+        assert_eq!(c.by_phase.values().sum::<i64>(), 3, "sessions of a deleted project still count");
+    }
+
+    /// The counts kept from the change stream equal a recount after every change, and a scrape
+    /// right after a write sees it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tracked_counts_follow_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let w = WriteOptions::default();
+        store.create(Kind::Project, project("web"), w).await.unwrap();
+        store.create(Kind::Session, session("before", "web"), w).await.unwrap();
+        let m = Arc::new(Metrics::new().unwrap());
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let tracker = tokio::spawn({
+            let (m, store) = (m.clone(), store.clone());
+            async move { m.track_sessions(store, async { stop_rx.await.unwrap_or_default() }).await }
+        });
+        let mut seen = m.counts.seen.subscribe();
+        seen.wait_for(Option::is_some).await.unwrap();
+
+        let check = |want_rows: &[(&str, &str, i64)]| {
+            let (m, store) = (m.clone(), store.clone());
+            let want_rows = want(want_rows);
+            async move {
+                m.refresh_sessions(&store).await.unwrap();
+                assert_eq!(sessions(&m), want_rows);
+                let recount = Counts::from_store(&store).await.unwrap().0;
+                assert_eq!(*lock(&m.counts.counts), recount);
+            }
+        };
+        check(&[("web", "Pending", 1)]).await;
+        store.create(Kind::Project, project("api"), w).await.unwrap();
+        store.create(Kind::Session, session("a", "api"), w).await.unwrap();
+        store.update_status(Kind::Session, "a", json!({"phase": "Working"}), None, w).await.unwrap();
+        check(&[("web", "Pending", 1), ("api", "Working", 1)]).await;
+        assert_eq!(phase_count(&m, "api"), Phase::ALL.len(), "every phase of a project is present");
+        store.delete(Kind::Session, "before", None, w).await.unwrap();
+        store.delete(Kind::Project, "web", None, w).await.unwrap();
+        check(&[("api", "Working", 1)]).await;
+        assert_eq!(phase_count(&m, "web"), 0, "a deleted project's series go");
+        // Events move the resourceVersion; scrapes still see the counts at once.
+        let ev = json!({"apiVersion": aoctl_api::API_VERSION, "kind": "Event", "metadata": {"name": "e1"},
+            "involvedObject": {"kind": "Session", "name": "a"}, "reason": "Test", "message": "m", "type": "Normal"});
+        if store.create(Kind::Event, ev, w).await.is_ok() {
+            check(&[("api", "Working", 1)]).await;
+        }
+
+        stop_tx.send(()).unwrap();
+        tracker.await.unwrap();
+        assert_eq!(*m.counts.seen.borrow(), None, "scrapes count for themselves again");
+        store.create(Kind::Session, session("late", "api"), w).await.unwrap();
+        m.refresh_sessions(&store).await.unwrap();
+        assert_eq!(sessions(&m), want(&[("api", "Working", 1), ("api", "Pending", 1)]));
+    }
+
+    #[test]
+    fn the_rate_limit_gauge_has_no_series_until_github_answers() {
+        let m = Metrics::new().unwrap();
+        assert!(!m.render().contains("aoctl_github_ratelimit_remaining"), "{}", m.render());
+        m.github_ratelimit_remaining.set(0);
+        assert!(m.render().contains("\naoctl_github_ratelimit_remaining 0\n"), "{}", m.render());
+        m.github_ratelimit_remaining.set(4321);
+        assert!(m.render().contains("\naoctl_github_ratelimit_remaining 4321\n"), "{}", m.render());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn process_cpu_seconds_are_fractional() {
+        let m = Metrics::new().unwrap();
+        let read = || {
+            let text = m.render();
+            let line = text.lines().find(|l| l.starts_with("process_cpu_seconds_total ")).expect("a CPU sample");
+            line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap()
+        };
+        let before = read();
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(60) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+        }
+        let spent = read() - before;
+        assert!(spent > 0.01 && spent < 0.9, "moved by {spent} s after 60 ms of work");
+        assert!(m.render().contains("process_resident_memory_bytes"), "the other process metrics stay");
     }
 }

@@ -146,6 +146,11 @@ pub async fn serve_on(
         .watch(&[Kind::Project, Kind::Session], store.resource_version())
         .map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
     let mut tasks = vec![tokio::spawn(route_changes(changes, projects.handle(), sessions.handle(), stopped()))];
+    // Agents' output and exits wake their sessions, so quiet ones are not polled.
+    match crate::activity_watch::start(fleet.clone(), sessions.handle(), stopped()) {
+        Ok(watch) => tasks.push(watch),
+        Err(e) => tracing::warn!(error = %e, "agents' activity is polled: the transcripts cannot be watched"),
+    }
     tasks.push(tokio::spawn(run_controller(
         projects,
         store.clone(),
@@ -163,6 +168,12 @@ pub async fn serve_on(
         stopped(),
     )));
     tasks.push(tokio::spawn(collect_orphans(ctx.clone(), stopped())));
+    // `aoctl_sessions` follows the store's changes, so a scrape does not read every Session.
+    let (counted, counts_stopped) = (metrics.clone(), stopped());
+    tasks.push(tokio::spawn({
+        let store = store.clone();
+        async move { counted.track_sessions(store, counts_stopped).await }
+    }));
     ready.store(true, Ordering::Release);
     tracing::info!(listen = %listener.local_addr()?, data_dir = %opts.data_dir.display(), "serving");
     let server = axum::serve(listener, router(state)).with_graceful_shutdown(stopped());

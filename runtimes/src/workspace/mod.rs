@@ -6,16 +6,18 @@
 //! ever removed. `<session>.setup.log` keeps the output of the setup commands.
 
 mod checkout;
+mod memo;
 mod setup;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use aoctl_api::project::SetupSpec;
@@ -171,13 +173,24 @@ pub struct Workspaces {
     /// One lock per session: `ensure` and `remove` of a session never overlap in this process, so a
     /// record that says the checkout is unfinished was left by an attempt that is over.
     busy: Mutex<BTreeMap<(String, String), SessionLock>>,
+    /// What the last full check of each session's workspace found (see `memo`).
+    memos: RwLock<HashMap<(String, String), Arc<memo::Memo>>>,
+    /// How many `ensure` calls took the full check (opening repositories), for tests and logs.
+    full_checks: AtomicU64,
 }
 
 impl Workspaces {
     /// Workspaces under `root` (`<data dir>/workspaces`), created on first use.
     pub fn new(root: PathBuf) -> Workspaces {
         let root = std::path::absolute(&root).unwrap_or(root);
-        Workspaces { root, setup_timeout: DEFAULT_SETUP_TIMEOUT, claim: Mutex::new(()), busy: Mutex::default() }
+        Workspaces {
+            root,
+            setup_timeout: DEFAULT_SETUP_TIMEOUT,
+            claim: Mutex::new(()),
+            busy: Mutex::default(),
+            memos: RwLock::default(),
+            full_checks: AtomicU64::new(0),
+        }
     }
 
     /// Changes how long one setup command may run.
@@ -192,6 +205,10 @@ impl Workspaces {
     }
 
     /// Creates the session's workspace, or returns it unchanged when it is already there.
+    ///
+    /// Once a workspace was found complete, later calls check it in a few `stat`s and read its
+    /// `HEAD` themselves (see `memo`); anything changed since sends them to the full check, which
+    /// opens the repositories and makes the checkout again when it is gone.
     pub fn ensure(&self, req: &WorkspaceRequest) -> Result<WorkspaceInfo, WorkspaceError> {
         check_name(&req.project)?;
         check_name(&req.session)?;
@@ -201,8 +218,15 @@ impl Workspaces {
                 message: "not a valid branch name".into(),
             });
         }
+        let key = (req.project.clone(), req.session.clone());
+        let memo = self.memos.read().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        if let Some(info) = memo.and_then(|m| m.check(&self.record_path(&req.project, &req.session))) {
+            return Ok(info);
+        }
         let lock = self.session_lock(&req.project, &req.session);
         let _busy = lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.full_checks.fetch_add(1, Ordering::Relaxed);
+        self.memos.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
         let dir = self.root.join(&req.project);
         fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
         let path = self.path_of(&req.project, &req.session);
@@ -268,6 +292,11 @@ impl Workspaces {
         })?;
         let head = repo.head().ok();
         let branch = head.as_ref().filter(|h| h.is_branch()).and_then(|h| h.shorthand()).unwrap_or(&rec.branch);
+        if let Some(memo) =
+            memo::Memo::new(&rec, &self.record_path(&rec.project, &rec.session), repo.path(), repo.commondir())
+        {
+            self.memos.write().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(memo));
+        }
         Ok(WorkspaceInfo {
             project: rec.project.clone(),
             session: rec.session.clone(),
@@ -286,6 +315,7 @@ impl Workspaces {
         check_name(session)?;
         let lock = self.session_lock(project, session);
         let _busy = lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.memos.write().unwrap_or_else(|e| e.into_inner()).remove(&(project.to_string(), session.to_string()));
         let Some(rec) = self.read_record(project, session)? else {
             return Ok(false);
         };
@@ -345,6 +375,11 @@ impl Workspaces {
             tracing::warn!(error = %e, "unreadable workspace record");
             None
         })
+    }
+
+    /// How many `ensure` calls so far took the full check, which opens repositories.
+    pub fn full_checks(&self) -> u64 {
+        self.full_checks.load(Ordering::Relaxed)
     }
 
     /// The lock held while one session's workspace is created or removed.

@@ -483,3 +483,112 @@ fn records_of_older_versions_are_done_once_setup_was() {
     assert!(!info.path.join("scratch.txt").exists());
     assert_complete(&f, &info, "demo/legacy");
 }
+
+#[test]
+fn a_healthy_workspace_is_checked_without_opening_a_repository() {
+    let f = fixture();
+    let req = f.req("fast");
+    let first = f.ws.ensure(&req).unwrap();
+    assert_eq!(f.ws.full_checks(), 1);
+    for _ in 0..3 {
+        let again = f.ws.ensure(&req).unwrap();
+        assert!(!again.created);
+        assert_eq!(
+            (&again.path, &again.branch, &again.head_sha, again.port),
+            (&first.path, &first.branch, &first.head_sha, first.port)
+        );
+    }
+    assert_eq!(f.ws.full_checks(), 1, "the repositories were opened again");
+    // Another session's memo is its own.
+    f.ws.ensure(&f.req("other")).unwrap();
+    assert_eq!(f.ws.full_checks(), 2);
+}
+
+#[test]
+fn a_remembered_workspace_deleted_from_outside_is_recreated() {
+    let f = fixture();
+    let req = f.req("memo-gone");
+    let first = f.ws.ensure(&req).unwrap();
+    f.ws.ensure(&req).unwrap();
+    fs::remove_dir_all(&first.path).unwrap();
+    let again = f.ws.ensure(&req).unwrap();
+    assert!(again.created);
+    assert_eq!(f.ws.full_checks(), 2);
+    assert_complete(&f, &again, "demo/memo-gone");
+    // The record rewritten from outside is read again, too.
+    let mut rec = f.ws.get("demo", "memo-gone").unwrap();
+    rec.port = 41998;
+    f.ws.write_record(&rec).unwrap();
+    assert_eq!(f.ws.ensure(&req).unwrap().port, 41998);
+    assert_eq!(f.ws.full_checks(), 3);
+    // A removed workspace is forgotten: the next ensure makes it again.
+    assert!(f.ws.remove("demo", "memo-gone").unwrap());
+    assert!(f.ws.ensure(&req).unwrap().created);
+}
+
+#[test]
+fn a_commit_in_a_remembered_workspace_moves_its_head_sha() {
+    let f = fixture();
+    let req = f.req("commits");
+    let first = f.ws.ensure(&req).unwrap();
+    fs::write(first.path.join("work.txt"), "one\n").unwrap();
+    git(&first.path, &["add", "work.txt"]);
+    git(&first.path, &["commit", "-q", "-m", "one"]);
+    let one = git(&first.path, &["rev-parse", "HEAD"]);
+    let info = f.ws.ensure(&req).unwrap();
+    assert_eq!((info.branch.as_str(), info.head_sha.as_deref()), ("demo/commits", Some(one.as_str())));
+
+    // Packed refs (after `git gc`) are read too.
+    git(&f.repo, &["pack-refs", "--all"]);
+    assert!(!f.repo.join(".git/refs/heads/demo/commits").exists());
+    assert_eq!(f.ws.ensure(&req).unwrap().head_sha.as_deref(), Some(one.as_str()));
+    fs::write(first.path.join("work.txt"), "two\n").unwrap();
+    git(&first.path, &["commit", "-q", "-am", "two"]);
+    let two = git(&first.path, &["rev-parse", "HEAD"]);
+    assert_eq!(f.ws.ensure(&req).unwrap().head_sha.as_deref(), Some(two.as_str()));
+
+    // A detached HEAD reports its commit on the recorded branch; another branch by its name.
+    git(&first.path, &["checkout", "-q", "--detach", &one]);
+    let info = f.ws.ensure(&req).unwrap();
+    assert_eq!((info.branch.as_str(), info.head_sha.as_deref()), ("demo/commits", Some(one.as_str())));
+    git(&first.path, &["checkout", "-q", "-b", "side"]);
+    let info = f.ws.ensure(&req).unwrap();
+    assert_eq!((info.branch.as_str(), info.head_sha.as_deref()), ("side", Some(one.as_str())));
+    assert_eq!(f.ws.full_checks(), 1, "every answer came from the memo");
+}
+
+/// `memo::head` says what libgit2 says, in every state a workspace's HEAD can be in.
+#[test]
+fn head_read_from_files_agrees_with_libgit2() {
+    let f = fixture();
+    let info = f.ws.ensure(&f.req("heads")).unwrap();
+    let agree = |what: &str| {
+        let repo = git2::Repository::open(&info.path).unwrap();
+        let want = match repo.head() {
+            Ok(h) if h.is_branch() => {
+                Some(memo::Head::Branch { name: h.shorthand().unwrap().into(), sha: h.target().map(|o| o.to_string()) })
+            }
+            Ok(h) => Some(memo::Head::Detached(h.target().unwrap().to_string())),
+            Err(_) => None,
+        };
+        let got = memo::head(repo.path(), repo.commondir());
+        match want {
+            Some(want) => assert_eq!(got, Some(want), "{what}"),
+            // libgit2 has no HEAD for an unborn branch: no commit, the branch from the record.
+            None => assert!(matches!(got, Some(memo::Head::Branch { sha: None, .. })), "{what}: {got:?}"),
+        }
+    };
+    agree("a new worktree");
+    fs::write(info.path.join("a.txt"), "a\n").unwrap();
+    git(&info.path, &["add", "a.txt"]);
+    git(&info.path, &["commit", "-q", "-m", "a"]);
+    agree("after a commit");
+    git(&f.repo, &["pack-refs", "--all"]);
+    agree("packed");
+    git(&info.path, &["checkout", "-q", "--detach", "HEAD~1"]);
+    agree("detached");
+    git(&info.path, &["checkout", "-q", "--orphan", "fresh/start"]);
+    agree("unborn");
+    git(&info.path, &["checkout", "-q", "-b", "nested/deeper/name", "main"]);
+    agree("a nested branch name");
+}

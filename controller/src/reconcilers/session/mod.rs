@@ -8,19 +8,22 @@ mod launch;
 pub mod pr;
 mod reactions;
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::project::Project;
 use aoctl_api::session::{reasons, Phase, RuntimeKind, WorkspaceStatus};
-use aoctl_api::{Condition, ConditionStatus, EventType, Session, SessionStatus, Time};
+use aoctl_api::{Condition, ConditionStatus, EventType, Kind, Session, SessionStatus, Time};
 use aoctl_engine::Action;
 use aoctl_runtimes::workspace::WorkspaceRequest;
 use aoctl_store::{Selector, StoreError};
+use serde::Deserialize;
 
 use super::Error;
 use crate::context::Ctx;
+use crate::fleet::Fleet;
 
 /// Name of this controller in metrics and events.
 pub const NAME: &str = "session";
@@ -40,6 +43,11 @@ pub(crate) fn cond(
 }
 
 pub async fn reconcile(s: Arc<Session>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    if s.metadata.deletion_timestamp.is_some() || !s.spec.stopped {
+        // Its agent may be started (or is going away): what a stopped session's reconciles
+        // learned about its runtime no longer holds.
+        forget_quiet(&ctx, &s);
+    }
     if s.metadata.deletion_timestamp.is_some() {
         return cleanup::finalize(&s, &ctx).await;
     }
@@ -176,19 +184,110 @@ fn earliest(a: Action, b: Option<Duration>) -> Action {
 }
 
 /// `None` when the session may run; `Some(rank)` when it waits behind `maxConcurrentSessions`.
+/// A stopped session holds no slot and waits for none: its agent is stopped at once.
 async fn queue_rank(s: &Session, project: &Project, ctx: &Ctx) -> Result<Option<usize>, Error> {
     let Some(max) = project.spec.max_concurrent_sessions else { return Ok(None) };
-    let (all, _) = ctx.store.list_typed::<Session>(&Selector::everything()).await?;
-    let mut contenders: Vec<&Session> = all
-        .iter()
-        .filter(|o| {
-            o.spec.project == project.metadata.name && !o.spec.stopped && o.metadata.deletion_timestamp.is_none()
-        })
-        .filter(|o| !matches!(o.status.phase, Some(Phase::Merged | Phase::Closed | Phase::Failed)))
-        .collect();
-    contenders.sort_by(|a, b| {
-        (a.metadata.creation_timestamp, &a.metadata.name).cmp(&(b.metadata.creation_timestamp, &b.metadata.name))
-    });
-    let rank = contenders.iter().position(|o| o.metadata.name == s.metadata.name).unwrap_or(contenders.len());
+    if s.spec.stopped {
+        return Ok(None);
+    }
+    let queues = queues(ctx).await?;
+    let contenders = queues.get(&project.metadata.name).map(Vec::as_slice).unwrap_or_default();
+    let rank = contenders.iter().position(|n| *n == s.metadata.name).unwrap_or(contenders.len());
     Ok((rank >= max as usize).then(|| rank - max as usize))
+}
+
+/// The sessions that hold or wait for a slot, by project, oldest first: neither stopped, nor
+/// deleted, nor finished. Listed once per store resourceVersion, so a resync of n sessions that
+/// changes nothing lists them once rather than n times.
+async fn queues(ctx: &Ctx) -> Result<Arc<Queues>, Error> {
+    let memory = memory(&ctx.fleet);
+    let now = ctx.store.resource_version();
+    if let Some((at, queues)) = &lock(&memory).queues {
+        if *at == now {
+            return Ok(queues.clone());
+        }
+    }
+    let (all, at) = ctx.store.list(Kind::Session, &Selector::everything()).await?;
+    let mut by_project: HashMap<String, Vec<(Option<Time>, String)>> = HashMap::new();
+    for o in &all {
+        let text = |p: &str| o.pointer(p).and_then(|v| v.as_str());
+        let stopped = o.pointer("/spec/stopped").and_then(|v| v.as_bool()).unwrap_or(false);
+        let deleting = o.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
+        let phase = text("/status/phase").and_then(|p| Phase::ALL.into_iter().find(|x| x.as_str() == p));
+        let finished = matches!(phase, Some(Phase::Merged | Phase::Closed | Phase::Failed));
+        let (Some(project), Some(name)) = (text("/spec/project"), text("/metadata/name")) else { continue };
+        if stopped || deleting || finished {
+            continue;
+        }
+        let created = o.pointer("/metadata/creationTimestamp").and_then(|v| Time::deserialize(v).ok());
+        by_project.entry(project.to_string()).or_default().push((created, name.to_string()));
+    }
+    let queues: Queues = by_project
+        .into_iter()
+        .map(|(project, mut v)| {
+            v.sort();
+            (project, v.into_iter().map(|(_, name)| name).collect())
+        })
+        .collect();
+    let queues = Arc::new(queues);
+    lock(&memory).queues = Some((at, queues.clone()));
+    Ok(queues)
+}
+
+/// Session names by project, in queue order.
+type Queues = HashMap<String, Vec<String>>;
+
+/// What the session reconciler learns in one reconcile and uses in the next, per controller.
+#[derive(Default)]
+struct Memory {
+    /// Stopped sessions (uid, runtime) whose runtime was seen not running since they were last
+    /// reconciled as not stopped. Only this controller starts a session's agent, and only while it
+    /// is not stopped, so their reconciles need not ask the runtime again.
+    quiet: HashSet<(String, RuntimeKind)>,
+    /// `queues` as of a store resourceVersion.
+    queues: Option<(u64, Arc<Queues>)>,
+}
+
+/// The memories of the controllers in this process, by their fleet. The weak reference keeps the
+/// fleet's allocation (not the fleet), so no later fleet can take its address while it is listed.
+static MEMORIES: Mutex<Vec<(Weak<Fleet>, SharedMemory)>> = Mutex::new(Vec::new());
+
+type SharedMemory = Arc<Mutex<Memory>>;
+
+/// The memory of the controller that owns `fleet`; a new fleet (a restarted controller) starts empty.
+fn memory(fleet: &Arc<Fleet>) -> SharedMemory {
+    let mut all = lock(&MEMORIES);
+    all.retain(|(f, _)| f.strong_count() > 0);
+    if let Some((_, m)) = all.iter().find(|(f, _)| std::ptr::eq(f.as_ptr(), Arc::as_ptr(fleet))) {
+        return m.clone();
+    }
+    let m = Arc::new(Mutex::new(Memory::default()));
+    all.push((Arc::downgrade(fleet), m.clone()));
+    m
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether this stopped session's runtime is known not to run (see `Memory::quiet`).
+fn is_quiet(ctx: &Ctx, s: &Session, kind: RuntimeKind) -> bool {
+    let Some(uid) = &s.metadata.uid else { return false };
+    s.spec.stopped && lock(&memory(&ctx.fleet)).quiet.contains(&(uid.clone(), kind))
+}
+
+/// Records that this stopped session's runtime was seen not running.
+fn set_quiet(ctx: &Ctx, s: &Session, kind: RuntimeKind) {
+    if let (Some(uid), true) = (&s.metadata.uid, s.spec.stopped) {
+        lock(&memory(&ctx.fleet)).quiet.insert((uid.clone(), kind));
+    }
+}
+
+fn forget_quiet(ctx: &Ctx, s: &Session) {
+    let Some(uid) = &s.metadata.uid else { return };
+    let memory = memory(&ctx.fleet);
+    let mut m = lock(&memory);
+    if !m.quiet.is_empty() {
+        m.quiet.retain(|(u, _)| u != uid);
+    }
 }
