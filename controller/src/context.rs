@@ -1,6 +1,7 @@
-//! What every reconciler gets: the store, the event recorder, the fleet and the metrics.
+//! What every reconciler gets: the store, the event recorder, the fleet, the metrics and what the
+//! session reconciler remembers between reconciles.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use aoctl_store::Store;
 
@@ -14,4 +15,6 @@ pub struct Ctx {
     pub fleet: Arc<Fleet>,
     pub github: crate::github::Hub,
     pub metrics: Arc<Metrics>,
+    /// Lives as long as this controller: a restarted one starts with nothing remembered.
+    pub session_memory: Mutex<crate::reconcilers::session::Memory>,
 }

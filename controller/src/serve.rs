@@ -140,6 +140,7 @@ pub async fn serve_on(
         fleet: fleet.clone(),
         github: crate::github::Hub::new(metrics.github_requests.clone(), metrics.github_ratelimit_remaining.clone()),
         metrics: metrics.clone(),
+        session_memory: Default::default(),
     });
     // Subscribe before the engines list keys, so no change between the two is missed.
     let changes = store
@@ -193,12 +194,14 @@ pub async fn serve_on(
 
 /// Turns store changes into reconcile triggers: a Project's own key and its Sessions' keys (they
 /// wait for it), a Session's own key, its Project's (which counts them) and its siblings' (a
-/// finished session frees a slot under `maxConcurrentSessions`).
+/// session that stops holding a slot under `maxConcurrentSessions` frees it for them).
 async fn route_changes(mut changes: Watch, projects: Trigger, sessions: Trigger, stopped: impl Future<Output = ()>) {
     let mut by_project: HashMap<String, BTreeSet<String>> = HashMap::new();
     // What sessions depend on in a project: its generation and its Ready condition. Status-only
     // writes (such as the session count) must not wake every session of the project.
     let mut seen: HashMap<String, (Option<serde_json::Value>, Option<serde_json::Value>)> = HashMap::new();
+    // Whether each session held a slot when last seen.
+    let mut holding: HashMap<String, bool> = HashMap::new();
     let forward = async {
         while let Some(ev) = changes.next().await {
             let name = ev.object.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
@@ -229,12 +232,21 @@ async fn route_changes(mut changes: Watch, projects: Trigger, sessions: Trigger,
                         siblings.insert(name.clone());
                         sessions.trigger(&name);
                     }
-                    // A slot under maxConcurrentSessions frees when a session goes, stops or ends.
+                    // A slot under maxConcurrentSessions frees when a session that held one goes,
+                    // stops or ends; a session not seen before may have held one.
                     let phase = ev.object.pointer("/status/phase").and_then(|p| p.as_str()).unwrap_or_default();
                     let stopped = ev.object.pointer("/spec/stopped").and_then(|p| p.as_bool()).unwrap_or(false);
-                    let frees = ev.kind_ == EventKind::Deleted
-                        || stopped
-                        || matches!(phase, "Merged" | "Closed" | "Failed" | "Terminating");
+                    let deleting = ev.object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+                    let holds = ev.kind_ != EventKind::Deleted
+                        && !stopped
+                        && !deleting
+                        && !matches!(phase, "Merged" | "Closed" | "Failed" | "Terminating");
+                    let held = if ev.kind_ == EventKind::Deleted {
+                        holding.remove(&name)
+                    } else {
+                        holding.insert(name.clone(), holds)
+                    };
+                    let frees = !holds && held.unwrap_or(ev.kind_ != EventKind::Added);
                     if frees {
                         for s in siblings.iter().filter(|s| **s != name) {
                             sessions.trigger(s);

@@ -9,7 +9,7 @@ pub mod pr;
 mod reactions;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::condition::{self, set_condition, types};
@@ -23,7 +23,6 @@ use serde::Deserialize;
 
 use super::Error;
 use crate::context::Ctx;
-use crate::fleet::Fleet;
 
 /// Name of this controller in metrics and events.
 pub const NAME: &str = "session";
@@ -200,9 +199,8 @@ async fn queue_rank(s: &Session, project: &Project, ctx: &Ctx) -> Result<Option<
 /// deleted, nor finished. Listed once per store resourceVersion, so a resync of n sessions that
 /// changes nothing lists them once rather than n times.
 async fn queues(ctx: &Ctx) -> Result<Arc<Queues>, Error> {
-    let memory = memory(&ctx.fleet);
     let now = ctx.store.resource_version();
-    if let Some((at, queues)) = &lock(&memory).queues {
+    if let Some((at, queues)) = &memory(ctx).queues {
         if *at == now {
             return Ok(queues.clone());
         }
@@ -230,16 +228,16 @@ async fn queues(ctx: &Ctx) -> Result<Arc<Queues>, Error> {
         })
         .collect();
     let queues = Arc::new(queues);
-    lock(&memory).queues = Some((at, queues.clone()));
+    memory(ctx).queues = Some((at, queues.clone()));
     Ok(queues)
 }
 
 /// Session names by project, in queue order.
 type Queues = HashMap<String, Vec<String>>;
 
-/// What the session reconciler learns in one reconcile and uses in the next, per controller.
+/// What the session reconciler learns in one reconcile and uses in the next (held in [`Ctx`]).
 #[derive(Default)]
-struct Memory {
+pub struct Memory {
     /// Stopped sessions (uid, runtime) whose runtime was seen not running since they were last
     /// reconciled as not stopped. Only this controller starts a session's agent, and only while it
     /// is not stopped, so their reconciles need not ask the runtime again.
@@ -248,45 +246,26 @@ struct Memory {
     queues: Option<(u64, Arc<Queues>)>,
 }
 
-/// The memories of the controllers in this process, by their fleet. The weak reference keeps the
-/// fleet's allocation (not the fleet), so no later fleet can take its address while it is listed.
-static MEMORIES: Mutex<Vec<(Weak<Fleet>, SharedMemory)>> = Mutex::new(Vec::new());
-
-type SharedMemory = Arc<Mutex<Memory>>;
-
-/// The memory of the controller that owns `fleet`; a new fleet (a restarted controller) starts empty.
-fn memory(fleet: &Arc<Fleet>) -> SharedMemory {
-    let mut all = lock(&MEMORIES);
-    all.retain(|(f, _)| f.strong_count() > 0);
-    if let Some((_, m)) = all.iter().find(|(f, _)| std::ptr::eq(f.as_ptr(), Arc::as_ptr(fleet))) {
-        return m.clone();
-    }
-    let m = Arc::new(Mutex::new(Memory::default()));
-    all.push((Arc::downgrade(fleet), m.clone()));
-    m
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+fn memory(ctx: &Ctx) -> std::sync::MutexGuard<'_, Memory> {
+    ctx.session_memory.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Whether this stopped session's runtime is known not to run (see `Memory::quiet`).
 fn is_quiet(ctx: &Ctx, s: &Session, kind: RuntimeKind) -> bool {
     let Some(uid) = &s.metadata.uid else { return false };
-    s.spec.stopped && lock(&memory(&ctx.fleet)).quiet.contains(&(uid.clone(), kind))
+    s.spec.stopped && memory(ctx).quiet.contains(&(uid.clone(), kind))
 }
 
 /// Records that this stopped session's runtime was seen not running.
 fn set_quiet(ctx: &Ctx, s: &Session, kind: RuntimeKind) {
     if let (Some(uid), true) = (&s.metadata.uid, s.spec.stopped) {
-        lock(&memory(&ctx.fleet)).quiet.insert((uid.clone(), kind));
+        memory(ctx).quiet.insert((uid.clone(), kind));
     }
 }
 
 fn forget_quiet(ctx: &Ctx, s: &Session) {
     let Some(uid) = &s.metadata.uid else { return };
-    let memory = memory(&ctx.fleet);
-    let mut m = lock(&memory);
+    let mut m = memory(ctx);
     if !m.quiet.is_empty() {
         m.quiet.retain(|(u, _)| u != uid);
     }
