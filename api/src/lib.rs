@@ -11,6 +11,7 @@ pub mod quantity;
 pub mod reactions;
 pub mod schema;
 pub mod session;
+pub mod table;
 pub mod validate;
 
 pub use condition::{Condition, ConditionStatus};

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use aoctl_api::table::{self, Table};
 use aoctl_api::Kind;
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde::Deserialize;
@@ -178,6 +179,18 @@ impl TextStream {
     }
 }
 
+/// The items and resourceVersion of a list response.
+fn object_list(mut v: Value) -> Result<ObjectList, String> {
+    let items = match v.get_mut("items").map(Value::take) {
+        Some(Value::Array(a)) => a,
+        Some(Value::Null) | None => vec![],
+        Some(_) => return Err("`items` is not a list".into()),
+    };
+    let resource_version =
+        v.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+    Ok(ObjectList { resource_version, items })
+}
+
 /// Parses `{"type": …, "object": …}`.
 pub fn parse_watch_line(line: &[u8]) -> Result<WatchEvent, String> {
     #[derive(Deserialize)]
@@ -311,14 +324,36 @@ impl Client {
         let url = self.resource_url(kind, None, None);
         let shown = url.to_string();
         let v = self.json(Method::GET, url, None, &params.query()).await?;
-        let items = match v.get("items") {
-            Some(Value::Array(a)) => a.clone(),
-            Some(Value::Null) | None => vec![],
-            Some(_) => return Err(ClientError::Invalid { url: shown, detail: "`items` is not a list".into() }),
-        };
-        let resource_version =
-            v.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        Ok(ObjectList { resource_version, items })
+        object_list(v).map_err(|detail| ClientError::Invalid { url: shown, detail })
+    }
+
+    /// The objects of `kind` as a table with every column (`-o wide` ones too) and no objects,
+    /// built by the server (Kubernetes' `Table`): 1,000 sessions are about 95 kB of cells instead
+    /// of 1.5 MB of objects to read. For a server that answers with a plain list, the same table
+    /// is built here.
+    pub async fn table(&self, kind: Kind, params: &ListParams) -> Result<Table, ClientError> {
+        let url = self.resource_url(kind, None, None);
+        let shown = url.to_string();
+        let mut query = params.query();
+        query.push(("includeObject", "None"));
+        let accept = format!("{},application/json", table::TABLE_MEDIA_TYPE);
+        let resp = self
+            .send(Method::GET, url, |r| {
+                r.timeout(REQUEST_TIMEOUT).query(&query).header(reqwest::header::ACCEPT, accept)
+            })
+            .await?;
+        let content_type = resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        let is_table = content_type.is_some_and(table::accepts_table);
+        let invalid = |detail: String| ClientError::Invalid { url: shown.clone(), detail };
+        let bytes = resp.bytes().await.map_err(|e| invalid(error_detail(&e)))?;
+        if is_table {
+            return serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()));
+        }
+        let list = object_list(serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?).map_err(invalid)?;
+        let mut items = list.items;
+        items.sort_by(|a, b| crate::object::name(a).cmp(crate::object::name(b)));
+        let now = chrono::Utc::now();
+        Ok(table::table(kind, &items, &list.resource_version, now, table::IncludeObject::None))
     }
 
     pub async fn create(&self, kind: Kind, obj: &Value, dry_run: bool) -> Result<Value, ClientError> {

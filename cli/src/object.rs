@@ -65,18 +65,6 @@ pub fn scalar(v: &Value) -> String {
     }
 }
 
-/// `spec.agent` as shown in tables: a built-in name, or `custom:<program>`.
-pub fn agent(v: &Value) -> Option<String> {
-    match v.pointer("/spec/agent")? {
-        Value::String(s) => Some(s.clone()),
-        Value::Object(m) => {
-            let program = m.get("command").and_then(|c| c.get(0)).and_then(Value::as_str).unwrap_or_default();
-            Some(format!("custom:{program}"))
-        }
-        _ => None,
-    }
-}
-
 /// The session's displayed phase: `Terminating` while deleting, `Pending` before the first status.
 pub fn session_phase(v: &Value) -> String {
     if v.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
@@ -107,7 +95,6 @@ mod tests {
             "spec": {"agent": {"command": ["./bot", "{prompt}"]}},
             "status": {"observedGeneration": 2, "conditions": [{"type": "Ready", "status": "True"}]}});
         assert_eq!(name(&v), "x");
-        assert_eq!(agent(&v).as_deref(), Some("custom:./bot"));
         assert!(condition_true(&v, "Ready"));
         assert!(status_is_stale(&v));
         assert_eq!(session_phase(&v), "Pending");

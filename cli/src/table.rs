@@ -1,19 +1,63 @@
 //! kubectl-like tables: no borders, left aligned, headers in capitals, two spaces between
-//! columns; and ages written the way kubectl writes them (`45s`, `3m12s`, `5h`, `2d`).
+//! columns; and ages written the way kubectl writes them (`45s`, `3m12s`, `5h`, `2d`), by
+//! `aoctl_api::table`, which also holds the columns of every kind.
 
-use chrono::{DateTime, Utc};
 use comfy_table::{presets, CellAlignment, Table};
+
+/// Ages are written by the same function the server's tables use.
+pub use aoctl_api::table::age;
 
 /// Columns are separated by this many spaces.
 const GAP: u16 = 2;
 
 /// Renders a table; every line ends with a newline and carries no trailing spaces.
-pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
+pub fn render<S: AsRef<str>>(header: &[S], rows: &[Vec<String>]) -> String {
+    let header: Vec<String> = header.iter().map(|h| h.as_ref().to_ascii_uppercase()).collect();
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|c| clean(c)).collect()).collect();
+    match render_ascii(&header, &rows) {
+        Some(out) => out,
+        None => render_any(&header, &rows),
+    }
+}
+
+/// `render_any` for the common table: every cell ASCII (one column per byte), every row as
+/// long as the header. A thousand rows take well under a millisecond this way.
+fn render_ascii(header: &[String], rows: &[Vec<String>]) -> Option<String> {
+    let n = header.len();
+    let fits = |r: &[String]| r.len() == n && r.iter().all(|c| c.is_ascii());
+    if !fits(header) || !rows.iter().all(|r| fits(r)) {
+        return None;
+    }
+    let mut widths: Vec<usize> = header.iter().map(String::len).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line_len = widths.iter().sum::<usize>() + GAP as usize * n + 1;
+    let mut out = String::with_capacity(line_len * (rows.len() + 1));
+    for r in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {
+        let start = out.len();
+        for (i, (c, w)) in r.iter().zip(&widths).enumerate() {
+            out.push_str(c);
+            if i + 1 < n {
+                out.extend(std::iter::repeat_n(' ', w - c.len() + GAP as usize));
+            }
+        }
+        let end = start + out[start..].trim_end().len();
+        out.truncate(end);
+        out.push('\n');
+    }
+    Some(out)
+}
+
+/// Any table, with display widths (wide characters count two columns) worked out by comfy-table.
+fn render_any(header: &[String], rows: &[Vec<String>]) -> String {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);
-    t.set_header(header.iter().map(|h| h.to_ascii_uppercase()));
+    t.set_header(header);
     for row in rows {
-        t.add_row(row.iter().map(|c| clean(c)));
+        t.add_row(row);
     }
     let n = header.len();
     for (i, col) in t.column_iter_mut().enumerate() {
@@ -37,8 +81,8 @@ pub struct RowPrinter {
 
 impl RowPrinter {
     /// Remembers the widths of a table with this header and these rows.
-    pub fn new(header: &[&str], rows: &[Vec<String>]) -> RowPrinter {
-        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    pub fn new<S: AsRef<str>>(header: &[S], rows: &[Vec<String>]) -> RowPrinter {
+        let mut widths: Vec<usize> = header.iter().map(|h| h.as_ref().chars().count()).collect();
         for row in rows {
             for (w, c) in widths.iter_mut().zip(row) {
                 *w = (*w).max(clean(c).chars().count());
@@ -70,85 +114,9 @@ pub fn clean(s: &str) -> String {
     s.chars().map(|c| if c == '\n' || c == '\t' || c == '\r' { ' ' } else { c }).filter(|c| !c.is_control()).collect()
 }
 
-/// The age of a timestamp, or `<unknown>`.
-pub fn age(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
-    match since {
-        Some(t) => human_duration(now.signed_duration_since(t)),
-        None => "<unknown>".into(),
-    }
-}
-
-/// kubectl's `HumanDuration`: exact for short spans, coarser as they grow.
-pub fn human_duration(d: chrono::TimeDelta) -> String {
-    let seconds = d.num_seconds();
-    if seconds < -1 {
-        return "<invalid>".into();
-    }
-    if seconds < 0 {
-        return "0s".into();
-    }
-    if seconds < 60 * 2 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 { format!("{minutes}m") } else { format!("{minutes}m{s}s") };
-    }
-    if minutes < 60 * 3 {
-        return format!("{minutes}m");
-    }
-    let hours = minutes / 60;
-    if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 { format!("{hours}h") } else { format!("{hours}h{m}m") };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 { format!("{}d", hours / 24) } else { format!("{}d{h}h", hours / 24) };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        return if dy == 0 { format!("{}y", hours / 24 / 365) } else { format!("{}y{dy}d", hours / 24 / 365) };
-    }
-    format!("{}y", hours / 24 / 365)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeDelta;
-
-    fn s(n: i64) -> String {
-        human_duration(TimeDelta::seconds(n))
-    }
-
-    #[test]
-    fn ages_like_kubectl() {
-        assert_eq!(s(-5), "<invalid>");
-        assert_eq!(s(0), "0s");
-        assert_eq!(s(45), "45s");
-        assert_eq!(s(119), "119s");
-        assert_eq!(s(120), "2m");
-        assert_eq!(s(3 * 60 + 12), "3m12s");
-        assert_eq!(s(10 * 60 + 5), "10m");
-        assert_eq!(s(179 * 60), "179m");
-        assert_eq!(s(3 * 3600 + 60 * 30), "3h30m");
-        assert_eq!(s(5 * 3600), "5h");
-        assert_eq!(s(47 * 3600), "47h");
-        assert_eq!(s(2 * 86400), "2d");
-        assert_eq!(s(3 * 86400 + 4 * 3600), "3d4h");
-        assert_eq!(s(100 * 86400), "100d");
-        assert_eq!(s(800 * 86400), "2y70d");
-        assert_eq!(s(9 * 365 * 86400), "9y");
-        assert_eq!(age(None, Utc::now()), "<unknown>");
-    }
 
     #[test]
     fn tables_like_kubectl() {
@@ -160,6 +128,32 @@ mod tests {
         assert_eq!(out, "NAME           PATH       BRANCH\ndemo           /src/demo  main\na-longer-name  /x\n");
         let p = RowPrinter::new(&["NAME", "PATH", "BRANCH"], &rows);
         assert_eq!(p.row(&["b".into(), "/y".into(), "dev".into()]), "b              /y         dev\n");
+    }
+
+    /// The quick path for ASCII tables writes what comfy-table writes.
+    #[test]
+    fn ascii_tables_render_like_comfy_table() {
+        let words = ["", "a", "web", "two words", "session/fix-login", "<none>", " lead", "trail ", "#7 open", "3m20s"];
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as usize
+        };
+        for cols in 1..6 {
+            let header: Vec<String> = (0..cols).map(|i| ["NAME", "X", "LAST SEEN", "PR", "A"][i].to_string()).collect();
+            for n in [0, 1, 2, 7] {
+                let rows: Vec<Vec<String>> =
+                    (0..n).map(|_| (0..cols).map(|_| words[next() % words.len()].to_string()).collect()).collect();
+                let fast = render_ascii(&header, &rows).expect("ASCII");
+                assert_eq!(fast, render_any(&header, &rows), "{header:?} {rows:?}");
+            }
+        }
+        let wide = vec![vec!["日本".to_string(), "x".to_string()]];
+        assert!(render_ascii(&["A".into(), "B".into()], &wide).is_none());
+        assert_eq!(render(&["a", "b"], &wide), "A     B\n日本  x\n");
+        let ragged = vec![vec!["only".to_string()]];
+        assert!(render_ascii(&["A".into(), "B".into()], &ragged).is_none());
+        assert_eq!(render(&["a", "b"], &ragged), "A     B\nonly\n");
     }
 
     #[test]

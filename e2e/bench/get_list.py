@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`aoctl get sessions` over 1,000 sessions: wall time of the whole CLI process (median of 20
-runs), against `curl` of the same list endpoint measured the same way in the same run (and,
-for reference, an in-process urllib GET). The sessions are `stopped: true` on a real repository,
-so no agent runs. Prints a JSON result line."""
+runs), against `curl` of the same list endpoint measured the same way in the same run: the plain
+list, and the server-side table the CLI asks for (and, for reference, an in-process urllib GET of
+the list). The sessions are `stopped: true` on a real repository, so no agent runs. Prints a JSON
+result line."""
 
 import json
 import os
@@ -18,6 +19,8 @@ from common import API, Server, cleanup, loadavg, make_repo, median, percentile,
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 N = int(os.environ.get("BENCH_SESSIONS", "1000"))
 RUNS = int(os.environ.get("BENCH_RUNS", "20"))
+# What `aoctl get` asks for: Kubernetes' server-side table.
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 
 def timed(fns):
@@ -60,14 +63,21 @@ def main():
         def curl():
             subprocess.run(["curl", "-sf", "-o", "/dev/null", url], check=True)
 
+        def curl_table():
+            subprocess.run(["curl", "-sf", "-o", "/dev/null", "-H", "Accept: " + TABLE, url + "?includeObject=None"],
+                           check=True)
+
         def urllib_get():
             urllib.request.urlopen(url).read()
 
-        a, c, u = timed([cli, curl, urllib_get])
+        table_req = urllib.request.Request(url + "?includeObject=None", headers={"Accept": TABLE})
+        table_size = len(urllib.request.urlopen(table_req).read())
+        a, c, t, u = timed([cli, curl, curl_table, urllib_get])
         print(json.dumps({
             "benchmark": "get_sessions", "sessions": N, "runs": len(a), "list_bytes": size,
             "aoctl_median_ms": round(median(a), 1), "aoctl_p90_ms": round(percentile(a, 90), 1),
             "curl_median_ms": round(median(c), 1), "curl_p90_ms": round(percentile(c, 90), 1),
+            "table_bytes": table_size, "curl_table_median_ms": round(median(t), 1),
             "urllib_median_ms": round(median(u), 1),
             "ratio": round(median(a) / median(c), 2), "target_ms": 30, "loadavg_1m": loadavg()}))
     finally:

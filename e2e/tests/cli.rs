@@ -293,3 +293,156 @@ async fn plain_folder_version_completion_and_usage() {
     assert_eq!(out.code, 1, "{out}");
     assert!(out.stderr.starts_with("error: ") && out.stderr.contains("cannot reach the server"), "{out}");
 }
+
+/// A `GET` of `path` asking for `accept`: the status, the `Content-Type` and the body.
+async fn get_accepting(server: &Server, path: &str, accept: &str) -> (u16, String, Vec<u8>) {
+    let resp = server
+        .request(reqwest::Method::GET, path)
+        .header(reqwest::header::ACCEPT, accept)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let code = resp.status().as_u16();
+    let ct = resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    (code, ct, resp.bytes().await.expect("response body").to_vec())
+}
+
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+/// Lists answer with the objects' stored bytes spliced in: the body is compact JSON in the list's
+/// shape, each item byte for byte what a GET of the object returns; selectors still filter.
+/// With `Accept: …;as=Table;…` the server answers with the table `aoctl get` prints, and the CLI's
+/// tables, wide tables and names match the objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_are_stored_bytes_and_tables_are_what_get_prints() {
+    let server = Server::start().await;
+    let repo = git_repo(server.tmp.path(), "shop", "main");
+    let dir = server.tmp.path().join("manifests");
+    write(
+        &dir,
+        "all.yaml",
+        &[
+            project_yaml("shop", repo.to_str().expect("UTF-8 path"), "app: shop"),
+            session_yaml("cart", "shop", "team: web", "Fix the cart"),
+            session_yaml("api-docs", "shop", "team: api", "Document the API"),
+            session_yaml("zz-last", "shop", "team: web", "Tidy up \\\"quotes\\\" and é"),
+        ],
+    );
+    server.aoctl(&["apply", "-f", dir.to_str().expect("UTF-8 path")]).ok();
+    for name in ["cart", "api-docs", "zz-last"] {
+        server.wait_for("sessions", name, Duration::from_secs(20), |s| s["status"]["phase"] == "Stopped").await;
+    }
+    server.settle().await;
+    let base = format!("{API}/sessions");
+
+    // The list: compact JSON with apiVersion, kind, metadata.resourceVersion and items, in that order.
+    let bytes = server.list_bytes("sessions").await;
+    let list: Value = serde_json::from_slice(&bytes).expect("the list is JSON");
+    assert_eq!(serde_json::to_vec(&list).unwrap(), bytes, "not compact JSON in the usual order");
+    let keys: Vec<&String> = list.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["apiVersion", "kind", "metadata", "items"]);
+    assert_eq!((list["apiVersion"].as_str(), list["kind"].as_str()), (Some("ao.dev/v1alpha1"), Some("SessionList")));
+    let rv = list["metadata"]["resourceVersion"].as_str().expect("resourceVersion").to_string();
+    let items = list["items"].as_array().expect("items");
+    let names: Vec<&str> = items.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["api-docs", "cart", "zz-last"]);
+    for item in items {
+        let one = server.get_path(&format!("{base}/{}", item["metadata"]["name"].as_str().unwrap())).await;
+        assert_eq!(one.body, serde_json::to_vec(item).unwrap(), "GET and list disagree");
+    }
+    let picked = server.get_path(&format!("{base}?labelSelector=team%3Dweb")).await.expect(200);
+    let picked: Vec<&str> =
+        picked["items"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(picked, ["cart", "zz-last"]);
+    let picked = server.get_path(&format!("{base}?fieldSelector=metadata.name%3Dcart")).await.expect(200);
+    assert_eq!(picked["items"].as_array().map(Vec::len), Some(1));
+    let (code, ct, plain) = get_accepting(&server, &base, "application/json").await;
+    assert_eq!((code, ct.as_str(), &plain), (200, "application/json", &bytes));
+
+    // The table.
+    let (code, ct, body) = get_accepting(&server, &base, &format!("{TABLE},application/json")).await;
+    assert_eq!((code, ct.as_str()), (200, TABLE), "{}", String::from_utf8_lossy(&body));
+    let table: Value = serde_json::from_slice(&body).expect("the table is JSON");
+    assert_eq!((table["kind"].as_str(), table["apiVersion"].as_str()), (Some("Table"), Some("meta.k8s.io/v1")));
+    assert_eq!(table["metadata"]["resourceVersion"], rv.as_str());
+    let columns: Vec<(&str, i64)> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["priority"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Name", 0),
+            ("Project", 0),
+            ("Agent", 0),
+            ("Phase", 0),
+            ("Branch", 0),
+            ("Age", 0),
+            ("Runtime", 1),
+            ("Activity", 1),
+            ("Restarts", 1),
+            ("PR", 1)
+        ]
+    );
+    let table_rows = table["rows"].as_array().expect("rows");
+    assert_eq!(table_rows.len(), 3);
+    for (row, item) in table_rows.iter().zip(items) {
+        let cells = row["cells"].as_array().expect("cells");
+        let name = item["metadata"]["name"].as_str().unwrap();
+        let branch = item["status"]["workspace"]["branch"].as_str().expect("a workspace branch");
+        assert_eq!(cells[..5], [json!(name), json!("shop"), json!("aider"), json!("Stopped"), json!(branch)]);
+        assert!(cells[5].as_str().is_some_and(|a| a.ends_with('s') || a.ends_with('m')), "age: {row}");
+        assert_eq!(cells[6..], [json!("<none>"), json!("<none>"), json!(0), json!("<none>")], "{row}");
+        // Kubernetes' default: each row carries the object's metadata.
+        assert_eq!(row["object"]["kind"], "PartialObjectMetadata");
+        assert_eq!(row["object"]["metadata"], item["metadata"]);
+    }
+    let (_, _, body) =
+        get_accepting(&server, &format!("{base}?includeObject=None&labelSelector=team%3Dapi"), TABLE).await;
+    let small: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(small["rows"].as_array().map(Vec::len), Some(1));
+    assert!(small["rows"][0].get("object").is_none(), "{small}");
+    let (_, _, body) = get_accepting(&server, &format!("{base}?includeObject=Object"), TABLE).await;
+    let whole: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(&whole["rows"][1]["object"], &items[1]);
+    let (code, _, body) = get_accepting(&server, &format!("{base}?includeObject=Everything"), TABLE).await;
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    let (code, ct, body) = get_accepting(&server, &format!("{base}/cart"), TABLE).await;
+    assert_eq!((code, ct.as_str()), (200, TABLE));
+    let one: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(one["rows"][0]["cells"][0], "cart");
+    // Tables are asked for only in the form Kubernetes clients use.
+    let (_, ct, _) =
+        get_accepting(&server, &base, "application/json, application/json;as=Table;v=v1;g=meta.k8s.io").await;
+    assert_eq!(ct, "application/json");
+    let (_, ct, _) = get_accepting(&server, &base, "application/json;as=Table;v=v1beta1;g=meta.k8s.io").await;
+    assert_eq!(ct, "application/json");
+
+    // The CLI prints the server's tables.
+    let out = server.aoctl(&["get", "sessions"]);
+    let printed = rows(out.ok());
+    assert_eq!(printed[0], ["NAME", "PROJECT", "AGENT", "PHASE", "BRANCH", "AGE"], "{out}");
+    assert_eq!(printed.len(), 4, "{out}");
+    for (line, item) in printed[1..].iter().zip(items) {
+        let branch = item["status"]["workspace"]["branch"].as_str().unwrap();
+        assert_eq!(
+            line[..5],
+            [item["metadata"]["name"].as_str().unwrap(), "shop", "aider", "Stopped", branch],
+            "{out}"
+        );
+    }
+    let out = server.aoctl(&["get", "sessions", "-o", "wide", "-l", "team=web"]);
+    let printed = rows(out.ok());
+    assert_eq!(printed[0][6..], ["RUNTIME", "ACTIVITY", "RESTARTS", "PR"], "{out}");
+    assert_eq!(printed.iter().skip(1).map(|r| r[0].as_str()).collect::<Vec<_>>(), ["cart", "zz-last"], "{out}");
+    assert_eq!(printed[1][6..], ["<none>", "<none>", "0", "<none>"], "{out}");
+    let out = server.aoctl(&["get", "projects,sessions", "-o", "name", "-l", "team!=web"]);
+    assert_eq!(out.ok().stdout, "project/shop\nsession/api-docs\n", "{out}");
+    let out = server.aoctl(&["get", "sessions", "-l", "team=nobody"]);
+    assert_eq!((out.ok().stdout.as_str(), out.stderr.trim()), ("", "No resources found."), "{out}");
+    let out = server.aoctl(&["get", "sessions", "-o", "json"]);
+    let listed: Value = serde_json::from_str(&out.ok().stdout).expect("-o json is JSON");
+    assert_eq!(listed["items"].as_array(), Some(items), "{out}");
+}

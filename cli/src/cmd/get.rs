@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use aoctl_api::table::Table;
 use aoctl_api::Kind;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -12,7 +13,7 @@ use serde_json::{json, Value};
 use super::emit;
 use crate::args::{GetArgs, OutputFormat};
 use crate::client::{Client, ListParams, WatchEvent};
-use crate::object::{self, str_at};
+use crate::object;
 use crate::table::{self, RowPrinter};
 
 pub async fn run(client: &Client, a: GetArgs) -> anyhow::Result<ExitCode> {
@@ -38,60 +39,104 @@ pub async fn run(client: &Client, a: GetArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let mut lists = vec![];
+    if a.watch || matches!(a.output, Some(OutputFormat::Yaml | OutputFormat::Json)) {
+        return objects(client, a.output, a.watch, &kinds, params).await;
+    }
+    // Tables and names need only the cells: the server builds the table, no object is sent.
+    let mut tables = vec![];
     for &kind in &kinds {
+        tables.push((kind, client.table(kind, &params).await?));
+    }
+    if tables.iter().all(|(_, t)| t.rows.is_empty()) {
+        eprintln!("No resources found.");
+    }
+    emit(&print_tables(&tables, a.output)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `-o yaml|json` and `-w`: whole objects.
+async fn objects(
+    client: &Client,
+    output: Option<OutputFormat>,
+    watch: bool,
+    kinds: &[Kind],
+    params: ListParams,
+) -> anyhow::Result<ExitCode> {
+    let mut lists = vec![];
+    for &kind in kinds {
         let mut list = client.list(kind, &params).await?;
         sort_items(kind, &mut list.items);
         lists.push((kind, list));
     }
-    let total: usize = lists.iter().map(|(_, l)| l.items.len()).sum();
-    match a.output {
-        Some(OutputFormat::Yaml | OutputFormat::Json) if !a.watch => {
-            let items: Vec<Value> = lists.iter().flat_map(|(_, l)| l.items.iter().cloned()).collect();
-            let list = json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items});
-            emit(&if a.output == Some(OutputFormat::Yaml) {
-                aoctl_api::decode::to_yaml(&list)
-            } else {
-                to_json(&list)
-            });
-            return Ok(ExitCode::SUCCESS);
-        }
-        _ => {}
-    }
-    if total == 0 {
-        eprintln!("No resources found.");
-    }
-    if a.watch {
-        let (kind, list) = lists.remove(0);
-        let mut w = Watcher::new(kind, a.output, None, params, &list.items);
-        w.print_initial(&list.items);
-        w.run(client, list.resource_version).await?;
+    if !watch {
+        let items: Vec<Value> = lists.into_iter().flat_map(|(_, l)| l.items).collect();
+        let list = json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items});
+        emit(&if output == Some(OutputFormat::Yaml) { aoctl_api::decode::to_yaml(&list) } else { to_json(&list) });
         return Ok(ExitCode::SUCCESS);
     }
-    let prefix = kinds.len() > 1;
-    let mut first = true;
-    for (kind, list) in &lists {
-        if list.items.is_empty() {
+    if lists.iter().all(|(_, l)| l.items.is_empty()) {
+        eprintln!("No resources found.");
+    }
+    let (kind, list) = lists.remove(0);
+    let mut w = Watcher::new(kind, output, None, params, &list.items);
+    w.print_initial(&list.items);
+    w.run(client, list.resource_version).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Tables as `get` prints them (`wide`: with the priority-1 columns), or with `-o name` the
+/// names; names are written `kind/name` when there are several kinds.
+fn print_tables(tables: &[(Kind, Table)], output: Option<OutputFormat>) -> anyhow::Result<String> {
+    let prefix = tables.len() > 1;
+    let mut out = String::new();
+    for (kind, t) in tables {
+        if t.rows.is_empty() {
             continue;
         }
-        match a.output {
-            Some(OutputFormat::Name) => {
-                for o in &list.items {
-                    emit(&format!("{}\n", object::reference(*kind, object::name(o))));
-                }
+        let name_col = t.column_definitions.iter().position(|c| c.format == "name");
+        if output == Some(OutputFormat::Name) {
+            let name_col = name_col
+                .ok_or_else(|| anyhow::anyhow!("the server's table of {} has no name column", kind.plural()))?;
+            for r in &t.rows {
+                out.push_str(&object::reference(*kind, &cell_text(r.cells.get(name_col))));
+                out.push('\n');
             }
-            _ => {
-                let rows: Vec<Vec<String>> =
-                    list.items.iter().map(|o| row(*kind, o, wide(a.output), prefix, now)).collect();
-                if !first {
-                    emit("\n");
-                }
-                emit(&table::render(&header(*kind, wide(a.output)), &rows));
-            }
+            continue;
         }
-        first = false;
+        let shown: Vec<usize> = (0..t.column_definitions.len())
+            .filter(|&i| wide(output) || t.column_definitions[i].priority == 0)
+            .collect();
+        let head: Vec<String> = shown.iter().map(|&i| t.column_definitions[i].name.to_ascii_uppercase()).collect();
+        let rows: Vec<Vec<String>> = t
+            .rows
+            .iter()
+            .map(|r| {
+                let cell = |i: usize| {
+                    let text = cell_text(r.cells.get(i));
+                    if prefix && Some(i) == name_col {
+                        object::reference(*kind, &text)
+                    } else {
+                        text
+                    }
+                };
+                shown.iter().map(|&i| cell(i)).collect()
+            })
+            .collect();
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&table::render(&head, &rows));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(out)
+}
+
+/// A table cell as text: strings as they are, numbers written out, nothing for null.
+fn cell_text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
 }
 
 fn wide(o: Option<OutputFormat>) -> bool {
@@ -114,94 +159,28 @@ fn sort_items(kind: Kind, items: &mut [Value]) {
 }
 
 /// The column titles of a kind.
-pub fn header(kind: Kind, wide: bool) -> Vec<&'static str> {
-    let (mut h, extra): (Vec<&str>, &[&str]) = match kind {
-        Kind::Project => (vec!["NAME", "PATH", "BRANCH", "READY", "AGE"], &["REPO", "REASON"]),
-        Kind::Session => {
-            (vec!["NAME", "PROJECT", "AGENT", "PHASE", "BRANCH", "AGE"], &["RUNTIME", "ACTIVITY", "RESTARTS", "PR"])
-        }
-        Kind::Event => {
-            (vec!["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], &["SOURCE", "FIRST SEEN", "COUNT", "NAME"])
-        }
-    };
-    if wide {
-        h.extend_from_slice(extra);
-    }
-    h
+pub fn header(kind: Kind, wide: bool) -> Vec<String> {
+    let columns = aoctl_api::table::columns(kind);
+    columns.into_iter().filter(|c| wide || c.priority == 0).map(|c| c.name.to_ascii_uppercase()).collect()
 }
 
 /// The cells of one object; `prefix` writes names as `kind/name`.
 pub fn row(kind: Kind, o: &Value, wide: bool, prefix: bool, now: DateTime<Utc>) -> Vec<String> {
-    let s = |p: &str| str_at(o, p).map(str::to_string);
-    let none = || "<none>".to_string();
-    let name = if prefix { object::reference(kind, object::name(o)) } else { object::name(o).to_string() };
-    let age = table::age(object::time_at(o, "/metadata/creationTimestamp"), now);
-    let ready = object::condition(o, "Ready");
-    let cond = |k: &str| ready.and_then(|c| c.get(k)).and_then(Value::as_str).map(str::to_string);
-    match kind {
-        Kind::Project => {
-            let branch = s("/status/defaultBranch").or_else(|| s("/spec/defaultBranch")).unwrap_or_else(none);
-            let mut r = vec![
-                name,
-                s("/spec/path").unwrap_or_default(),
-                branch,
-                cond("status").unwrap_or("Unknown".into()),
-                age,
-            ];
-            if wide {
-                r.push(s("/spec/repo").unwrap_or_else(none));
-                r.push(cond("reason").unwrap_or_else(none));
+    let columns = aoctl_api::table::columns(kind);
+    let cells = aoctl_api::table::cells(kind, o, now);
+    columns
+        .iter()
+        .zip(&cells)
+        .filter(|(c, _)| wide || c.priority == 0)
+        .map(|(c, v)| {
+            let text = cell_text(Some(v));
+            if prefix && c.format == "name" {
+                object::reference(kind, &text)
+            } else {
+                text
             }
-            r
-        }
-        Kind::Session => {
-            let branch = s("/status/workspace/branch").or_else(|| s("/spec/branch")).unwrap_or_else(none);
-            let mut r = vec![
-                name,
-                s("/spec/project").unwrap_or_default(),
-                object::agent(o).unwrap_or_else(none),
-                object::session_phase(o),
-                branch,
-                age,
-            ];
-            if wide {
-                r.push(s("/status/runtime/kind").or_else(|| s("/spec/runtime")).unwrap_or_else(none));
-                r.push(s("/status/activity/state").unwrap_or_else(none));
-                r.push(o.pointer("/status/runtime/restarts").and_then(Value::as_u64).unwrap_or(0).to_string());
-                let pr = o.pointer("/status/pullRequest/number").and_then(Value::as_u64).map(|n| {
-                    match s("/status/pullRequest/state") {
-                        Some(state) => format!("#{n} {state}"),
-                        None => format!("#{n}"),
-                    }
-                });
-                r.push(pr.unwrap_or_else(none));
-            }
-            r
-        }
-        Kind::Event => {
-            let involved = match (s("/involvedObject/kind").and_then(|k| Kind::parse(&k)), s("/involvedObject/name")) {
-                (Some(k), Some(n)) => object::reference(k, &n),
-                (None, Some(n)) => {
-                    format!("{}/{n}", s("/involvedObject/kind").unwrap_or_default().to_ascii_lowercase())
-                }
-                _ => none(),
-            };
-            let mut r = vec![
-                table::age(object::time_at(o, "/lastTimestamp"), now),
-                s("/type").unwrap_or_default(),
-                s("/reason").unwrap_or_default(),
-                involved,
-                s("/message").unwrap_or_default(),
-            ];
-            if wide {
-                r.push(s("/source").unwrap_or_default());
-                r.push(table::age(object::time_at(o, "/firstTimestamp"), now));
-                r.push(o.get("count").and_then(Value::as_u64).unwrap_or(1).to_string());
-                r.push(name);
-            }
-            r
-        }
-    }
+        })
+        .collect()
 }
 
 /// Prints changes of one kind as they happen, re-listing when the watch is too old.
@@ -386,6 +365,58 @@ mod tests {
             ["<unknown>", "Normal", "Started", "session/fix", "agent started"]
         );
         assert_eq!(header(Kind::Event, false).len(), 5);
+    }
+
+    /// What the server's table prints is what rows built here from the whole objects print, in
+    /// every format and with several kinds.
+    #[test]
+    fn server_tables_print_like_local_rows() {
+        let now = Utc::now();
+        let t = (now - chrono::TimeDelta::seconds(200)).to_rfc3339();
+        let projects = [json!({"metadata": {"name": "web", "creationTimestamp": t}, "spec": {"path": "/src/web"},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "RepositoryReady"}]}})];
+        let sessions = [
+            json!({"metadata": {"name": "a", "creationTimestamp": t}, "spec": {"project": "web", "agent": "aider"}}),
+            json!({"metadata": {"name": "bb", "creationTimestamp": t}, "spec": {"project": "web", "agent": "codex",
+                "branch": "web/bb"}, "status": {"phase": "Stopped", "runtime": {"kind": "tmux", "restarts": 3}}}),
+        ];
+        let table = |kind, items: &[Value]| {
+            let t = aoctl_api::table::table(kind, items, "5", now, aoctl_api::table::IncludeObject::None);
+            // As sent over the wire.
+            let t: Table = serde_json::from_slice(&serde_json::to_vec(&t).unwrap()).unwrap();
+            (kind, t)
+        };
+        let both = [table(Kind::Project, &projects), table(Kind::Session, &sessions)];
+        for output in [None, Some(OutputFormat::Wide)] {
+            let w = wide(output);
+            let local = |kind, items: &[Value], prefix| {
+                let rows: Vec<Vec<String>> = items.iter().map(|o| row(kind, o, w, prefix, now)).collect();
+                table::render(&header(kind, w), &rows)
+            };
+            let one = print_tables(&both[1..], output).unwrap();
+            assert_eq!(one, local(Kind::Session, &sessions, false));
+            let two = print_tables(&both, output).unwrap();
+            assert_eq!(
+                two,
+                format!("{}\n{}", local(Kind::Project, &projects, true), local(Kind::Session, &sessions, true))
+            );
+        }
+        let plain = print_tables(&both[1..], None).unwrap();
+        assert_eq!(
+            plain,
+            "NAME  PROJECT  AGENT  PHASE    BRANCH  AGE\n\
+             a     web      aider  Pending  <none>  3m20s\n\
+             bb    web      codex  Stopped  web/bb  3m20s\n"
+        );
+        let wide_out = print_tables(&both[1..], Some(OutputFormat::Wide)).unwrap();
+        assert!(wide_out.starts_with("NAME  PROJECT  AGENT  PHASE    BRANCH  AGE    RUNTIME  ACTIVITY  RESTARTS  PR\n"));
+        assert!(wide_out.ends_with("3m20s  tmux     <none>    3         <none>\n"), "{wide_out}");
+        assert_eq!(print_tables(&both, Some(OutputFormat::Name)).unwrap(), "project/web\nsession/a\nsession/bb\n");
+        let empty = [table(Kind::Event, &[]), table(Kind::Session, &sessions[..1])];
+        assert_eq!(
+            print_tables(&empty, None).unwrap().lines().nth(1),
+            Some("session/a  web      aider  Pending  <none>  3m20s")
+        );
     }
 
     #[test]

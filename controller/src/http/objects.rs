@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 
 use aoctl_api::decode::{decode_json, AnyObject};
+use aoctl_api::table::{self, IncludeObject};
 use aoctl_api::validate::validate_conditions;
 use aoctl_api::{FieldError, Kind, OwnerReference, Project, Session, API_VERSION};
-use aoctl_store::{Deleted, Selector, StoreError, WriteOptions};
+use aoctl_store::{Deleted, Selector, StoreError, StoredObject, WriteOptions};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -28,6 +29,8 @@ pub struct Params {
     pub resource_version: Option<String>,
     pub timeout_seconds: Option<u64>,
     pub dry_run: Option<String>,
+    /// With a `Table` answer: what each row carries of its object (`None`, `Metadata`, `Object`).
+    pub include_object: Option<String>,
 }
 
 impl Params {
@@ -103,6 +106,7 @@ fn writable(kind: Kind) -> Result<(), AppError> {
 pub async fn list_or_watch(
     State(state): State<AppState>,
     Path(plural): Path<String>,
+    headers: HeaderMap,
     params: Result<Query<Params>, QueryRejection>,
 ) -> Result<Response, AppError> {
     let Query(params) = params?;
@@ -112,23 +116,94 @@ pub async fn list_or_watch(
     }
     let selector = params.selector()?;
     let fields = params.fields()?;
-    let (items, rv) = state.store.list(kind, &selector).await?;
-    let items: Vec<Value> = items.into_iter().filter(|o| fields.matches(o)).collect();
-    Ok(Json(json!({
-        "apiVersion": API_VERSION,
-        "kind": kind.list_kind(),
-        "metadata": {"resourceVersion": rv.to_string()},
-        "items": items,
-    }))
-    .into_response())
+    let table = table_request(&headers, params.include_object.as_deref())?;
+    let (mut items, rv) = state.store.list_stored(kind, &selector).await?;
+    items.retain(|o| fields.matches(o.object()));
+    Ok(match table {
+        Some(include) => table_response(kind, items.iter().map(StoredObject::object), rv, include),
+        None => json_response(list_body(kind, rv, &items)),
+    })
 }
 
 pub async fn get_one(
     State(state): State<AppState>,
     Path(path): Path<HashMap<String, String>>,
-) -> Result<Json<Value>, AppError> {
+    headers: HeaderMap,
+    params: Result<Query<TableParams>, QueryRejection>,
+) -> Result<Response, AppError> {
     let kind = kind_of(&path["plural"])?;
-    Ok(Json(state.store.get(kind, &path["name"]).await?))
+    let table = table_request(&headers, params?.include_object.as_deref())?;
+    let obj = state.store.get_stored(kind, &path["name"]).await?;
+    Ok(match table {
+        Some(include) => {
+            let rv = obj.object().pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
+            let rv = rv.parse().unwrap_or(0);
+            table_response(kind, [obj.object()], rv, include)
+        }
+        None => json_response(obj.json().to_vec()),
+    })
+}
+
+/// The query parameters of a read of one object.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableParams {
+    pub include_object: Option<String>,
+}
+
+/// `Some(what rows carry)` when the request asks for a `Table` (`Accept`, see `aoctl_api::table`).
+fn table_request(headers: &HeaderMap, include_object: Option<&str>) -> Result<Option<IncludeObject>, AppError> {
+    let accept: Vec<&str> =
+        headers.get_all(axum::http::header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
+    if !table::accepts_table(&accept.join(",")) {
+        return Ok(None);
+    }
+    match include_object {
+        None => Ok(Some(IncludeObject::default())),
+        Some(s) => IncludeObject::parse(s).map(Some).ok_or_else(|| {
+            AppError::BadRequest(format!("includeObject: unsupported value `{s}`; allowed: None, Metadata, Object"))
+        }),
+    }
+}
+
+fn json_response(body: Vec<u8>) -> Response {
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The rows of `objects` as a `meta.k8s.io/v1` `Table`, with ages as of now.
+fn table_response<'a>(
+    kind: Kind,
+    objects: impl IntoIterator<Item = &'a Value>,
+    rv: u64,
+    include: IncludeObject,
+) -> Response {
+    let t = table::table(kind, objects, &rv.to_string(), chrono::Utc::now(), include);
+    let body = serde_json::to_vec(&t).expect("tables serialise");
+    ([(axum::http::header::CONTENT_TYPE, table::TABLE_MEDIA_TYPE)], body).into_response()
+}
+
+/// A list, `{"apiVersion", "kind", "metadata": {"resourceVersion"}, "items"}`, with each item
+/// spliced in as the store encoded it: no object is copied or encoded again. The bytes are those
+/// `serde_json::to_vec` writes for the same list built as a value.
+fn list_body(kind: Kind, rv: u64, items: &[StoredObject]) -> Vec<u8> {
+    let size = items.iter().map(|o| o.json().len() + 1).sum::<usize>();
+    let mut out = Vec::with_capacity(size + 128);
+    let string = |out: &mut Vec<u8>, s: &str| serde_json::to_writer(out, s).expect("strings serialise");
+    out.extend_from_slice(b"{\"apiVersion\":");
+    string(&mut out, API_VERSION);
+    out.extend_from_slice(b",\"kind\":");
+    string(&mut out, kind.list_kind());
+    out.extend_from_slice(b",\"metadata\":{\"resourceVersion\":");
+    string(&mut out, &rv.to_string());
+    out.extend_from_slice(b"},\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(o.json());
+    }
+    out.extend_from_slice(b"]}");
+    out
 }
 
 /// Decodes a body strictly into the kind's type, validates it and returns its canonical JSON.
@@ -368,4 +443,62 @@ pub async fn replace_status(
     }
     let status = status.expect("status serialises");
     Ok(Json(state.store.update_status(kind, &name, status, rv.as_deref(), opts).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aoctl_store::{Store, WriteOptions};
+    use axum::http::HeaderValue;
+
+    /// The list spliced from stored encodings is byte for byte the list built as a value.
+    #[tokio::test]
+    async fn list_bytes_are_the_encoded_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let w = WriteOptions::default();
+        for (name, team) in [("web", "a"), ("api", "b"), ("db", "a")] {
+            let p = json!({"apiVersion": API_VERSION, "kind": "Project",
+                "metadata": {"name": name, "labels": {"team": team}, "annotations": {"note": "\"quoted\"\n é"}},
+                "spec": {"path": format!("/src/{name}")}});
+            store.create(Kind::Project, p, w).await.unwrap();
+        }
+        store.update_status(Kind::Project, "api", json!({"defaultBranch": "main"}), None, w).await.unwrap();
+        for selector in ["", "team=a", "team=none"] {
+            let selector = Selector::parse(selector).unwrap();
+            let (stored, rv) = store.list_stored(Kind::Project, &selector).await.unwrap();
+            let (values, _) = store.list(Kind::Project, &selector).await.unwrap();
+            let want = serde_json::to_vec(&json!({
+                "apiVersion": API_VERSION,
+                "kind": "ProjectList",
+                "metadata": {"resourceVersion": rv.to_string()},
+                "items": values,
+            }))
+            .unwrap();
+            assert_eq!(
+                String::from_utf8(list_body(Kind::Project, rv, &stored)).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        }
+        let empty = list_body(Kind::Session, 7, &[]);
+        assert_eq!(
+            empty,
+            br#"{"apiVersion":"ao.dev/v1alpha1","kind":"SessionList","metadata":{"resourceVersion":"7"},"items":[]}"#
+        );
+    }
+
+    #[test]
+    fn tables_are_asked_for_with_accept() {
+        let mut h = HeaderMap::new();
+        assert!(table_request(&h, None).unwrap().is_none());
+        h.insert(axum::http::header::ACCEPT, HeaderValue::from_static("application/json"));
+        assert!(table_request(&h, Some("None")).unwrap().is_none(), "includeObject alone asks for nothing");
+        h.append(axum::http::header::ACCEPT, HeaderValue::from_static(table::TABLE_MEDIA_TYPE));
+        assert!(table_request(&h, None).unwrap().is_none(), "the first acceptable form wins");
+        let mut h = HeaderMap::new();
+        h.insert(axum::http::header::ACCEPT, HeaderValue::from_static(table::TABLE_MEDIA_TYPE));
+        assert_eq!(table_request(&h, None).unwrap(), Some(IncludeObject::Metadata));
+        assert_eq!(table_request(&h, Some("None")).unwrap(), Some(IncludeObject::None));
+        assert!(matches!(table_request(&h, Some("All")), Err(AppError::BadRequest(m)) if m.contains("includeObject")));
+    }
 }

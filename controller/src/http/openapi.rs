@@ -20,6 +20,18 @@ fn response(description: &str, schema: &str) -> utoipa::openapi::Response {
     ResponseBuilder::new().description(description).content("application/json", json_content(schema)).build()
 }
 
+/// What `includeObject` does.
+const INCLUDE_OBJECT: &str = "With a Table answer, what each row carries: `None`, `Metadata` (the default, as a \
+     PartialObjectMetadata) or `Object`";
+
+/// Adds the `Table` answer that `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` asks for.
+fn with_table(mut r: utoipa::openapi::Response) -> utoipa::openapi::Response {
+    r.content.insert(aoctl_api::table::TABLE_MEDIA_TYPE.to_string(), json_content("Table"));
+    r.description
+        .push_str("; with `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, the rows `aoctl get` prints");
+    r
+}
+
 fn query(name: &str, description: &str) -> utoipa::openapi::path::Parameter {
     ParameterBuilder::new()
         .name(name)
@@ -61,9 +73,12 @@ fn build() -> Value {
             .parameter(query("watch", "`true` streams ADDED/MODIFIED/DELETED/BOOKMARK events as NDJSON"))
             .parameter(query("resourceVersion", "Start a watch after this version; 410 when it is too old"))
             .parameter(query("timeoutSeconds", "End a watch after this many seconds"))
-            .response("200", response(&format!("The {plural}"), list));
-        let get_op =
-            op(format!("read{k}"), format!("Read a {k}")).parameter(name_param()).response("200", response(k, k));
+            .parameter(query("includeObject", INCLUDE_OBJECT))
+            .response("200", with_table(response(&format!("The {plural}"), list)));
+        let get_op = op(format!("read{k}"), format!("Read a {k}"))
+            .parameter(name_param())
+            .parameter(query("includeObject", INCLUDE_OBJECT))
+            .response("200", with_table(response(k, k)));
         let mut collection = PathItemBuilder::new().operation(HttpMethod::Get, list_op);
         let mut item = PathItemBuilder::new().operation(HttpMethod::Get, get_op);
         if kind.has_spec() {
@@ -169,6 +184,30 @@ fn schemas() -> Value {
         );
     }
     defs.insert(
+        "Table".into(),
+        json!({
+            "type": "object",
+            "description": "Kubernetes' meta.k8s.io/v1 Table: the columns of the kind (priority 1: `-o wide` only) and a row per object",
+            "required": ["apiVersion", "kind", "columnDefinitions", "rows"],
+            "properties": {
+                "apiVersion": {"type": "string", "enum": [aoctl_api::table::TABLE_API_VERSION]},
+                "kind": {"type": "string", "enum": ["Table"]},
+                "metadata": {"type": "object", "properties": {"resourceVersion": {"type": "string"}}},
+                "columnDefinitions": {"type": "array", "items": {"type": "object", "required": ["name", "type"], "properties": {
+                    "name": {"type": "string"},
+                    "type": {"type": "string", "enum": ["string", "integer"]},
+                    "format": {"type": "string"},
+                    "description": {"type": "string"},
+                    "priority": {"type": "integer"}
+                }}},
+                "rows": {"type": "array", "items": {"type": "object", "required": ["cells"], "properties": {
+                    "cells": {"type": "array", "items": {}},
+                    "object": {"type": "object"}
+                }}}
+            }
+        }),
+    );
+    defs.insert(
         "Status".into(),
         json!({
             "type": "object",
@@ -210,5 +249,7 @@ mod tests {
         }
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/status"]["put"].is_object());
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/events"]["post"].is_null());
+        let list = &doc["paths"]["/apis/ao.dev/v1alpha1/sessions"]["get"]["responses"]["200"]["content"];
+        assert_eq!(list[aoctl_api::table::TABLE_MEDIA_TYPE]["schema"]["$ref"], "#/components/schemas/Table");
     }
 }

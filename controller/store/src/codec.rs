@@ -52,16 +52,17 @@ pub(crate) fn parse_rv_key(key: &[u8]) -> Result<u64, StoreError> {
     Ok(u64::from_be_bytes(bytes))
 }
 
-/// A log entry is one byte of event type, one byte of kind, then the object as JSON.
-pub(crate) fn encode_log(type_: EventKind, kind: Kind, object: &Value) -> Result<Vec<u8>, StoreError> {
+/// A log entry is one byte of event type, one byte of kind, then the object as JSON (`json`).
+pub(crate) fn encode_log(type_: EventKind, kind: Kind, json: &[u8]) -> Vec<u8> {
     let t = match type_ {
         EventKind::Added => 0u8,
         EventKind::Modified => 1,
         EventKind::Deleted => 2,
     };
-    let mut out = vec![t, kind_index(kind) as u8];
-    serde_json::to_writer(&mut out, object)?;
-    Ok(out)
+    let mut out = Vec::with_capacity(json.len() + 2);
+    out.extend_from_slice(&[t, kind_index(kind) as u8]);
+    out.extend_from_slice(json);
+    out
 }
 
 /// The type and kind of a log entry, without decoding its object.

@@ -27,7 +27,7 @@ use tokio::sync::{broadcast, oneshot};
 
 pub use error::{StoreError, CONFLICT_MESSAGE};
 pub use selector::{Requirement, Selector};
-pub use state::StoreConfig;
+pub use state::{StoreConfig, StoredObject};
 pub use watch::{EventKind, Watch, WatchEvent};
 
 use state::Shared;
@@ -152,7 +152,27 @@ impl Store {
     /// current at; a watch from that resourceVersion misses nothing.
     pub async fn list(&self, kind: Kind, selector: &Selector) -> Result<(Vec<Value>, u64), StoreError> {
         let cache = self.inner.shared.read();
-        let items = cache.map(kind).values().filter(|o| selector.matches_object(o)).map(|o| Value::clone(o)).collect();
+        let items = cache
+            .map(kind)
+            .values()
+            .map(StoredObject::object)
+            .filter(|o| selector.matches_object(o))
+            .cloned()
+            .collect();
+        Ok((items, cache.rv))
+    }
+
+    /// `get`, as the stored object: the value and its JSON encoding, shared, not copied.
+    pub async fn get_stored(&self, kind: Kind, name: &str) -> Result<StoredObject, StoreError> {
+        let cache = self.inner.shared.read();
+        cache.map(kind).get(name).cloned().ok_or_else(|| StoreError::not_found(kind, name))
+    }
+
+    /// `list`, as stored objects: the values and their JSON encodings, shared, not copied, so a
+    /// reader can answer with the bytes rather than encode every object again.
+    pub async fn list_stored(&self, kind: Kind, selector: &Selector) -> Result<(Vec<StoredObject>, u64), StoreError> {
+        let cache = self.inner.shared.read();
+        let items = cache.map(kind).values().filter(|o| selector.matches_object(o.object())).cloned().collect();
         Ok((items, cache.rv))
     }
 

@@ -26,13 +26,18 @@ pub enum Requirement {
 impl Requirement {
     /// Whether `labels` satisfy this requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches_lookup(|k| labels.get(k).map(String::as_str))
+    }
+
+    /// Whether the labels that `label` looks up satisfy this requirement.
+    fn matches_lookup<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
         match self {
-            Requirement::Equals(k, v) => labels.get(k) == Some(v),
-            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
-            Requirement::In(k, set) => labels.get(k).is_some_and(|v| set.contains(v)),
-            Requirement::NotIn(k, set) => !labels.get(k).is_some_and(|v| set.contains(v)),
-            Requirement::Exists(k) => labels.contains_key(k),
-            Requirement::DoesNotExist(k) => !labels.contains_key(k),
+            Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
+            Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
+            Requirement::In(k, set) => label(k).is_some_and(|v| set.contains(v)),
+            Requirement::NotIn(k, set) => !label(k).is_some_and(|v| set.contains(v)),
+            Requirement::Exists(k) => label(k).is_some(),
+            Requirement::DoesNotExist(k) => label(k).is_none(),
         }
     }
 }
@@ -102,12 +107,10 @@ impl Selector {
         if self.is_everything() {
             return true;
         }
-        let labels: BTreeMap<String, String> = obj
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-            .unwrap_or_default();
-        self.matches(&labels)
+        // Read the labels where they are: listing a thousand objects copies none of them.
+        let labels = obj.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object);
+        let label = |k: &str| labels.and_then(|m| m.get(k)).and_then(Value::as_str);
+        self.requirements.iter().all(|r| r.matches_lookup(label))
     }
 }
 
@@ -354,5 +357,17 @@ mod tests {
         let obj = serde_json::json!({"metadata": {"name": "x", "labels": {"team": "web"}}});
         assert!(Selector::parse("team=web").unwrap().matches_object(&obj));
         assert!(!Selector::parse("team").unwrap().matches_object(&serde_json::json!({"metadata": {}})));
+        let odd = serde_json::json!({"metadata": {"labels": {"team": "web", "n": 3}}});
+        for (s, want) in [
+            ("team in (web,api)", true),
+            ("team notin (web)", false),
+            ("n", false),
+            ("!n", true),
+            ("n!=3", true),
+            ("team,!tier", true),
+            ("team=api", false),
+        ] {
+            assert_eq!(Selector::parse(s).unwrap().matches_object(&odd), want, "{s}");
+        }
     }
 }

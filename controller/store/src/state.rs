@@ -34,24 +34,52 @@ impl Default for StoreConfig {
     }
 }
 
+/// An object as stored: its value and its JSON encoding, the very bytes in sled, so that a read
+/// can answer with the bytes instead of encoding the value again. Clones share both.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredObject {
+    object: Arc<Value>,
+    json: Arc<[u8]>,
+}
+
+impl StoredObject {
+    /// Pairs a value with its encoding; `json` must be the JSON of `object`.
+    pub(crate) fn new(object: Arc<Value>, json: Arc<[u8]>) -> StoredObject {
+        StoredObject { object, json }
+    }
+
+    pub fn object(&self) -> &Value {
+        &self.object
+    }
+
+    pub(crate) fn object_arc(&self) -> &Arc<Value> {
+        &self.object
+    }
+
+    /// The object as the compact JSON the store wrote, `serde_json::to_vec(self.object())`.
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+}
+
 /// The objects as of the newest published resourceVersion, in memory.
 #[derive(Default)]
 pub(crate) struct Cache {
-    pub objects: [BTreeMap<String, Arc<Value>>; 3],
+    pub objects: [BTreeMap<String, StoredObject>; 3],
     pub rv: u64,
 }
 
 impl Cache {
-    pub fn map(&self, kind: Kind) -> &BTreeMap<String, Arc<Value>> {
+    pub fn map(&self, kind: Kind) -> &BTreeMap<String, StoredObject> {
         &self.objects[kind_index(kind)]
     }
 
-    pub fn map_mut(&mut self, kind: Kind) -> &mut BTreeMap<String, Arc<Value>> {
+    pub fn map_mut(&mut self, kind: Kind) -> &mut BTreeMap<String, StoredObject> {
         &mut self.objects[kind_index(kind)]
     }
 
     pub fn get(&self, kind: Kind, name: &str) -> Option<&Arc<Value>> {
-        self.map(kind).get(name)
+        self.map(kind).get(name).map(StoredObject::object_arc)
     }
 }
 
@@ -87,7 +115,7 @@ impl Shared {
                 parse_object_key(&k).ok_or_else(|| StoreError::Storage("malformed object key".into()))?;
             let obj: Value = serde_json::from_slice(&v)?;
             rv = rv.max(object_rv(&obj));
-            cache.map_mut(kind).insert(name, Arc::new(obj));
+            cache.map_mut(kind).insert(name, StoredObject::new(Arc::new(obj), Arc::from(&v[..])));
         }
         if let Some((k, _)) = log.last()? {
             rv = rv.max(parse_rv_key(&k)?);

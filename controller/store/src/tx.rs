@@ -254,7 +254,7 @@ impl<'a> Tx<'a> {
         let mut out = vec![];
         for kind in Kind::ALL {
             for (name, obj) in self.cache.map(kind) {
-                if is_owned_by(obj, uid) {
+                if is_owned_by(obj.object(), uid) {
                     let key = (kind, name.clone());
                     if !self.own.contains_key(&key) && !self.base.contains_key(&key) {
                         out.push(key);

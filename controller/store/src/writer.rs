@@ -13,7 +13,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::codec::{encode_log, object_key, object_rv, rv_key, RV_KEY};
 use crate::error::StoreError;
-use crate::state::{Cache, Shared};
+use crate::state::{Cache, Shared, StoredObject};
 use crate::tx::{Change, Overlay, Tx};
 use crate::watch::{EventKind, WatchEvent};
 use crate::Deleted;
@@ -49,8 +49,8 @@ impl EventIndex {
     fn from_cache(cache: &Cache) -> EventIndex {
         let mut idx = EventIndex::default();
         for (name, obj) in cache.map(Kind::Event) {
-            idx.by_rv.insert(object_rv(obj), name.clone());
-            idx.by_name.insert(name.clone(), object_rv(obj));
+            idx.by_rv.insert(object_rv(obj.object()), name.clone());
+            idx.by_name.insert(name.clone(), object_rv(obj.object()));
         }
         idx
     }
@@ -171,11 +171,11 @@ impl Writer {
         let compacted = last.saturating_sub(retention).max(self.compacted);
         let mut encoded = Vec::with_capacity(changes.len());
         for c in changes {
-            let obj = match c.type_ {
-                EventKind::Deleted => None,
-                _ => Some(serde_json::to_vec(&*c.object)?),
-            };
-            encoded.push((object_key(c.kind, &c.name), obj, rv_key(c.rv), encode_log(c.type_, c.kind, &c.object)?));
+            // One encoding serves the object's row, its log entry and the readers' cache.
+            let json: Arc<[u8]> = serde_json::to_vec(&*c.object)?.into();
+            let entry = encode_log(c.type_, c.kind, &json);
+            let obj = (c.type_ != EventKind::Deleted).then_some(json);
+            encoded.push((object_key(c.kind, &c.name), obj, rv_key(c.rv), entry));
         }
         // Watches starting now must not count on entries this commit removes.
         self.shared.compacted.store(compacted, Ordering::Release);
@@ -183,7 +183,7 @@ impl Writer {
         (&s.objects, &s.log, &s.meta).transaction(|(objects, log, meta)| {
             for (key, obj, rv, entry) in &encoded {
                 match obj {
-                    Some(bytes) => objects.insert(key.as_slice(), bytes.as_slice())?,
+                    Some(bytes) => objects.insert(key.as_slice(), &bytes[..])?,
                     None => objects.remove(key.as_slice())?,
                 };
                 log.insert(rv, entry.as_slice())?;
@@ -197,18 +197,20 @@ impl Writer {
         let flushed = s.db.flush();
         self.rv = last;
         self.compacted = compacted;
-        self.publish(changes, last);
+        let encodings = encoded.into_iter().map(|(_, obj, _, _)| obj);
+        self.publish(changes, encodings, last);
         flushed.map(|_| ()).map_err(|e| StoreError::Storage(format!("flush failed: {e}")))
     }
 
-    /// Makes committed changes visible to readers and watches, in resourceVersion order.
-    fn publish(&self, changes: &[Change], last: u64) {
+    /// Makes committed changes visible to readers and watches, in resourceVersion order, each
+    /// object with the encoding that was stored (`None` for deletions).
+    fn publish(&self, changes: &[Change], encodings: impl Iterator<Item = Option<Arc<[u8]>>>, last: u64) {
         let mut cache = self.shared.write();
-        for c in changes {
+        for (c, json) in changes.iter().zip(encodings) {
             let map = cache.map_mut(c.kind);
-            match c.type_ {
-                EventKind::Deleted => map.remove(&c.name),
-                _ => map.insert(c.name.clone(), c.object.clone()),
+            match json {
+                None => map.remove(&c.name),
+                Some(json) => map.insert(c.name.clone(), StoredObject::new(c.object.clone(), json)),
             };
         }
         cache.rv = last;

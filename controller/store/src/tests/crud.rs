@@ -244,3 +244,47 @@ async fn typed_helpers() {
     let (all, rv) = store.list_typed::<Session>(&Selector::everything()).await.unwrap();
     assert_eq!((all, rv), (vec![updated], store.resource_version()));
 }
+
+/// The encodings `list_stored` and `get_stored` hand out are the JSON of the values next to them,
+/// after creates, status writes, deletions and a reopen alike.
+#[tokio::test]
+async fn stored_encodings_match_their_values() {
+    let dir = tmp();
+    let check = |items: &[crate::StoredObject]| {
+        for o in items {
+            assert_eq!(o.json(), serde_json::to_vec(o.object()).unwrap().as_slice(), "{}", o.object());
+            let back: serde_json::Value = serde_json::from_slice(o.json()).unwrap();
+            assert_eq!(&back, o.object());
+        }
+    };
+    {
+        let store = open(dir.path());
+        let p = store.create(Kind::Project, project("demo"), W).await.unwrap();
+        for name in ["a", "b", "c"] {
+            let mut s = session(name, "demo");
+            s["metadata"]["labels"] = json!({"tier": name});
+            s["metadata"]["annotations"] = json!({"note": "quote \" and é\n"});
+            store.create(Kind::Session, s, W).await.unwrap();
+        }
+        store.update_status(Kind::Session, "b", json!({"phase": "Working"}), None, W).await.unwrap();
+        store.delete(Kind::Session, "c", None, W).await.unwrap();
+        let (items, rv) = store.list_stored(Kind::Session, &Selector::everything()).await.unwrap();
+        assert_eq!(rv, store.resource_version());
+        let names: Vec<_> = items.iter().map(|o| o.object()["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(items[1].object()["status"]["phase"], "Working");
+        check(&items);
+        let (values, _) = store.list(Kind::Session, &Selector::everything()).await.unwrap();
+        assert_eq!(items.iter().map(|o| o.object().clone()).collect::<Vec<_>>(), values);
+        let (picked, _) = store.list_stored(Kind::Session, &Selector::parse("tier in (b,c)").unwrap()).await.unwrap();
+        assert_eq!(picked, items[1..]);
+        let one = store.get_stored(Kind::Project, "demo").await.unwrap();
+        assert_eq!(one.object(), &p);
+        check(&[one]);
+        assert!(store.get_stored(Kind::Session, "c").await.unwrap_err().code() == 404);
+    }
+    let store = open(dir.path());
+    let (items, _) = store.list_stored(Kind::Session, &Selector::everything()).await.unwrap();
+    assert_eq!(items.len(), 2);
+    check(&items);
+}
