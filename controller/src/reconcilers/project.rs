@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::condition::{self, set_condition, types};
-use aoctl_api::{Condition, ConditionStatus, EventType, Project, ProjectStatus, Session, Time};
+use aoctl_api::{Condition, ConditionStatus, EventType, Kind, Project, ProjectStatus, Time};
 use aoctl_engine::Action;
 use aoctl_runtimes::git::{self, GitError};
 use aoctl_store::Selector;
@@ -74,8 +74,11 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Ctx>) -> Result<Action, E
     let wanted = project.spec.default_branch.clone();
     let seen = tokio::task::spawn_blocking(move || observe(&path, wanted.as_deref())).await?;
 
-    let (sessions, _): (Vec<Session>, _) = ctx.store.list_typed(&Selector::everything()).await?;
-    let count = sessions.iter().filter(|s| s.spec.project == project.metadata.name).count();
+    // Counted on the stored objects, which are shared, not copied or decoded.
+    let (sessions, _) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
+    let mine = Some(project.metadata.name.as_str());
+    let count =
+        sessions.iter().filter(|s| s.object().pointer("/spec/project").and_then(|p| p.as_str()) == mine).count();
 
     let generation = project.metadata.generation;
     let mut status = project.status.clone();
