@@ -6,9 +6,40 @@
 #                            waits up to 30 s for `docker version` to answer; nothing to do when an
 #                            engine already answers.
 #   dockerd.sh stop          stops the dockerd this script started (by the pid in $PID_FILE).
+#   dockerd.sh tls-env       prints the `export` line for the remote-engine test (below) when the
+#                            TLS listener answers.
+#
+# The engine it starts also listens on tcp://127.0.0.1:$TLS_PORT with mutual TLS, from a throwaway
+# CA made at each start; the client's ca.pem, cert.pem and key.pem go to $TLS_DIR, so the remote-
+# engine test can reach it as another host would:
+#   AOCTL_TEST_DOCKER_HOST=tcp://127.0.0.1:2376 DOCKER_CERT_PATH=$TLS_DIR cargo test ...
 set -euo pipefail
 
 PID_FILE=${AOCTL_DOCKERD_PID_FILE:-/tmp/aoctl-dockerd.pid}
+TLS_DIR=${AOCTL_DOCKER_TLS_DIR:-/tmp/aoctl-docker-tls}
+TLS_PORT=${AOCTL_DOCKER_TLS_PORT:-2376}
+
+# A CA, a server certificate for 127.0.0.1 and a client certificate, all valid for two days.
+make_certs() {
+  local d=$TLS_DIR
+  rm -rf "$d"
+  mkdir -p "$d"
+  chmod 700 "$d"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=aoctl test CA" \
+    -keyout "$d/ca-key.pem" -out "$d/ca.pem" 2>/dev/null
+  local who usage
+  for who in server client; do
+    usage=$([ "$who" = server ] && echo serverAuth || echo clientAuth)
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=aoctl test $who" \
+      -keyout "$d/$who-key.pem" -out "$d/$who.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=%s\n' "$usage" >"$d/$who.ext"
+    openssl x509 -req -in "$d/$who.csr" -CA "$d/ca.pem" -CAkey "$d/ca-key.pem" -CAcreateserial -days 2 \
+      -extfile "$d/$who.ext" -out "$d/$who-cert.pem" 2>/dev/null
+  done
+  # The names the docker client and bollard look for in DOCKER_CERT_PATH.
+  cp "$d/client-cert.pem" "$d/cert.pem"
+  cp "$d/client-key.pem" "$d/key.pem"
+}
 
 start() {
   local log=${1:-/tmp/dockerd.log}
@@ -19,12 +50,16 @@ start() {
   local need=()
   command -v dockerd >/dev/null || need+=(docker.io)
   [ -x /bin/busybox ] || need+=(busybox-static)
+  command -v openssl >/dev/null || need+=(openssl)
   if [ ${#need[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null
   fi
-  dockerd --exec-opt native.cgroupdriver=cgroupfs >"$log" 2>&1 &
+  make_certs
+  dockerd --exec-opt native.cgroupdriver=cgroupfs -H unix:///var/run/docker.sock \
+    -H "tcp://127.0.0.1:$TLS_PORT" --tlsverify --tlscacert "$TLS_DIR/ca.pem" \
+    --tlscert "$TLS_DIR/server-cert.pem" --tlskey "$TLS_DIR/server-key.pem" >"$log" 2>&1 &
   echo $! >"$PID_FILE"
   for _ in $(seq 1 300); do
     if docker version >/dev/null 2>&1; then
@@ -56,11 +91,22 @@ stop() {
   rm -f "$PID_FILE"
 }
 
+# Prints the environment that points the remote-engine test at the TLS listener, when it answers.
+tls_env() {
+  if docker --tlsverify -H "tcp://127.0.0.1:$TLS_PORT" --tlscacert "$TLS_DIR/ca.pem" \
+    --tlscert "$TLS_DIR/cert.pem" --tlskey "$TLS_DIR/key.pem" version >/dev/null 2>&1; then
+    echo "export AOCTL_TEST_DOCKER_HOST=tcp://127.0.0.1:$TLS_PORT DOCKER_CERT_PATH=$TLS_DIR"
+  else
+    echo "dockerd.sh: no engine answers with TLS on tcp://127.0.0.1:$TLS_PORT" >&2
+  fi
+}
+
 case "${1:-}" in
   start) start "${2:-}" ;;
   stop) stop ;;
+  tls-env) tls_env ;;
   *)
-    echo "usage: $0 start [LOG] | stop" >&2
+    echo "usage: $0 start [LOG] | stop | tls-env" >&2
     exit 2
     ;;
 esac

@@ -545,9 +545,9 @@ async fn docker_spawn_time_of_ten_sessions() {
 
 /// The same agent on another engine address, such as `ssh://user@host` or `tcp://host:2376` (with
 /// `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH` for TLS); the workspace path must exist on that host:
-/// `AOCTL_TEST_DOCKER_HOST=ssh://user@host cargo test -p aoctl-runtimes docker_on_another -- --ignored`.
+/// `AOCTL_TEST_DOCKER_HOST=ssh://user@host cargo test -p aoctl-runtimes docker_on_another`. CI
+/// points it at the local engine's mutual-TLS listener (`e2e/docker/dockerd.sh tls-env`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs another engine address in AOCTL_TEST_DOCKER_HOST"]
 async fn docker_on_another_engine_address() {
     let Ok(host) = std::env::var("AOCTL_TEST_DOCKER_HOST") else {
         eprintln!("skipping: AOCTL_TEST_DOCKER_HOST is not set");
