@@ -488,14 +488,15 @@ impl Server {
         out
     }
 
-    /// Waits until the controllers are done reacting: the dump is the same three times in a row
-    /// over half a second. Returns it.
+    /// Waits until the controllers are done reacting: the dump stays the same for 1.36 s, longer
+    /// than an agent's output can defer its session's next look (the transcript watcher wakes a
+    /// session at most once a second, and always once after its last output). Returns it.
     pub async fn settle(&self) -> Vec<u8> {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + Duration::from_secs(20);
         let mut last = self.dump().await;
         let mut same = 0;
-        while same < 3 {
-            assert!(Instant::now() < deadline, "the store kept changing for 15 s:\n{}", String::from_utf8_lossy(&last));
+        while same < 8 {
+            assert!(Instant::now() < deadline, "the store kept changing for 20 s:\n{}", String::from_utf8_lossy(&last));
             tokio::time::sleep(Duration::from_millis(170)).await;
             let d = self.dump().await;
             if d == last {
