@@ -1,25 +1,22 @@
 //! The controller's Prometheus registry: engine metrics, `aoctl_sessions`, `aoctl_watch_streams`
 //! and the standard `process_*` metrics.
 //!
-//! `aoctl_sessions` is counted from the store's change stream (`track_sessions`), so a scrape
-//! costs a few operations per project and phase rather than a read of every Session.
+//! `aoctl_sessions` is counted at each scrape on the store's stored objects, which are shared,
+//! not copied or decoded: a few pointer reads per Session.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::future::Future;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use aoctl_api::session::Phase;
 use aoctl_api::session::RuntimeKind;
 use aoctl_api::Kind;
-use aoctl_store::{EventKind, Selector, Store, StoreError};
+use aoctl_store::{Selector, Store, StoreError};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use serde_json::Value;
-use tokio::sync::watch;
 
 pub struct Metrics {
     pub registry: Registry,
@@ -39,7 +36,8 @@ pub struct Metrics {
     pub github_requests: IntCounterVec,
     /// Exported only once a GitHub answer has set it (see `KnownGauge`).
     pub github_ratelimit_remaining: IntGauge,
-    counts: SessionCounts,
+    /// The `aoctl_sessions` series set at the last scrape.
+    published: Mutex<BTreeSet<(String, &'static str)>>,
 }
 
 /// Reaction keys, as in manifests.
@@ -147,77 +145,22 @@ impl Metrics {
             feedback_latency,
             github_requests,
             github_ratelimit_remaining,
-            counts: SessionCounts::default(),
+            published: Mutex::default(),
         })
     }
 
     /// Brings `aoctl_sessions` up to date with `store`: every phase of every project is present, at
-    /// 0 when empty, so alerts see a series from the start. While `track_sessions` follows the
-    /// store, this waits (briefly) until it has seen every change made before the call and copies
-    /// its counts; otherwise it counts every Session.
+    /// 0 when empty, so alerts see a series from the start.
     pub async fn refresh_sessions(&self, store: &Store) -> Result<(), StoreError> {
-        let mut seen = self.counts.seen.subscribe();
-        if seen.borrow().is_some() {
-            let want = store.resource_version();
-            let caught_up = seen.wait_for(|rv| rv.is_some_and(|rv| rv >= want));
-            if matches!(tokio::time::timeout(CATCH_UP, caught_up).await, Ok(Ok(_))) {
-                let counts = lock(&self.counts.counts);
-                self.publish_sessions(&counts);
-                return Ok(());
-            }
-        }
-        let counts = Counts::from_store(store).await?.0;
+        let counts = Counts::from_store(store).await?;
         self.publish_sessions(&counts);
         Ok(())
-    }
-
-    /// Keeps the counts of `aoctl_sessions` from the store's changes until `stopped` resolves.
-    pub async fn track_sessions(&self, store: Store, stopped: impl Future<Output = ()>) {
-        let follow = async {
-            loop {
-                let (counts, rv) = match Counts::from_store(&store).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot count sessions");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        continue;
-                    }
-                };
-                // Every kind, so the resourceVersion seen keeps up with Events too.
-                let mut changes = match store.watch(&[], rv) {
-                    Ok(w) => w,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "session counts fell behind the store; counting again");
-                        continue;
-                    }
-                };
-                *lock(&self.counts.counts) = counts;
-                self.counts.seen.send_replace(Some(rv));
-                while let Some(ev) = changes.next().await {
-                    if ev.kind != Kind::Event {
-                        lock(&self.counts.counts).apply(ev.kind, ev.kind_ == EventKind::Deleted, &ev.object);
-                    }
-                    self.counts.seen.send_replace(Some(changes.resource_version()));
-                }
-                // The store closed, or the stream fell behind what the store keeps: count again
-                // (scrapes count for themselves meanwhile).
-                self.counts.seen.send_replace(None);
-                if changes.error().is_none() {
-                    return;
-                }
-            }
-        };
-        tokio::select! {
-            _ = follow => {},
-            _ = stopped => {},
-        }
-        self.counts.seen.send_replace(None);
     }
 
     /// Sets `aoctl_sessions` to `counts`, removing only the series of projects that are gone, so
     /// a scrape running at the same time never misses a series.
     fn publish_sessions(&self, counts: &Counts) {
-        let mut published = lock(&self.counts.published);
+        let mut published = lock(&self.published);
         let mut now = BTreeSet::new();
         for project in &counts.projects {
             for phase in Phase::ALL {
@@ -248,81 +191,44 @@ impl Metrics {
     }
 }
 
-/// How long a scrape waits for the session counts to catch up with the store before it counts
-/// every Session itself.
-const CATCH_UP: Duration = Duration::from_secs(1);
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// `aoctl_sessions`, kept from the store's changes.
-#[derive(Default)]
-struct SessionCounts {
-    counts: Mutex<Counts>,
-    /// The store resourceVersion `counts` is current at; `None` while nothing follows the store.
-    seen: watch::Sender<Option<u64>>,
-    /// The series set at the last scrape.
-    published: Mutex<BTreeSet<(String, &'static str)>>,
 }
 
 /// Sessions by project and phase.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Counts {
     projects: BTreeSet<String>,
-    /// Each Session's project and phase, to move it when it changes.
-    sessions: HashMap<String, (String, &'static str)>,
     by_phase: BTreeMap<(String, &'static str), i64>,
 }
 
 impl Counts {
-    /// The counts of the store now, and the resourceVersion they are current at.
-    async fn from_store(store: &Store) -> Result<(Counts, u64), StoreError> {
+    /// The counts of the store now.
+    async fn from_store(store: &Store) -> Result<Counts, StoreError> {
         let mut counts = Counts::default();
-        // Sessions first: a watch from their resourceVersion replays the Project changes made
-        // between the two lists, and applying those again leaves the same projects.
-        let (sessions, rv) = store.list(Kind::Session, &Selector::everything()).await?;
-        let (projects, _) = store.list(Kind::Project, &Selector::everything()).await?;
-        for o in projects.iter().chain(&sessions) {
-            let kind =
-                if o.get("kind").and_then(Value::as_str) == Some("Project") { Kind::Project } else { Kind::Session };
-            counts.apply(kind, false, o);
+        let (projects, _) = store.list_stored(Kind::Project, &Selector::everything()).await?;
+        let (sessions, _) = store.list_stored(Kind::Session, &Selector::everything()).await?;
+        for p in &projects {
+            counts.add_project(p.object());
         }
-        Ok((counts, rv))
+        for s in &sessions {
+            counts.add_session(s.object());
+        }
+        Ok(counts)
     }
 
-    /// Applies one stored object (its last state when `deleted`).
-    fn apply(&mut self, kind: Kind, deleted: bool, obj: &Value) {
-        let Some(name) = obj.pointer("/metadata/name").and_then(Value::as_str) else { return };
-        match kind {
-            Kind::Project if deleted => {
-                self.projects.remove(name);
-            }
-            Kind::Project => {
-                if !self.projects.contains(name) {
-                    self.projects.insert(name.to_string());
-                }
-            }
-            Kind::Session => {
-                if let Some(old) = self.sessions.remove(name) {
-                    if let Some(n) = self.by_phase.get_mut(&old) {
-                        *n -= 1;
-                        if *n == 0 {
-                            self.by_phase.remove(&old);
-                        }
-                    }
-                }
-                if !deleted {
-                    let project = obj.pointer("/spec/project").and_then(Value::as_str).unwrap_or_default();
-                    let phase = obj.pointer("/status/phase").and_then(Value::as_str);
-                    let phase = Phase::ALL.into_iter().find(|p| Some(p.as_str()) == phase).unwrap_or(Phase::Pending);
-                    let key = (project.to_string(), phase.as_str());
-                    *self.by_phase.entry(key.clone()).or_default() += 1;
-                    self.sessions.insert(name.to_string(), key);
-                }
-            }
-            Kind::Event => {}
+    fn add_project(&mut self, obj: &Value) {
+        if let Some(name) = obj.pointer("/metadata/name").and_then(Value::as_str) {
+            self.projects.insert(name.to_string());
         }
+    }
+
+    /// Counts a Session under its project and phase (`Pending` before its first status).
+    fn add_session(&mut self, obj: &Value) {
+        let project = obj.pointer("/spec/project").and_then(Value::as_str).unwrap_or_default();
+        let phase = obj.pointer("/status/phase").and_then(Value::as_str);
+        let phase = Phase::ALL.into_iter().find(|p| Some(p.as_str()) == phase).unwrap_or(Phase::Pending);
+        *self.by_phase.entry((project.to_string(), phase.as_str())).or_default() += 1;
     }
 }
 
@@ -449,42 +355,30 @@ mod tests {
     }
 
     #[test]
-    fn counts_move_with_each_change() {
+    fn counts_by_project_and_phase() {
         let mut c = Counts::default();
-        c.apply(Kind::Project, false, &project("web"));
-        for name in ["a", "b", "c"] {
-            c.apply(Kind::Session, false, &session(name, "web"));
-        }
+        c.add_project(&project("api"));
         let mut b = session("b", "web");
         b["status"] = json!({"phase": "Working"});
-        c.apply(Kind::Session, false, &b);
-        c.apply(Kind::Session, false, &b);
-        c.apply(Kind::Session, true, &session("c", "web"));
-        c.apply(Kind::Session, false, &session("d", "api"));
+        for s in [session("a", "web"), b, session("d", "api")] {
+            c.add_session(&s);
+        }
         let by_phase: Vec<_> = c.by_phase.iter().map(|((p, ph), n)| (p.as_str(), *ph, *n)).collect();
         assert_eq!(by_phase, [("api", "Pending", 1), ("web", "Pending", 1), ("web", "Working", 1)]);
-        c.apply(Kind::Project, true, &project("web"));
-        assert!(c.projects.is_empty());
+        assert_eq!(c.projects.iter().collect::<Vec<_>>(), ["api"]);
         assert_eq!(c.by_phase.values().sum::<i64>(), 3, "sessions of a deleted project still count");
     }
 
-    /// The counts kept from the change stream equal a recount after every change, and a scrape
-    /// right after a write sees it.
+    /// A scrape right after a write sees it: every phase of a project, and no series of a
+    /// deleted project.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn tracked_counts_follow_the_store() {
+    async fn scrapes_count_the_store() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let w = WriteOptions::default();
         store.create(Kind::Project, project("web"), w).await.unwrap();
         store.create(Kind::Session, session("before", "web"), w).await.unwrap();
         let m = Arc::new(Metrics::new().unwrap());
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let tracker = tokio::spawn({
-            let (m, store) = (m.clone(), store.clone());
-            async move { m.track_sessions(store, async { stop_rx.await.unwrap_or_default() }).await }
-        });
-        let mut seen = m.counts.seen.subscribe();
-        seen.wait_for(Option::is_some).await.unwrap();
 
         let check = |want_rows: &[(&str, &str, i64)]| {
             let (m, store) = (m.clone(), store.clone());
@@ -492,8 +386,6 @@ mod tests {
             async move {
                 m.refresh_sessions(&store).await.unwrap();
                 assert_eq!(sessions(&m), want_rows);
-                let recount = Counts::from_store(&store).await.unwrap().0;
-                assert_eq!(*lock(&m.counts.counts), recount);
             }
         };
         check(&[("web", "Pending", 1)]).await;
@@ -506,19 +398,8 @@ mod tests {
         store.delete(Kind::Project, "web", None, w).await.unwrap();
         check(&[("api", "Working", 1)]).await;
         assert_eq!(phase_count(&m, "web"), 0, "a deleted project's series go");
-        // Events move the resourceVersion; scrapes still see the counts at once.
-        let ev = json!({"apiVersion": aoctl_api::API_VERSION, "kind": "Event", "metadata": {"name": "e1"},
-            "involvedObject": {"kind": "Session", "name": "a"}, "reason": "Test", "message": "m", "type": "Normal"});
-        if store.create(Kind::Event, ev, w).await.is_ok() {
-            check(&[("api", "Working", 1)]).await;
-        }
-
-        stop_tx.send(()).unwrap();
-        tracker.await.unwrap();
-        assert_eq!(*m.counts.seen.borrow(), None, "scrapes count for themselves again");
         store.create(Kind::Session, session("late", "api"), w).await.unwrap();
-        m.refresh_sessions(&store).await.unwrap();
-        assert_eq!(sessions(&m), want(&[("api", "Working", 1), ("api", "Pending", 1)]));
+        check(&[("api", "Working", 1), ("api", "Pending", 1)]).await;
     }
 
     #[test]
@@ -543,7 +424,7 @@ mod tests {
         let before = read();
         let start = std::time::Instant::now();
         let mut x = 0u64;
-        while start.elapsed() < Duration::from_millis(60) {
+        while start.elapsed() < std::time::Duration::from_millis(60) {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
         let spent = read() - before;

@@ -169,12 +169,6 @@ pub async fn serve_on(
         stopped(),
     )));
     tasks.push(tokio::spawn(collect_orphans(ctx.clone(), stopped())));
-    // `aoctl_sessions` follows the store's changes, so a scrape does not read every Session.
-    let (counted, counts_stopped) = (metrics.clone(), stopped());
-    tasks.push(tokio::spawn({
-        let store = store.clone();
-        async move { counted.track_sessions(store, counts_stopped).await }
-    }));
     ready.store(true, Ordering::Release);
     tracing::info!(listen = %listener.local_addr()?, data_dir = %opts.data_dir.display(), "serving");
     let server = axum::serve(listener, router(state)).with_graceful_shutdown(stopped());
@@ -234,13 +228,7 @@ async fn route_changes(mut changes: Watch, projects: Trigger, sessions: Trigger,
                     }
                     // A slot under maxConcurrentSessions frees when a session that held one goes,
                     // stops or ends; a session not seen before may have held one.
-                    let phase = ev.object.pointer("/status/phase").and_then(|p| p.as_str()).unwrap_or_default();
-                    let stopped = ev.object.pointer("/spec/stopped").and_then(|p| p.as_bool()).unwrap_or(false);
-                    let deleting = ev.object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-                    let holds = ev.kind_ != EventKind::Deleted
-                        && !stopped
-                        && !deleting
-                        && !matches!(phase, "Merged" | "Closed" | "Failed" | "Terminating");
+                    let holds = ev.kind_ != EventKind::Deleted && session::holds_slot(&ev.object);
                     let held = if ev.kind_ == EventKind::Deleted {
                         holding.remove(&name)
                     } else {

@@ -344,19 +344,14 @@ pub(super) async fn stop(
     st: &mut SessionStatus,
     kind: RuntimeKind,
 ) -> Result<Action, Error> {
-    // Once seen not running while stopped, it stays so: only a reconcile of the session that is
-    // not stopped starts it (and first forgets this).
-    if !super::is_quiet(ctx, s, kind) {
-        if let Ok(rt) = ctx.fleet.runtime_for(s, Some(project), kind).await {
-            if let Some(h) = handle_of(s, st, &*rt) {
-                if rt.probe(&h).await? == Probe::Alive {
-                    rt.stop(&h).await?;
-                    ctx.metrics.runtime_op(kind, "stop", true);
-                    let msg = "spec.stopped is true; the workspace is kept";
-                    ctx.recorder.publish(s, EventType::Normal, "Stopped", msg).await;
-                }
+    if let Ok(rt) = ctx.fleet.runtime_for(s, Some(project), kind).await {
+        if let Some(h) = handle_of(s, st, &*rt) {
+            if rt.probe(&h).await? == Probe::Alive {
+                rt.stop(&h).await?;
+                ctx.metrics.runtime_op(kind, "stop", true);
+                let msg = "spec.stopped is true; the workspace is kept";
+                ctx.recorder.publish(s, EventType::Normal, "Stopped", msg).await;
             }
-            super::set_quiet(ctx, s, kind);
         }
     }
     let msg = "spec.stopped is true; the workspace is kept";

@@ -8,7 +8,7 @@ mod launch;
 pub mod pr;
 mod reactions;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,11 +42,6 @@ pub(crate) fn cond(
 }
 
 pub async fn reconcile(s: Arc<Session>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    if s.metadata.deletion_timestamp.is_some() || !s.spec.stopped {
-        // Its agent may be started (or is going away): what a stopped session's reconciles
-        // learned about its runtime no longer holds.
-        forget_quiet(&ctx, &s);
-    }
     if s.metadata.deletion_timestamp.is_some() {
         return cleanup::finalize(&s, &ctx).await;
     }
@@ -205,16 +200,12 @@ async fn queues(ctx: &Ctx) -> Result<Arc<Queues>, Error> {
             return Ok(queues.clone());
         }
     }
-    let (all, at) = ctx.store.list(Kind::Session, &Selector::everything()).await?;
+    let (all, at) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
     let mut by_project: HashMap<String, Vec<(Option<Time>, String)>> = HashMap::new();
-    for o in &all {
+    for o in all.iter().map(|o| o.object()) {
         let text = |p: &str| o.pointer(p).and_then(|v| v.as_str());
-        let stopped = o.pointer("/spec/stopped").and_then(|v| v.as_bool()).unwrap_or(false);
-        let deleting = o.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
-        let phase = text("/status/phase").and_then(|p| Phase::ALL.into_iter().find(|x| x.as_str() == p));
-        let finished = matches!(phase, Some(Phase::Merged | Phase::Closed | Phase::Failed));
         let (Some(project), Some(name)) = (text("/spec/project"), text("/metadata/name")) else { continue };
-        if stopped || deleting || finished {
+        if !holds_slot(o) {
             continue;
         }
         let created = o.pointer("/metadata/creationTimestamp").and_then(|v| Time::deserialize(v).ok());
@@ -232,41 +223,26 @@ async fn queues(ctx: &Ctx) -> Result<Arc<Queues>, Error> {
     Ok(queues)
 }
 
+/// Whether a stored Session holds or waits for a slot under `maxConcurrentSessions`: it is not
+/// stopped, not being deleted and not finished.
+pub fn holds_slot(o: &serde_json::Value) -> bool {
+    let stopped = o.pointer("/spec/stopped").and_then(|v| v.as_bool()).unwrap_or(false);
+    let deleting = o.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
+    let phase = o.pointer("/status/phase").and_then(|p| p.as_str()).unwrap_or_default();
+    let finished = [Phase::Merged, Phase::Closed, Phase::Failed].iter().any(|p| p.as_str() == phase);
+    !stopped && !deleting && !finished
+}
+
 /// Session names by project, in queue order.
 type Queues = HashMap<String, Vec<String>>;
 
 /// What the session reconciler learns in one reconcile and uses in the next (held in [`Ctx`]).
 #[derive(Default)]
 pub struct Memory {
-    /// Stopped sessions (uid, runtime) whose runtime was seen not running since they were last
-    /// reconciled as not stopped. Only this controller starts a session's agent, and only while it
-    /// is not stopped, so their reconciles need not ask the runtime again.
-    quiet: HashSet<(String, RuntimeKind)>,
     /// `queues` as of a store resourceVersion.
     queues: Option<(u64, Arc<Queues>)>,
 }
 
 fn memory(ctx: &Ctx) -> std::sync::MutexGuard<'_, Memory> {
     ctx.session_memory.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Whether this stopped session's runtime is known not to run (see `Memory::quiet`).
-fn is_quiet(ctx: &Ctx, s: &Session, kind: RuntimeKind) -> bool {
-    let Some(uid) = &s.metadata.uid else { return false };
-    s.spec.stopped && memory(ctx).quiet.contains(&(uid.clone(), kind))
-}
-
-/// Records that this stopped session's runtime was seen not running.
-fn set_quiet(ctx: &Ctx, s: &Session, kind: RuntimeKind) {
-    if let (Some(uid), true) = (&s.metadata.uid, s.spec.stopped) {
-        memory(ctx).quiet.insert((uid.clone(), kind));
-    }
-}
-
-fn forget_quiet(ctx: &Ctx, s: &Session) {
-    let Some(uid) = &s.metadata.uid else { return };
-    let mut m = memory(ctx);
-    if !m.quiet.is_empty() {
-        m.quiet.retain(|(u, _)| u != uid);
-    }
 }
