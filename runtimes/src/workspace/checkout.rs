@@ -297,8 +297,7 @@ fn prune_gone_holders(repo: &Repository, branch: &str) {
     let Ok(names) = repo.worktrees() else { return };
     for name in names.iter().flatten() {
         let Ok(wt) = repo.find_worktree(name) else { continue };
-        let head = fs::read_to_string(common.join("worktrees").join(name).join("HEAD")).unwrap_or_default();
-        let holds = head.trim().strip_prefix("ref:").map(str::trim) == Some(wanted.as_str());
+        let holds = head_is(&common.join("worktrees").join(name).join("HEAD"), &wanted);
         let locked = !matches!(wt.is_locked(), Ok(git2::WorktreeLockStatus::Unlocked));
         if !holds || locked || fs::symlink_metadata(wt.path()).is_ok() {
             continue;
@@ -318,18 +317,20 @@ fn prune_gone_holders(repo: &Repository, branch: &str) {
 fn checked_out_at(repo: &Repository, branch: &str) -> Option<PathBuf> {
     let wanted = format!("refs/heads/{branch}");
     let common = repo.commondir();
-    let head_is = |file: PathBuf| {
-        fs::read_to_string(file).is_ok_and(|t| t.trim().strip_prefix("ref:").map(str::trim) == Some(wanted.as_str()))
-    };
-    if !repo.is_bare() && head_is(common.join("HEAD")) {
+    if !repo.is_bare() && head_is(&common.join("HEAD"), &wanted) {
         let main = if common.file_name().is_some_and(|n| n == ".git") { common.parent() } else { None };
         return Some(main.unwrap_or(common).to_path_buf());
     }
     let names = repo.worktrees().ok()?;
     names.iter().flatten().find_map(|name| {
         let wt = repo.find_worktree(name).ok()?;
-        head_is(common.join("worktrees").join(name).join("HEAD")).then(|| wt.path().to_path_buf())
+        head_is(&common.join("worktrees").join(name).join("HEAD"), &wanted).then(|| wt.path().to_path_buf())
     })
+}
+
+/// Whether the `HEAD` file `file` points at the ref `wanted` (`refs/heads/…`).
+fn head_is(file: &Path, wanted: &str) -> bool {
+    fs::read_to_string(file).is_ok_and(|t| t.trim().strip_prefix("ref:").map(str::trim) == Some(wanted))
 }
 
 /// Clones the main checkout into `path` and checks out `req.branch`; origin becomes the main
