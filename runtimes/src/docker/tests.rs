@@ -1,7 +1,7 @@
 //! Tests of the docker runtime against a real engine, with busybox shell scripts as agents in the
 //! local image `aoctl-agent:busybox` (built by `e2e/docker/build-image.sh` when missing).
 //!
-//! They are skipped, with a message, only when `docker version` fails. They run one at a time:
+//! They fail, saying how to start an engine, when `docker version` does not answer. They run one at a time:
 //! `list` adopts every container of its owner on the engine (the tests of one binary share an
 //! owner), and a second follower would write another test's transcript twice.
 
@@ -99,24 +99,24 @@ struct Bench {
 }
 
 impl Bench {
-    /// `None`, after saying why, when no engine answers `docker version`.
-    async fn new() -> Option<Bench> {
+    /// Takes the engine for one test; panics, saying how to start one, when no engine answers
+    /// `docker version` (as the end-to-end docker tests do): a missing engine is a failed run,
+    /// not a passed one.
+    async fn new() -> Bench {
         let turn = SERIAL.lock().await;
+        let start = "start one with `e2e/docker/dockerd.sh start`";
         match Command::new("docker").arg("version").output() {
             Ok(out) if out.status.success() => {}
-            Ok(out) => {
-                eprintln!("skipping: `docker version` failed: {}", String::from_utf8_lossy(&out.stderr).trim());
-                return None;
-            }
-            Err(e) => {
-                eprintln!("skipping: cannot run `docker version`: {e}");
-                return None;
-            }
+            Ok(out) => panic!(
+                "no Docker engine answers `docker version` ({start}): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Err(e) => panic!("cannot run the docker client (`docker version`; {start}): {e}"),
         }
         ensure_image();
         let runtime =
             DockerRuntime::connect(None, &test_owner()).await.expect("the engine that answers the CLI answers bollard");
-        Some(Bench { runtime, dir: tempfile::tempdir().unwrap(), sessions: Default::default(), _turn: turn })
+        Bench { runtime, dir: tempfile::tempdir().unwrap(), sessions: Default::default(), _turn: turn }
     }
 
     /// A unique session name, cleaned up with the bench.
@@ -213,7 +213,7 @@ fn ssh_addresses_with_a_port_are_recognised() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_agent_edits_the_workspace_as_its_owner_in_a_hardened_container() {
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     let spec = bench.spec("edit", EDITOR);
     let handle = bench.start(&spec).await;
     assert_eq!(handle.0, format!("aoctl-{}-{}", super::container::owner_hash(&test_owner()), spec.session));
@@ -263,7 +263,7 @@ exec sleep 1000
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_agent_reads_its_prompt_file_from_the_read_only_session_folder() {
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     let mut spec = bench.spec("prompt", PROMPT_READER);
     // The controller writes the prompt into its session folder, outside the workspace, and names
     // it by its host path; a relative program resolves against /workspace.
@@ -294,7 +294,7 @@ async fn docker_agent_reads_its_prompt_file_from_the_read_only_session_folder() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_send_keys_capture_and_exit_code() {
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     let spec = bench.spec("send", EDITOR);
     let handle = bench.start(&spec).await;
     let runtime = &bench.runtime;
@@ -324,7 +324,7 @@ async fn docker_send_keys_capture_and_exit_code() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_submit_is_retried_when_the_first_enter_is_lost() {
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     // The typed text shows on the screen before any newline, which only the attach stream carries.
     let spec_a = bench.spec("no-retry", LOSES_FIRST_ENTER);
     let handle = bench.start(&spec_a).await;
@@ -340,7 +340,7 @@ async fn docker_submit_is_retried_when_the_first_enter_is_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_restarted_controller_adopts_the_container_without_duplicating_output() {
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     let spec = bench.spec("adopt", TICKER);
     // The first controller starts the agent; `bench.runtime` plays the restarted one.
     let first = DockerRuntime::connect(None, &test_owner()).await.unwrap();
@@ -373,7 +373,7 @@ async fn docker_restarted_controller_adopts_the_container_without_duplicating_ou
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_container_removed_from_outside_probes_missing() {
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     let spec = bench.spec("gone", EDITOR);
     let handle = bench.start(&spec).await;
     assert!(docker(&["rm", "-f", &handle.0]).status.success());
@@ -385,7 +385,7 @@ async fn docker_container_removed_from_outside_probes_missing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_worktree_gets_the_main_git_folder_at_its_own_path() {
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     let main = bench.dir.path().join("main");
     std::fs::create_dir_all(&main).unwrap();
     let git = |dir: &Path, args: &[&str]| {
@@ -418,7 +418,7 @@ async fn docker_worktree_gets_the_main_git_folder_at_its_own_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_start_and_connect_errors_are_clear() {
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     let mut spec = bench.spec("errors", EDITOR);
     spec.container = None;
     let err = bench.runtime.start(&spec).await.unwrap_err().to_string();
@@ -449,7 +449,7 @@ async fn docker_start_and_connect_errors_are_clear() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_controllers_sharing_an_engine_keep_to_their_own_containers() {
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     let other = DockerRuntime::connect(None, &format!("{}-other", test_owner())).await.unwrap();
     let spec = bench.spec("shared", EDITOR);
     let mine = bench.start(&spec).await;
@@ -509,7 +509,7 @@ fn scopeguard(name: String) -> impl Drop {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: cargo test -p aoctl-runtimes docker_spawn_time -- --ignored --nocapture"]
 async fn docker_spawn_time_of_ten_sessions() {
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     let specs: Vec<LaunchSpec> = (0..10).map(|i| bench.spec(&format!("t{i}"), EDITOR)).collect();
     let began = Instant::now();
     for spec in &specs {
@@ -553,7 +553,7 @@ async fn docker_on_another_engine_address() {
         eprintln!("skipping: AOCTL_TEST_DOCKER_HOST is not set");
         return;
     };
-    let Some(bench) = Bench::new().await else { return };
+    let bench = Bench::new().await;
     let runtime = DockerRuntime::connect(Some(&host), &test_owner()).await.unwrap();
     assert_eq!(runtime.host(), Some(host.as_str()));
     let spec = bench.spec("remote", EDITOR);
