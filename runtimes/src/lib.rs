@@ -3,6 +3,8 @@
 //! this crate spawns processes.
 
 pub mod agents;
+#[cfg(all(test, unix))]
+mod contract_tests;
 pub mod daemon;
 pub mod docker;
 pub mod git;

@@ -4,10 +4,10 @@
 use std::path::Path;
 
 use super::{key_bytes, tree, ProcessRuntime};
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use crate::contract_tests as contract;
+use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
 use crate::tmux::tests::{
-    pid_after, probe_becomes, py_agent, read, sh_agent, spec, style, transcript_has, wait_for, LOSES_FIRST_ENTER,
-    NO_ECHO, PASTE, READER, SILENT, SPAWNER,
+    pid_after, probe_becomes, py_agent, sh_agent, spec, style, transcript_has, wait_for, READER, SPAWNER,
 };
 
 /// A runtime whose agents are killed when the test ends, however it ends.
@@ -60,62 +60,25 @@ async fn process_start_applies_env_and_workdir_and_fills_the_transcript() {
 #[tokio::test]
 async fn process_send_submits_a_line_even_when_it_is_already_on_screen() {
     let fx = Fixture::new();
-    let spec = spec(fx.path(), "line", sh_agent(fx.path(), "reader.sh", READER));
-    let handle = fx.start(&spec).await;
-    fx.runtime.send(&handle, "hello world", &style(3)).await.unwrap();
-    transcript_has(&spec, "got: hello world").await;
-    fx.runtime.send(&handle, "hello world", &style(3)).await.unwrap();
-    wait_for("a second answer", || read(&spec.transcript).matches("got: hello world").count() == 2).await;
-
-    // A line too long for one tmux command is pasted instead of typed.
-    let long: String = (0..1500).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
-    fx.runtime.send(&handle, &long, &style(3)).await.unwrap();
-    transcript_has(&spec, &format!("got: {long}")).await;
+    contract::send_submits_a_line_even_when_it_is_already_on_screen(&fx.runtime, fx.path()).await;
 }
 
 #[tokio::test]
 async fn process_multi_line_message_arrives_as_one_paste() {
     let fx = Fixture::new();
-    let spec = spec(fx.path(), "paste", py_agent(fx.path(), "paste.py", PASTE));
-    let handle = fx.start(&spec).await;
-    fx.runtime.send(&handle, "one\ntwo\nthree", &style(3)).await.unwrap();
-    transcript_has(&spec, "blocks=1 lines=3").await;
-
-    // Without bracketed paste the same agent sees three separate messages.
-    let spec = self::spec(fx.path(), "typed", py_agent(fx.path(), "paste.py", PASTE));
-    let handle = fx.start(&spec).await;
-    let plain = InputStyle { bracketed_paste: false, ..style(3) };
-    fx.runtime.send(&handle, "one\ntwo\nthree", &plain).await.unwrap();
-    wait_for("three messages", || read(&spec.transcript).matches("blocks=0 lines=1").count() == 3).await;
+    contract::multi_line_message_arrives_as_one_paste(&fx.runtime, fx.path()).await;
 }
 
 #[tokio::test]
 async fn process_submit_is_retried_when_the_first_enter_is_lost() {
     let fx = Fixture::new();
-    let spec_a = spec(fx.path(), "no-retry", py_agent(fx.path(), "lose.py", LOSES_FIRST_ENTER));
-    let handle = fx.start(&spec_a).await;
-    let err = fx.runtime.send(&handle, "hello", &style(0)).await.unwrap_err();
-    assert!(matches!(err, RuntimeError::NotDelivered { .. }), "{err}");
-    assert!(!read(&spec_a.transcript).contains("got:"));
-
-    let spec_b = spec(fx.path(), "retry", py_agent(fx.path(), "lose.py", LOSES_FIRST_ENTER));
-    let handle = fx.start(&spec_b).await;
-    fx.runtime.send(&handle, "hello", &style(2)).await.unwrap();
-    transcript_has(&spec_b, "got: hello").await;
+    contract::submit_is_retried_when_the_first_enter_is_lost(&fx.runtime, fx.path()).await;
 }
 
 #[tokio::test]
 async fn process_agent_without_echo_counts_only_when_the_screen_changes() {
     let fx = Fixture::new();
-    let spec_a = spec(fx.path(), "no-echo", sh_agent(fx.path(), "no-echo.sh", NO_ECHO));
-    let handle = fx.start(&spec_a).await;
-    fx.runtime.send(&handle, "hello", &style(3)).await.unwrap();
-    transcript_has(&spec_a, "got: hello").await;
-
-    let spec_b = spec(fx.path(), "silent", sh_agent(fx.path(), "silent.sh", SILENT));
-    let handle = fx.start(&spec_b).await;
-    let err = fx.runtime.send(&handle, "hello", &style(3)).await.unwrap_err();
-    assert!(matches!(err, RuntimeError::NotDelivered { .. }), "{err}");
+    contract::agent_without_echo_counts_only_when_the_screen_changes(&fx.runtime, fx.path()).await;
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::TmuxRuntime;
+use crate::contract_tests as contract;
 use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
 
 /// Reads lines and answers each; `quit` exits with status 3.
@@ -244,62 +245,25 @@ async fn tmux_start_applies_env_and_workdir_and_fills_the_transcript() {
 #[tokio::test]
 async fn tmux_send_submits_a_line_even_when_it_is_already_on_screen() {
     let server = Server::new();
-    let spec = spec(server.path(), "line", sh_agent(server.path(), "reader.sh", READER));
-    let handle = server.start(&spec).await;
-    server.runtime.send(&handle, "hello world", &style(3)).await.unwrap();
-    transcript_has(&spec, "got: hello world").await;
-    server.runtime.send(&handle, "hello world", &style(3)).await.unwrap();
-    wait_for("a second answer", || read(&spec.transcript).matches("got: hello world").count() == 2).await;
-
-    // A line too long for one tmux command is pasted instead of typed.
-    let long: String = (0..1500).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
-    server.runtime.send(&handle, &long, &style(3)).await.unwrap();
-    transcript_has(&spec, &format!("got: {long}")).await;
+    contract::send_submits_a_line_even_when_it_is_already_on_screen(&server.runtime, server.path()).await;
 }
 
 #[tokio::test]
 async fn tmux_multi_line_message_arrives_as_one_paste() {
     let server = Server::new();
-    let spec = spec(server.path(), "paste", py_agent(server.path(), "paste.py", PASTE));
-    let handle = server.start(&spec).await;
-    server.runtime.send(&handle, "one\ntwo\nthree", &style(3)).await.unwrap();
-    transcript_has(&spec, "blocks=1 lines=3").await;
-
-    // Without bracketed paste the same agent sees three separate messages.
-    let spec = self::spec(server.path(), "typed", py_agent(server.path(), "paste.py", PASTE));
-    let handle = server.start(&spec).await;
-    let plain = InputStyle { bracketed_paste: false, ..style(3) };
-    server.runtime.send(&handle, "one\ntwo\nthree", &plain).await.unwrap();
-    wait_for("three messages", || read(&spec.transcript).matches("blocks=0 lines=1").count() == 3).await;
+    contract::multi_line_message_arrives_as_one_paste(&server.runtime, server.path()).await;
 }
 
 #[tokio::test]
 async fn tmux_submit_is_retried_when_the_first_enter_is_lost() {
     let server = Server::new();
-    let spec_a = spec(server.path(), "no-retry", py_agent(server.path(), "lose.py", LOSES_FIRST_ENTER));
-    let handle = server.start(&spec_a).await;
-    let err = server.runtime.send(&handle, "hello", &style(0)).await.unwrap_err();
-    assert!(matches!(err, RuntimeError::NotDelivered { .. }), "{err}");
-    assert!(!read(&spec_a.transcript).contains("got:"));
-
-    let spec_b = spec(server.path(), "retry", py_agent(server.path(), "lose.py", LOSES_FIRST_ENTER));
-    let handle = server.start(&spec_b).await;
-    server.runtime.send(&handle, "hello", &style(2)).await.unwrap();
-    transcript_has(&spec_b, "got: hello").await;
+    contract::submit_is_retried_when_the_first_enter_is_lost(&server.runtime, server.path()).await;
 }
 
 #[tokio::test]
 async fn tmux_agent_without_echo_counts_only_when_the_screen_changes() {
     let server = Server::new();
-    let spec_a = spec(server.path(), "no-echo", sh_agent(server.path(), "no-echo.sh", NO_ECHO));
-    let handle = server.start(&spec_a).await;
-    server.runtime.send(&handle, "hello", &style(3)).await.unwrap();
-    transcript_has(&spec_a, "got: hello").await;
-
-    let spec_b = spec(server.path(), "silent", sh_agent(server.path(), "silent.sh", SILENT));
-    let handle = server.start(&spec_b).await;
-    let err = server.runtime.send(&handle, "hello", &style(3)).await.unwrap_err();
-    assert!(matches!(err, RuntimeError::NotDelivered { .. }), "{err}");
+    contract::agent_without_echo_counts_only_when_the_screen_changes(&server.runtime, server.path()).await;
 }
 
 #[tokio::test]
