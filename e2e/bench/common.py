@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -204,6 +205,52 @@ class Server:
         subprocess.run(["tmux", "-S", os.path.join(self.data, "tmux.sock"), "kill-server"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.log.close()
+
+
+def running(s):
+    """Whether a Session reports RuntimeReady=True."""
+    conds = s.get("status", {}).get("conditions", [])
+    return any(c["type"] == "RuntimeReady" and c["status"] == "True" for c in conds)
+
+
+def timed_apply(server, manifest, n, prepare=None, timeout=300):
+    """Applies `manifest` (YAML text) with `aoctl apply` and returns the seconds from the apply
+    until n Sessions report RuntimeReady=True, read from a watch started before it. `prepare` runs
+    just before the clock starts."""
+    path = os.path.join(server.dir, f"apply-{time.monotonic_ns()}.yaml")
+    with open(path, "w") as f:
+        f.write(manifest)
+    rv = server.conn.json("GET", f"{API}/sessions")["metadata"]["resourceVersion"]
+    ready, done = set(), threading.Event()
+
+    def watch():
+        url = f"{server.base}{API}/sessions?watch=true&resourceVersion={rv}"
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            for line in r:
+                obj = json.loads(line)["object"]
+                if running(obj):
+                    ready.add(obj["metadata"]["name"])
+                    if len(ready) == n:
+                        done.set()
+                        return
+
+    threading.Thread(target=watch, daemon=True).start()
+    if prepare:
+        prepare()
+    t0 = time.monotonic()
+    subprocess.run([server.aoctl, "--server", server.base, "apply", "-f", path], check=True,
+                   stdout=subprocess.DEVNULL)
+    if not done.wait(timeout):
+        raise SystemExit(f"only {len(ready)} of {n} sessions became RuntimeReady; see {server.log.name}")
+    return time.monotonic() - t0
+
+
+def delete_project(server, name, timeout=60):
+    """Deletes a project through the API (its sessions go with it) and waits until none is left."""
+    server.conn.json("DELETE", f"{API}/projects/{name}", expect=(200, 202))
+    deadline = time.monotonic() + timeout
+    while server.conn.json("GET", f"{API}/sessions")["items"] and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def loadavg():

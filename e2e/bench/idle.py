@@ -13,7 +13,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Server, cleanup, cpu_seconds, loadavg, make_repo, metric_sum, rss_bytes, workdir  # noqa: E402
+from common import Server, cleanup, running, cpu_seconds, loadavg, make_repo, metric_sum, rss_bytes, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 N = int(os.environ.get("BENCH_SESSIONS", "100"))
@@ -43,11 +43,6 @@ def baseline(work):
         return pct(cpu_seconds(pid) - c0, time.monotonic() - t0), rss_bytes(pid)
     finally:
         subprocess.run([*tmux, "kill-server"], stderr=subprocess.DEVNULL)
-
-
-def running(s):
-    conds = s.get("status", {}).get("conditions", [])
-    return any(c["type"] == "RuntimeReady" and c["status"] == "True" for c in conds)
 
 
 def main():
