@@ -103,9 +103,13 @@ pub struct ServeArgs {
     /// Address to listen on; non-loopback addresses need --token-file.
     #[arg(long, default_value = "127.0.0.1:7420", value_name = "ADDR")]
     pub listen: SocketAddr,
-    /// File holding the bearer token clients must send.
+    /// File holding the bearer token clients must send [default: DATA_DIR/token, made at first start].
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// A host name (or IP) clients may use to reach the server, besides localhost, loopback IPs and
+    /// the listen address; requests naming any other host are refused. Repeatable.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
     /// Format of the log on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Pretty, value_name = "FORMAT")]
     pub log_format: LogFormat,

@@ -12,7 +12,7 @@ pub mod reconcilers;
 pub mod recorder;
 mod serve;
 
-pub use serve::{serve, serve_on, ServeError, ServeOptions};
+pub use serve::{serve, serve_on, ServeError, ServeOptions, TOKEN_FILE};
 
 /// Version of this build, as `/version` and `aoctl version` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -28,8 +28,14 @@ use crate::recorder::Recorder;
 pub struct ServeOptions {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
+    /// The bearer token's file; `<data dir>/token` (made at first start) when `None`.
     pub token_file: Option<PathBuf>,
+    /// Host names served besides `localhost`, loopback IPs and the listen address (`--allowed-host`).
+    pub allowed_hosts: Vec<String>,
 }
+
+/// The file in the data directory that holds the bearer token, where the CLI finds it.
+pub const TOKEN_FILE: &str = "token";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -39,6 +45,8 @@ pub enum ServeError {
     TokenFile { path: PathBuf, source: std::io::Error },
     #[error("{0}: the token file is empty")]
     EmptyToken(PathBuf),
+    #[error("--allowed-host `{0}`: expected a host name or IP address, without a scheme, port or path")]
+    AllowedHost(String),
     #[error("{path}: cannot create the data directory: {source}")]
     DataDir { path: PathBuf, source: std::io::Error },
     #[error("cannot open the store in {path}: {source}")]
@@ -66,14 +74,38 @@ fn check_listen(opts: &ServeOptions) -> Result<(), ServeError> {
     Ok(())
 }
 
-fn read_token(opts: &ServeOptions) -> Result<Option<Arc<str>>, ServeError> {
-    let Some(path) = &opts.token_file else { return Ok(None) };
-    let text = std::fs::read_to_string(path).map_err(|e| ServeError::TokenFile { path: path.clone(), source: e })?;
+/// The bearer token: from `--token-file`, else from `<data dir>/token`, which the first start
+/// makes (random, mode 0600).
+fn read_token(opts: &ServeOptions) -> Result<String, ServeError> {
+    let path = match &opts.token_file {
+        Some(p) => p.clone(),
+        None => {
+            let path = opts.data_dir.join(TOKEN_FILE);
+            aoctl_runtimes::secret::ensure_token_file(&path)
+                .map_err(|e| ServeError::TokenFile { path: path.clone(), source: e })?;
+            path
+        }
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| ServeError::TokenFile { path: path.clone(), source: e })?;
     let token = text.trim();
     if token.is_empty() {
-        return Err(ServeError::EmptyToken(path.clone()));
+        return Err(ServeError::EmptyToken(path));
     }
-    Ok(Some(Arc::from(token)))
+    Ok(token.to_string())
+}
+
+fn check_allowed_hosts(hosts: &[String]) -> Result<(), ServeError> {
+    for h in hosts {
+        let bare = h.trim_start_matches('[').trim_end_matches(']');
+        let name_ok = !h.is_empty()
+            && h.len() <= 253
+            && h.split('.')
+                .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+        if !(name_ok || bare.parse::<std::net::IpAddr>().is_ok()) {
+            return Err(ServeError::AllowedHost(h.clone()));
+        }
+    }
+    Ok(())
 }
 
 async fn shutdown_signal() {
@@ -104,10 +136,12 @@ pub async fn serve_on(
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    check_listen(&ServeOptions { listen: listener.local_addr()?, ..opts.clone() })?;
-    let token = read_token(&opts)?;
-    std::fs::create_dir_all(&opts.data_dir)
+    let listen = listener.local_addr()?;
+    check_listen(&ServeOptions { listen, ..opts.clone() })?;
+    check_allowed_hosts(&opts.allowed_hosts)?;
+    aoctl_runtimes::secret::private_dir(&opts.data_dir)
         .map_err(|e| ServeError::DataDir { path: opts.data_dir.clone(), source: e })?;
+    let token = read_token(&opts)?;
     let store_dir = opts.data_dir.join("store");
     let store = Store::open(&store_dir).map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
     let metrics = Arc::new(Metrics::new()?);
@@ -123,7 +157,8 @@ pub async fn serve_on(
         fleet: fleet.clone(),
         sessions: sessions.handle(),
         ready: ready.clone(),
-        token,
+        access: Arc::new(crate::http::Access::new(&token, listen.ip(), &opts.allowed_hosts)),
+        deliveries: Default::default(),
         shutdown: stop_rx.clone(),
     };
 

@@ -72,13 +72,15 @@ def rss_bytes(pid, key="VmRSS"):
 class Conn:
     """One keep-alive HTTP/1.1 connection."""
 
-    def __init__(self, base):
+    def __init__(self, base, token):
         host, port = base.rsplit("/", 1)[1].split(":")
         self.c = http.client.HTTPConnection(host, int(port), timeout=120)
+        self.token = token
 
     def request(self, method, path, body=None, ctype="application/json"):
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": ctype} if data is not None else {}
+        headers["Authorization"] = "Bearer " + self.token
         self.c.request(method, path, body=data, headers=headers)
         r = self.c.getresponse()
         payload = r.read()
@@ -138,7 +140,17 @@ class Server:
                 if self.proc.poll() is not None:
                     raise SystemExit(f"aoctl serve exited: {open(self.log.name).read()}")
                 time.sleep(0.05)
-        self.conn = Conn(self.base)
+        # The bearer token the server made in its data dir at start; the CLI finds it there too
+        # (AOCTL_DATA_DIR in `env`).
+        with open(os.path.join(self.data, "token")) as f:
+            self.token = f.read().strip()
+        self.env = {**e, "AOCTL_DATA_DIR": self.data}
+        self.conn = Conn(self.base, self.token)
+
+    def urlopen(self, url, headers=None, timeout=None):
+        """urllib's urlopen of `url` with the bearer token."""
+        req = urllib.request.Request(url, headers={**(headers or {}), "Authorization": "Bearer " + self.token})
+        return urllib.request.urlopen(req, timeout=timeout)
 
     def metrics(self):
         status, body = self.conn.request("GET", "/metrics")
@@ -225,7 +237,7 @@ def timed_apply(server, manifest, n, prepare=None, timeout=300):
 
     def watch():
         url = f"{server.base}{API}/sessions?watch=true&resourceVersion={rv}"
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with server.urlopen(url, timeout=timeout) as r:
             for line in r:
                 obj = json.loads(line)["object"]
                 if running(obj):
@@ -238,7 +250,7 @@ def timed_apply(server, manifest, n, prepare=None, timeout=300):
     if prepare:
         prepare()
     t0 = time.monotonic()
-    subprocess.run([server.aoctl, "--server", server.base, "apply", "-f", path], check=True,
+    subprocess.run([server.aoctl, "--server", server.base, "apply", "-f", path], check=True, env=server.env,
                    stdout=subprocess.DEVNULL)
     if not done.wait(timeout):
         raise SystemExit(f"only {len(ready)} of {n} sessions became RuntimeReady; see {server.log.name}")

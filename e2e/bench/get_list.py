@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -47,31 +46,32 @@ def main():
         srv.wait_sessions(stopped, N)
         srv.wait_idle()
         env = {k: v for k, v in os.environ.items() if not k.startswith("AOCTL_")}
-        env.update(HOME=os.path.join(srv.dir, "home"), NO_COLOR="1")
+        env.update(HOME=os.path.join(srv.dir, "home"), NO_COLOR="1", AOCTL_DATA_DIR=srv.data)
+        auth = "Authorization: Bearer " + srv.token
         url = srv.base + API + "/sessions"
         out = subprocess.run([AOCTL, "--server", srv.base, "get", "sessions"], env=env, check=True,
                              capture_output=True, text=True).stdout
         rows = len(out.strip().splitlines()) - 1
         if rows != N:
             raise SystemExit(f"aoctl get sessions printed {rows} rows, not {N}")
-        size = len(urllib.request.urlopen(url).read())
+        size = len(srv.urlopen(url).read())
 
         def cli():
             subprocess.run([AOCTL, "--server", srv.base, "get", "sessions"], env=env, check=True,
                            stdout=subprocess.DEVNULL)
 
         def curl():
-            subprocess.run(["curl", "-sf", "-o", "/dev/null", url], check=True)
+            subprocess.run(["curl", "-sf", "-o", "/dev/null", "-H", auth, url], check=True)
 
         def curl_table():
-            subprocess.run(["curl", "-sf", "-o", "/dev/null", "-H", "Accept: " + TABLE, url + "?includeObject=None"],
+            subprocess.run(["curl", "-sf", "-o", "/dev/null", "-H", auth, "-H", "Accept: " + TABLE,
+                            url + "?includeObject=None"],
                            check=True)
 
         def urllib_get():
-            urllib.request.urlopen(url).read()
+            srv.urlopen(url).read()
 
-        table_req = urllib.request.Request(url + "?includeObject=None", headers={"Accept": TABLE})
-        table_size = len(urllib.request.urlopen(table_req).read())
+        table_size = len(srv.urlopen(url + "?includeObject=None", headers={"Accept": TABLE}).read())
         a, c, t, u = timed([cli, curl, curl_table, urllib_get])
         print(json.dumps({
             "benchmark": "get_sessions", "sessions": N, "runs": len(a), "list_bytes": size,

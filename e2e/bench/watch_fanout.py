@@ -84,8 +84,8 @@ def connect(port):
     return s
 
 
-def request(method, path, body=None, ctype=None):
-    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+def request(method, path, token, body=None, ctype=None):
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
     data = json.dumps(body).encode() if body is not None else b""
     if body is not None:
         head += f"Content-Type: {ctype}\r\nContent-Length: {len(data)}\r\n"
@@ -115,7 +115,7 @@ def main():
         watchers = []
         for i in range(WATCHERS):
             s = connect(srv.port)
-            s.sendall(request("GET", f"{API}/sessions?watch=true&resourceVersion={rv}"))
+            s.sendall(request("GET", f"{API}/sessions?watch=true&resourceVersion={rv}", srv.token))
             s.setblocking(False)
             w = {"sock": s, "resp": Response(), "seen": 0, "at": None}
             watchers.append(w)
@@ -138,7 +138,7 @@ def main():
             marker = f"bench-{n:06d}".encode()
             for w in watchers:
                 w["at"] = None
-            writer.sendall(request("PATCH", f"{API}/sessions/w", {"metadata": {"labels": {"seq": marker.decode()}}},
+            writer.sendall(request("PATCH", f"{API}/sessions/w", srv.token, {"metadata": {"labels": {"seq": marker.decode()}}},
                                    "application/merge-patch+json"))
             sent = time.perf_counter()
             writer.setblocking(False)
@@ -175,7 +175,7 @@ def main():
                 after_resp.append((w["at"] - answered) * 1000)
                 after_send.append((w["at"] - sent) * 1000)
             t = time.perf_counter()
-            r = roundtrip(reader, request("GET", f"{API}/sessions/w"))
+            r = roundtrip(reader, request("GET", f"{API}/sessions/w", srv.token))
             gets.append((time.perf_counter() - t) * 1000)
             if r.status != 200 or marker not in r.body:
                 raise SystemExit(f"GET after write {n}: {r.status}")

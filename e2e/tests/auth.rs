@@ -1,5 +1,6 @@
-//! Authentication: a non-loopback listener needs a token file; with one, every request but
-//! `/healthz` needs the bearer token, and the CLI passes it with `--token` or `AOCTL_TOKEN`.
+//! Authentication: a non-loopback listener needs a token file; every request but `/healthz`,
+//! `/readyz` and `/version` needs the bearer token, and the CLI passes it with `--token` or
+//! `AOCTL_TOKEN` (or, for a server on this machine, finds it in the data dir: security.rs).
 
 use crate::harness::{command, free_port, project, run, Options, Server, API, NO_REPO};
 
@@ -39,7 +40,7 @@ async fn requests_need_the_bearer_token() {
     };
     let projects = format!("{API}/projects");
     let basic = format!("Basic {TOKEN}");
-    for path in [projects.as_str(), "/readyz", "/metrics", "/version", "/openapi.json", "/no/such/path"] {
+    for path in [projects.as_str(), "/metrics", "/openapi.json", "/no/such/path"] {
         for auth in [None, Some("Bearer wrong-token"), Some(basic.as_str()), Some("Bearer ")] {
             let resp = with(auth, path).await.expect("request");
             let code = resp.status().as_u16();
@@ -50,8 +51,10 @@ async fn requests_need_the_bearer_token() {
             assert_eq!(body["reason"], "Unauthorized", "{body}");
         }
     }
-    let health = with(None, "/healthz").await.expect("request");
-    assert_eq!(health.status().as_u16(), 200, "/healthz needs no token");
+    for open in ["/healthz", "/readyz", "/version"] {
+        let resp = with(None, open).await.expect("request");
+        assert_eq!(resp.status().as_u16(), 200, "{open} needs no token");
+    }
     let ok = with(Some(&format!("Bearer {TOKEN}")), &projects).await.expect("request");
     assert_eq!(ok.status().as_u16(), 200);
 

@@ -261,6 +261,18 @@ pub struct Server {
     child: Option<Child>,
     log: PathBuf,
     pub http: reqwest::Client,
+    /// The bearer token: the one of `Options`, else the one the server made in its data dir.
+    pub token: String,
+}
+
+/// The token a server keeps in `data_dir` (made at its first start; it exists once `/readyz`
+/// answers).
+pub fn token_of(data_dir: &Path) -> String {
+    let path = data_dir.join("token");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let token = text.trim().to_string();
+    assert!(!token.is_empty(), "{} is empty", path.display());
+    token
 }
 
 impl Server {
@@ -283,9 +295,18 @@ impl Server {
             child: None,
             http,
             tmp,
+            token: String::new(),
         };
         s.launch(true).await;
         s
+    }
+
+    /// Takes the token of a server that just became ready.
+    fn learn_token(&mut self) {
+        self.token = match &self.opts.token {
+            Some(t) => t.clone(),
+            None => token_of(&self.data_dir),
+        };
     }
 
     fn host(&self) -> &str {
@@ -315,7 +336,7 @@ impl Server {
             cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
             self.child = Some(cmd.spawn().expect("aoctl serve starts"));
             match self.wait_ready().await {
-                Ok(()) => return,
+                Ok(()) => return self.learn_token(),
                 Err(exited) if exited && self.log_text().contains("cannot listen") => continue,
                 Err(_) => panic!("the server did not become ready; its log:\n{}", self.log_text()),
             }
@@ -365,12 +386,13 @@ impl Server {
         format!("{}{path}", self.base)
     }
 
-    /// A request with the server's token, if any.
+    /// A request with the server's token (none before it is known: `/readyz` needs none).
     pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let r = self.http.request(method, self.url(path));
-        match &self.opts.token {
-            Some(t) => r.bearer_auth(t),
-            None => r,
+        if self.token.is_empty() {
+            r
+        } else {
+            r.bearer_auth(&self.token)
         }
     }
 
@@ -399,10 +421,7 @@ impl Server {
         let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("HTTP client");
         for _ in 0..5 {
             let m = reqwest::Method::from_bytes(method.as_bytes()).expect("HTTP method");
-            let mut r = http.request(m, self.url(path));
-            if let Some(t) = &self.opts.token {
-                r = r.bearer_auth(t);
-            }
+            let mut r = http.request(m, self.url(path)).bearer_auth(&self.token);
             if let Some(ct) = content_type {
                 r = r.header(reqwest::header::CONTENT_TYPE, ct);
             }
@@ -555,11 +574,7 @@ impl WatchStream {
     /// Opens `path` (which carries `watch=true`); panics unless 200.
     pub async fn open(server: &Server, path: &str) -> WatchStream {
         let http = reqwest::Client::new();
-        let mut r = http.get(server.url(path));
-        if let Some(t) = &server.opts.token {
-            r = r.bearer_auth(t);
-        }
-        let resp = r.send().await.expect("watch request");
+        let resp = http.get(server.url(path)).bearer_auth(&server.token).send().await.expect("watch request");
         assert_eq!(resp.status().as_u16(), 200, "watch {path}");
         WatchStream { resp, buf: vec![] }
     }
@@ -609,6 +624,7 @@ impl Server {
             child: None,
             http,
             tmp,
+            token: String::new(),
         };
         for _ in 0..5 {
             s.port = free_port();
@@ -620,7 +636,10 @@ impl Server {
             cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
             s.child = Some(cmd.spawn().expect("aoctl serve starts"));
             match s.wait_ready().await {
-                Ok(()) => return s,
+                Ok(()) => {
+                    s.learn_token();
+                    return s;
+                }
                 Err(exited) if exited && s.log_text().contains("cannot listen") => continue,
                 Err(_) => panic!("the server did not become ready; its log:\n{}", s.log_text()),
             }
@@ -649,7 +668,7 @@ impl Server {
             cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
             self.child = Some(cmd.spawn().expect("aoctl serve starts"));
             match self.wait_ready().await {
-                Ok(()) => return,
+                Ok(()) => return self.learn_token(),
                 Err(true) => tokio::time::sleep(Duration::from_millis(100)).await,
                 Err(false) => panic!("the restarted server did not become ready; its log:\n{}", self.log_text()),
             }

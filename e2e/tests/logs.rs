@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::{command, free_port, API};
+use crate::harness::{command, free_port, token_of, API};
 use crate::observability::{agent_repo, agent_session, assert_promtool_ok, promtool, Exposition, READY};
 
 /// `aoctl serve --log-format json` with extra environment, its stderr in a file.
@@ -21,6 +21,7 @@ struct JsonServe {
     base: String,
     log: PathBuf,
     http: reqwest::Client,
+    token: String,
 }
 
 impl JsonServe {
@@ -44,7 +45,8 @@ impl JsonServe {
             while Instant::now() < deadline && child.try_wait().ok().flatten().is_none() {
                 let ready = http.get(format!("{base}/readyz")).send().await;
                 if ready.is_ok_and(|r| r.status().is_success()) {
-                    return JsonServe { tmp, child: Some(child), base, log, http };
+                    let token = token_of(&tmp.path().join("data"));
+                    return JsonServe { tmp, child: Some(child), base, log, http, token };
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -61,13 +63,14 @@ impl JsonServe {
     }
 
     async fn post(&self, plural: &str, obj: &Value) {
-        let r = self.http.post(format!("{}{API}/{plural}", self.base)).json(obj).send().await.expect("POST");
+        let url = format!("{}{API}/{plural}", self.base);
+        let r = self.http.post(url).bearer_auth(&self.token).json(obj).send().await.expect("POST");
         let code = r.status().as_u16();
         assert_eq!(code, 201, "create {plural}: {}", r.text().await.unwrap_or_default());
     }
 
     async fn get_text(&self, path: &str) -> String {
-        let r = self.http.get(format!("{}{path}", self.base)).send().await.expect("GET");
+        let r = self.http.get(format!("{}{path}", self.base)).bearer_auth(&self.token).send().await.expect("GET");
         assert!(r.status().is_success(), "GET {path}: {}", r.status());
         r.text().await.expect("body")
     }

@@ -9,6 +9,7 @@ mod bad_input;
 mod cli;
 mod durability;
 mod races;
+mod security;
 mod semantics;
 mod system;
 mod up_down;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
-use crate::harness::{free_port, git_repo, project, Options, Server, WatchStream, API};
+use crate::harness::{free_port, git_repo, project, Server, WatchStream, API};
 
 /// The scripted agent, committed into each test repository as `scripts/agent.sh`.
 const DEMO_AGENT: &str = include_str!("../agents/demo-agent");
@@ -627,15 +627,14 @@ impl Drop for Prometheus {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_prometheus_scrapes_sessions_by_project() {
-    let token = "e2e-observability-scrape-token";
-    let server = Server::start_with(Options { token: Some(token.into()), ..Options::default() }).await;
+    let server = Server::start().await;
     let session = active(&server, "scraped", "scraped-1").await;
     let phase = session["status"]["phase"].as_str().expect("status.phase").to_string();
 
-    // The scrape configuration of docs/observability.md, at a 1 s interval.
+    // The scrape configuration of docs/observability.md, at a 1 s interval, with the token file
+    // the server made in its data dir.
     let dir = tempfile::Builder::new().prefix("aoctl-e2e-prometheus-").tempdir().expect("tempdir");
-    let token_file = dir.path().join("aoctl-token");
-    fs::write(&token_file, token).expect("write the token file");
+    let token_file = server.data_dir.join("token");
     let alerts = root().join("docs/alerts.yaml");
     let config = format!(
         "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\

@@ -47,7 +47,11 @@ impl Env {
     }
 
     async fn get(&self, path: &str) -> Option<(u16, Value)> {
-        let resp = reqwest::Client::new().get(format!("{}{path}", self.server)).send().await.ok()?;
+        let mut req = reqwest::Client::new().get(format!("{}{path}", self.server));
+        if let Ok(token) = std::fs::read_to_string(self.data_dir().join("token")) {
+            req = req.bearer_auth(token.trim());
+        }
+        let resp = req.send().await.ok()?;
         let code = resp.status().as_u16();
         Some((code, resp.json().await.unwrap_or_default()))
     }

@@ -39,14 +39,17 @@ fn payloads() -> Vec<(String, String, Vec<u8>)> {
     out
 }
 
-/// Delivers `body` as GitHub does, with `signature` as `X-Hub-Signature-256` when given.
+/// Delivers `body` as GitHub does, with `signature` as `X-Hub-Signature-256` when given, and a
+/// delivery id of its own, as every delivery of GitHub's has.
 async fn deliver(server: &Server, event: Option<&str>, body: &[u8], signature: Option<&str>) -> Resp {
+    static DELIVERIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = DELIVERIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut r = server
         .http
         .post(server.url("/webhooks/github"))
         .header("Content-Type", "application/json")
         .header("User-Agent", "GitHub-Hookshot/e2e")
-        .header("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
+        .header("X-GitHub-Delivery", format!("72d3162e-cc78-11e3-81ab-{n:012x}"))
         .body(body.to_vec());
     if let Some(e) = event {
         r = r.header("X-GitHub-Event", e);

@@ -11,6 +11,7 @@ pub mod git;
 pub mod notify;
 pub mod process;
 pub mod runtime;
+pub mod secret;
 mod terminal;
 pub mod tmux;
 pub mod transcript;

@@ -45,8 +45,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn client(g: &Global) -> Result<Client, ClientError> {
-    Client::new(&g.server, g.token.clone())
+/// A client of `--server` with the bearer token: `--token` / `AOCTL_TOKEN`, else, for a server on
+/// this machine, the one it keeps in the data directory. A remote server is never sent the local
+/// token.
+pub fn client(g: &Global) -> Result<Client, ClientError> {
+    let local = g.token.clone().filter(|t| !t.is_empty()).or_else(|| {
+        let url = reqwest::Url::parse(&g.server).ok()?;
+        let host = url.host_str()?.trim_start_matches('[').trim_end_matches(']');
+        let loopback =
+            host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        let file = g.data_dir().ok()?.join(aoctl_controller::TOKEN_FILE);
+        loopback.then(|| std::fs::read_to_string(file).ok()).flatten().map(|t| t.trim().to_string())
+    });
+    Client::new(&g.server, local)
 }
 
 /// Writes to stdout and flushes, so that watches show up at once. When the reader has gone away

@@ -6,7 +6,12 @@ use crate::args::{Global, ServeArgs};
 
 pub async fn run(g: &Global, a: ServeArgs) -> anyhow::Result<ExitCode> {
     let data_dir = g.data_dir().map_err(anyhow::Error::msg)?;
-    let opts = aoctl_controller::ServeOptions { listen: a.listen, data_dir, token_file: a.token_file };
+    let opts = aoctl_controller::ServeOptions {
+        listen: a.listen,
+        data_dir,
+        token_file: a.token_file,
+        allowed_hosts: a.allowed_hosts,
+    };
     aoctl_controller::serve(opts).await?;
     Ok(ExitCode::SUCCESS)
 }

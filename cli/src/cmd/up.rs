@@ -27,7 +27,8 @@ pub const LOG_FILE: &str = "serve.log";
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
 pub async fn run(g: &Global, a: UpArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::new(&g.server, g.token.clone())?;
+    // The open endpoints tell whether a server runs; its token exists once it has started.
+    let probe = Client::new(&g.server, None)?;
     let data_dir = g.data_dir().map_err(anyhow::Error::msg)?;
 
     let path = if is_url(&a.target) { clone_into(&a.target, &data_dir).await? } else { PathBuf::from(&a.target) };
@@ -35,7 +36,8 @@ pub async fn run(g: &Global, a: UpArgs) -> anyhow::Result<ExitCode> {
     let name = sanitize_name(&info.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
     let root = info.root.to_str().ok_or_else(|| anyhow!("{}: the path is not valid UTF-8", info.root.display()))?;
 
-    ensure_server(&client, &data_dir).await?;
+    ensure_server(&probe, &data_dir).await?;
+    let client = super::client(g)?;
 
     let mut project = Project::new(&name, root);
     project.spec.default_branch = info.default_branch.clone();

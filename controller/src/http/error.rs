@@ -22,10 +22,13 @@ pub enum AppError {
     BadRequest(String),
     #[error("the server could not find the requested resource")]
     NoRoute,
-    #[error("Unauthorized: a valid bearer token is required")]
+    #[error("Unauthorized: a valid bearer token is required (the server keeps it in the file `token` of its data directory, where aoctl finds it; elsewhere pass --token or AOCTL_TOKEN)")]
     Unauthorized,
     #[error("Unauthorized: X-Hub-Signature-256 is missing or does not match the webhook secret of a project for this repository")]
     BadSignature,
+    /// Refused by the access rules (host, origin) whoever asks.
+    #[error("Forbidden: {0}")]
+    Forbidden(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
     #[error("the server is starting; try again shortly")]
@@ -47,6 +50,7 @@ impl AppError {
             AppError::Invalid { .. } => (422, "Invalid"),
             AppError::NoRoute => (404, "NotFound"),
             AppError::Unauthorized | AppError::BadSignature => (401, "Unauthorized"),
+            AppError::Forbidden(_) => (403, "Forbidden"),
             AppError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
             AppError::NotReady => (503, "ServiceUnavailable"),
             AppError::NotRunning(_) => (409, "Conflict"),
@@ -132,6 +136,7 @@ pub async fn status_for_framework_errors(resp: Response) -> Response {
     let reason = match code.as_u16() {
         405 => "MethodNotAllowed",
         413 => "RequestEntityTooLarge",
+        403 => "Forbidden",
         415 => "UnsupportedMediaType",
         400 | 422 => "BadRequest",
         404 => "NotFound",

@@ -1,7 +1,7 @@
 //! The HTTP API (DESIGN §4): resource CRUD, status, merge-patch, watch, and the system endpoints.
 //! `router(state)` builds everything without a socket so handlers are tested with `oneshot`.
 
-mod auth;
+mod access;
 pub mod error;
 mod objects;
 mod openapi;
@@ -20,7 +20,9 @@ use axum::Router;
 
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
+pub use access::Access;
 pub use error::AppError;
+pub use webhooks::Deliveries;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -32,8 +34,10 @@ pub struct AppState {
     pub sessions: aoctl_engine::Trigger,
     /// Set once the store is loaded and the controllers run.
     pub ready: Arc<AtomicBool>,
-    /// Bearer token every request but `/healthz` must carry, when set.
-    pub token: Option<Arc<str>>,
+    /// The bearer token, the hosts served and the other access rules (DESIGN §8).
+    pub access: Arc<Access>,
+    /// Webhook deliveries already taken, so a replayed one is acknowledged and ignored.
+    pub deliveries: Arc<Deliveries>,
     /// Turns `true` when the server shuts down; open watch streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -53,14 +57,13 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(system::metrics))
         .route("/version", get(system::version))
         .route("/openapi.json", get(openapi::document))
-        .fallback(|| async { AppError::NoRoute })
-        // `layer`, not `route_layer`: unknown paths need the token too.
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token));
-    // Webhooks carry their own HMAC instead of the bearer token.
-    Router::new()
         .route("/healthz", get(system::healthz))
+        // Webhooks carry their own HMAC instead of the bearer token (`access::OPEN_PATHS`).
         .route("/webhooks/github", axum::routing::post(webhooks::github))
-        .merge(api)
+        .fallback(|| async { AppError::NoRoute });
+    // `layer`, not `route_layer`: unknown paths are checked too. No CORS layer: no page of another
+    // origin may read an answer.
+    api.layer(axum::middleware::from_fn_with_state(state.clone(), access::guard))
         .layer(axum::middleware::map_response(error::status_for_framework_errors))
         .with_state(state)
 }

@@ -157,7 +157,16 @@ fn build() -> Value {
         .paths(paths.build())
         .build();
     let mut doc = serde_json::to_value(doc).expect("the document serialises");
-    doc["components"] = json!({"schemas": schemas()});
+    // Every operation needs the bearer token (docs/security.md) but the few open ones.
+    doc["components"] = json!({
+        "schemas": schemas(),
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+            "description": "The token in the server's `<data dir>/token` (or its --token-file)"}},
+    });
+    doc["security"] = json!([{"bearer": []}]);
+    for open in ["/healthz", "/readyz", "/version"] {
+        doc["paths"][open]["get"]["security"] = json!([]);
+    }
     doc
 }
 
@@ -249,6 +258,9 @@ mod tests {
         }
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/status"]["put"].is_object());
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/events"]["post"].is_null());
+        assert_eq!(doc["security"][0]["bearer"], serde_json::json!([]));
+        assert_eq!(doc["paths"]["/healthz"]["get"]["security"], serde_json::json!([]));
+        assert!(doc["paths"]["/metrics"]["get"]["security"].is_null(), "/metrics needs the token");
         let list = &doc["paths"]["/apis/ao.dev/v1alpha1/sessions"]["get"]["responses"]["200"]["content"];
         assert_eq!(list[aoctl_api::table::TABLE_MEDIA_TYPE]["schema"]["$ref"], "#/components/schemas/Table");
     }

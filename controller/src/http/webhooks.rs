@@ -1,7 +1,11 @@
 //! `POST /webhooks/github`: verifies `X-Hub-Signature-256` against the secret of the project whose
 //! repository sent it, maps the event to sessions by branch or PR number, and reconciles them at
 //! once. A bad or missing signature is 401, an event that concerns nothing is 202; neither changes
-//! anything.
+//! anything. A delivery whose `X-GitHub-Delivery` id was already taken (a replay) is acknowledged
+//! and ignored.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Mutex;
 
 use aoctl_api::{Project, Session};
 use aoctl_github::webhook::{self, WebhookEvent};
@@ -14,6 +18,34 @@ use serde_json::{json, Value};
 
 use super::{AppError, AppState};
 use crate::github::webhook_secret;
+
+/// How many delivery ids are remembered; older ones are forgotten first. A webhook only wakes
+/// sessions (the controller then reads GitHub itself), so a replay older than this costs a look.
+const REMEMBERED_DELIVERIES: usize = 10_000;
+
+/// The ids of the deliveries taken, newest last, bounded.
+#[derive(Debug, Default)]
+pub struct Deliveries {
+    seen: Mutex<(HashSet<String>, VecDeque<String>)>,
+}
+
+impl Deliveries {
+    /// Records `id`; `false` when it was already recorded.
+    fn take(&self, id: &str) -> bool {
+        let mut guard = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let (set, order) = &mut *guard;
+        if !set.insert(id.to_string()) {
+            return false;
+        }
+        order.push_back(id.to_string());
+        while order.len() > REMEMBERED_DELIVERIES {
+            if let Some(old) = order.pop_front() {
+                set.remove(&old);
+            }
+        }
+        true
+    }
+}
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
@@ -48,6 +80,15 @@ pub async fn github(
     if verified.is_empty() {
         return Err(AppError::BadSignature);
     }
+    // Only a signed delivery is remembered, so nobody without the secret can fill the memory.
+    let delivery = header(&headers, "x-github-delivery")
+        .filter(|d| !d.trim().is_empty())
+        .ok_or_else(|| AppError::BadRequest("the X-GitHub-Delivery header is missing".into()))?;
+    if !state.deliveries.take(delivery) {
+        tracing::info!(delivery, event = %event, "replayed webhook delivery ignored");
+        let message = format!("delivery `{delivery}` was already received; ignored");
+        return Ok((StatusCode::OK, Json(json!({"message": message}))));
+    }
     let parsed = webhook::parse(&event, &body).map_err(|e| AppError::BadRequest(e.to_string()))?;
     let ev = match parsed {
         WebhookEvent::Ping { .. } => return Ok((StatusCode::OK, Json(json!({"message": "pong"})))),
@@ -71,4 +112,19 @@ pub async fn github(
     tracing::debug!(event = %event, sessions = ?triggered, "webhook");
     let message = format!("`{event}` concerns {} session(s)", triggered.len());
     Ok((StatusCode::ACCEPTED, Json(json!({"message": message, "sessions": triggered}))))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_delivery_is_taken_once_and_the_memory_is_bounded() {
+        let d = super::Deliveries::default();
+        assert!(d.take("a"));
+        assert!(!d.take("a"));
+        for i in 0..super::REMEMBERED_DELIVERIES {
+            assert!(d.take(&i.to_string()));
+        }
+        assert!(d.take("a"), "the oldest id is forgotten first");
+        assert_eq!(d.seen.lock().unwrap().0.len(), super::REMEMBERED_DELIVERIES);
+    }
 }

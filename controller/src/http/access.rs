@@ -1,0 +1,272 @@
+//! Who may talk to the API (DESIGN §8), checked before any handler runs, on every route: the
+//! `Host` must be one of ours (DNS rebinding), an `Origin` or `Sec-Fetch-Site` must say the request
+//! comes from our own origin (other web pages), a state-changing request must carry a JSON body
+//! (no form or `text/plain` "simple" requests), and all but a few open paths need the bearer token.
+
+use std::net::IpAddr;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::{AppError, AppState};
+
+/// Paths answered without the bearer token: liveness, readiness, the version, and the webhooks
+/// (which prove themselves with their HMAC signature instead).
+const OPEN_PATHS: &[&str] = &["/healthz", "/readyz", "/version", "/webhooks/github"];
+
+/// The media types a state-changing request may carry.
+pub const JSON_MEDIA_TYPES: &[&str] = &["application/json", "application/merge-patch+json"];
+
+/// What the access checks compare against.
+#[derive(Clone, Debug)]
+pub struct Access {
+    token: String,
+    /// Host names (lower case, no port) besides `localhost` and loopback IPs.
+    allowed_hosts: Vec<String>,
+}
+
+impl Access {
+    /// `listen` is the address the server is bound to; `allowed` are the `--allowed-host` names.
+    pub fn new(token: &str, listen: IpAddr, allowed: &[String]) -> Access {
+        let mut allowed_hosts: Vec<String> = allowed.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
+        if !listen.is_unspecified() {
+            allowed_hosts.push(listen.to_string());
+        }
+        Access { token: token.to_string(), allowed_hosts }
+    }
+
+    /// Whether `host` (a `Host` header's host part, without the port) may be served.
+    fn host_allowed(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if host == "localhost" || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
+            return true;
+        }
+        self.allowed_hosts.iter().any(|a| a.trim_start_matches('[').trim_end_matches(']') == bare)
+    }
+
+    fn token_matches(&self, headers: &HeaderMap) -> bool {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        constant_time_eq(given.as_bytes(), self.token.as_bytes())
+    }
+
+    /// Every check but the token, in the order they apply; `Err` is the refusal.
+    fn check(&self, method: &Method, headers: &HeaderMap, authority: Option<&str>) -> Result<(), AppError> {
+        let Some(authority) = authority.filter(|a| !a.is_empty()) else {
+            return Err(AppError::Forbidden("the request has no Host header".into()));
+        };
+        let (host, _) = split_authority(authority);
+        if !self.host_allowed(host) {
+            return Err(AppError::Forbidden(format!(
+                "host `{host}` is not served here; serve it with --allowed-host {host} (requests naming other hosts are refused to stop DNS rebinding)"
+            )));
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            if !same_origin(origin, authority) {
+                return Err(AppError::Forbidden(format!(
+                    "origin `{origin}` may not use this API: only pages of the API's own origin may"
+                )));
+            }
+        }
+        // Browsers say where a request comes from even when they send no Origin (a GET, an image).
+        let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()).unwrap_or("none");
+        if !matches!(site, "same-origin" | "none") {
+            return Err(AppError::Forbidden(format!(
+                "a {site} request from a web page may not use this API (Sec-Fetch-Site: {site})"
+            )));
+        }
+        if changes_state(method) && (has_body(headers) || *method != Method::DELETE) {
+            let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+            let essence = ct.map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+            if !essence.as_deref().is_some_and(|e| JSON_MEDIA_TYPES.contains(&e)) {
+                let given = ct.map_or("none".to_string(), |c| format!("`{c}`"));
+                return Err(AppError::UnsupportedMediaType(format!(
+                    "a {method} request takes a JSON body (Content-Type: {}), not content type {given}",
+                    JSON_MEDIA_TYPES.join(" or ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The middleware: refuses what [`Access::check`] refuses, then asks for the token on every path
+/// but the open ones (unknown paths included, so probing reveals nothing).
+pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let access = &state.access;
+    let authority = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()));
+    if let Err(e) = access.check(req.method(), req.headers(), authority.as_deref()) {
+        return e.into_response();
+    }
+    if !OPEN_PATHS.contains(&req.uri().path()) && !access.token_matches(req.headers()) {
+        return AppError::Unauthorized.into_response();
+    }
+    next.run(req).await
+}
+
+fn changes_state(method: &Method) -> bool {
+    matches!(*method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE)
+}
+
+fn has_body(headers: &HeaderMap) -> bool {
+    let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    length.is_some_and(|l| l > 0) || headers.contains_key(header::TRANSFER_ENCODING)
+}
+
+/// `host[:port]` (with `[v6]` brackets kept on the host) split into host and port.
+fn split_authority(authority: &str) -> (&str, Option<&str>) {
+    if authority.starts_with('[') {
+        return match authority.find(']') {
+            Some(end) => (&authority[..=end], authority[end + 1..].strip_prefix(':')),
+            None => (authority, None),
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (authority, None),
+    }
+}
+
+/// Whether `origin` (`scheme://host[:port]`) is the origin of a page served from `authority`
+/// (the request's `Host`): same host and same port, the scheme's default port filled in.
+fn same_origin(origin: &str, authority: &str) -> bool {
+    let Some((scheme, rest)) = origin.split_once("://") else { return false };
+    let default = match scheme.to_ascii_lowercase().as_str() {
+        "http" => "80",
+        "https" => "443",
+        _ => return false,
+    };
+    if rest.contains('/') || rest.contains('@') {
+        return false;
+    }
+    let (oh, op) = split_authority(rest);
+    let (rh, rp) = split_authority(authority);
+    oh.eq_ignore_ascii_case(rh) && op.unwrap_or(default) == rp.unwrap_or(default)
+}
+
+/// Compares without an early exit, so the time taken does not reveal how much of a guess was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn access() -> Access {
+        Access::new("t0ken", "127.0.0.1".parse().unwrap(), &["aoctl.example.com".to_string()])
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn compares() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn hosts_are_localhost_loopback_the_listen_address_and_the_allowed_names() {
+        let a = Access::new("t", "10.1.2.3".parse().unwrap(), &["Box.Lan".to_string()]);
+        for ok in ["localhost", "127.0.0.1", "127.9.9.9", "[::1]", "10.1.2.3", "box.lan", "BOX.LAN.", "localhost."] {
+            assert!(a.host_allowed(ok), "{ok}");
+        }
+        for bad in ["evil.example", "localhost.evil.example", "10.1.2.4", "[::2]", "box.lan.evil", ""] {
+            assert!(!a.host_allowed(bad), "{bad}");
+        }
+        let any = Access::new("t", "0.0.0.0".parse().unwrap(), &[]);
+        assert!(!any.host_allowed("0.0.0.0"), "an unspecified listen address names no host");
+    }
+
+    #[test]
+    fn a_rebinding_host_is_refused_before_anything_else() {
+        let e = access().check(&Method::GET, &HeaderMap::new(), Some("evil.example:7420")).unwrap_err();
+        assert_eq!(e.code(), 403);
+        assert!(e.to_string().contains("--allowed-host evil.example"), "{e}");
+        assert_eq!(access().check(&Method::GET, &HeaderMap::new(), None).unwrap_err().code(), 403);
+        assert!(access().check(&Method::GET, &HeaderMap::new(), Some("localhost:7420")).is_ok());
+    }
+
+    #[test]
+    fn origins_must_be_the_apis_own() {
+        let a = access();
+        let get = |origin: &'static str, host: &str| a.check(&Method::GET, &headers(&[("origin", origin)]), Some(host));
+        assert!(get("http://127.0.0.1:7420", "127.0.0.1:7420").is_ok());
+        assert!(get("https://aoctl.example.com", "aoctl.example.com").is_ok());
+        assert!(get("https://aoctl.example.com:443", "aoctl.example.com").is_ok());
+        for (origin, host) in [
+            ("http://evil.example", "127.0.0.1:7420"),
+            ("http://localhost:3000", "localhost:7420"),
+            ("http://127.0.0.1:7420", "localhost:7420"),
+            ("null", "127.0.0.1:7420"),
+            ("file://", "127.0.0.1:7420"),
+            ("http://127.0.0.1:7420/x", "127.0.0.1:7420"),
+        ] {
+            assert_eq!(get(origin, host).unwrap_err().code(), 403, "{origin} on {host}");
+        }
+    }
+
+    #[test]
+    fn cross_site_fetches_are_refused() {
+        let a = access();
+        for site in ["cross-site", "same-site"] {
+            let h = headers(&[("sec-fetch-site", site)]);
+            assert_eq!(a.check(&Method::GET, &h, Some("127.0.0.1:7420")).unwrap_err().code(), 403, "{site}");
+        }
+        let h = headers(&[("sec-fetch-site", "same-origin")]);
+        assert!(a.check(&Method::GET, &h, Some("127.0.0.1:7420")).is_ok());
+    }
+
+    #[test]
+    fn writes_take_only_json() {
+        let a = access();
+        let host = Some("127.0.0.1:7420");
+        for ct in ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data"]
+        {
+            let h = headers(&[("content-type", ct), ("content-length", "12")]);
+            for m in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+                assert_eq!(a.check(&m, &h, host).unwrap_err().code(), 415, "{m} {ct}");
+            }
+        }
+        let no_type = headers(&[("content-length", "12")]);
+        assert_eq!(a.check(&Method::POST, &no_type, host).unwrap_err().code(), 415, "a body without a type");
+        assert_eq!(a.check(&Method::POST, &HeaderMap::new(), host).unwrap_err().code(), 415, "a POST needs JSON");
+        assert!(a.check(&Method::DELETE, &HeaderMap::new(), host).is_ok(), "a DELETE without a body");
+        let json = headers(&[("content-type", "application/json; charset=utf-8"), ("content-length", "2")]);
+        assert!(a.check(&Method::POST, &json, host).is_ok());
+        let patch = headers(&[("content-type", "application/merge-patch+json")]);
+        assert!(a.check(&Method::PATCH, &patch, host).is_ok());
+        assert!(a.check(&Method::GET, &headers(&[("content-type", "text/plain")]), host).is_ok());
+    }
+
+    #[test]
+    fn authorities_split() {
+        assert_eq!(split_authority("a:1"), ("a", Some("1")));
+        assert_eq!(split_authority("a"), ("a", None));
+        assert_eq!(split_authority("[::1]:7420"), ("[::1]", Some("7420")));
+        assert_eq!(split_authority("[::1]"), ("[::1]", None));
+    }
+}
