@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# Builds the local test image for the docker runtime (no registry needed): a static busybox with
+# Builds the local test images for the docker runtime (no registry needed): a static busybox with
 # its applets, /etc/passwd with root and a uid 1000 user, and /tmp, imported as a one-layer image.
+# With --git, the image also has the host's `git` at /bin/git, with the shared libraries `ldd`
+# lists and the dynamic loader, so an agent can commit inside its sandboxed checkout (the
+# builtins `commit`, `add`, `config`, `status`, `update-ref` … live in the git binary itself).
 #
-#   build-image.sh [NAME:TAG]    default aoctl-agent:busybox; does nothing when the image exists.
+#   build-image.sh [--git] [NAME:TAG]   default aoctl-agent:busybox, or aoctl-agent:git with --git;
+#                                       does nothing when the image exists.
 set -euo pipefail
 
-IMAGE=${1:-aoctl-agent:busybox}
+WITH_GIT=
+if [ "${1:-}" = --git ]; then
+  WITH_GIT=1
+  shift
+fi
+IMAGE=${1:-$([ -n "$WITH_GIT" ] && echo aoctl-agent:git || echo aoctl-agent:busybox)}
 
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
   exit 0
@@ -34,6 +43,28 @@ root:x:0:
 agent:x:1000:
 nogroup:x:65534:
 GROUP
+
+if [ -n "$WITH_GIT" ]; then
+  GIT=$(command -v git) || { echo "build-image.sh: no git on this machine" >&2; exit 1; }
+  GIT=$(readlink -f "$GIT")
+  rm -f "$root/bin/git"
+  cp "$GIT" "$root/bin/git"
+  # Every library the binary loads, and the loader, at the paths the binary asks for.
+  for lib in $(LC_ALL=C ldd "$GIT" | grep -oE '/[^ ]+' | sort -u); do
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+  done
+  # The exec path holds only the transport helpers a local `git push` / `fetch` runs, as links to
+  # git (which picks the builtin by its name), and the templates are empty: no sample hooks.
+  mkdir -p "$root/usr/libexec/git-core" "$root/usr/share/git-core/templates"
+  for helper in git-receive-pack git-upload-pack git-upload-archive; do
+    ln -s /bin/git "$root/usr/libexec/git-core/$helper"
+  done
+  ENV_GIT=(-c 'ENV GIT_EXEC_PATH=/usr/libexec/git-core' -c 'ENV GIT_TEMPLATE_DIR=/usr/share/git-core/templates')
+else
+  ENV_GIT=()
+fi
+
 tar -C "$root" --numeric-owner --owner=0 --group=0 -c . |
-  docker import -c 'ENV PATH=/bin' -c 'CMD ["/bin/sh"]' - "$IMAGE" >/dev/null
+  docker import -c 'ENV PATH=/bin' "${ENV_GIT[@]}" -c 'CMD ["/bin/sh"]' - "$IMAGE" >/dev/null
 echo "build-image.sh: built $IMAGE"

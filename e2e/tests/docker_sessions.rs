@@ -4,7 +4,7 @@
 //! into each test repository as scripts/box-agent and run by the busybox image
 //! `aoctl-agent:busybox` (built by e2e/docker/build-image.sh when missing) as
 //! `sh ./scripts/box-agent {promptFile}`: `sh` comes from the image's PATH, the relative script
-//! resolves against the working directory /workspace (the worktree), and `{promptFile}` is
+//! resolves against the working directory /workspace (the sandboxed checkout), and `{promptFile}` is
 //! rewritten to /aoctl/session/prompt.md, the controller's session folder mounted read-only.
 //!
 //! The tests share one engine, so they take turns (a process-wide lock), and their session names
@@ -24,25 +24,25 @@ use serde_json::{json, Value};
 use crate::harness::{git_repo, Server, API};
 
 /// The local test image.
-const IMAGE: &str = "aoctl-agent:busybox";
+pub(crate) const IMAGE: &str = "aoctl-agent:busybox";
 /// The scripted agent, committed into every test repository as `scripts/box-agent`.
-const BOX_AGENT: &str = include_str!("../agents/box-agent");
+pub(crate) const BOX_AGENT: &str = include_str!("../agents/box-agent");
 /// How long a docker session gets to become Ready on a busy two-core machine.
-const READY: Duration = Duration::from_secs(60);
+pub(crate) const READY: Duration = Duration::from_secs(60);
 /// How long typed text or an agent's output may take to show.
-const ECHO: Duration = Duration::from_secs(15);
+pub(crate) const ECHO: Duration = Duration::from_secs(15);
 
 /// Docker tests take turns: they share one engine.
 static ENGINE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Runs the docker CLI; its output.
-fn docker(args: &[&str]) -> std::process::Output {
+pub(crate) fn docker(args: &[&str]) -> std::process::Output {
     Command::new("docker").args(args).stdin(Stdio::null()).output().expect("the docker client runs")
 }
 
 /// The docker CLI's trimmed standard output; panics when it fails.
 #[track_caller]
-fn docker_ok(args: &[&str]) -> String {
+pub(crate) fn docker_ok(args: &[&str]) -> String {
     let out = docker(args);
     assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -50,7 +50,7 @@ fn docker_ok(args: &[&str]) -> String {
 
 /// Takes the engine for one test: panics with how to start one when `docker version` fails, and
 /// builds the test image once when the engine lacks it.
-async fn engine() -> tokio::sync::MutexGuard<'static, ()> {
+pub(crate) async fn engine() -> tokio::sync::MutexGuard<'static, ()> {
     let turn = ENGINE.lock().await;
     let version = Command::new("docker").arg("version").stdin(Stdio::null()).output();
     match version {
@@ -62,19 +62,22 @@ async fn engine() -> tokio::sync::MutexGuard<'static, ()> {
         Err(e) => panic!("cannot run the docker client (`docker version`): {e}"),
     }
     static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        if docker(&["image", "inspect", IMAGE]).status.success() {
-            return;
-        }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/docker/build-image.sh");
-        let out = Command::new("bash").arg(&script).arg(IMAGE).output().expect("bash runs");
-        assert!(out.status.success(), "{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr));
-    });
+    BUILT.get_or_init(|| build_image(&[IMAGE]));
     turn
 }
 
+/// Runs e2e/docker/build-image.sh with `args` unless the image (the last argument) exists.
+pub(crate) fn build_image(args: &[&str]) {
+    if docker(&["image", "inspect", args[args.len() - 1]]).status.success() {
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/docker/build-image.sh");
+    let out = Command::new("bash").arg(&script).args(args).output().expect("bash runs");
+    assert!(out.status.success(), "{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr));
+}
+
 /// A session name unique to this test process.
-fn unique(label: &str) -> String {
+pub(crate) fn unique(label: &str) -> String {
     format!("box{}-{label}", std::process::id())
 }
 
@@ -82,14 +85,14 @@ fn unique(label: &str) -> String {
 /// runs (printed when it fails, since another controller on the engine may have touched them) and
 /// removes them when dropped, so a failing test leaves none behind. Declare it before the server:
 /// the controller goes first, then its containers.
-struct Containers {
+pub(crate) struct Containers {
     sessions: Vec<String>,
     events: Option<std::process::Child>,
     log: tempfile::NamedTempFile,
 }
 
 impl Containers {
-    fn new(sessions: &[&str]) -> Containers {
+    pub(crate) fn new(sessions: &[&str]) -> Containers {
         let log = tempfile::NamedTempFile::new().expect("events file");
         let mut cmd = Command::new("docker");
         cmd.args(["events", "--format", "{{.Time}} {{.Action}} {{.Actor.Attributes.name}}"]);
@@ -121,7 +124,7 @@ impl Drop for Containers {
 }
 
 /// A repository `parent/name` on `main` whose second commit adds the scripted agent.
-fn box_repo(parent: &Path, name: &str) -> PathBuf {
+pub(crate) fn box_repo(parent: &Path, name: &str) -> PathBuf {
     let repo = git_repo(parent, name, "main");
     let scripts = repo.join("scripts");
     fs::create_dir_all(&scripts).expect("create scripts/");
@@ -145,28 +148,28 @@ fn box_repo(parent: &Path, name: &str) -> PathBuf {
 }
 
 /// A Project for `repo`.
-fn project(name: &str, repo: &Path) -> Value {
+pub(crate) fn project(name: &str, repo: &Path) -> Value {
     json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": name}, "spec": {"path": repo}})
 }
 
 /// A docker Session running the box agent, with `docker` as its `spec.docker`.
-fn docker_session(name: &str, project: &str, docker: Value) -> Value {
+pub(crate) fn docker_session(name: &str, project: &str, docker: Value) -> Value {
     json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": name},
         "spec": {"project": project, "prompt": format!("Task of {name}\nsecond line"), "runtime": "docker",
             "docker": docker, "agent": {"command": ["sh", "./scripts/box-agent", "{promptFile}"]}}})
 }
 
 /// The limits the tests ask for.
-fn limits() -> Value {
+pub(crate) fn limits() -> Value {
     json!({"image": IMAGE, "cpus": 1, "memory": "128Mi", "pidsLimit": 64})
 }
 
 /// The condition `type_` of an object.
-fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+pub(crate) fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
     obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_)
 }
 
-fn is_true(obj: &Value, type_: &str) -> bool {
+pub(crate) fn is_true(obj: &Value, type_: &str) -> bool {
     condition(obj, type_).is_some_and(|c| c["status"] == "True")
 }
 
@@ -175,7 +178,7 @@ fn restarts(obj: &Value) -> u64 {
 }
 
 /// Polls `probe` until it returns `Ok`; panics with its last `Err` after `timeout`.
-async fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
+pub(crate) async fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         match probe() {
@@ -187,7 +190,7 @@ async fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() ->
 }
 
 /// The ids of the containers carrying session `name`'s label, whatever their state.
-fn session_containers(name: &str) -> Vec<String> {
+pub(crate) fn session_containers(name: &str) -> Vec<String> {
     let out = docker_ok(&["ps", "-a", "-q", "--no-trunc", "--filter", &format!("label=ao.dev/session={name}")]);
     out.lines().map(str::to_string).filter(|l| !l.is_empty()).collect()
 }
@@ -195,7 +198,7 @@ fn session_containers(name: &str) -> Vec<String> {
 /// The container name in a session's `status.runtime.handle`, checked to be
 /// `aoctl-<8 hex digits of the owner>-<session>`.
 #[track_caller]
-fn container_of(obj: &Value, name: &str) -> String {
+pub(crate) fn container_of(obj: &Value, name: &str) -> String {
     let handle = obj["status"]["runtime"]["handle"].as_str().unwrap_or_else(|| panic!("no handle in {obj:#}"));
     let hash = handle.strip_prefix("aoctl-").and_then(|h| h.strip_suffix(&format!("-{name}")));
     assert!(
@@ -207,13 +210,13 @@ fn container_of(obj: &Value, name: &str) -> String {
 
 /// `docker inspect` of one container.
 #[track_caller]
-fn inspect(container: &str) -> Value {
+pub(crate) fn inspect(container: &str) -> Value {
     let mut all: Value = serde_json::from_str(&docker_ok(&["inspect", container])).expect("docker inspect JSON");
     all[0].take()
 }
 
 /// Polls `aoctl logs NAME` until it contains `needle`; the logs.
-async fn logs_show(server: &Server, name: &str, needle: &str) -> String {
+pub(crate) async fn logs_show(server: &Server, name: &str, needle: &str) -> String {
     eventually(ECHO, &format!("`aoctl logs {name}` showing {needle:?}"), || {
         let out = server.aoctl(&["logs", name]);
         out.ok();
@@ -227,7 +230,7 @@ async fn logs_show(server: &Server, name: &str, needle: &str) -> String {
 }
 
 /// Waits until the session is Ready with a running container; the object.
-async fn ready(server: &Server, name: &str) -> Value {
+pub(crate) async fn ready(server: &Server, name: &str) -> Value {
     server.wait_for("sessions", name, READY, |o| is_true(o, "Ready") && is_true(o, "RuntimeReady")).await
 }
 
@@ -286,8 +289,28 @@ async fn docker_session_edits_its_worktree_in_a_hardened_container_and_takes_inp
     let session_dir = server.data_dir.join("sessions").join(&name).canonicalize().unwrap();
     assert_eq!(mount("/aoctl/session")["Source"], session_dir.to_str().unwrap(), "{mounts:#?}");
     assert_eq!(mount("/aoctl/session")["RW"], false, "{mounts:#?}");
+    // The workspace is a sandboxed checkout: its own git folder (next to the work tree) at
+    // /aoctl/git, its config, hooks and the gitfile read-only, and of the main repository only
+    // the objects folder, read-only. Nothing of the main `.git` is writable.
+    let sandbox = PathBuf::from(format!("{}.git", worktree.canonicalize().unwrap().display()));
+    assert_eq!(mount("/aoctl/git")["Source"], sandbox.to_str().unwrap(), "{mounts:#?}");
+    assert_eq!(mount("/aoctl/git")["RW"], true, "{mounts:#?}");
+    for ro in ["/aoctl/git/config", "/aoctl/git/hooks", "/aoctl/git/info", "/aoctl/git/objects/info", "/workspace/.git"]
+    {
+        assert_eq!(mount(ro)["RW"], false, "{ro}: {mounts:#?}");
+    }
     let git_dir = repo.join(".git").canonicalize().unwrap();
-    assert_eq!(mount(git_dir.to_str().unwrap())["Source"], git_dir.to_str().unwrap(), "{mounts:#?}");
+    let objects = git_dir.join("objects");
+    assert_eq!(mount(objects.to_str().unwrap())["Source"], objects.to_str().unwrap(), "{mounts:#?}");
+    assert_eq!(mount(objects.to_str().unwrap())["RW"], false, "{mounts:#?}");
+    for m in mounts {
+        let source = m["Source"].as_str().unwrap_or_default();
+        assert!(
+            !Path::new(source).starts_with(&git_dir) || (source == objects.to_str().unwrap() && m["RW"] == false),
+            "the main repository's {source} is mounted read-write: {mounts:#?}"
+        );
+    }
+    assert_eq!(mount(git_dir.to_str().unwrap()), Value::Null, "the main .git is not mounted: {mounts:#?}");
 
     // Input typed through the CLI reaches the agent, which writes it into the worktree.
     server.aoctl(&["send", &name, "hello from the host"]).ok();

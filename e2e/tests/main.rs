@@ -20,6 +20,7 @@ mod real_agent;
 mod recovery;
 mod sessions;
 
+mod docker_sandbox;
 mod docker_sessions;
 mod github_loop;
 mod logs;

@@ -125,8 +125,10 @@ pub fn ahead(root: &Path, branch: &str, base: &str) -> Result<usize, GitError> {
     Ok(ahead)
 }
 
-/// Pushes `branch` from a workspace to `remote` with the `git` command (its transports and
-/// credential helpers); never forces.
+/// Pushes `branch` from `workdir` to `remote` with the `git` command (its transports and
+/// credential helpers); never forces. The `git` command runs `workdir`'s config and hooks, so
+/// `workdir` must be a repository the controller trusts: for a sandboxed checkout, the main
+/// repository (the controller moved the branch there), never the sandbox.
 pub fn push(workdir: &Path, remote: &str, branch: &str) -> Result<(), GitError> {
     let out = Command::new("git")
         .arg("-C")

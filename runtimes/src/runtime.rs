@@ -30,6 +30,9 @@ pub struct LaunchSpec {
     /// Container settings for the docker runtime (the session's over the project's); other
     /// runtimes ignore them.
     pub container: Option<DockerSpec>,
+    /// The workspace's sandbox git folder and the main repository's objects, which the docker
+    /// runtime mounts (read-only where the agent must not write); other runtimes ignore it.
+    pub sandbox: Option<crate::workspace::Sandbox>,
 }
 
 /// An opaque, runtime-specific name for a started agent: a tmux session name, a process id, a

@@ -1,6 +1,13 @@
 //! What a session's container is made of: its name, labels, mounts, user, limits and hardening,
 //! built from a `LaunchSpec` with no engine call, so all of it is unit-tested. Host paths in the
 //! command and environment are rewritten by [`PathMap`] to where their folder is mounted.
+//!
+//! A sandboxed workspace (see `workspace::sandbox`) adds its git folder G at `/aoctl/git`, with
+//! G's `config`, `hooks/`, `info/` and `objects/info/` and the gitfile `/workspace/.git` mounted
+//! read-only over themselves (a mount point can be neither written, renamed nor unlinked), and the
+//! main repository's objects folder read-only at its own path for G's alternates. The engine
+//! mounts parents before children (it sorts by the destination's depth), whatever the order here.
+//! Nothing else of the main repository is mounted.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -10,6 +17,7 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 
 use super::{start_failed, RUNTIME};
 use crate::runtime::{LaunchSpec, RuntimeError};
+use crate::workspace::{Sandbox, CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
 
 /// Where the workspace is mounted in every container, and the agent's working directory.
 pub(super) const WORKSPACE: &str = "/workspace";
@@ -108,8 +116,8 @@ pub(super) fn create_body(
         }
         paths.add(&session_dir, SESSION_DIR);
     }
-    if let Some(common) = worktree_common_dir(&workdir) {
-        mounts.push(bind(&common, &common, false));
+    if let Some(sandbox) = &spec.sandbox {
+        mounts.extend(sandbox_mounts(&workdir, sandbox)?);
     }
     let inside = |s: &str| paths.apply(s);
     let mut env: BTreeMap<String, String> = spec.env.iter().map(|(k, v)| (k.clone(), inside(v))).collect();
@@ -223,18 +231,44 @@ impl PathMap {
     }
 }
 
-/// For a git worktree (its `.git` is a file pointing into the main repository), the main
-/// repository's `.git` folder, which must be mounted at the same path for git to work inside.
-pub(super) fn worktree_common_dir(workdir: &Path) -> Option<PathBuf> {
-    if !workdir.join(".git").is_file() {
-        return None;
+/// The mounts of a sandboxed checkout whose work tree is `workdir` (resolved). Every source is
+/// checked to be what the controller made (a folder, a file; never a symlink, which the engine
+/// would follow on the host), and the gitfile to name the container's git folder.
+pub(super) fn sandbox_mounts(workdir: &Path, sandbox: &Sandbox) -> Result<Vec<Mount>, RuntimeError> {
+    let kind = |p: &Path, dir: bool| -> Result<(), RuntimeError> {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if (dir && m.is_dir()) || (!dir && m.is_file()) => Ok(()),
+            Ok(_) => Err(start_failed(format!(
+                "sandbox {} is not a {}",
+                p.display(),
+                if dir { "folder" } else { "regular file" }
+            ))),
+            Err(e) => Err(start_failed(format!("sandbox {} cannot be used: {e}", p.display()))),
+        }
+    };
+    let git = sandbox
+        .git_dir
+        .canonicalize()
+        .map_err(|e| start_failed(format!("sandbox {} cannot be used: {e}", sandbox.git_dir.display())))?;
+    kind(&git, true)?;
+    let gitfile = workdir.join(".git");
+    kind(&gitfile, false)?;
+    if std::fs::read(&gitfile).ok().as_deref() != Some(GITFILE.as_bytes()) {
+        return Err(start_failed(format!("{} does not name {CONTAINER_GIT_DIR}", gitfile.display())));
     }
-    let repo = git2::Repository::open(workdir).ok()?;
-    if !repo.is_worktree() {
-        return None;
+    let inside = Path::new(CONTAINER_GIT_DIR);
+    let mut mounts = vec![bind(&git, inside, false)];
+    for part in READ_ONLY_PARTS {
+        let source = git.join(part);
+        kind(&source, part != "config")?;
+        mounts.push(bind(&source, &inside.join(part), true));
     }
-    let common = repo.commondir().canonicalize().ok()?;
-    (!common.starts_with(workdir)).then_some(common)
+    mounts.push(bind(&gitfile, &Path::new(WORKSPACE).join(".git"), true));
+    if let Some(objects) = &sandbox.objects {
+        kind(objects, true)?;
+        mounts.push(bind(objects, objects, true));
+    }
+    Ok(mounts)
 }
 
 /// `uid:gid` owning `dir`, so files the agent writes belong to the host user.
@@ -299,6 +333,7 @@ mod tests {
             cols: 100,
             rows: 30,
             container,
+            sandbox: None,
         }
     }
 
@@ -418,6 +453,92 @@ mod tests {
             attach_args(Some("ssh://me@box"), "aoctl-x"),
             ["docker", "-H", "ssh://me@box", "attach", "--sig-proxy=false", "aoctl-x"]
         );
+    }
+
+    /// A sandboxed checkout laid out as `workspace::sandbox` makes it: W, G and the main objects.
+    fn sandbox_layout(dir: &Path) -> (PathBuf, Sandbox) {
+        let work = dir.join("ws/demo/fix-login");
+        let git = dir.join("ws/demo/fix-login.git");
+        let objects = dir.join("main/.git/objects");
+        for d in [work.join("s"), git.join("hooks"), git.join("info"), git.join("objects/info"), objects.clone()] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(work.join(".git"), GITFILE).unwrap();
+        std::fs::write(git.join("config"), "[core]\n").unwrap();
+        let sandbox = Sandbox { git_dir: git, objects: Some(objects), repo: dir.join("main") };
+        (work, sandbox)
+    }
+
+    fn mounts_of(body: &ContainerCreateBody) -> Vec<(String, String, bool)> {
+        let mounts = body.host_config.as_ref().and_then(|h| h.mounts.clone()).unwrap_or_default();
+        mounts
+            .into_iter()
+            .map(|m| (m.source.unwrap_or_default(), m.target.unwrap_or_default(), m.read_only.unwrap_or(false)))
+            .collect()
+    }
+
+    #[test]
+    fn a_sandbox_mounts_its_git_folder_with_config_hooks_info_and_gitfile_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (work, sandbox) = sandbox_layout(dir.path());
+        let docker = DockerSpec { image: Some("img:tag".into()), ..Default::default() };
+        let mut spec = spec(&work, Some(docker));
+        spec.sandbox = Some(sandbox.clone());
+        let body = create_body(&spec, &meta(&work), "me").unwrap();
+        let (w, g) = (work.canonicalize().unwrap(), sandbox.git_dir.canonicalize().unwrap());
+        let objects = sandbox.objects.clone().unwrap();
+        let s = |p: &Path| p.to_string_lossy().into_owned();
+        let t = |p: &str| p.to_string();
+        assert_eq!(
+            mounts_of(&body),
+            vec![
+                (s(&w), t("/workspace"), false),
+                (s(&w.join("s")), t("/aoctl/session"), true),
+                (s(&g), t("/aoctl/git"), false),
+                (s(&g.join("config")), t("/aoctl/git/config"), true),
+                (s(&g.join("hooks")), t("/aoctl/git/hooks"), true),
+                (s(&g.join("info")), t("/aoctl/git/info"), true),
+                (s(&g.join("objects/info")), t("/aoctl/git/objects/info"), true),
+                (s(&w.join(".git")), t("/workspace/.git"), true),
+                (s(&objects), s(&objects), true),
+            ]
+        );
+        // The only writable mounts are the work tree and G, and nothing of the main repository
+        // but its objects (read-only) is in the container.
+        let main = dir.path().join("main");
+        for (source, target, ro) in mounts_of(&body) {
+            assert!(ro || target == "/workspace" || target == "/aoctl/git", "{target} is writable");
+            assert!(!source.starts_with(main.to_str().unwrap()) || (ro && source == s(&objects)), "{source}");
+        }
+
+        // Copied objects (`workspace: clone`): no main repository at all.
+        spec.sandbox = Some(Sandbox { objects: None, ..sandbox });
+        let mounts = mounts_of(&create_body(&spec, &meta(&work), "me").unwrap());
+        assert!(mounts.iter().all(|(source, _, _)| !source.starts_with(main.to_str().unwrap())), "{mounts:?}");
+        assert_eq!(mounts.len(), 8);
+    }
+
+    #[test]
+    fn a_sandbox_that_is_not_what_the_controller_made_is_not_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let (work, sandbox) = sandbox_layout(dir.path());
+        let docker = DockerSpec { image: Some("img:tag".into()), ..Default::default() };
+        let mut spec = spec(&work, Some(docker));
+        spec.sandbox = Some(sandbox.clone());
+        let err = |spec: &LaunchSpec| create_body(spec, &meta(&work), "me").unwrap_err().to_string();
+
+        std::fs::write(work.join(".git"), "gitdir: /elsewhere\n").unwrap();
+        assert!(err(&spec).contains("does not name /aoctl/git"), "{}", err(&spec));
+        std::fs::remove_file(work.join(".git")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("x"), work.join(".git")).unwrap();
+        assert!(err(&spec).contains("is not a regular file"), "{}", err(&spec));
+        std::fs::remove_file(work.join(".git")).unwrap();
+        std::fs::write(work.join(".git"), GITFILE).unwrap();
+
+        let config = sandbox.git_dir.join("config");
+        std::fs::remove_file(&config).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &config).unwrap();
+        assert!(err(&spec).contains("config is not a regular file"), "{}", err(&spec));
     }
 
     #[test]

@@ -63,9 +63,17 @@ while read -r line; do echo "got: $line"; done
 "#;
 
 /// Follows the worktree's `gitdir:` link and shows that it resolves inside the container.
-const GIT_LINK: &str = r#"#!/bin/sh
-gitdir=$(sed -n 's/^gitdir: //p' /workspace/.git)
-[ -f "$gitdir/HEAD" ] && echo "gitdir ok: $gitdir"
+/// Tries to write what a sandbox keeps read-only and what it keeps writable; prints each outcome.
+const SANDBOX_PROBE: &str = r#"#!/bin/sh
+try() { if sh -c "$2" 2>/dev/null; then echo "$1: written"; else echo "$1: refused"; fi; }
+try config 'echo x >> /aoctl/git/config'
+try hooks 'touch /aoctl/git/hooks/pre-commit'
+try alternates 'echo /tmp > /aoctl/git/objects/info/alternates'
+try gitfile 'rm -f /workspace/.git'
+try objects "touch $MAIN_OBJECTS/planted"
+try index 'touch /aoctl/git/index'
+try work 'touch /workspace/planted'
+echo "gitfile: $(cat /workspace/.git)"
 echo ready
 exec sleep 1000
 "#;
@@ -182,6 +190,7 @@ fn launch(dir: &Path, session: &str, workdir: PathBuf, command: Vec<String>) -> 
             pids_limit: Some(64),
             ..Default::default()
         }),
+        sandbox: None,
     }
 }
 
@@ -384,7 +393,7 @@ async fn docker_container_removed_from_outside_probes_missing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_worktree_gets_the_main_git_folder_at_its_own_path() {
+async fn docker_sandbox_is_mounted_read_only_where_the_agent_must_not_write() {
     let bench = Bench::new().await;
     let main = bench.dir.path().join("main");
     std::fs::create_dir_all(&main).unwrap();
@@ -397,23 +406,53 @@ async fn docker_worktree_gets_the_main_git_folder_at_its_own_path() {
             .unwrap();
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
-    git(&main, &["init", "-q"]);
+    git(&main, &["init", "-q", "-b", "main"]);
     std::fs::write(main.join("README"), "hi\n").unwrap();
     git(&main, &["add", "README"]);
     git(&main, &["commit", "-q", "-m", "first"]);
-    git(&main, &["worktree", "add", "-q", "../wt", "-b", "wt"]);
-    let worktree = bench.dir.path().join("wt");
-    let session = bench.session("worktree");
-    let script = write_script(&worktree, "agent.sh", GIT_LINK);
-    let spec = launch(bench.dir.path(), &session, worktree, vec![script.to_string_lossy().into_owned()]);
+    let workspaces = crate::workspace::Workspaces::new(bench.dir.path().join("workspaces"));
+    let session = bench.session("sandbox");
+    let req = crate::workspace::WorkspaceRequest {
+        project: "demo".into(),
+        session: session.clone(),
+        repo: main.clone(),
+        branch: format!("demo/{session}"),
+        base_ref: "main".into(),
+        kind: aoctl_api::session::WorkspaceKind::Worktree,
+        setup: None,
+        sandbox: true,
+    };
+    let ws = workspaces.ensure(&req).unwrap();
+    let sandbox = ws.sandbox.clone().unwrap();
+    let objects = sandbox.objects.clone().unwrap();
+    let script = write_script(&ws.path, "agent.sh", SANDBOX_PROBE);
+    let mut spec = launch(bench.dir.path(), &session, ws.path.clone(), vec![script.to_string_lossy().into_owned()]);
+    spec.env.insert("MAIN_OBJECTS".into(), objects.to_string_lossy().into_owned());
+    spec.sandbox = Some(sandbox.clone());
     let handle = bench.start(&spec).await;
 
-    let common = main.join(".git").canonicalize().unwrap();
-    transcript_has(&spec, &format!("gitdir ok: {}/worktrees/wt", common.display())).await;
+    for refused in ["config", "hooks", "alternates", "gitfile", "objects"] {
+        transcript_has(&spec, &format!("{refused}: refused")).await;
+    }
+    for written in ["index", "work"] {
+        transcript_has(&spec, &format!("{written}: written")).await;
+    }
+    transcript_has(&spec, "gitfile: gitdir: /aoctl/git").await;
+    assert!(!objects.join("planted").exists());
     let c = inspect(&handle.0);
-    let git_mount = mount(&c, common.to_str().unwrap());
-    assert_eq!(git_mount["Source"], common.to_str().unwrap());
-    assert_eq!(git_mount["RW"], true);
+    let git_dir = sandbox.git_dir.canonicalize().unwrap();
+    assert_eq!(mount(&c, "/aoctl/git")["Source"], git_dir.to_str().unwrap());
+    assert_eq!(mount(&c, "/aoctl/git")["RW"], true);
+    for ro in ["/aoctl/git/config", "/aoctl/git/hooks", "/aoctl/git/info", "/aoctl/git/objects/info", "/workspace/.git"]
+    {
+        assert_eq!(mount(&c, ro)["RW"], false, "{ro}");
+    }
+    assert_eq!(mount(&c, objects.to_str().unwrap())["RW"], false);
+    let main_git = main.join(".git").canonicalize().unwrap();
+    for m in c["Mounts"].as_array().unwrap() {
+        let source = m["Source"].as_str().unwrap();
+        assert!(m["RW"] == false || !Path::new(source).starts_with(&main_git), "{source} is writable");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -142,6 +142,7 @@ pub(crate) fn spec(dir: &Path, session: &str, command: Vec<String>) -> LaunchSpe
         cols: 100,
         rows: 30,
         container: None,
+        sandbox: None,
     }
 }
 

@@ -106,21 +106,32 @@ pub(super) fn clear_broken(path: &Path, req: &WorkspaceRequest) -> Result<(), Wo
 }
 
 /// Removes what a creation that never finished left, all of it ours by the record: the folder,
-/// the worktree's folder in the main repository's `.git/worktrees/`, a lock on the branch, and
-/// the branch when that creation made it and it still points where it was made.
+/// the worktree's folder in the main repository's `.git/worktrees/` (or the sandbox's git folder
+/// `git_dir`), a lock on the branch, and the branch when that creation made it and it still
+/// points where it was made.
 ///
 /// The lock is removed whenever present: the branch is the session's own and the only writer of
 /// it before the checkout is done is `ensure`, which holds the session's lock, so the lock file
 /// can only be left by a killed process.
-pub(super) fn clear_interrupted(rec: &WorkspaceRecord, path: &Path, name: &str) -> Result<(), WorkspaceError> {
+pub(super) fn clear_interrupted(
+    rec: &WorkspaceRecord,
+    path: &Path,
+    git_dir: Option<&Path>,
+    name: &str,
+) -> Result<(), WorkspaceError> {
     remove_tree(path)?;
-    if rec.kind != WorkspaceKind::Worktree {
+    if let Some(git_dir) = git_dir {
+        remove_tree(git_dir)?;
+    }
+    if rec.kind != WorkspaceKind::Worktree && git_dir.is_none() {
         return Ok(());
     }
     let Ok(repo) = Repository::open(&rec.repo) else { return Ok(()) };
     let common = repo.commondir().to_path_buf();
-    for name in [rec.worktree_name.as_deref(), Some(name)].into_iter().flatten() {
-        remove_admin_dir(&common, name, path)?;
+    if git_dir.is_none() {
+        for name in [rec.worktree_name.as_deref(), Some(name)].into_iter().flatten() {
+            remove_admin_dir(&common, name, path)?;
+        }
     }
     if git2::Branch::name_is_valid(&rec.branch) != Ok(true) {
         return Ok(());
@@ -279,7 +290,7 @@ pub(super) fn create_worktree(
 }
 
 /// The commit of `base_ref`: a local branch, `origin/<base_ref>`, or any revision git understands.
-fn resolve_base(repo: &Repository, req: &WorkspaceRequest) -> Result<Oid, WorkspaceError> {
+pub(super) fn resolve_base(repo: &Repository, req: &WorkspaceRequest) -> Result<Oid, WorkspaceError> {
     let root = repo.workdir().unwrap_or(repo.path());
     git::resolve_branch(root, &req.base_ref)
         .ok()
@@ -314,7 +325,7 @@ fn prune_gone_holders(repo: &Repository, branch: &str) {
 
 /// Where `branch` is checked out: the main working tree or any linked worktree, stale ones included
 /// (git refuses those too until they are pruned).
-fn checked_out_at(repo: &Repository, branch: &str) -> Option<PathBuf> {
+pub(super) fn checked_out_at(repo: &Repository, branch: &str) -> Option<PathBuf> {
     let wanted = format!("refs/heads/{branch}");
     let common = repo.commondir();
     if !repo.is_bare() && head_is(&common.join("HEAD"), &wanted) {

@@ -6,7 +6,9 @@
 //! `ensure` of that session only compares the files the check depended on — the record, the
 //! workspace's `.git`, the git folder and its index, the main repository's git folder — with
 //! what they were, and reads `HEAD` and the branch's ref (loose, else `packed-refs`) itself. Any
-//! difference, or anything it cannot read with certainty, sends it back to the full check.
+//! difference, or anything it cannot read with certainty, sends it back to the full check. For a
+//! sandboxed checkout it reads only the session's branch in the sandbox's git folder, never its
+//! `HEAD` (which the agent may point anywhere).
 
 use std::fs::{self, Metadata};
 use std::io;
@@ -15,7 +17,7 @@ use std::time::SystemTime;
 
 use aoctl_api::session::WorkspaceKind;
 
-use super::{WorkspaceInfo, WorkspaceRecord};
+use super::{sandbox, Sandbox, WorkspaceInfo, WorkspaceRecord};
 
 /// The identity of a file or folder: replaced, recreated or rewritten means different.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,12 +66,20 @@ pub(super) struct Memo {
     /// The main repository's git folder, shared by its worktrees (the git folder itself for clones).
     common_dir: PathBuf,
     common: Stamp,
+    /// For a sandboxed checkout (whose git folder is `git_dir`), what its container mounts.
+    sandbox: Option<Sandbox>,
 }
 
 impl Memo {
     /// Remembers a workspace a full check found complete: `git_dir` and `common_dir` as libgit2
     /// reported them. `None` when the repository stores refs in a way `head` does not read.
-    pub fn new(rec: &WorkspaceRecord, record_file: &Path, git_dir: &Path, common_dir: &Path) -> Option<Memo> {
+    pub fn new(
+        rec: &WorkspaceRecord,
+        record_file: &Path,
+        git_dir: &Path,
+        common_dir: &Path,
+        sandbox: Option<Sandbox>,
+    ) -> Option<Memo> {
         if !rec.setup_done || !rec.is_checkout_done() || common_dir.join("reftable").exists() {
             return None;
         }
@@ -80,6 +90,7 @@ impl Memo {
             git_dir: git_dir.to_path_buf(),
             common_dir: common_dir.to_path_buf(),
             common: Stamp::read(common_dir)?,
+            sandbox,
         })
     }
 
@@ -90,9 +101,11 @@ impl Memo {
             return None;
         }
         let dot_git = Stamp::read(&self.rec.path.join(".git"))?;
-        let unchanged = match self.rec.kind {
-            WorkspaceKind::Worktree => dot_git == self.dot_git,
-            WorkspaceKind::Clone => dot_git.same_object(&self.dot_git),
+        // A worktree's or sandbox's `.git` is a file that never changes; a clone's is its folder.
+        let unchanged = if self.sandbox.is_some() || self.rec.kind == WorkspaceKind::Worktree {
+            dot_git == self.dot_git
+        } else {
+            dot_git.same_object(&self.dot_git)
         };
         if !unchanged || !Stamp::read(&self.common_dir)?.same_object(&self.common) {
             return None;
@@ -101,7 +114,13 @@ impl Memo {
         if !fs::metadata(self.git_dir.join("index")).is_ok_and(|m| m.is_file()) {
             return None;
         }
-        let head = head(&self.git_dir, &self.common_dir)?;
+        let head = match &self.sandbox {
+            Some(_) => Head::Branch {
+                name: self.rec.branch.clone(),
+                sha: sandbox::read_branch(&self.git_dir, &self.rec.branch).ok()?.map(|o| o.to_string()),
+            },
+            None => head(&self.git_dir, &self.common_dir)?,
+        };
         let (branch, head_sha) = match head {
             Head::Branch { name, sha } => (name, sha),
             Head::Detached(sha) => (self.rec.branch.clone(), Some(sha)),
@@ -114,6 +133,8 @@ impl Memo {
             head_sha,
             port: self.rec.port,
             created: false,
+            sandbox: self.sandbox.clone(),
+            sync_error: None,
         })
     }
 }

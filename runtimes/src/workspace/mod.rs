@@ -1,12 +1,17 @@
-//! Workspaces: a git worktree (or a clone) per session, with the project's setup applied.
+//! Workspaces: a git worktree (or a clone) per session, with the project's setup applied; for
+//! sessions whose agent runs in a container, a sandboxed checkout instead (see `sandbox`).
 //!
 //! Every workspace lives at `<root>/<project>/<session>`, where the root is a folder the controller
 //! owns (`<data dir>/workspaces`), never inside the user's checkout. Next to it, `<session>.json`
 //! records what was created and marks the folder as the controller's: nothing without a record is
-//! ever removed. `<session>.setup.log` keeps the output of the setup commands.
+//! ever removed. `<session>.setup.log` keeps the output of the setup commands, and a sandbox's
+//! git folder is `<session>.git`.
 
 mod checkout;
 mod memo;
+mod sandbox;
+#[cfg(test)]
+mod sandbox_tests;
 mod setup;
 #[cfg(test)]
 mod tests;
@@ -25,6 +30,8 @@ use aoctl_api::session::WorkspaceKind;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use sandbox::{Sandbox, CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
+
 /// How long one setup command may run before it is killed.
 pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
@@ -40,6 +47,10 @@ pub struct WorkspaceRequest {
     pub base_ref: String,
     pub kind: WorkspaceKind,
     pub setup: Option<SetupSpec>,
+    /// A sandboxed checkout (the agent runs in a container): the session's git folder is its own,
+    /// outside the work tree, and its branch reaches the main repository only through `ensure`.
+    /// With `kind: worktree` it borrows the main repository's objects, with `clone` it copies them.
+    pub sandbox: bool,
 }
 
 /// A workspace ready for an agent.
@@ -55,6 +66,10 @@ pub struct WorkspaceInfo {
     pub port: u16,
     /// Whether this call created the checkout.
     pub created: bool,
+    /// For a sandboxed checkout, what its container mounts and where its branch goes.
+    pub sandbox: Option<Sandbox>,
+    /// Why the sandbox's branch could not be moved to the main repository at this look.
+    pub sync_error: Option<String>,
 }
 
 impl WorkspaceInfo {
@@ -91,6 +106,9 @@ pub struct WorkspaceRecord {
     /// made: an interrupted creation deletes that branch again if it still points there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch_made_at: Option<String>,
+    /// A sandboxed checkout: its git folder is `<session>.git` next to the workspace.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox: bool,
 }
 
 impl WorkspaceRecord {
@@ -126,6 +144,10 @@ pub enum WorkspaceError {
     WorktreeFailed { path: PathBuf, branch: String, message: String },
     #[error("clone of {repo} into {path}: {message}")]
     CloneFailed { repo: PathBuf, path: PathBuf, message: String },
+    #[error("sandboxed checkout {path} (branch `{branch}`): {message}")]
+    SandboxFailed { path: PathBuf, branch: String, message: String },
+    #[error("workspace {path} was made {made}, and {wanted} needs {needs}; delete the session (its branch is kept) and create it again")]
+    LayoutChanged { path: PathBuf, made: &'static str, wanted: &'static str, needs: &'static str },
     #[error("setup command `{command}` {}; last output:\n{tail}", exit_text(.code))]
     SetupFailed { command: String, code: Option<i32>, tail: String },
     #[error("setup {action} `{path}`: {message}")]
@@ -150,6 +172,8 @@ impl WorkspaceError {
             WorkspaceError::BranchInUse { .. } => "BranchInUse",
             WorkspaceError::WorktreeFailed { .. } => "WorktreeFailed",
             WorkspaceError::CloneFailed { .. } => "CloneFailed",
+            WorkspaceError::SandboxFailed { .. } => "SandboxFailed",
+            WorkspaceError::LayoutChanged { .. } => "WorkspaceLayoutChanged",
             WorkspaceError::SetupFailed { .. } | WorkspaceError::SetupPath { .. } => "SetupFailed",
             WorkspaceError::Io { .. } => "Io",
         }
@@ -177,6 +201,8 @@ pub struct Workspaces {
     memos: RwLock<HashMap<(String, String), Arc<memo::Memo>>>,
     /// How many `ensure` calls took the full check (opening repositories), for tests and logs.
     full_checks: AtomicU64,
+    /// The commit each sandbox's branch was last moved to in the main repository.
+    synced: Mutex<HashMap<(String, String), String>>,
 }
 
 impl Workspaces {
@@ -190,6 +216,7 @@ impl Workspaces {
             busy: Mutex::default(),
             memos: RwLock::default(),
             full_checks: AtomicU64::new(0),
+            synced: Mutex::default(),
         }
     }
 
@@ -208,8 +235,43 @@ impl Workspaces {
     ///
     /// Once a workspace was found complete, later calls check it in a few `stat`s and read its
     /// `HEAD` themselves (see `memo`); anything changed since sends them to the full check, which
-    /// opens the repositories and makes the checkout again when it is gone.
+    /// opens the repositories and makes the checkout again when it is gone. For a sandboxed
+    /// checkout, each call also moves the session's branch to the main repository when it moved
+    /// in the sandbox; `head_sha` is then the main repository's branch.
     pub fn ensure(&self, req: &WorkspaceRequest) -> Result<WorkspaceInfo, WorkspaceError> {
+        let mut info = self.ensure_checkout(req)?;
+        if let Some(sandbox) = info.sandbox.clone() {
+            self.sync(&mut info, &sandbox);
+        }
+        Ok(info)
+    }
+
+    /// Moves a sandbox's branch to the main repository unless it is where it was last moved to.
+    fn sync(&self, info: &mut WorkspaceInfo, sandbox: &Sandbox) {
+        let key = (info.project.clone(), info.session.clone());
+        let last = lock(&self.synced).get(&key).cloned();
+        if info.head_sha.is_some() && info.head_sha == last {
+            return;
+        }
+        let busy = self.session_lock(&info.project, &info.session);
+        let _busy = busy.lock().unwrap_or_else(|e| e.into_inner());
+        let synced = sandbox::sync(&sandbox.repo, &sandbox.git_dir, &info.branch);
+        info.head_sha = synced.head.map(|o| o.to_string());
+        match (&synced.error, &info.head_sha) {
+            (None, Some(head)) => {
+                lock(&self.synced).insert(key, head.clone());
+            }
+            _ => {
+                lock(&self.synced).remove(&key);
+            }
+        }
+        if let Some(e) = &synced.error {
+            tracing::warn!(session = %info.session, error = %e, "cannot move the sandbox's branch");
+        }
+        info.sync_error = synced.error;
+    }
+
+    fn ensure_checkout(&self, req: &WorkspaceRequest) -> Result<WorkspaceInfo, WorkspaceError> {
         check_name(&req.project)?;
         check_name(&req.session)?;
         if git2::Branch::name_is_valid(&req.branch) != Ok(true) {
@@ -220,7 +282,10 @@ impl Workspaces {
         }
         let key = (req.project.clone(), req.session.clone());
         let memo = self.memos.read().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
-        if let Some(info) = memo.and_then(|m| m.check(&self.record_path(&req.project, &req.session))) {
+        if let Some(info) = memo
+            .filter(|m| m.rec.sandbox == req.sandbox)
+            .and_then(|m| m.check(&self.record_path(&req.project, &req.session)))
+        {
             return Ok(info);
         }
         let lock = self.session_lock(&req.project, &req.session);
@@ -230,39 +295,68 @@ impl Workspaces {
         let dir = self.root.join(&req.project);
         fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
         let path = self.path_of(&req.project, &req.session);
+        let git_dir = self.git_dir_of(&req.project, &req.session);
         let mut rec = self.claim(req, &path)?;
         // Unique per session in the main repository's `.git/worktrees/`: labels hold no dots.
         let name = format!("aoctl-{}.{}", req.project, req.session);
 
         let mut created = false;
         let done = rec.is_checkout_done();
-        if !(done && (checkout::open_healthy(&rec, &path).is_some() || checkout::restore_index(&rec, &path))) {
+        if done && rec.sandbox != req.sandbox {
+            let (made, wanted, needs) = if rec.sandbox {
+                ("as a sandboxed checkout for runtime docker", "a runtime on the host", "a plain worktree or clone")
+            } else {
+                ("as a plain worktree or clone", "runtime docker", "a sandboxed checkout")
+            };
+            return Err(WorkspaceError::LayoutChanged { path, made, wanted, needs });
+        }
+        let healthy = |rec: &WorkspaceRecord| {
+            if rec.sandbox {
+                sandbox::healthy(&path, &git_dir) || sandbox::restore_index(&rec.repo, &path, &git_dir, &rec.branch)
+            } else {
+                checkout::open_healthy(rec, &path).is_some() || checkout::restore_index(rec, &path)
+            }
+        };
+        if !(done && healthy(&rec)) {
             if done {
+                if rec.sandbox {
+                    // Commits the agent made since the last look are not lost with G.
+                    let synced = sandbox::sync(&rec.repo, &git_dir, &rec.branch);
+                    if let Some(e) = synced.error {
+                        tracing::warn!(session = %rec.session, error = %e, "cannot move the branch of a broken sandbox");
+                    }
+                }
                 checkout::clear_broken(&path, req)?;
+                if rec.sandbox {
+                    checkout::remove_tree(&git_dir)?;
+                }
             } else {
                 // The creation that wrote this record never finished (the process was killed),
                 // so ensure never returned the folder: nothing in it is anyone's work.
-                checkout::clear_interrupted(&rec, &path, &name)?;
+                checkout::clear_interrupted(&rec, &path, rec.sandbox.then_some(git_dir.as_path()), &name)?;
             }
-            if rec.kind == WorkspaceKind::Worktree {
+            if rec.kind == WorkspaceKind::Worktree && !rec.sandbox {
                 checkout::prune_stale(&rec, &path);
             }
             rec.repo = req.repo.clone();
             rec.branch = req.branch.clone();
             rec.base_ref = req.base_ref.clone();
             rec.kind = req.kind;
-            rec.worktree_name = (req.kind == WorkspaceKind::Worktree).then(|| name.clone());
+            rec.sandbox = req.sandbox;
+            rec.worktree_name = (req.kind == WorkspaceKind::Worktree && !req.sandbox).then(|| name.clone());
             rec.setup_done = false;
             rec.checkout_done = Some(false);
             rec.branch_made_at = None;
             rec.created_at = Utc::now();
             self.write_record(&rec)?;
-            match req.kind {
-                WorkspaceKind::Worktree => checkout::create_worktree(req, &path, &name, |base| {
-                    rec.branch_made_at = Some(base.to_string());
-                    self.write_record(&rec)
-                })?,
-                WorkspaceKind::Clone => checkout::create_clone(req, &path)?,
+            let made_at = |base: git2::Oid| {
+                rec.branch_made_at = Some(base.to_string());
+                self.write_record(&rec)
+            };
+            match (req.sandbox, req.kind) {
+                (true, kind) => sandbox::create(req, &path, &git_dir, kind == WorkspaceKind::Worktree, made_at)?,
+                (false, WorkspaceKind::Worktree) => checkout::create_worktree(req, &path, &name, made_at)?,
+                (false, WorkspaceKind::Clone) => checkout::create_clone(req, &path)?,
             }
             rec.checkout_done = Some(true);
             self.write_record(&rec)?;
@@ -285,43 +379,73 @@ impl Workspaces {
             self.write_record(&rec)?;
         }
 
-        let repo = checkout::open_healthy(&rec, &path).ok_or_else(|| WorkspaceError::WorktreeFailed {
+        let vanished = || WorkspaceError::WorktreeFailed {
             path: path.clone(),
             branch: rec.branch.clone(),
             message: "the checkout vanished while it was being prepared".into(),
-        })?;
-        let head = repo.head().ok();
-        let branch = head.as_ref().filter(|h| h.is_branch()).and_then(|h| h.shorthand()).unwrap_or(&rec.branch);
-        if let Some(memo) =
-            memo::Memo::new(&rec, &self.record_path(&rec.project, &rec.session), repo.path(), repo.commondir())
-        {
-            self.memos.write().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(memo));
-        }
+        };
+        let record_file = self.record_path(&rec.project, &rec.session);
+        let (branch, head_sha, sandbox) = if rec.sandbox {
+            if !sandbox::healthy(&path, &git_dir) {
+                return Err(vanished());
+            }
+            let head = sandbox::read_branch(&git_dir, &rec.branch)?.map(|o| o.to_string());
+            let sandbox = Sandbox {
+                git_dir: git_dir.clone(),
+                objects: (rec.kind == WorkspaceKind::Worktree).then(|| sandbox::objects_dir(&rec.repo)).transpose()?,
+                repo: rec.repo.clone(),
+            };
+            if let Some(memo) = memo::Memo::new(&rec, &record_file, &git_dir, &git_dir, Some(sandbox.clone())) {
+                self.memos.write().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(memo));
+            }
+            (rec.branch.clone(), head, Some(sandbox))
+        } else {
+            let repo = checkout::open_healthy(&rec, &path).ok_or_else(vanished)?;
+            let head = repo.head().ok();
+            let branch = head.as_ref().filter(|h| h.is_branch()).and_then(|h| h.shorthand()).unwrap_or(&rec.branch);
+            if let Some(memo) = memo::Memo::new(&rec, &record_file, repo.path(), repo.commondir(), None) {
+                self.memos.write().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(memo));
+            }
+            (branch.to_string(), head.as_ref().and_then(|h| h.target()).map(|o| o.to_string()), None)
+        };
         Ok(WorkspaceInfo {
             project: rec.project.clone(),
             session: rec.session.clone(),
             path,
-            branch: branch.to_string(),
-            head_sha: head.as_ref().and_then(|h| h.target()).map(|o| o.to_string()),
+            branch,
+            head_sha,
             port: rec.port,
             created,
+            sandbox,
+            sync_error: None,
         })
     }
 
-    /// Deletes the session's workspace, its worktree entry, record and setup log; keeps the branch.
+    /// Deletes the session's workspace, its worktree entry (or sandbox git folder, after moving its
+    /// branch to the main repository one last time), record and setup log; keeps the branch.
     /// Only a folder with a record is touched. Returns whether anything was removed.
     pub fn remove(&self, project: &str, session: &str) -> Result<bool, WorkspaceError> {
         check_name(project)?;
         check_name(session)?;
-        let lock = self.session_lock(project, session);
-        let _busy = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let busy = self.session_lock(project, session);
+        let _busy = busy.lock().unwrap_or_else(|e| e.into_inner());
         self.memos.write().unwrap_or_else(|e| e.into_inner()).remove(&(project.to_string(), session.to_string()));
+        lock(&self.synced).remove(&(project.to_string(), session.to_string()));
         let Some(rec) = self.read_record(project, session)? else {
             return Ok(false);
         };
         let path = self.path_of(project, session);
+        if rec.sandbox {
+            let git_dir = self.git_dir_of(project, session);
+            if rec.is_checkout_done() {
+                if let Some(e) = sandbox::sync(&rec.repo, &git_dir, &rec.branch).error {
+                    tracing::warn!(session, error = %e, "removing a sandbox whose branch could not be moved");
+                }
+            }
+            checkout::remove_tree(&git_dir)?;
+        }
         checkout::remove_tree(&path)?;
-        if rec.kind == WorkspaceKind::Worktree {
+        if rec.kind == WorkspaceKind::Worktree && !rec.sandbox {
             checkout::prune_stale(&rec, &path);
         }
         let dir = self.root.join(project);
@@ -394,6 +518,11 @@ impl Workspaces {
         self.root.join(project).join(session)
     }
 
+    /// A sandboxed checkout's git folder, next to its work tree.
+    fn git_dir_of(&self, project: &str, session: &str) -> PathBuf {
+        self.root.join(project).join(format!("{session}.git"))
+    }
+
     fn record_path(&self, project: &str, session: &str) -> PathBuf {
         self.root.join(project).join(format!("{session}.json"))
     }
@@ -431,6 +560,7 @@ impl Workspaces {
             created_at: Utc::now(),
             checkout_done: Some(false),
             branch_made_at: None,
+            sandbox: req.sandbox,
         };
         self.write_record(&rec)?;
         Ok(rec)
@@ -465,6 +595,10 @@ impl Workspaces {
         fs::write(&tmp, text).map_err(WorkspaceError::io(&tmp))?;
         fs::rename(&tmp, &file).map_err(WorkspaceError::io(&file))
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Refuses names that could leave the root; the API already checks they are DNS-1123 labels.

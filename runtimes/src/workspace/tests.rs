@@ -12,7 +12,7 @@ use aoctl_api::session::WorkspaceKind;
 use super::*;
 
 /// Runs git in `dir` without reading the user's or the system's configuration.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -29,14 +29,14 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-struct Fixture {
-    _tmp: tempfile::TempDir,
-    repo: PathBuf,
-    ws: Workspaces,
+pub(super) struct Fixture {
+    pub(super) _tmp: tempfile::TempDir,
+    pub(super) repo: PathBuf,
+    pub(super) ws: Workspaces,
 }
 
 /// A repository on `main` with one commit, an ignored `.env` and `node_modules`, and a root.
-fn fixture() -> Fixture {
+pub(super) fn fixture() -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     fs::create_dir(&repo).unwrap();
@@ -53,7 +53,7 @@ fn fixture() -> Fixture {
 }
 
 impl Fixture {
-    fn req(&self, session: &str) -> WorkspaceRequest {
+    pub(super) fn req(&self, session: &str) -> WorkspaceRequest {
         WorkspaceRequest {
             project: "demo".into(),
             session: session.into(),
@@ -62,10 +62,11 @@ impl Fixture {
             base_ref: "main".into(),
             kind: WorkspaceKind::Worktree,
             setup: None,
+            sandbox: false,
         }
     }
 
-    fn worktree_list(&self) -> String {
+    pub(super) fn worktree_list(&self) -> String {
         git(&self.repo, &["worktree", "list", "--porcelain"])
     }
 }
@@ -340,12 +341,14 @@ fn unfinished_record(f: &Fixture, req: &WorkspaceRequest, branch_made_at: Option
         branch: req.branch.clone(),
         base_ref: req.base_ref.clone(),
         kind: req.kind,
-        worktree_name: (req.kind == WorkspaceKind::Worktree).then(|| format!("aoctl-{}.{}", req.project, req.session)),
+        worktree_name: (req.kind == WorkspaceKind::Worktree && !req.sandbox)
+            .then(|| format!("aoctl-{}.{}", req.project, req.session)),
         port: 41999,
         setup_done: false,
         created_at: Utc::now(),
         checkout_done: Some(false),
         branch_made_at,
+        sandbox: req.sandbox,
     };
     fs::create_dir_all(f.ws.root().join(&req.project)).unwrap();
     f.ws.write_record(&rec).unwrap();

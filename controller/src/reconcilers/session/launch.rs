@@ -216,6 +216,7 @@ async fn start(
         cols: 200,
         rows: 50,
         container: container_of(s, Some(project)),
+        sandbox: ws.sandbox.clone(),
     };
     let started = std::time::Instant::now();
     let h = match rt.start(&spec).await {

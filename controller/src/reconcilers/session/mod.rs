@@ -109,6 +109,8 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         .workspace
         .or(project.spec.defaults.as_ref().and_then(|d| d.workspace))
         .unwrap_or(aoctl_api::session::WorkspaceKind::Worktree);
+    let runtime_kind =
+        s.spec.runtime.or(project.spec.defaults.as_ref().and_then(|d| d.runtime)).unwrap_or(RuntimeKind::Tmux);
     let req = WorkspaceRequest {
         project: project.metadata.name.clone(),
         session: s.metadata.name.clone(),
@@ -117,6 +119,8 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         base_ref: s.spec.base_ref.clone().or(project.status.default_branch.clone()).unwrap_or_else(|| "main".into()),
         kind,
         setup: project.spec.setup.clone(),
+        // A container gets a sandboxed checkout: nothing of the main repository is writable in it.
+        sandbox: runtime_kind == RuntimeKind::Docker,
     };
     let fleet = ctx.fleet.clone();
     let started = std::time::Instant::now();
@@ -138,6 +142,9 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         let msg = format!("{} on branch {}", ws.path.display(), ws.branch);
         ctx.recorder.publish(s, EventType::Normal, "WorkspaceCreated", &msg).await;
     }
+    if let Some(e) = &ws.sync_error {
+        ctx.recorder.publish(s, EventType::Warning, "BranchNotMoved", e).await;
+    }
     let msg = format!("{} at {} on branch {}", kind.as_str(), ws.path.display(), ws.branch);
     cond(st, s, types::WORKSPACE_READY, ConditionStatus::True, "WorkspaceReady", msg);
     st.workspace = Some(WorkspaceStatus {
@@ -146,8 +153,6 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         head_sha: ws.head_sha.clone(),
     });
 
-    let runtime_kind =
-        s.spec.runtime.or(project.spec.defaults.as_ref().and_then(|d| d.runtime)).unwrap_or(RuntimeKind::Tmux);
     if s.spec.stopped {
         return launch::stop(s, &project, ctx, st, runtime_kind).await;
     }

@@ -167,9 +167,15 @@ fn set_conditions(s: &Session, st: &mut SessionStatus, pr: &PullRequest, checks:
     cond(st, s, types::MERGED, if merged { True } else { False }, if merged { "Merged" } else { "NotMerged" }, "");
 }
 
+/// The repository the session's branch is read and pushed from: the main repository for a
+/// sandboxed checkout (never the sandbox, whose config and hooks are the agent's), else the workspace.
+fn branch_repo(ws: &WorkspaceInfo) -> std::path::PathBuf {
+    ws.sandbox.as_ref().map_or_else(|| ws.path.clone(), |sb| sb.repo.clone())
+}
+
 /// Pushes the session's branch to `origin` (never forced); on failure a condition reason and message.
 async fn push(ws: &WorkspaceInfo) -> Result<(), (&'static str, String)> {
-    let (path, branch) = (ws.path.clone(), ws.branch.clone());
+    let (path, branch) = (branch_repo(ws), ws.branch.clone());
     match tokio::task::spawn_blocking(move || git::push(&path, "origin", &branch)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err((e.reason(), e.to_string())),
@@ -190,7 +196,7 @@ async fn open(
     draft: bool,
 ) -> Result<Option<PullRequest>, aoctl_github::Error> {
     let base = project.status.default_branch.clone().unwrap_or_else(|| "main".into());
-    let (root, branch, b) = (ws.path.clone(), ws.branch.clone(), base.clone());
+    let (root, branch, b) = (branch_repo(ws), ws.branch.clone(), base.clone());
     let ahead = tokio::task::spawn_blocking(move || git::ahead(&root, &branch, &b)).await;
     if !matches!(ahead, Ok(Ok(n)) if n > 0) {
         let msg = format!("waiting for the agent to commit on {} (nothing ahead of {base} yet)", ws.branch);
