@@ -7,7 +7,7 @@ use crate::condition::Condition;
 use crate::duration::Duration;
 use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta};
 use crate::reactions::Reactions;
-use crate::session::{AgentRef, DockerSpec, RuntimeKind, WorkspaceKind};
+use crate::session::{AgentRef, DockerSpec, RuntimeKind, Usage, WorkspaceKind};
 
 /// A repository and the defaults its sessions share.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -78,6 +78,34 @@ pub struct ProjectSpec {
     /// Docker settings sessions inherit (`host`, `image`, limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker: Option<DockerSpec>,
+    /// Once the project's sessions used this much, new sessions wait in phase `Queued`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+/// Limits on what a project's sessions use together, as the agents report it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Budget {
+    /// Input plus output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// Dollars, counted only from agents that record a cost.
+    #[serde(default, rename = "costUSD", skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Budget {
+    /// Why `used` spends this budget, or `None` while some of it is left.
+    pub fn spent(&self, used: &Usage) -> Option<String> {
+        if let Some(t) = self.tokens.filter(|t| used.total_tokens() >= *t) {
+            return Some(format!("{} of {t} tokens used", used.total_tokens()));
+        }
+        match (self.cost_usd, used.cost_usd) {
+            (Some(max), Some(cost)) if cost >= max => Some(format!("${cost:.2} of ${max:.2} spent")),
+            _ => None,
+        }
+    }
 }
 
 /// How the controller talks to GitHub for this project.
@@ -167,10 +195,31 @@ pub struct ProjectStatus {
     /// Number of sessions of this project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<u32>,
+    /// The usage of the project's sessions added up (of the sessions that exist now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 impl ProjectStatus {
     pub fn is_empty(&self) -> bool {
         *self == ProjectStatus::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_are_spent_by_tokens_or_by_known_cost() {
+        let used = Usage { input_tokens: 900, output_tokens: 100, cost_usd: Some(1.5), ..Default::default() };
+        assert_eq!(Budget { tokens: Some(2000), cost_usd: None }.spent(&used), None);
+        assert_eq!(
+            Budget { tokens: Some(1000), cost_usd: None }.spent(&used).as_deref(),
+            Some("1000 of 1000 tokens used")
+        );
+        assert_eq!(Budget { tokens: None, cost_usd: Some(1.0) }.spent(&used).as_deref(), Some("$1.50 of $1.00 spent"));
+        let no_cost = Usage { cost_usd: None, ..used };
+        assert_eq!(Budget { tokens: None, cost_usd: Some(1.0) }.spent(&no_cost), None, "no cost recorded, none spent");
     }
 }

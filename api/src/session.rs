@@ -192,7 +192,10 @@ string_enum!(
 );
 string_enum!(
     /// The agent's activity, from its screen and transcript.
-    ActivityState { Working = "working", Idle = "idle", NeedsInput = "needs-input", Stuck = "stuck", Exited = "exited" }
+    ActivityState {
+        Working = "working", Idle = "idle", NeedsInput = "needs-input", Stuck = "stuck", Exited = "exited",
+        RateLimited = "rate-limited",
+    }
 );
 string_enum!(
     /// State of a pull request.
@@ -213,11 +216,12 @@ string_enum!(
         NeedsInput = "NeedsInput", Stuck = "Stuck", PrOpen = "PROpen", CiFailed = "CIFailed",
         ChangesRequested = "ChangesRequested", Approved = "Approved", Mergeable = "Mergeable", Merged = "Merged",
         Closed = "Closed", Stopped = "Stopped", Failed = "Failed", Terminating = "Terminating",
+        RateLimited = "RateLimited",
     }
 );
 
 impl Phase {
-    pub const ALL: [Phase; 17] = [
+    pub const ALL: [Phase; 18] = [
         Phase::Pending,
         Phase::Queued,
         Phase::Provisioning,
@@ -225,6 +229,7 @@ impl Phase {
         Phase::Idle,
         Phase::NeedsInput,
         Phase::Stuck,
+        Phase::RateLimited,
         Phase::PrOpen,
         Phase::CiFailed,
         Phase::ChangesRequested,
@@ -335,6 +340,49 @@ pub struct SessionStatus {
     pub pull_request: Option<PullRequestStatus>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reactions: BTreeMap<String, ReactionStatus>,
+    /// Tokens and cost, where the agent reports them (Claude Code, Codex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// Tokens an agent used and what they cost, as the agent itself recorded them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Usage {
+    /// Every input token, cached ones included.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// The part of `inputTokens` read from the prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Output tokens, reasoning included.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Dollars, when the agent recorded a cost; absent when it recorded only tokens.
+    #[serde(default, rename = "costUSD", skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Usage {
+    /// Input and output tokens together: what a token budget counts.
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// Adds `other` to this; a cost is known when either side knows one.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.cached_input_tokens = self.cached_input_tokens.saturating_add(other.cached_input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
 }
 
 impl SessionStatus {
@@ -378,6 +426,9 @@ pub struct ActivityStatus {
     /// What the state was derived from, e.g. the matching screen line.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub evidence: String,
+    /// `rate-limited`: when the agent's usage limit resets and it is resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<Time>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -415,6 +466,10 @@ pub struct ReactionStatus {
 pub mod reasons {
     /// `Ready=False`: waiting for a slot under the project's `maxConcurrentSessions`.
     pub const QUEUED: &str = "Queued";
+    /// `Ready=False`: the project's `budget` is spent, so the session does not start.
+    pub const BUDGET_SPENT: &str = "BudgetSpent";
+    /// `AgentActive=False`: the agent reported a usage or rate limit and waits for its reset.
+    pub const RATE_LIMITED: &str = "RateLimited";
     /// `RuntimeReady=False`: the agent exited and `restartPolicy` does not restart it.
     pub const AGENT_EXITED: &str = "AgentExited";
     /// `RuntimeReady=False`: `spec.stopped` is true.
@@ -450,7 +505,9 @@ impl SessionStatus {
         if stopped {
             return Phase::Stopped;
         }
-        if cond(types::READY).is_some_and(|c| c.status == False && c.reason == reasons::QUEUED) {
+        if cond(types::READY)
+            .is_some_and(|c| c.status == False && [reasons::QUEUED, reasons::BUDGET_SPENT].contains(&c.reason.as_str()))
+        {
             return Phase::Queued;
         }
         if is(types::WORKSPACE_READY, False) {
@@ -467,6 +524,10 @@ impl SessionStatus {
         if !is(types::RUNTIME_READY, True) {
             return Phase::Provisioning;
         }
+        // An agent waiting for its usage limit to reset can act on nothing, PR feedback included.
+        if self.activity.as_ref().is_some_and(|a| a.state == ActivityState::RateLimited) {
+            return Phase::RateLimited;
+        }
         if let Some(pr) = &self.pull_request {
             return match (pr.checks, pr.review) {
                 (ChecksState::Failing, _) => Phase::CiFailed,
@@ -481,6 +542,7 @@ impl SessionStatus {
             Some(ActivityState::Stuck) => Phase::Stuck,
             Some(ActivityState::Idle) => Phase::Idle,
             Some(ActivityState::Exited) => Phase::Failed,
+            Some(ActivityState::RateLimited) => Phase::RateLimited,
             Some(ActivityState::Working) | None => Phase::Working,
         }
     }
@@ -511,9 +573,26 @@ mod tests {
         assert_eq!(running.derive_phase(false, false), Phase::Working);
         assert_eq!(running.derive_phase(true, false), Phase::Stopped);
         let mut idle = running.clone();
-        idle.activity =
-            Some(ActivityStatus { state: ActivityState::Idle, since: Time::from_unix(0), evidence: String::new() });
+        idle.activity = Some(ActivityStatus {
+            state: ActivityState::Idle,
+            since: Time::from_unix(0),
+            evidence: String::new(),
+            resets_at: None,
+        });
         assert_eq!(idle.derive_phase(false, false), Phase::Idle);
+        let mut limited = running.clone();
+        limited.activity = Some(ActivityStatus {
+            state: ActivityState::RateLimited,
+            since: Time::from_unix(0),
+            evidence: "Claude usage limit reached".into(),
+            resets_at: Some(Time::from_unix(3600)),
+        });
+        assert_eq!(limited.derive_phase(false, false), Phase::RateLimited);
+        assert_eq!(
+            with(&[(types::READY, False, reasons::BUDGET_SPENT)]).derive_phase(false, false),
+            Phase::Queued,
+            "a spent budget queues"
+        );
         let mut pr = running.clone();
         pr.pull_request = Some(PullRequestStatus {
             number: 1,

@@ -299,6 +299,19 @@ impl Validate for Project {
         if s.max_concurrent_sessions == Some(0) {
             e.check("spec.maxConcurrentSessions", Err("must be at least 1".into()));
         }
+        if let Some(b) = &s.budget {
+            if b.tokens == Some(0) {
+                e.check("spec.budget.tokens", Err("must be at least 1".into()));
+            }
+            if let Some(c) = b.cost_usd {
+                if !c.is_finite() || c <= 0.0 {
+                    e.check("spec.budget.costUSD", Err("must be a positive number of dollars".into()));
+                }
+            }
+            if b.tokens.is_none() && b.cost_usd.is_none() {
+                e.check("spec.budget", Err("must set tokens or costUSD".into()));
+            }
+        }
         for (i, n) in s.notifiers.iter().enumerate() {
             let f = format!("spec.notifiers[{i}]");
             match n.type_ {
