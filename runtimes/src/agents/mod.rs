@@ -13,7 +13,9 @@
 mod activity;
 mod adapter;
 mod home;
+pub mod limits;
 mod table;
+pub mod usage;
 
 #[cfg(test)]
 mod tests_activity;
