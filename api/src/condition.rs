@@ -41,6 +41,8 @@ pub mod types {
     pub const REVIEW_APPROVED: &str = "ReviewApproved";
     pub const MERGED: &str = "Merged";
     pub const STALLED: &str = "Stalled";
+    /// Project: its `budget` is spent; new sessions wait.
+    pub const BUDGET_SPENT: &str = "BudgetSpent";
 }
 
 impl Condition {

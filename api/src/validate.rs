@@ -451,4 +451,22 @@ mod tests {
         label_value("").unwrap();
         assert!(label_value("a b").is_err());
     }
+
+    #[test]
+    fn budgets() {
+        use crate::project::Budget;
+        let with = |b: Budget| {
+            let mut p = Project::new("demo", "/abs/repo");
+            p.spec.budget = Some(b);
+            p.validate().into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>()
+        };
+        assert_eq!(with(Budget { tokens: Some(1000), cost_usd: Some(2.5) }), Vec::<String>::new());
+        assert_eq!(with(Budget { tokens: Some(0), cost_usd: None }), ["spec.budget.tokens: must be at least 1"]);
+        assert_eq!(
+            with(Budget { tokens: None, cost_usd: Some(-1.0) }),
+            ["spec.budget.costUSD: must be a positive number of dollars"]
+        );
+        assert_eq!(with(Budget { tokens: None, cost_usd: Some(f64::NAN) }).len(), 1);
+        assert_eq!(with(Budget::default()), ["spec.budget: must set tokens or costUSD"]);
+    }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use aoctl_api::project::{Notifier, NotifierType};
-use aoctl_api::{EventType, Session, Time};
+use aoctl_api::{EventType, Resource, Time};
 use aoctl_store::Store;
 use serde::Serialize;
 
@@ -77,7 +77,11 @@ async fn deliver(http: &reqwest::Client, target: &Notifier, n: &Notification) ->
 }
 
 /// Sends `n` to every target in the background; failures after the retries become events.
-pub fn send(store: Store, session: Session, targets: Vec<Notifier>, n: Notification) {
+/// `about` is the object a failure event is recorded on: the session, or the project.
+pub fn send<R>(store: Store, about: R, targets: Vec<Notifier>, n: Notification)
+where
+    R: Resource + Send + Sync + 'static,
+{
     if targets.is_empty() {
         return;
     }
@@ -100,8 +104,8 @@ pub fn send(store: Store, session: Session, targets: Vec<Notifier>, n: Notificat
             if !last.is_empty() {
                 let kind = format!("{:?}", target.type_).to_lowercase();
                 let msg = format!("{kind} notifier failed after {ATTEMPTS} attempts: {last}");
-                tracing::warn!(session = %session.metadata.name, "{msg}");
-                Recorder::new(store.clone()).publish(&session, EventType::Warning, "NotifyFailed", &msg).await;
+                tracing::warn!(object = %about.meta().name, "{msg}");
+                Recorder::new(store.clone()).publish(&about, EventType::Warning, "NotifyFailed", &msg).await;
             }
         }
     });

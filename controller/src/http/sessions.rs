@@ -1,10 +1,12 @@
-//! Session subresources: `POST …/sessions/{name}/input` types into the agent and verifies delivery;
+//! Session subresources: `POST …/sessions/{name}/input` types into the agent and verifies delivery
+//! (409 while the agent is rate-limited: nothing is typed until its limit resets);
 //! `GET …/sessions/{name}/log` returns (and with `follow=true` streams) its transcript as text.
 
 use std::time::Duration;
 
 use aoctl_api::condition::{self, types};
 use aoctl_api::decode::decode_json;
+use aoctl_api::session::ActivityState;
 use aoctl_api::{Project, Session};
 use aoctl_runtimes::{agents, transcript, Handle};
 use axum::body::{Body, Bytes};
@@ -44,6 +46,13 @@ pub async fn input(
         let phase = s.status.phase.map_or("Pending", |p| p.as_str());
         return Err(AppError::NotRunning(format!("session \"{name}\" has no running agent (phase {phase})")));
     };
+    if let Some(a) = s.status.activity.as_ref().filter(|a| a.state == ActivityState::RateLimited) {
+        let at = a.resets_at.map_or_else(|| "an unknown time".to_string(), |t| t.to_string());
+        return Err(AppError::NotRunning(format!(
+            "session \"{name}\" is rate-limited until {at}; nothing was typed (evidence: {})",
+            a.evidence
+        )));
+    }
     let project: Option<Project> = state.store.get_typed(&s.spec.project).await.ok();
     let rt = state.fleet.runtime_for(&s, project.as_ref(), rt_status.kind).await?;
     let (style, adapter) = input_style(&agent_of(&s, project.as_ref()));

@@ -1,5 +1,7 @@
 //! Project reconciler: checks `spec.path` is the top of a git repository, resolves the default
-//! branch, and sets the `Ready` condition, `status.defaultBranch` and `observedGeneration`.
+//! branch, and sets the `Ready` condition, `status.defaultBranch` and `observedGeneration`; adds
+//! up its sessions' usage into `status.usage` and, with a `budget`, sets `BudgetSpent` and tells
+//! the notifiers once when it becomes spent.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use aoctl_store::Selector;
 
 use super::Error;
 use crate::context::Ctx;
+use crate::notify::{self, Notification};
 
 /// Name of this controller in metrics and events.
 pub const NAME: &str = "project";
@@ -79,6 +82,8 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Ctx>) -> Result<Action, E
     let mine = Some(project.metadata.name.as_str());
     let count =
         sessions.iter().filter(|s| s.object().pointer("/spec/project").and_then(|p| p.as_str()) == mine).count();
+    let used = super::session::usage_of(sessions.iter().map(|s| s.object()), &project.metadata.name);
+    let spent = project.spec.budget.as_ref().and_then(|b| b.spent(&used));
 
     let generation = project.metadata.generation;
     let mut status = project.status.clone();
@@ -92,8 +97,29 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Ctx>) -> Result<Action, E
         default_branch: seen.default_branch,
         head_sha: seen.head_sha,
         sessions: Some(count as u32),
+        usage: (used != Default::default()).then(|| used.clone()),
         ..status
     };
+    let was_spent = condition::is_true(&status.conditions, types::BUDGET_SPENT);
+    match (&project.spec.budget, &spent) {
+        (Some(_), Some(why)) => {
+            let c = Condition::new(
+                types::BUDGET_SPENT,
+                ConditionStatus::True,
+                "BudgetSpent",
+                why.clone(),
+                generation,
+                Time::now(),
+            );
+            set_condition(&mut status.conditions, c);
+        }
+        (Some(_), None) => {
+            let c =
+                Condition::new(types::BUDGET_SPENT, ConditionStatus::False, "BudgetLeft", "", generation, Time::now());
+            set_condition(&mut status.conditions, c);
+        }
+        (None, _) => status.conditions.retain(|c| c.type_ != types::BUDGET_SPENT),
+    }
     if status != project.status {
         let mut next = (*project).clone();
         next.status = status;
@@ -101,6 +127,22 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Ctx>) -> Result<Action, E
         if was_ready != Some((seen.ready, seen.reason.to_string())) {
             let type_ = if seen.ready == ConditionStatus::True { EventType::Normal } else { EventType::Warning };
             ctx.recorder.publish(&*project, type_, seen.reason, &seen.message).await;
+        }
+        // Told once: when the condition turns True, which is written with the same status.
+        if let (Some(why), false) = (&spent, was_spent) {
+            let msg = format!("new sessions wait until the budget is raised: {why}");
+            ctx.recorder.publish(&*project, EventType::Warning, "BudgetSpent", &msg).await;
+            let n = Notification {
+                project: project.metadata.name.clone(),
+                session: String::new(),
+                reaction: "budget-spent".into(),
+                title: format!("the budget of project {} is spent", project.metadata.name),
+                message: msg,
+                url: None,
+                escalated: false,
+                at: Time::now(),
+            };
+            notify::send(ctx.store.clone(), (*project).clone(), project.spec.notifiers.clone(), n);
         }
     }
     // A missing or broken repository may be fixed at any time: look again soon.

@@ -7,21 +7,30 @@
 //! read again only when the transcript grew. Working agents are still looked at every two seconds,
 //! since it is silence that ends work. Docker agents, and every agent when the transcripts cannot
 //! be watched, are polled.
+//!
+//! An agent that reports a usage or rate limit ("limit reached, resets at …") is `rate-limited`
+//! until the reset: nothing is typed into it meanwhile (reactions wait, `aoctl send` is refused)
+//! and it holds no slot under `maxConcurrentSessions`. At the reset, once a slot is free, a short
+//! resume message is typed into it once (unless the agent retries by itself, as with an API rate
+//! limit it backs off from), and its activity is read as before. Its usage records (tokens, cost)
+//! are read every [`USAGE_EVERY`] into `status.usage`.
 
 use std::time::{Duration, Instant};
 
 use aoctl_api::condition::types;
 use aoctl_api::project::Project;
 use aoctl_api::reactions::Reactions;
-use aoctl_api::session::{ActivityState, ActivityStatus, RuntimeKind};
+use aoctl_api::session::{reasons, ActivityState, ActivityStatus, RuntimeKind};
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_engine::Action;
-use aoctl_runtimes::agents::{self, Launch, Screen};
-use aoctl_runtimes::Handle;
+use aoctl_runtimes::agents::{self, limits, usage, Launch, Screen};
+use aoctl_runtimes::{transcript, Handle, Runtime};
+use chrono::{DateTime, Offset, Utc};
+use sha2::{Digest, Sha256};
 
-use super::{cond, Error};
+use super::{cond, memory, Error};
 use crate::context::Ctx;
-use crate::fleet::Observation;
+use crate::fleet::{agent_of, input_style, Observation};
 
 /// A polled screen is read again at least this often even when the transcript did not grow.
 const RECAPTURE_POLLED: Duration = Duration::from_secs(30);
@@ -32,6 +41,21 @@ const RECAPTURE_QUIET: Duration = Duration::from_secs(600);
 const RESYNC_QUIET: Duration = Duration::from_secs(120);
 /// How long after the stuck threshold a quiet agent is looked at, so that it has passed.
 const STUCK_MARGIN: Duration = Duration::from_millis(500);
+/// How often an agent's usage records are read.
+const USAGE_EVERY: Duration = Duration::from_secs(10);
+/// How often a rate-limited session that may not resume yet looks for a free slot.
+const SLOT_POLL: Duration = Duration::from_secs(10);
+
+/// What the session reconciler remembers of a session's last limit.
+#[derive(Clone, Debug)]
+pub(super) struct LimitMemo {
+    /// The limit's screen line.
+    line: String,
+    /// The agent retries by itself: nothing is typed at the reset.
+    agent_retries: bool,
+    /// Resumed from: the same line on screen is no new limit.
+    cleared: bool,
+}
 
 fn stuck_after(s: &Session, p: &Project) -> Duration {
     let mut r = Reactions::defaults();
@@ -44,12 +68,14 @@ fn stuck_after(s: &Session, p: &Project) -> Duration {
     r.agent_stuck.and_then(|a| a.threshold).map_or(Duration::from_secs(600), |d| d.as_std())
 }
 
+/// `slot_free`: whether a rate-limited session whose limit reset may take a slot again.
 pub(super) async fn observe(
     s: &Session,
     project: &Project,
     launch: &Launch,
     ctx: &Ctx,
     st: &mut SessionStatus,
+    slot_free: bool,
 ) -> Result<Action, Error> {
     let name = &s.metadata.name;
     let Some(runtime) = st.runtime.clone() else { return Ok(Action::await_change()) };
@@ -81,12 +107,16 @@ pub(super) async fn observe(
             return Ok(Action::requeue(Duration::from_millis(500)));
         }
     }
+    read_usage(s, launch, ctx, st).await;
+    if let Some(action) = rate_limit(s, project, launch, ctx, st, &*rt, &h, &screen, slot_free).await? {
+        return Ok(action);
+    }
     let view =
         Screen { text: &screen, transcript_grew: grew, unchanged_for: now.duration_since(changed_at), exited: None };
     let stuck_after = stuck_after(s, project);
     let (state, evidence) = agents::classify(launch.adapter, &view, stuck_after);
     if st.activity.as_ref().map(|a| a.state) != Some(state) {
-        st.activity = Some(ActivityStatus { state, since: Time::now(), evidence: evidence.clone() });
+        st.activity = Some(ActivityStatus { state, since: Time::now(), evidence: evidence.clone(), resets_at: None });
         match state {
             ActivityState::NeedsInput => ctx.recorder.publish(s, EventType::Warning, "NeedsInput", &evidence).await,
             ActivityState::Stuck => ctx.recorder.publish(s, EventType::Warning, "Stuck", &evidence).await,
@@ -99,6 +129,7 @@ pub(super) async fn observe(
         ActivityState::NeedsInput => (ConditionStatus::False, "NeedsInput"),
         ActivityState::Stuck => (ConditionStatus::False, "Stuck"),
         ActivityState::Exited => (ConditionStatus::False, "AgentExited"),
+        ActivityState::RateLimited => (ConditionStatus::False, reasons::RATE_LIMITED),
     };
     cond(st, s, types::AGENT_ACTIVE, active, reason, evidence.clone());
     if state == ActivityState::Stuck {
@@ -121,7 +152,162 @@ fn next_look(state: ActivityState, evented: bool, unchanged: Duration, stuck_aft
         (ActivityState::Idle, true) if !stuck_after.is_zero() => {
             RESYNC_QUIET.min(stuck_after.saturating_sub(unchanged) + STUCK_MARGIN)
         }
-        (_, true) => RESYNC_QUIET,
+        (_, true) | (ActivityState::RateLimited, false) => RESYNC_QUIET,
+    }
+}
+
+/// The zone of clock times a limit message names none for: this machine's, the agent's.
+fn local_offset() -> chrono::FixedOffset {
+    chrono::Local::now().offset().fix()
+}
+
+/// Sets the conditions of a rate-limited session.
+fn limited_conditions(s: &Session, st: &mut SessionStatus, evidence: &str) {
+    cond(st, s, types::AGENT_ACTIVE, ConditionStatus::False, reasons::RATE_LIMITED, evidence);
+    cond(st, s, types::STALLED, ConditionStatus::False, reasons::RATE_LIMITED, "waiting for the usage limit to reset");
+    cond(st, s, types::READY, ConditionStatus::True, "Running", "the agent waits for its usage limit to reset");
+}
+
+/// The rate-limit state machine: enters `rate-limited` when the screen shows a new limit, waits
+/// for the reset, and at the reset (with a slot free) resumes the agent once. `None` when the
+/// agent is not rate-limited and its activity is read as usual.
+#[allow(clippy::too_many_arguments)]
+async fn rate_limit(
+    s: &Session,
+    project: &Project,
+    launch: &Launch,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    rt: &dyn Runtime,
+    h: &Handle,
+    screen: &str,
+    slot_free: bool,
+) -> Result<Option<Action>, Error> {
+    let name = &s.metadata.name;
+    let now = Utc::now();
+    if let Some(a) = st.activity.clone().filter(|a| a.state == ActivityState::RateLimited) {
+        let resets = a.resets_at.map_or(now, |t| t.0);
+        if now < resets {
+            limited_conditions(s, st, &a.evidence);
+            return Ok(Some(Action::requeue(until(now, resets).min(RESYNC_QUIET))));
+        }
+        if !slot_free {
+            let max = project.spec.max_concurrent_sessions.unwrap_or(u32::MAX);
+            let msg = format!(
+                "the usage limit reset at {}; waiting for a slot to resume in (maxConcurrentSessions: {max})",
+                Time(resets)
+            );
+            cond(st, s, types::READY, ConditionStatus::False, reasons::QUEUED, msg);
+            return Ok(Some(Action::requeue(SLOT_POLL)));
+        }
+        let memo = memory(ctx).limits.get(name).cloned();
+        let retries = memo.as_ref().is_some_and(|m| m.agent_retries);
+        let what = if retries {
+            "the agent retries by itself".to_string()
+        } else {
+            resume(s, project, ctx, st, rt, h, &a).await?;
+            "the resume message was typed".to_string()
+        };
+        if let Some(m) = memory(ctx).limits.get_mut(name) {
+            m.cleared = true;
+        }
+        let evidence = format!("the usage limit reset at {}; {what}", Time(resets));
+        ctx.recorder.publish(s, EventType::Normal, "Resumed", &evidence).await;
+        st.activity =
+            Some(ActivityStatus { state: ActivityState::Working, since: Time::now(), evidence, resets_at: None });
+        cond(st, s, types::AGENT_ACTIVE, ConditionStatus::True, "Resumed", "resumed after the usage limit reset");
+        cond(st, s, types::STALLED, ConditionStatus::False, "Progressing", "");
+        cond(st, s, types::READY, ConditionStatus::True, "Running", "the agent is working");
+        return Ok(Some(Action::requeue(Duration::from_secs(2))));
+    }
+    let Some(limit) = limits::detect(launch.adapter, screen, now, local_offset()) else { return Ok(None) };
+    let seen = memory(ctx).limits.get(name).cloned();
+    if seen.is_some_and(|m| m.cleared && m.agent_retries && m.line == limit.line) {
+        // The retry message of a limit already waited out, still on screen.
+        return Ok(None);
+    }
+    memory(ctx).limits.insert(
+        name.clone(),
+        LimitMemo { line: limit.line.clone(), agent_retries: limit.agent_retries, cleared: false },
+    );
+    let evidence = limit.evidence();
+    st.activity = Some(ActivityStatus {
+        state: ActivityState::RateLimited,
+        since: Time::now(),
+        evidence: evidence.clone(),
+        resets_at: Some(Time(limit.resets_at)),
+    });
+    ctx.recorder.publish(s, EventType::Warning, reasons::RATE_LIMITED, &evidence).await;
+    limited_conditions(s, st, &evidence);
+    Ok(Some(Action::requeue(until(now, limit.resets_at).min(RESYNC_QUIET))))
+}
+
+/// How long from `now` to `at`, with a little margin so that `at` has passed; zero if it has.
+fn until(now: DateTime<Utc>, at: DateTime<Utc>) -> Duration {
+    (at - now).to_std().map_or(Duration::ZERO, |d| d + STUCK_MARGIN)
+}
+
+/// The message that resumes an agent after the limit in `a`: its marker is distinct per limit.
+fn resume_message(a: &ActivityStatus) -> String {
+    let fp = format!("{}|{}", a.evidence, a.resets_at.map(|t| t.to_string()).unwrap_or_default());
+    let short = hex::encode(&Sha256::digest(fp.as_bytes())[..4]);
+    format!("{}{short}] Your usage limit has reset. Please continue where you left off.", limits::RESUME_MARKER)
+}
+
+/// Types the resume message once: not again when its marker is already in the transcript (typed
+/// before a crash). Delivery is verified by the runtime.
+async fn resume(
+    s: &Session,
+    project: &Project,
+    ctx: &Ctx,
+    st: &SessionStatus,
+    rt: &dyn Runtime,
+    h: &Handle,
+    a: &ActivityStatus,
+) -> Result<(), Error> {
+    let text = resume_message(a);
+    let marker = text.split_whitespace().next().unwrap_or_default().to_string();
+    let path = ctx.fleet.transcript(&s.metadata.name);
+    let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None)).await?;
+    if seen.is_ok_and(|(t, _)| t.contains(&marker)) {
+        return Ok(());
+    }
+    let (style, adapter) = input_style(&agent_of(s, Some(project)));
+    let text = agents::prepare_text(adapter, &text);
+    let sent = rt.send(h, &text, &style).await;
+    ctx.metrics.runtime_op(st.runtime.as_ref().map_or(RuntimeKind::Tmux, |r| r.kind), "send", sent.is_ok());
+    sent?;
+    Ok(())
+}
+
+/// Reads the agent's usage records into `status.usage`, at most every [`USAGE_EVERY`]. Docker
+/// agents keep theirs inside the container and are not read. A failure is logged, not fatal.
+async fn read_usage(s: &Session, launch: &Launch, ctx: &Ctx, st: &mut SessionStatus) {
+    let name = &s.metadata.name;
+    if st.runtime.as_ref().is_none_or(|r| r.kind == RuntimeKind::Docker) {
+        return;
+    }
+    let Some(ws) = st.workspace.as_ref().map(|w| std::path::PathBuf::from(&w.path)) else { return };
+    {
+        let mut m = memory(ctx);
+        let now = Instant::now();
+        if m.usage_read.get(name).is_some_and(|at| now.duration_since(*at) < USAGE_EVERY) {
+            return;
+        }
+        m.usage_read.insert(name.clone(), now);
+    }
+    let env = |k: &str| s.spec.env.get(k).map(std::ffi::OsString::from).or_else(|| std::env::var_os(k));
+    let Some(home) = env("HOME").map(std::path::PathBuf::from) else { return };
+    let claude_dir = env("CLAUDE_CONFIG_DIR").map_or_else(|| home.join(".claude"), std::path::PathBuf::from);
+    let codex = launch.adapter.is_some_and(|a| a.name == "codex");
+    let codex_home = codex.then(|| env("CODEX_HOME").map_or_else(|| home.join(".codex"), std::path::PathBuf::from));
+    let since = s.metadata.creation_timestamp.map(|t| std::time::SystemTime::from(t.0));
+    let sources = usage::Sources { claude_dir, codex_home };
+    match tokio::task::spawn_blocking(move || usage::read(&sources, &ws, since)).await {
+        Ok(Ok(Some(u))) => st.usage = Some(u),
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => tracing::debug!(session = %name, error = %e, "could not read the agent's usage records"),
+        Err(e) => tracing::debug!(session = %name, error = %e, "the usage reader panicked"),
     }
 }
 
@@ -148,5 +334,29 @@ mod tests {
         assert_eq!(next_look(ActivityState::Idle, true, S(0), S(0)), RESYNC_QUIET, "stuck detection off");
         assert_eq!(next_look(ActivityState::NeedsInput, true, S(0), S(5)), RESYNC_QUIET, "a question is never stuck");
         assert_eq!(next_look(ActivityState::Stuck, true, S(900), S(600)), RESYNC_QUIET);
+    }
+
+    #[test]
+    fn resume_messages_carry_a_marker_distinct_per_limit() {
+        let a = |evidence: &str, at: i64| ActivityStatus {
+            state: ActivityState::RateLimited,
+            since: Time::from_unix(0),
+            evidence: evidence.into(),
+            resets_at: Some(Time::from_unix(at)),
+        };
+        let m = resume_message(&a("5-hour limit reached ∙ resets 3pm", 100));
+        assert!(m.starts_with(limits::RESUME_MARKER), "{m}");
+        assert_eq!(m, resume_message(&a("5-hour limit reached ∙ resets 3pm", 100)), "stable across reconciles");
+        assert_ne!(m, resume_message(&a("5-hour limit reached ∙ resets 3pm", 200)), "another limit, another marker");
+        assert!(
+            limits::detect(None, &format!("Claude usage limit reached\n> {m}"), Utc::now(), local_offset()).is_none()
+        );
+    }
+
+    #[test]
+    fn the_reset_is_waited_for_with_a_margin() {
+        let now = Utc::now();
+        assert_eq!(until(now, now + chrono::Duration::seconds(5)), S(5) + STUCK_MARGIN);
+        assert_eq!(until(now, now - chrono::Duration::seconds(5)), Duration::ZERO);
     }
 }

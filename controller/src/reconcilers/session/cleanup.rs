@@ -43,6 +43,7 @@ pub(super) async fn finalize(s: &Session, ctx: &Ctx) -> Result<Action, Error> {
         Err(e) => return Err(Error::Io { path: dir, source: e }),
     }
     ctx.fleet.forget(&name);
+    super::memory(ctx).forget(&name);
     let what = if removed { "stopped the runtime and removed the workspace" } else { "stopped the runtime" };
     ctx.recorder.publish(s, EventType::Normal, "CleanedUp", &format!("{what}; the branch is kept")).await;
     let mut next = s.clone();

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::project::Project;
-use aoctl_api::session::{reasons, Phase, RuntimeKind, WorkspaceStatus};
+use aoctl_api::session::{reasons, ActivityState, Phase, RuntimeKind, Usage, WorkspaceStatus};
 use aoctl_api::{Condition, ConditionStatus, EventType, Kind, Session, SessionStatus, Time};
 use aoctl_engine::Action;
 use aoctl_runtimes::workspace::WorkspaceRequest;
@@ -92,7 +92,13 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         cond(st, s, types::READY, ConditionStatus::False, "ProjectNotReady", msg);
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
-    if let Some(rank) = queue_rank(s, &project, ctx).await? {
+    // A rate-limited session holds no slot: it skips the queue while it waits for its reset, and
+    // is resumed at the reset only if a slot is free then (see `activity::observe`).
+    let rate_limited = st.activity.as_ref().is_some_and(|a| a.state == ActivityState::RateLimited);
+    let mut slot_free = true;
+    if rate_limited {
+        slot_free = free_slot(&project, ctx).await?;
+    } else if let Some(rank) = queue_rank(s, &project, ctx).await? {
         let max = project.spec.max_concurrent_sessions.unwrap_or(u32::MAX);
         let msg = format!(
             "position {} in the queue of project \"{}\" (maxConcurrentSessions: {max})",
@@ -101,6 +107,14 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         );
         cond(st, s, types::READY, ConditionStatus::False, reasons::QUEUED, msg);
         return Ok(Action::requeue(Duration::from_secs(10)));
+    }
+    // A spent budget stops new work: a session not started yet waits; running ones go on.
+    if st.runtime.is_none() {
+        if let Some(why) = budget_spent(&project, ctx).await? {
+            let msg = format!("the budget of project \"{}\" is spent: {why}", project.metadata.name);
+            cond(st, s, types::READY, ConditionStatus::False, reasons::BUDGET_SPENT, msg);
+            return Ok(Action::requeue(Duration::from_secs(30)));
+        }
     }
 
     // Workspace.
@@ -164,7 +178,7 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
     let running = match launch::ensure_running(s, &project, &ws, ctx, st, runtime_kind).await? {
         launch::Running::Yes(launch) => {
             reactions::finish_interrupted(s, &project, ctx, st).await?;
-            activity::observe(s, &project, &launch, ctx, st).await?
+            activity::observe(s, &project, &launch, ctx, st, slot_free).await?
         }
         launch::Running::Wait(action) => action,
     };
@@ -193,6 +207,34 @@ async fn queue_rank(s: &Session, project: &Project, ctx: &Ctx) -> Result<Option<
     let contenders = queues.get(&project.metadata.name).map(Vec::as_slice).unwrap_or_default();
     let rank = contenders.iter().position(|n| *n == s.metadata.name).unwrap_or(contenders.len());
     Ok((rank >= max as usize).then(|| rank - max as usize))
+}
+
+/// Whether a rate-limited session may take a slot again: fewer sessions than
+/// `maxConcurrentSessions` hold or wait for one. Sessions queued before it go first.
+async fn free_slot(project: &Project, ctx: &Ctx) -> Result<bool, Error> {
+    let Some(max) = project.spec.max_concurrent_sessions else { return Ok(true) };
+    let queues = queues(ctx).await?;
+    let contenders = queues.get(&project.metadata.name).map_or(0, Vec::len);
+    Ok(contenders < max as usize)
+}
+
+/// Why the project's budget is spent, or `None` while some is left (or it has none).
+async fn budget_spent(project: &Project, ctx: &Ctx) -> Result<Option<String>, Error> {
+    let Some(budget) = &project.spec.budget else { return Ok(None) };
+    let (all, _) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
+    let used = usage_of(all.iter().map(|o| o.object()), &project.metadata.name);
+    Ok(budget.spent(&used))
+}
+
+/// The usage of a project's stored sessions added up.
+pub fn usage_of<'a>(sessions: impl Iterator<Item = &'a serde_json::Value>, project: &str) -> Usage {
+    let mut total = Usage::default();
+    for o in sessions.filter(|o| o.pointer("/spec/project").and_then(|p| p.as_str()) == Some(project)) {
+        if let Some(u) = o.pointer("/status/usage").and_then(|u| Usage::deserialize(u).ok()) {
+            total.add(&u);
+        }
+    }
+    total
 }
 
 /// The sessions that hold or wait for a slot, by project, oldest first: neither stopped, nor
@@ -229,13 +271,16 @@ async fn queues(ctx: &Ctx) -> Result<Arc<Queues>, Error> {
 }
 
 /// Whether a stored Session holds or waits for a slot under `maxConcurrentSessions`: it is not
-/// stopped, not being deleted and not finished.
+/// stopped, not being deleted, not finished and not rate-limited (an agent waiting for its usage
+/// limit to reset does no work; it takes a slot again when it is resumed).
 pub fn holds_slot(o: &serde_json::Value) -> bool {
     let stopped = o.pointer("/spec/stopped").and_then(|v| v.as_bool()).unwrap_or(false);
     let deleting = o.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
     let phase = o.pointer("/status/phase").and_then(|p| p.as_str()).unwrap_or_default();
     let finished = [Phase::Merged, Phase::Closed, Phase::Failed].iter().any(|p| p.as_str() == phase);
-    !stopped && !deleting && !finished
+    let activity = o.pointer("/status/activity/state").and_then(|p| p.as_str()).unwrap_or_default();
+    let rate_limited = activity == ActivityState::RateLimited.as_str();
+    !stopped && !deleting && !finished && !rate_limited
 }
 
 /// Session names by project, in queue order.
@@ -246,8 +291,53 @@ type Queues = HashMap<String, Vec<String>>;
 pub struct Memory {
     /// `queues` as of a store resourceVersion.
     queues: Option<(u64, Arc<Queues>)>,
+    /// Per session: the limit it waits for or last waited for (see `activity.rs`).
+    limits: HashMap<String, activity::LimitMemo>,
+    /// Per session: when its agent's usage records were last read.
+    usage_read: HashMap<String, std::time::Instant>,
+}
+
+impl Memory {
+    /// Drops what is remembered about a deleted session.
+    pub(super) fn forget(&mut self, session: &str) {
+        self.limits.remove(session);
+        self.usage_read.remove(session);
+    }
 }
 
 fn memory(ctx: &Ctx) -> std::sync::MutexGuard<'_, Memory> {
     ctx.session_memory.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rate_limited_sessions_hold_no_slot() {
+        let working =
+            json!({"spec": {"project": "p"}, "status": {"phase": "Working", "activity": {"state": "working"}}});
+        assert!(holds_slot(&working));
+        let queued = json!({"spec": {"project": "p"}, "status": {"phase": "Queued"}});
+        assert!(holds_slot(&queued), "a queued session waits for a slot");
+        let limited = json!({"spec": {"project": "p"}, "status": {"phase": "RateLimited", "activity": {"state": "rate-limited"}}});
+        assert!(!holds_slot(&limited));
+        let waiting =
+            json!({"spec": {"project": "p"}, "status": {"phase": "Queued", "activity": {"state": "rate-limited"}}});
+        assert!(!holds_slot(&waiting), "reset, but waiting for a slot to resume in");
+        let stopped = json!({"spec": {"project": "p", "stopped": true}, "status": {"phase": "Stopped"}});
+        assert!(!holds_slot(&stopped));
+    }
+
+    #[test]
+    fn usage_adds_up_per_project() {
+        let a = json!({"spec": {"project": "p"}, "status": {"usage": {"inputTokens": 10, "outputTokens": 5, "costUSD": 0.5}}});
+        let b = json!({"spec": {"project": "p"}, "status": {"usage": {"inputTokens": 1, "outputTokens": 1}}});
+        let other = json!({"spec": {"project": "q"}, "status": {"usage": {"inputTokens": 100, "outputTokens": 100}}});
+        let none = json!({"spec": {"project": "p"}});
+        let all = [a, b, other, none];
+        let u = usage_of(all.iter(), "p");
+        assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (11, 6, Some(0.5)));
+    }
 }

@@ -357,6 +357,10 @@ async fn send(
 ) -> Result<bool, Error> {
     let running = condition::is_true(&st.conditions, types::RUNTIME_READY);
     let Some(rt_status) = st.runtime.as_ref().filter(|_| running && !s.spec.stopped) else { return Ok(false) };
+    if st.activity.as_ref().is_some_and(|a| a.state == ActivityState::RateLimited) {
+        // Typed now it would be lost or spend the limit's first minutes: it waits for the resume.
+        return Ok(false);
+    }
     let text = message(d, cfg);
     let marker = text.split_whitespace().next().unwrap_or_default().to_string();
     let path = ctx.fleet.transcript(&s.metadata.name);
