@@ -27,4 +27,5 @@ mod logs;
 mod observability;
 mod ratelimit;
 mod standin;
+mod usage_limits;
 mod webhooks;
