@@ -113,10 +113,30 @@ impl TmuxRuntime {
 
     /// Runs `tmux -S socket args…` with `input` on stdin; its stdout, or why it failed.
     async fn run(&self, args: &[OsString], input: Option<&[u8]>) -> Result<String, Failure> {
+        self.run_with_path(args, input, None).await
+    }
+
+    /// [`TmuxRuntime::run`] with the tmux client's `PATH` set to `path`: tmux gives a new pane the
+    /// `PATH` of the client that asked for it, whatever `new-session -e PATH=…` says, and looks the
+    /// pane's command up in it.
+    async fn run_with_path(
+        &self,
+        args: &[OsString],
+        input: Option<&[u8]>,
+        path: Option<&str>,
+    ) -> Result<String, Failure> {
         if input.is_some() {
             crate::ignore_sigpipe();
         }
-        let mut cmd = tokio::process::Command::new("tmux");
+        let mut cmd = match path {
+            // The tmux binary itself is still the one on the controller's PATH.
+            Some(path) => {
+                let mut cmd = tokio::process::Command::new(tmux_program());
+                cmd.env("PATH", path);
+                cmd
+            }
+            None => tokio::process::Command::new("tmux"),
+        };
         cmd.arg("-S")
             .arg(&self.socket)
             .args(args)
@@ -188,6 +208,19 @@ fn sh_quote(s: &str) -> String {
 /// The pane of session `name`, targeted exactly.
 fn pane(name: &str) -> OsString {
     arg(format!("={name}:"))
+}
+
+/// The `tmux` found on the controller's own `PATH`, or plain `tmux` when none is.
+fn tmux_program() -> &'static Path {
+    static PROGRAM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .map(|dir| dir.join("tmux"))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| PathBuf::from("tmux"))
+    })
 }
 
 fn io_error(path: &Path, source: std::io::Error) -> RuntimeError {
@@ -350,11 +383,12 @@ impl Runtime for TmuxRuntime {
             }
         }
         self.panes.invalidate();
-        let mut result = self.run(&args, None).await;
+        let path = spec.env.get("PATH").map(String::as_str);
+        let mut result = self.run_with_path(&args, None, path).await;
         if matches!(&result, Err(Failure::Missing(m)) if m.contains("server exited") || m.contains("lost server")) {
             // The server was shutting down as this start reached it; the next start brings up a new one.
             tokio::time::sleep(Duration::from_millis(200)).await;
-            result = self.run(&args, None).await;
+            result = self.run_with_path(&args, None, path).await;
         }
         // Whatever happened, the session may exist now: no probe may answer from an older view.
         self.panes.invalidate();

@@ -243,6 +243,29 @@ async fn tmux_start_applies_env_and_workdir_and_fills_the_transcript() {
     assert_eq!(server.runtime.probe(&handle).await.unwrap(), Probe::Alive);
 }
 
+/// Regression: tmux gives a new pane its client's PATH, not the session's, so an agent installed
+/// in a folder only `spec.env.PATH` names was "command not found".
+#[tokio::test]
+async fn tmux_finds_the_command_on_the_path_of_spec_env() {
+    let server = Server::new();
+    let bin = server.path().join("local-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    write_script(&bin, "local-agent", "#!/bin/sh\necho \"ready with PATH=$PATH\"\nexec sleep 30\n");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut spec = spec(server.path(), "local", vec!["local-agent".into(), "--flag".into()]);
+    spec.env.insert("PATH".into(), path.clone());
+    let handle = server.start(&spec).await;
+    transcript_has(&spec, &format!("ready with PATH={}", bin.display())).await;
+    assert_eq!(server.runtime.probe(&handle).await.unwrap(), Probe::Alive);
+    // A one-word command goes through `sh -c`, which looks it up in the same PATH.
+    let mut one = spec.clone();
+    one.session = "local-one".into();
+    one.command = vec!["local-agent".into()];
+    one.transcript = server.path().join("logs").join("local-one.log");
+    server.start(&one).await;
+    transcript_has(&one, &format!("ready with PATH={}", bin.display())).await;
+}
+
 #[tokio::test]
 async fn tmux_send_submits_a_line_even_when_it_is_already_on_screen() {
     let server = Server::new();
