@@ -16,8 +16,11 @@ const TRUST_FILES: Dialog = Dialog {
 };
 
 /// Gemini-style folder trust, whose first option trusts the folder.
-const TRUST_GEMINI: Dialog =
-    Dialog { name: "trust-folder", pattern: r"(?i)do you trust this folder", keys: &["Enter"] };
+const TRUST_GEMINI: Dialog = Dialog {
+    name: "trust-folder",
+    pattern: r"(?i)do you trust (?:this folder|the files in this folder)",
+    keys: &["Enter"],
+};
 
 /// Gemini-style trusted folders: a trusted folder covers everything below it.
 const fn trusted_folders(file: &'static str) -> HomeEdit {
@@ -136,8 +139,9 @@ static ADAPTERS: [Adapter; 24] = [
         resume: Some(&["--restore-chat-history"]),
         ..Adapter::BASE
     },
-    // seed: `--prompt` opens the TUI with the prompt. Permissions come from config, so bypass sets
-    // OPENCODE_PERMISSION rather than a flag an older version may not parse. Screen cues guessed.
+    // seed + observed 1.18.33 (npm `opencode-ai`): `--prompt` and `--continue` are in its help;
+    // permissions come from config, so bypass sets OPENCODE_PERMISSION. With no provider it still
+    // opens its TUI at "Ask anything…" (about 20 s on 2 cores), suggesting /connect.
     Adapter {
         name: "opencode",
         binary: "opencode",
@@ -147,28 +151,44 @@ static ADAPTERS: [Adapter; 24] = [
         resume: Some(&["--continue"]),
         ..Adapter::BASE
     },
-    // seed: a bare positional is read as a subcommand and `-p` is headless, so the prompt is typed.
-    // Resume needs a session id, which aoctl does not capture.
+    // observed 0.0.34 (npm `@vibe-kit/grok-cli`, which reports 1.0.1): its help has no update,
+    // permission or resume flag (the ones once here were Claude's and made it exit 1), and no
+    // approval prompts are documented. A leading positional word naming a subcommand (`git`,
+    // `mcp`) runs that command, so the prompt is typed. Without GROK_API_KEY it exits 1 saying so.
     Adapter {
         name: "grok",
         binary: "grok",
-        args: &["--no-auto-update"],
-        bypass_args: &["--permission-mode", "bypassPermissions"],
+        cues: Cues { needs_input: &[r"(?i)api key required"], ..Cues::NONE },
         ..Adapter::BASE
     },
-    // seed: `droid [prompt]` is interactive. Its TUI has no bypass flag (autonomy lives in Factory
-    // settings), so none is added. Resume needs a session id.
-    Adapter { name: "droid", binary: "droid", prompt: PromptVia::Arg(&["{prompt}"]), ..Adapter::BASE },
-    // seed + docs: `-x` is execute mode, so the prompt is typed. `--dangerously-allow-all` is used
-    // in public scripts, interactive ones included.
+    // observed 0.215.0 (npm `droid`; `@factory/cli` has no Linux binary on npm): `droid [prompt]` is
+    // interactive; its help lists `--auto <low|medium|high>` (autonomy level) and `--resume --last`
+    // (the newest session in the folder). Logged out it asks to "login with your Factory account".
+    Adapter {
+        name: "droid",
+        binary: "droid",
+        prompt: PromptVia::Arg(&["{prompt}"]),
+        bypass_args: &["--auto", "high"],
+        cues: Cues { needs_input: &[r"(?i)please login with your factory account"], ..Cues::NONE },
+        resume: Some(&["--resume", "--last"]),
+        ..Adapter::BASE
+    },
+    // observed 0.0.1790142911 (npm `@sourcegraph/amp`): `-x` is execute mode, so the prompt is
+    // typed. Its help has no bypass flag: allowing everything is the `amp.dangerouslyAllowAll`
+    // setting of its settings file, which aoctl does not write, so none is added. With no
+    // AMP_API_KEY it asks "Would you like to log in to Amp?". Ready cues guessed.
     Adapter {
         name: "amp",
         binary: "amp",
-        bypass_args: &["--dangerously-allow-all"],
-        cues: Cues { ready: &[r"(?i)type a message|what can i help", PROMPT_LINE], ..Cues::NONE },
+        cues: Cues {
+            ready: &[r"(?i)type a message|what can i help", PROMPT_LINE],
+            needs_input: &[r"(?i)would you like to log in to amp"],
+            ..Cues::NONE
+        },
         ..Adapter::BASE
     },
-    // seed: Antigravity's CLI; the permission picker is recognised by its wording.
+    // seed: Antigravity's CLI; the permission picker is recognised by its wording. No registry
+    // reachable here ships `agy`, so nothing of this row is checked against a real CLI.
     Adapter {
         name: "agy",
         binary: "agy",
@@ -179,7 +199,8 @@ static ADAPTERS: [Adapter; 24] = [
         ..Adapter::BASE
     },
     // seed: `crush run` is non-interactive, so the prompt is typed; `--yolo` skips approvals.
-    // Resume guessed unavailable.
+    // Resume guessed unavailable. npm `@charmland/crush` (0.96.1) downloads its binary from GitHub
+    // in its install script, which fails where only the registries are reachable: not checked.
     Adapter {
         name: "crush",
         binary: "crush",
@@ -192,7 +213,8 @@ static ADAPTERS: [Adapter; 24] = [
         ..Adapter::BASE
     },
     // docs + seed: the binary is `cursor-agent`; a positional prompt is interactive; `--force`
-    // allows commands unless denied. The approval wording is guessed.
+    // allows commands unless denied. The approval wording is guessed. Cursor ships it only through
+    // its own install script, on no registry: not checked against a real CLI.
     Adapter {
         name: "cursor",
         binary: "cursor-agent",
@@ -207,7 +229,9 @@ static ADAPTERS: [Adapter; 24] = [
         resume: Some(&["resume"]),
         ..Adapter::BASE
     },
-    // docs + seed: a fork of gemini-cli: `--prompt-interactive`, `--yolo`, gemini-style trust.
+    // docs + seed + observed 0.24.4 (npm `@qwen-code/qwen-code`, Node 22): a fork of gemini-cli:
+    // `--prompt-interactive`, `--yolo`, `--continue` are in its help; gemini-style trust. With no
+    // credentials it opens a "Connect a Provider" picker.
     Adapter {
         name: "qwen",
         binary: "qwen",
@@ -217,25 +241,29 @@ static ADAPTERS: [Adapter; 24] = [
             ready: &[r"(?i)type your message"],
             idle: &[r"(?i)type your message"],
             working: &[r"(?i)esc to cancel"],
-            needs_input: &[r"(?i)allow execution|apply this change\?|allow once"],
+            needs_input: &[r"(?i)allow execution|apply this change\?|allow once", r"(?i)connect a provider"],
         },
         dialogs: &[TRUST_GEMINI],
         resume: Some(&["--continue"]),
         home: &[trusted_folders(".qwen/trustedFolders.json")],
         ..Adapter::BASE
     },
-    // seed + docs: `--interactive <prompt>` runs the prompt and stays interactive (`-p` exits);
-    // `--allow-all-tools` is the long-standing approval flag. First runs ask to trust the folder.
+    // seed + docs + observed 1.0.102 (npm `@github/copilot`): `--interactive <prompt>` runs the
+    // prompt and stays interactive (`-p` exits); `--allow-all-tools` and `--continue` are in its
+    // help. A new folder shows "Confirm folder trust", answered with its first option; logged out
+    // it then sits at its `❯` prompt saying "Please use /login".
     Adapter {
         name: "copilot",
         binary: "copilot",
         prompt: PromptVia::Arg(&["--interactive", "{prompt}"]),
         bypass_args: &["--allow-all-tools"],
+        cues: Cues { ready: &[r"(?i)/ commands · \? help", PROMPT_LINE], ..Cues::NONE },
         dialogs: &[TRUST_FILES],
         resume: Some(&["--continue"]),
         ..Adapter::BASE
     },
-    // seed + docs: `goose session` is the interactive REPL; approvals come from GOOSE_MODE.
+    // seed + docs: `goose session` is the interactive REPL; approvals come from GOOSE_MODE. Goose
+    // is released on GitHub only (no registry here ships it): not checked against a real CLI.
     Adapter {
         name: "goose",
         binary: "goose",
@@ -245,26 +273,31 @@ static ADAPTERS: [Adapter; 24] = [
         resume: Some(&["--resume"]),
         ..Adapter::BASE
     },
-    // docs: `auggie --instruction-file` gives the first instruction and stays interactive. Auggie
-    // has no blanket approval flag (only per-tool rules), so none is added.
+    // docs + observed 0.36.0 (npm `@augmentcode/auggie`): `--instruction-file` gives the first
+    // instruction and stays interactive; `--continue` is in its help. It has no blanket approval
+    // flag (only per-tool rules), so none is added. Logged out it shows "Login to continue".
     Adapter {
         name: "auggie",
         binary: "auggie",
         prompt: PromptVia::File(&["--instruction-file", "{promptFile}"]),
+        cues: Cues { needs_input: &[r"(?i)login to continue"], ..Cues::NONE },
         resume: Some(&["--continue"]),
         ..Adapter::BASE
     },
-    // seed: the Continue CLI is `cn`; a positional prompt is interactive; `--auto` allows all tools.
+    // seed + observed 1.5.47 (npm `@continuedev/cli`): the CLI is `cn`; a positional prompt is
+    // interactive; `--auto` (all tools allowed) and `--resume` are in its help. With no key it asks
+    // for an Anthropic API key.
     Adapter {
         name: "continue",
         binary: "cn",
         prompt: PromptVia::Arg(&["{prompt}"]),
         bypass_args: &["--auto"],
-        cues: Cues { needs_input: &[r"(?i)enter select"], ..Cues::NONE },
+        cues: Cues { needs_input: &[r"(?i)enter select", r"(?i)enter your [a-z]+ api key"], ..Cues::NONE },
         resume: Some(&["--resume"]),
         ..Adapter::BASE
     },
-    // seed: Devin for Terminal; `-p` is print mode, so the prompt is positional. Its trust list is
+    // seed: Devin for Terminal (its vendor's installer only, on no registry here: not checked
+    // against a real CLI); `-p` is print mode, so the prompt is positional. Its trust list is
     // pre-filled with the workspaces root (whether a parent covers children is not known) and the
     // trust screen is also answered. Resume needs a session id.
     Adapter {
@@ -280,25 +313,35 @@ static ADAPTERS: [Adapter; 24] = [
         }],
         ..Adapter::BASE
     },
-    // seed: a prompt in argv is parsed as a command, so it is typed. `--yolo` may also switch to
-    // plain headless output, so `--auto-approve true` is used. Resume needs a session id.
+    // seed + observed 3.0.65 (npm `cline`): a prompt in argv is parsed as a command, so it is
+    // typed. `--yolo` may also switch to plain headless output, so `--auto-approve true` (in its
+    // help) is used. Resume needs a session id. With no provider it shows "Connect a model
+    // provider to get started".
     Adapter {
         name: "cline",
         binary: "cline",
         bypass_args: &["--auto-approve", "true"],
-        cues: Cues { ready: &[r"(?i)type a message|what can i help", PROMPT_LINE], ..Cues::NONE },
+        cues: Cues {
+            ready: &[r"(?i)type a message|what can i help", PROMPT_LINE],
+            needs_input: &[r"(?i)connect a model provider to get started"],
+            ..Cues::NONE
+        },
         ..Adapter::BASE
     },
-    // seed + docs: `-p` is non-interactive, so the prompt is typed; `--yolo` approves tool calls.
+    // seed + docs + observed 1.51.0 (PyPI `kimi-cli`, Python 3.13; on 3.12.1 it dies at start with
+    // a TypeError): `-p` is non-interactive, so the prompt is typed; `--yolo` and `--continue` are
+    // in its help. Its input box is headed `── input ──`; logged out it says "Model: not set, send
+    // /login to login" above it.
     Adapter {
         name: "kimi",
         binary: "kimi",
         bypass_args: &["--yolo"],
-        cues: Cues { ready: &[r"│ >", PROMPT_LINE], ..Cues::NONE },
+        cues: Cues { ready: &[r"(?m)^── input ─", r"│ >", PROMPT_LINE], ..Cues::NONE },
         resume: Some(&["--continue"]),
         ..Adapter::BASE
     },
     // seed + docs: `kiro-cli chat`; a positional prompt is not reliably submitted, so it is typed.
+    // Kiro ships it through its own installer, on no registry here: not checked against a real CLI.
     Adapter {
         name: "kiro",
         binary: "kiro-cli",
@@ -312,40 +355,52 @@ static ADAPTERS: [Adapter; 24] = [
         resume: Some(&["--resume"]),
         ..Adapter::BASE
     },
-    // seed: the TUI rejects permission flags; KILO_CONFIG_CONTENT is merged as the top config, so
-    // bypass allows every tool there. Older CLIs ignore it. The prompt is typed.
+    // seed + observed 7.7.7 (npm `@kilocode/cli`, an opencode fork): the TUI rejects permission
+    // flags; KILO_CONFIG_CONTENT is merged as the top config, so bypass allows every tool there.
+    // The prompt is typed. Its screen stays blank for 25 s or more on 2 cores before the TUI shows
+    // "Ask anything…"; the ready cue waits for that, and the first prompt with it.
     Adapter {
         name: "kilocode",
         binary: "kilocode",
         bypass_env: &[("KILO_CONFIG_CONTENT", r#"{"permission":{"*":"allow"}}"#)],
+        cues: Cues { ready: &[r"(?i)ask anything|ctrl\+p commands"], ..Cues::NONE },
         resume: Some(&["--continue"]),
         ..Adapter::BASE
     },
-    // seed: Mistral Vibe; `--trust` skips its folder trust prompt; the positional prompt keeps
-    // the TUI; the builtin `auto-approve` agent approves every tool.
+    // seed + observed 3.0.2 (PyPI `mistral-vibe`, Python 3.12): `--trust` skips its folder trust
+    // prompt; the positional prompt keeps the TUI; the builtin `auto-approve` agent approves every
+    // tool (`--agent`, `--continue` in its help). A fresh HOME opens its setup ("Welcome to Mistral
+    // Vibe - Let's get you started"), which needs a person and an API key.
     Adapter {
         name: "vibe",
         binary: "vibe",
         args: &["--trust"],
         prompt: PromptVia::Arg(&["{prompt}"]),
         bypass_args: &["--agent", "auto-approve"],
+        cues: Cues { needs_input: &[r"(?i)welcome to mistral vibe"], ..Cues::NONE },
         resume: Some(&["--continue"]),
         ..Adapter::BASE
     },
-    // seed: the prompt is a trailing positional (no `--` terminator); Pi has no approval prompts.
+    // seed + observed 0.73.1 (npm `@mariozechner/pi-coding-agent`): the prompt is a trailing
+    // positional (no `--` terminator); Pi has no approval prompts. At start it tries to download
+    // fd and ripgrep (it carries on without them); with no provider it warns "No models
+    // available. Use /login".
     Adapter {
         name: "pi",
         binary: "pi",
         prompt: PromptVia::Arg(&["{prompt}"]),
+        cues: Cues { needs_input: &[r"(?i)no models available\. use /login"], ..Cues::NONE },
         resume: Some(&["--continue"]),
         ..Adapter::BASE
     },
     // seed: a positional prompt may run in one-shot command mode, so it is typed;
-    // `--unrestricted` skips approvals. Resume needs a session id.
+    // `--unrestricted` skips approvals. Resume needs a session id. No registry reachable here
+    // ships `autohand`: not checked against a real CLI.
     Adapter { name: "autohand", binary: "autohand", bypass_args: &["--unrestricted"], ..Adapter::BASE },
-    // docs + seed: `--prompt-interactive` runs the prompt and stays interactive; `--yolo`
-    // approves every action; `--resume latest` continues. Folder trust (off by default) is
-    // pre-filled and answered.
+    // docs + seed + observed 0.61.0 (npm `@google/gemini-cli`): `--prompt-interactive` runs the
+    // prompt and stays interactive; `--yolo` approves every action; `--resume latest` continues
+    // (all in its help). Folder trust is pre-filled and its "Do you trust the files in this
+    // folder?" answered; with no key it then waits for authentication.
     Adapter {
         name: "gemini",
         binary: "gemini",
@@ -355,7 +410,10 @@ static ADAPTERS: [Adapter; 24] = [
             ready: &[r"(?i)type your message"],
             idle: &[r"(?i)type your message"],
             working: &[r"(?i)esc to cancel"],
-            needs_input: &[r"(?i)allow execution|apply this change\?|allow once"],
+            needs_input: &[
+                r"(?i)allow execution|apply this change\?|allow once",
+                r"(?i)waiting for authentication|no authentication method selected",
+            ],
         },
         dialogs: &[TRUST_GEMINI],
         resume: Some(&["--resume", "latest"]),
