@@ -17,6 +17,7 @@ mod watch;
 
 mod lifecycle;
 mod real_agent;
+mod real_clis;
 mod recovery;
 mod sessions;
 
