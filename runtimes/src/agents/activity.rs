@@ -91,12 +91,44 @@ pub fn classify(adapter: Option<&Adapter>, screen: &Screen, stuck_after: Duratio
     (ActivityState::Idle, evidence(&idle))
 }
 
-/// A dialog on screen the controller answers itself: its name and the keys that answer it.
-pub fn dialog(adapter: &Adapter, screen: &str) -> Option<(&'static str, &'static [&'static str])> {
+/// What the controller sends to a dialog on screen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DialogAnswer {
+    /// The dialog's name, for events.
+    pub dialog: &'static str,
+    /// The keys to send now, in tmux key syntax.
+    pub keys: Vec<&'static str>,
+    /// For a dialog answered by choice, the wanted option's text as on screen.
+    pub option: Option<String>,
+    /// True when the keys submit the answer (Enter with the wanted option highlighted, or a
+    /// dialog answered by keys); false when they only move the highlight, so the next screen
+    /// must be read before anything is submitted.
+    pub submits: bool,
+}
+
+/// The dialog on screen the controller answers itself, and what to send to it now. A dialog
+/// answered by choice whose menu cannot be read, or whose wanted option is not on screen, gets no
+/// answer: nothing is sent blind.
+pub fn answer_dialog(adapter: &Adapter, screen: &str) -> Option<DialogAnswer> {
     let cues = compiled(Some(adapter));
     let text = clean(screen);
     let lines = tail(&text, QUESTION_LINES);
-    cues.dialogs.iter().find(|(re, _)| last_live_match(re, &cues, &lines).is_some()).map(|(_, d)| (d.name, d.keys))
+    let raw = raw_lines(screen);
+    for (re, d) in &cues.dialogs {
+        match d.choose {
+            None => {
+                if last_live_match(re, &cues, &lines).is_some() {
+                    return Some(DialogAnswer { dialog: d.name, keys: d.keys.to_vec(), option: None, submits: true });
+                }
+            }
+            Some(option) => {
+                if let Some(answer) = choose(re, option, d, &cues, &raw) {
+                    return Some(answer);
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Whether typed input is accepted now: the agent's ready cue shows and no dialog or question is
@@ -105,10 +137,144 @@ pub fn is_ready(adapter: &Adapter, screen: &str) -> bool {
     let cues = compiled(Some(adapter));
     let text = clean(screen);
     let lines = tail(&text, QUESTION_LINES);
-    if dialog(adapter, screen).is_some() || question(&cues, &lines).is_some() {
+    let dialog_shown = cues.dialogs.iter().any(|(re, _)| last_live_match(re, &cues, &lines).is_some());
+    if dialog_shown || answer_dialog(adapter, screen).is_some() || question(&cues, &lines).is_some() {
         return false;
     }
     cues.ready.iter().any(|re| re.is_match(&lines))
+}
+
+/// One line of the screen: its text without escape sequences, and whether any of it is shown in
+/// reverse video.
+struct RawLine {
+    text: String,
+    reverse: bool,
+}
+
+/// The last lines of the screen, blank lines kept (they end a menu), trailing blank lines dropped.
+fn raw_lines(screen: &str) -> Vec<RawLine> {
+    static REVERSE: OnceLock<Regex> = OnceLock::new();
+    let reverse = REVERSE.get_or_init(|| Regex::new(r"\x1b\[(?:[0-9:;]*;)?7(?:[;:][0-9:;]*)?m").expect("SGR pattern"));
+    let mut lines: Vec<RawLine> = screen
+        .split('\n')
+        .map(|l| RawLine { reverse: reverse.is_match(l), text: clean(l).trim_end_matches(['\r', ' ', '\t']).to_string() })
+        .collect();
+    while lines.last().is_some_and(|l| l.text.trim().is_empty()) {
+        lines.pop();
+    }
+    let keep = QUESTION_LINES + 10;
+    lines.split_off(lines.len().saturating_sub(keep))
+}
+
+/// A highlighted option: leading blanks or box lines, a marker, then the option's text.
+const HIGHLIGHT: &str = r"^([ \t│┃|]*)([❯›>▶])[ \t]+(\S.*)$";
+/// The `1. ` of a numbered option.
+const NUMBER: &str = r"^\d+\.[ \t]+";
+
+/// An option of a menu on screen: its line and its text (without marker or number).
+struct MenuOption {
+    line: usize,
+    text: String,
+}
+
+/// Where the option text of a line starts, in characters, if the line is an option indented to
+/// `col` (nothing but blanks and box lines before it).
+fn option_at(line: &str, col: usize) -> Option<String> {
+    let prefix: String = line.chars().take(col).collect();
+    if prefix.chars().count() < col || !prefix.chars().all(|c| matches!(c, ' ' | '\t' | '│' | '┃' | '|')) {
+        return None;
+    }
+    let rest: String = line.chars().skip(col).collect();
+    (!rest.is_empty() && !rest.starts_with([' ', '\t'])).then(|| rest.trim_end_matches([' ', '│', '┃']).to_string())
+}
+
+/// The menu around the highlighted line `h` (whose text starts at column `col`): the options and
+/// the index of the highlighted one. Options are the neighbouring lines indented the same, up to
+/// a blank line or a line indented less; when the highlighted option is numbered, only numbered
+/// lines are options. Deeper-indented lines are descriptions of the option above.
+fn menu(raw: &[RawLine], h: usize, col: usize, text: &str) -> (Vec<MenuOption>, usize) {
+    let number = regex(NUMBER);
+    let numbered = number.is_some_and(|re| re.is_match(text));
+    let is_option = |i: usize| -> Option<String> {
+        let t = option_at(&raw[i].text, col)?;
+        (!numbered || number.is_some_and(|re| re.is_match(&t))).then_some(t)
+    };
+    let deeper = |i: usize| option_at(&raw[i].text, col).is_none() && {
+        let lead = raw[i].text.chars().take_while(|c| matches!(c, ' ' | '\t' | '│' | '┃' | '|')).count();
+        lead > col && !raw[i].text.trim().is_empty()
+    };
+    let mut above = vec![];
+    let mut i = h;
+    while i > 0 {
+        i -= 1;
+        if let Some(t) = is_option(i) {
+            above.push(MenuOption { line: i, text: t });
+        } else if !deeper(i) {
+            break;
+        }
+    }
+    above.reverse();
+    let index = above.len();
+    let mut options = above;
+    options.push(MenuOption { line: h, text: text.to_string() });
+    for i in h + 1..raw.len() {
+        if let Some(t) = is_option(i) {
+            options.push(MenuOption { line: i, text: t });
+        } else if !deeper(i) {
+            break;
+        }
+    }
+    (options, index)
+}
+
+/// The highlighted line nearest the bottom, at or after `from`: its index, the column its text
+/// starts at and the text.
+fn highlighted(raw: &[RawLine], from: usize) -> Option<(usize, usize, String)> {
+    let marker = regex(HIGHLIGHT)?;
+    (from..raw.len()).rev().find_map(|i| {
+        if let Some(c) = marker.captures(&raw[i].text) {
+            let col = c[1].chars().count() + c[2].chars().count() + {
+                let after = &raw[i].text[c.get(2).map_or(0, |m| m.end())..];
+                after.chars().take_while(|ch| *ch == ' ' || *ch == '\t').count()
+            };
+            return Some((i, col, c[3].trim_end_matches([' ', '│', '┃']).to_string()));
+        }
+        if raw[i].reverse && !raw[i].text.trim().is_empty() {
+            let col = raw[i].text.chars().take_while(|c| c.is_whitespace()).count();
+            return Some((i, col, raw[i].text.trim().to_string()));
+        }
+        None
+    })
+}
+
+/// The answer to a dialog answered by choice, when its pattern shows near a readable menu that
+/// holds the wanted option and no prompt of the agent is below the menu.
+fn choose(re: &Regex, option: &'static str, d: &'static Dialog, cues: &Compiled, raw: &[RawLine]) -> Option<DialogAnswer> {
+    let wanted = regex(option)?;
+    let joined: Vec<&str> = raw.iter().map(|l| l.text.as_str()).collect();
+    let joined = joined.join("\n");
+    let m = re.find_iter(&joined).last()?;
+    let match_line = joined[..m.start()].matches('\n').count();
+    let (h, col, text) = highlighted(raw, match_line.saturating_sub(12))?;
+    let (options, current) = menu(raw, h, col, &text);
+    let last_line = options.last().map_or(h, |o| o.line);
+    if last_line + 12 < match_line {
+        return None;
+    }
+    let below: Vec<&str> = raw[last_line + 1..].iter().map(|l| l.text.as_str()).collect();
+    let below = below.join("\n");
+    if cues.idle.iter().chain(&cues.ready).any(|p| p.is_match(&below)) {
+        return None;
+    }
+    let strip = |t: &str| regex(NUMBER).map_or(t.to_string(), |n| n.replace(t, "").into_owned());
+    let target = options.iter().position(|o| wanted.is_match(&strip(&o.text)))?;
+    let keys = match target as isize - current as isize {
+        0 => vec!["Enter"],
+        n if n > 0 => vec!["Down"; n as usize],
+        n => vec!["Up"; n.unsigned_abs()],
+    };
+    let submits = target == current;
+    Some(DialogAnswer { dialog: d.name, keys, option: Some(options[target].text.clone()), submits })
 }
 
 /// A regular expression from the table, compiled once.

@@ -56,14 +56,35 @@ impl Cues {
 }
 
 /// A screen the controller answers by itself, such as "trust this folder?".
+///
+/// A dialog with `choose` is answered by what it says: the controller reads the menu on screen,
+/// finds the highlighted option (a `❯` / `›` / `>` / `▶` marker, or reverse video) and the option
+/// whose text matches `choose`, sends Up or Down until the highlight is on it — reading the screen
+/// again after each move — and only then Enter. A dialog without `choose` is answered with `keys`
+/// (a screen that literally asks for a key, such as "press Enter to continue").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dialog {
     /// Short name for events: `trust-folder`, `bypass-warning`, `theme`.
     pub name: &'static str,
     /// Regular expression over the last lines of the screen.
     pub pattern: &'static str,
-    /// Keys sent to answer it, in tmux key syntax.
+    /// Keys sent to answer it when `choose` is `None`, in tmux key syntax.
     pub keys: &'static [&'static str],
+    /// A regular expression over an option's text (without its marker or `1.` number) naming the
+    /// option to select.
+    pub choose: Option<&'static str>,
+}
+
+impl Dialog {
+    /// A dialog answered by selecting the option whose text matches `option`.
+    pub const fn choose(name: &'static str, pattern: &'static str, option: &'static str) -> Dialog {
+        Dialog { name, pattern, keys: &[], choose: Some(option) }
+    }
+
+    /// A dialog answered by sending `keys`.
+    pub const fn keys(name: &'static str, pattern: &'static str, keys: &'static [&'static str]) -> Dialog {
+        Dialog { name, pattern, keys, choose: None }
+    }
 }
 
 /// A JSON literal written into an agent's configuration file.
@@ -74,7 +95,7 @@ pub enum JsonLit {
 }
 
 /// An idempotent edit of a JSON configuration file under `$HOME`. In `path` and `item`, `{root}`
-/// stands for the workspaces root.
+/// stands for the workspaces root and `{workdir}` for the session's workspace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HomeEdit {
     /// Sets the value at `path`, creating the objects on the way.
@@ -113,7 +134,7 @@ pub struct Adapter {
     /// Arguments, placed after `args`, that continue the agent's last conversation in the
     /// workdir instead of starting a new one; `None` when the CLI has no such form.
     pub resume: Option<&'static [&'static str]>,
-    /// Edits of the agent's own configuration that pre-trust the workspaces root.
+    /// Edits of the agent's own configuration that pre-trust the workspaces root or the workdir.
     pub home: &'static [HomeEdit],
 }
 

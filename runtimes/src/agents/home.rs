@@ -1,5 +1,5 @@
 //! Preparing an agent's own configuration under `$HOME` before it starts: pre-trusting the
-//! workspaces root and switching off warnings, so that a new worktree does not stop at a dialog.
+//! workspaces root or the session's workdir and switching off warnings, so that a new worktree does not stop at a dialog.
 //! Edits are JSON merges: every other key is kept, a file that already says the same is not
 //! rewritten, and a file that is not valid JSON is left alone and reported.
 
@@ -16,18 +16,19 @@ use super::AgentError;
 /// the last writer wins as with the agent's own updates.
 static LOCK: Mutex<()> = Mutex::new(());
 
-/// Applies the adapter's [`HomeEdit`]s under `home` for `workspaces_root` (as given, and
-/// resolved through symlinks when that differs). Idempotent; a no-op for agents without edits.
-pub fn prepare_home(adapter: &Adapter, home: &Path, workspaces_root: &Path) -> Result<(), AgentError> {
+/// Applies the adapter's [`HomeEdit`]s under `home` for `workspaces_root` and `workdir` (each as
+/// given, and resolved through symlinks when that differs). Idempotent; a no-op for agents without
+/// edits.
+pub fn prepare_home(adapter: &Adapter, home: &Path, workspaces_root: &Path, workdir: &Path) -> Result<(), AgentError> {
     if adapter.home.is_empty() {
         return Ok(());
     }
-    let mut roots = vec![workspaces_root.to_string_lossy().into_owned()];
-    if let Ok(real) = fs::canonicalize(workspaces_root) {
-        let real = real.to_string_lossy().into_owned();
-        if !roots.contains(&real) {
-            roots.push(real);
-        }
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    let real = |p: &Path| fs::canonicalize(p).map(|r| text(&r)).unwrap_or_else(|_| text(p));
+    let mut places = vec![(text(workspaces_root), text(workdir))];
+    let resolved = (real(workspaces_root), real(workdir));
+    if !places.contains(&resolved) {
+        places.push(resolved);
     }
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut files: Vec<&'static str> = Vec::new();
@@ -41,8 +42,8 @@ pub fn prepare_home(adapter: &Adapter, home: &Path, workspaces_root: &Path) -> R
         let mut doc = read(&path)?;
         let mut changed = false;
         for edit in adapter.home.iter().filter(|e| file_of(e) == file) {
-            for root in &roots {
-                changed |= apply(&mut doc, edit, root, &path)?;
+            for (root, workdir) in &places {
+                changed |= apply(&mut doc, edit, root, workdir, &path)?;
             }
         }
         if changed {
@@ -75,9 +76,13 @@ fn read(path: &Path) -> Result<Value, AgentError> {
     Ok(doc)
 }
 
-/// Applies one edit for one root; true when the document changed.
-fn apply(doc: &mut Value, edit: &HomeEdit, root: &str, file: &Path) -> Result<bool, AgentError> {
-    let sub = |s: &str| if s == "{root}" { root.to_string() } else { s.to_string() };
+/// Applies one edit for one root and workdir; true when the document changed.
+fn apply(doc: &mut Value, edit: &HomeEdit, root: &str, workdir: &str, file: &Path) -> Result<bool, AgentError> {
+    let sub = |s: &str| match s {
+        "{root}" => root.to_string(),
+        "{workdir}" => workdir.to_string(),
+        _ => s.to_string(),
+    };
     let (path, leaf) = match edit {
         HomeEdit::Set { path, .. } | HomeEdit::Add { path, .. } => match path.split_last() {
             Some((last, parents)) => (parents.iter().map(|s| sub(s)).collect::<Vec<_>>(), sub(last)),
@@ -174,12 +179,14 @@ mod tests {
         fs::write(home.path().join(".claude/settings.json"), r#"{"model": "opus"}"#).unwrap();
         let adapter = builtin("claude-code").unwrap();
 
-        prepare_home(adapter, home.path(), root.path()).unwrap();
+        prepare_home(adapter, home.path(), root.path(), &root.path().join("demo/s1")).unwrap();
         let doc: Value = serde_json::from_str(&fs::read_to_string(&claude_json).unwrap()).unwrap();
         assert_eq!(doc["numStartups"], 3);
         assert_eq!(doc["projects"]["/other"]["allowedTools"][0], "Bash");
         let key = root.path().to_string_lossy();
         assert_eq!(doc["projects"][key.as_ref()]["hasTrustDialogAccepted"], true);
+        let wt = root.path().join("demo/s1");
+        assert_eq!(doc["projects"][wt.to_string_lossy().as_ref()]["hasTrustDialogAccepted"], true);
         let settings: Value =
             serde_json::from_str(&fs::read_to_string(home.path().join(".claude/settings.json")).unwrap()).unwrap();
         assert_eq!(settings["model"], "opus");
@@ -187,7 +194,7 @@ mod tests {
 
         let before = fs::read_to_string(&claude_json).unwrap();
         let modified = fs::metadata(&claude_json).unwrap().modified().unwrap();
-        prepare_home(adapter, home.path(), root.path()).unwrap();
+        prepare_home(adapter, home.path(), root.path(), &root.path().join("demo/s1")).unwrap();
         assert_eq!(fs::read_to_string(&claude_json).unwrap(), before);
         assert_eq!(fs::metadata(&claude_json).unwrap().modified().unwrap(), modified, "no rewrite when unchanged");
     }
@@ -195,9 +202,10 @@ mod tests {
     #[test]
     fn missing_files_are_created_private() {
         let home = tempfile::tempdir().unwrap();
-        prepare_home(builtin("claude-code").unwrap(), home.path(), Path::new("/srv/ws")).unwrap();
+        prepare_home(builtin("claude-code").unwrap(), home.path(), Path::new("/srv/ws"), Path::new("/srv/ws/demo/s1")).unwrap();
         let doc: Value = serde_json::from_str(&fs::read_to_string(home.path().join(".claude.json")).unwrap()).unwrap();
         assert_eq!(doc["projects"]["/srv/ws"]["hasTrustDialogAccepted"], true);
+        assert_eq!(doc["projects"]["/srv/ws/demo/s1"]["hasTrustDialogAccepted"], true, "each worktree is trusted");
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -211,7 +219,7 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let file = home.path().join(".claude.json");
         fs::write(&file, "{not json").unwrap();
-        let err = prepare_home(builtin("claude-code").unwrap(), home.path(), Path::new("/srv/ws")).unwrap_err();
+        let err = prepare_home(builtin("claude-code").unwrap(), home.path(), Path::new("/srv/ws"), Path::new("/srv/ws/a")).unwrap_err();
         assert!(matches!(err, AgentError::Json { .. }), "{err}");
         assert_eq!(fs::read_to_string(&file).unwrap(), "{not json");
     }
@@ -223,8 +231,8 @@ mod tests {
         fs::create_dir_all(file.parent().unwrap()).unwrap();
         fs::write(&file, r#"{"trusted_paths": ["/a"], "v": 1}"#).unwrap();
         let devin = builtin("devin").unwrap();
-        prepare_home(devin, home.path(), Path::new("/srv/ws")).unwrap();
-        prepare_home(devin, home.path(), Path::new("/srv/ws")).unwrap();
+        prepare_home(devin, home.path(), Path::new("/srv/ws"), Path::new("/srv/ws/a")).unwrap();
+        prepare_home(devin, home.path(), Path::new("/srv/ws"), Path::new("/srv/ws/a")).unwrap();
         let doc: Value = serde_json::from_str(&fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(doc["trusted_paths"], serde_json::json!(["/a", "/srv/ws"]));
         assert_eq!(doc["v"], 1);
@@ -233,7 +241,7 @@ mod tests {
     #[test]
     fn agents_without_edits_touch_nothing() {
         let home = tempfile::tempdir().unwrap();
-        prepare_home(builtin("codex").unwrap(), home.path(), Path::new("/srv/ws")).unwrap();
+        prepare_home(builtin("codex").unwrap(), home.path(), Path::new("/srv/ws"), Path::new("/srv/ws/a")).unwrap();
         assert_eq!(fs::read_dir(home.path()).unwrap().count(), 0);
     }
 }

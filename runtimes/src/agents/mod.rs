@@ -29,7 +29,7 @@ use aoctl_api::session::{AgentRef, Permissions};
 
 use crate::runtime::InputStyle;
 
-pub use activity::{classify, dialog, is_ready, Screen};
+pub use activity::{answer_dialog, classify, is_ready, DialogAnswer, Screen};
 pub use adapter::{Adapter, Cues, Dialog, HomeEdit, Input, JsonLit, PromptVia};
 pub use home::prepare_home;
 pub use table::{all, builtin};
@@ -65,6 +65,8 @@ pub struct Launch {
     pub input: InputStyle,
     /// The built-in row, or `None` for a custom command.
     pub adapter: Option<&'static Adapter>,
+    /// Rendered by [`render_resume`]: it continues the last conversation.
+    pub resumed: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +125,7 @@ pub fn render(input: &RenderInput) -> Result<Launch, AgentError> {
                 initial_input,
                 input: adapter.input_style(),
                 adapter: Some(adapter),
+                resumed: false,
             })
         }
     }
@@ -148,6 +151,7 @@ pub fn render_resume(input: &RenderInput) -> Result<Option<Launch>, AgentError> 
         initial_input: None,
         input: adapter.input_style(),
         adapter: Some(adapter),
+        resumed: true,
     }))
 }
 
@@ -178,6 +182,7 @@ fn render_custom(
         initial_input: prompt.filter(|_| !takes_prompt).map(str::to_string),
         input: InputStyle::default(),
         adapter: None,
+        resumed: false,
     })
 }
 

@@ -8,19 +8,20 @@ use super::adapter::{Adapter, Cues, Dialog, HomeEdit, Input, JsonLit, PromptVia}
 /// A prompt line on its own: `>`, `❯` or `›`, optionally inside a box.
 pub(crate) const PROMPT_LINE: &str = r"(?m)^[ \t]*(?:[│┃|][ \t]*)?[>❯›][ \t]*(?:[│┃|][ \t]*)?$";
 
-/// "Trust the files in this folder?" screens whose first, highlighted option is "yes".
-const TRUST_FILES: Dialog = Dialog {
-    name: "trust-folder",
-    pattern: r"(?i)do you trust the files in this folder|yes, i trust this folder|confirm folder trust",
-    keys: &["Enter"],
-};
+/// "Trust the files in this folder?" screens, answered by choosing the option that trusts it.
+const TRUST_FILES: Dialog = Dialog::choose(
+    "trust-folder",
+    r"(?i)do you trust the files in this folder|yes, i trust this folder|confirm folder trust",
+    r"(?i)^(?:yes, (?:i trust|proceed|trust)|trust)",
+);
 
-/// Gemini-style folder trust, whose first option trusts the folder.
-const TRUST_GEMINI: Dialog = Dialog {
-    name: "trust-folder",
-    pattern: r"(?i)do you trust (?:this folder|the files in this folder)",
-    keys: &["Enter"],
-};
+/// Gemini-style folder trust (also Qwen's "trust the files"), answered by choosing the option that
+/// trusts the folder.
+const TRUST_GEMINI: Dialog = Dialog::choose(
+    "trust-folder",
+    r"(?i)do you trust (?:this folder|the files in this folder)",
+    r"(?i)^(?:yes, )?trust (?:this )?folder",
+);
 
 /// Gemini-style trusted folders: a trusted folder covers everything below it.
 const fn trusted_folders(file: &'static str) -> HomeEdit {
@@ -29,9 +30,12 @@ const fn trusted_folders(file: &'static str) -> HomeEdit {
 
 static ADAPTERS: [Adapter; 24] = [
     // observed + docs: a positional prompt starts the interactive REPL with it; as root the bypass
-    // flag is refused unless IS_SANDBOX=1; the updater and telemetry are switched off. Trust is
-    // written for the workspaces root (a trusted parent covers its children) and the dialog is also
-    // answered on screen; the bypass warning is switched off in settings and answered on screen.
+    // flag is refused unless IS_SANDBOX=1; the updater and telemetry are switched off. Since 2.1.3xx
+    // a trusted parent folder no longer covers a worktree, so trust is written for each workdir
+    // (and still for the workspaces root, for older versions) before launch; the trust screen,
+    // which now highlights "No, exit" first, is also answered on screen by its text. The bypass
+    // warning is switched off in settings and answered by text; "use this API key?" (default No)
+    // is answered Yes, since a key in the session's environment is there to be used.
     Adapter {
         name: "claude-code",
         binary: "claude",
@@ -50,17 +54,23 @@ static ADAPTERS: [Adapter; 24] = [
             needs_input: &[r"(?i)do you want to (?:proceed|make this edit|create|allow)"],
         },
         dialogs: &[
-            TRUST_FILES,
-            Dialog {
-                name: "bypass-warning",
-                pattern: r"(?s)Bypass Permissions mode.*Yes, I accept",
-                keys: &["Down", "Enter"],
-            },
-            Dialog { name: "theme", pattern: r"(?i)choose the text style that looks best", keys: &["Enter"] },
-            Dialog { name: "onboarding", pattern: r"(?i)press enter to continue", keys: &["Enter"] },
+            Dialog::choose(
+                "trust-folder",
+                r"(?i)do you trust the files in this folder|yes, i trust this folder|is this a project you created or one you trust",
+                r"(?i)^yes, (?:i trust this folder|proceed)",
+            ),
+            Dialog::choose("bypass-warning", r"(?s)Bypass Permissions mode.*Yes, I accept", r"^Yes, I accept"),
+            Dialog::choose("api-key", r"(?i)do you want to use this api key\?", r"^Yes$"),
+            Dialog::choose("theme", r"(?i)choose the text style that looks best", r"(?i)^dark mode"),
+            Dialog::keys("onboarding", r"(?i)press enter to continue", &["Enter"]),
         ],
         resume: Some(&["--continue"]),
         home: &[
+            HomeEdit::Set {
+                file: ".claude.json",
+                path: &["projects", "{workdir}", "hasTrustDialogAccepted"],
+                value: JsonLit::Bool(true),
+            },
             HomeEdit::Set {
                 file: ".claude.json",
                 path: &["projects", "{root}", "hasTrustDialogAccepted"],
@@ -81,8 +91,10 @@ static ADAPTERS: [Adapter; 24] = [
     // the app-server daemon is avoided with `-c features.daemon_auto_start=false` (a config override
     // an older Codex ignores, where an unknown `--no-daemon` flag would stop it starting). Input is
     // safe only once the footer shows; a pause comes before Enter; a trailing `$word` gets a space.
-    // A worktree whose trust Codex looks up under the main clone still gets the trust screen,
-    // which is answered on screen.
+    // Codex looks a worktree's trust up under the main clone ("Trusting will apply to the
+    // repository root"), so the trust screen still shows and is answered by choosing "Trust and
+    // continue". `resume --last` continues the newest conversation (0.171: a subcommand that
+    // takes the same `-c` and bypass flags).
     Adapter {
         name: "codex",
         binary: "codex",
@@ -103,19 +115,21 @@ static ADAPTERS: [Adapter; 24] = [
             working: &[r"(?m)^[ \t]*•[ \t]*Working\b"],
             needs_input: &[r"(?i)would you like to (?:run|make|apply|grant)", r"(?i)allow command\?"],
         },
-        dialogs: &[Dialog {
-            name: "trust-folder",
-            pattern: r"(?i)allow codex to work in this folder|do you trust the contents of this directory|trust this (?:folder|directory)\?",
-            keys: &["Enter"],
-        }],
+        dialogs: &[Dialog::choose(
+            "trust-folder",
+            r"(?i)allow codex to work in this folder|do you trust the contents of this directory|trust this (?:folder|directory)\?",
+            r"(?i)^(?:trust and continue|yes, (?:allow|continue|trust))",
+        )],
         resume: Some(&["resume", "--last"]),
         ..Adapter::BASE
     },
     // observed + docs + seed: `--message` runs once and exits, so the prompt is typed. Aider's own
     // auto-commits stay on: aoctl wants the agent's work committed on the session branch, and each
     // aider edit becomes one commit. `--no-gitignore` keeps it from editing the tracked .gitignore,
-    // and its histories live beside the prompt file, outside the tracked tree. Analytics and update
-    // checks are off so no first-run question appears; with no key it exits 1 (seen as exited).
+    // and its histories live beside the prompt file, outside the tracked tree. Analytics, update
+    // checks and model warnings (a yes/no question for a model litellm does not know) are off, and
+    // litellm reads its bundled model list instead of fetching one, so no first-run question
+    // appears (0.86.2 shows none with a key); with no key it exits 1 (seen as exited).
     Adapter {
         name: "aider",
         binary: "aider",
@@ -124,12 +138,14 @@ static ADAPTERS: [Adapter; 24] = [
             "--no-show-release-notes",
             "--no-analytics",
             "--no-gitignore",
+            "--no-show-model-warnings",
             "--chat-history-file",
             "{promptDir}/aider.chat.history.md",
             "--input-history-file",
             "{promptDir}/aider.input.history",
         ],
         bypass_args: &["--yes-always"],
+        env: &[("LITELLM_LOCAL_MODEL_COST_MAP", "True")],
         cues: Cues {
             ready: &[r"(?m)^(?:[a-z][a-z0-9-]*(?: multi)?|multi)?> ?$"],
             idle: &[r"(?m)^(?:[a-z][a-z0-9-]*(?: multi)?|multi)?> ?$"],

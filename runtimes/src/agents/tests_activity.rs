@@ -181,17 +181,116 @@ fn claude_idle_working_and_needs_input() {
     assert_eq!(evidence, "Do you want to proceed?");
 }
 
+/// What the controller sends to `screen`: (dialog, keys, wanted option, submits).
+fn answer(name: &str, screen: &str) -> Option<(&'static str, Vec<&'static str>, Option<String>, bool)> {
+    answer_dialog(builtin(name).unwrap(), screen).map(|a| (a.dialog, a.keys, a.option, a.submits))
+}
+
+fn chosen(dialog: &'static str, keys: &[&'static str], option: &str, submits: bool) -> Option<(&'static str, Vec<&'static str>, Option<String>, bool)> {
+    Some((dialog, keys.to_vec(), Some(option.to_string()), submits))
+}
+
 #[test]
-fn claude_dialogs_are_recognised_and_answered() {
+fn claude_dialogs_are_answered_by_what_they_say() {
     let claude = builtin("claude-code").unwrap();
-    assert_eq!(dialog(claude, CLAUDE_TRUST), Some(("trust-folder", &["Enter"][..])));
-    assert_eq!(dialog(claude, CLAUDE_BYPASS_WARNING), Some(("bypass-warning", &["Down", "Enter"][..])));
-    assert_eq!(dialog(claude, CLAUDE_IDLE), None);
-    assert_eq!(dialog(claude, CLAUDE_PERMISSION), None, "tool approvals are left to people");
+    // Shaped like an older version, whose first option trusted the folder: Enter at once.
+    assert_eq!(answer("claude-code", CLAUDE_TRUST), chosen("trust-folder", &["Enter"], "1. Yes, proceed", true));
+    assert_eq!(
+        answer("claude-code", CLAUDE_BYPASS_WARNING),
+        chosen("bypass-warning", &["Down"], "2. Yes, I accept", false),
+        "the highlight moves first; Enter only once the screen shows it on the wanted option"
+    );
+    let moved = CLAUDE_BYPASS_WARNING.replace(" ❯ 1. No, exit\n   2.", "   1. No, exit\n ❯ 2.");
+    assert_eq!(answer("claude-code", &moved), chosen("bypass-warning", &["Enter"], "2. Yes, I accept", true));
+    assert_eq!(answer("claude-code", CLAUDE_IDLE), None);
+    assert_eq!(answer("claude-code", CLAUDE_PERMISSION), None, "tool approvals are left to people");
     assert!(!is_ready(claude, CLAUDE_TRUST));
     assert!(!is_ready(claude, CLAUDE_PERMISSION));
     assert!(is_ready(claude, CLAUDE_IDLE));
     assert_eq!(classify_as("claude-code", &screen(CLAUDE_TRUST)).0, ActivityState::NeedsInput);
+}
+
+/// Screens captured from the real CLIs in tmux (`capture-pane -p`), trailing blanks trimmed.
+const REAL_CLAUDE_TRUST: &str = include_str!("screens/claude-2.1.332-trust.txt");
+const REAL_CLAUDE_API_KEY: &str = include_str!("screens/claude-2.1.332-api-key.txt");
+const REAL_CLAUDE_BYPASS: &str = include_str!("screens/claude-2.1.332-bypass.txt");
+const REAL_CLAUDE_READY: &str = include_str!("screens/claude-2.1.332-ready.txt");
+const REAL_CLAUDE_WORKING: &str = include_str!("screens/claude-2.1.332-working.txt");
+const REAL_CODEX_TRUST: &str = include_str!("screens/codex-0.171.0-trust.txt");
+const REAL_CODEX_IDLE: &str = include_str!("screens/codex-0.171.0-after-trust.txt");
+const REAL_CODEX_WORKING: &str = include_str!("screens/codex-0.171.0-working.txt");
+const REAL_AIDER_READY: &str = include_str!("screens/aider-0.86.2-ready.txt");
+
+/// Regression: Claude Code 2.1.332's trust screen highlights "No, exit" first; Enter there made it
+/// exit with "Claude Code didn't start because this folder isn't trusted".
+#[test]
+fn claude_2_1_332_trust_screen_is_answered_yes_not_with_a_blind_enter() {
+    assert_eq!(
+        answer("claude-code", REAL_CLAUDE_TRUST),
+        chosen("trust-folder", &["Down"], "Yes, I trust this folder", false)
+    );
+    // The screen Claude Code showed after one Down.
+    let moved = REAL_CLAUDE_TRUST.replace(" ❯ No, exit\n   Yes", "   No, exit\n ❯ Yes");
+    assert_ne!(moved, REAL_CLAUDE_TRUST);
+    assert_eq!(answer("claude-code", &moved), chosen("trust-folder", &["Enter"], "Yes, I trust this folder", true));
+    assert!(!is_ready(builtin("claude-code").unwrap(), REAL_CLAUDE_TRUST), "no prompt is typed into the dialog");
+}
+
+#[test]
+fn claude_2_1_332_api_key_and_bypass_screens() {
+    assert_eq!(answer("claude-code", REAL_CLAUDE_API_KEY), chosen("api-key", &["Up"], "Yes", false));
+    let moved = REAL_CLAUDE_API_KEY.replace("    Yes\n  ❯ No", "  ❯ Yes\n    No");
+    assert_eq!(answer("claude-code", &moved), chosen("api-key", &["Enter"], "Yes", true));
+    assert_eq!(answer("claude-code", REAL_CLAUDE_BYPASS), chosen("bypass-warning", &["Down"], "Yes, I accept", false));
+    let moved = REAL_CLAUDE_BYPASS.replace("  ❯ No, exit\n    Yes", "    No, exit\n  ❯ Yes");
+    assert_eq!(answer("claude-code", &moved), chosen("bypass-warning", &["Enter"], "Yes, I accept", true));
+    let claude = builtin("claude-code").unwrap();
+    assert!(!is_ready(claude, REAL_CLAUDE_API_KEY));
+    assert!(!is_ready(claude, REAL_CLAUDE_BYPASS));
+}
+
+#[test]
+fn claude_2_1_332_ready_and_working_screens() {
+    let claude = builtin("claude-code").unwrap();
+    assert_eq!(answer("claude-code", REAL_CLAUDE_READY), None);
+    assert_eq!(answer("claude-code", REAL_CLAUDE_WORKING), None, "its own transcript is no dialog");
+    assert!(is_ready(claude, REAL_CLAUDE_READY));
+    let (state, evidence) = classify_as("claude-code", &screen(REAL_CLAUDE_WORKING));
+    assert_eq!(state, ActivityState::Working, "{evidence}");
+}
+
+#[test]
+fn codex_0_171_trust_screen_and_prompt() {
+    assert_eq!(answer("codex", REAL_CODEX_TRUST), chosen("trust-folder", &["Enter"], "1. Trust and continue", true));
+    let other_first = REAL_CODEX_TRUST
+        .replace("› 1. Trust and continue\n  2. Back", "  1. Trust and continue\n› 2. Back");
+    assert_eq!(answer("codex", &other_first), chosen("trust-folder", &["Up"], "1. Trust and continue", false));
+    let codex = builtin("codex").unwrap();
+    assert!(!is_ready(codex, REAL_CODEX_TRUST));
+    assert_eq!(answer("codex", REAL_CODEX_IDLE), None);
+    assert_eq!(answer("codex", REAL_CODEX_WORKING), None);
+    assert!(is_ready(codex, REAL_CODEX_IDLE));
+    assert_eq!(classify_as("codex", &screen(REAL_CODEX_IDLE)).0, ActivityState::Idle);
+}
+
+#[test]
+fn aider_0_86_ready_screen_has_no_dialog() {
+    let aider = builtin("aider").unwrap();
+    assert_eq!(answer_dialog(aider, REAL_AIDER_READY), None);
+    assert!(is_ready(aider, REAL_AIDER_READY));
+    assert_eq!(classify_as("aider", &screen(REAL_AIDER_READY)).0, ActivityState::Idle);
+}
+
+#[test]
+fn a_reverse_video_highlight_is_read_and_an_unknown_option_gets_no_answer() {
+    let reverse = "Do you trust this folder?\n\n  \x1b[7mNo, leave\x1b[0m\n  Trust folder\n\n  Enter to select\n";
+    static TRUST: [Dialog; 1] = [Dialog::choose("trust-folder", r"(?i)do you trust this folder", r"(?i)^trust folder")];
+    let row = Adapter { name: "reverse", binary: "reverse", dialogs: &TRUST, ..Adapter::BASE };
+    let gemini = &row;
+    let a = answer_dialog(gemini, reverse).expect("an answer");
+    assert_eq!((a.keys, a.option.as_deref(), a.submits), (vec!["Down"], Some("Trust folder"), false));
+    let unknown = "Do you trust this folder?\n\n› 1. Maybe later\n  2. Never\n";
+    assert_eq!(answer_dialog(gemini, unknown), None, "nothing is sent blind");
 }
 
 #[test]
@@ -221,8 +320,11 @@ fn codex_is_ready_only_once_its_footer_shows() {
     assert!(!is_ready(codex, CODEX_STARTING), "composer without footer");
     assert!(is_ready(codex, CODEX_IDLE));
     assert!(!is_ready(codex, CODEX_APPROVAL));
-    assert_eq!(dialog(codex, CODEX_TRUST), Some(("trust-folder", &["Enter"][..])));
-    assert_eq!(dialog(codex, CODEX_IDLE), None);
+    assert_eq!(
+        answer("codex", CODEX_TRUST),
+        chosen("trust-folder", &["Enter"], "1. Yes, allow Codex to work in this folder without asking for approval", true)
+    );
+    assert_eq!(answer("codex", CODEX_IDLE), None);
 }
 
 #[test]

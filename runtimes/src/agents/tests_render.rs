@@ -179,6 +179,7 @@ fn aider_argv() {
             "--no-show-release-notes",
             "--no-analytics",
             "--no-gitignore",
+            "--no-show-model-warnings",
             "--chat-history-file",
             "/data/sessions/fix-login/aider.chat.history.md",
             "--input-history-file",

@@ -99,11 +99,7 @@ pub(super) async fn observe(
     ctx.fleet.observe(name, Observation { transcript_len: len, screen: screen.clone(), changed_at, captured_at });
 
     if let Some(adapter) = launch.adapter {
-        if let Some((dialog, keys)) = agents::dialog(adapter, &screen) {
-            rt.keys(&h, keys).await?;
-            ctx.recorder
-                .publish(s, EventType::Normal, "DialogAnswered", &format!("answered the {dialog} dialog"))
-                .await;
+        if super::launch::answer_dialog(s, ctx, &*rt, &h, adapter, &screen).await? {
             return Ok(Action::requeue(Duration::from_millis(500)));
         }
     }

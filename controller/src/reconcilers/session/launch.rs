@@ -63,8 +63,9 @@ pub(super) async fn ensure_running(
     };
     let name = &s.metadata.name;
     let prompt_file = ctx.fleet.prompt_file(name);
-    let launch = agents::render(&RenderInput {
-        agent: &agent_of(s, Some(project)),
+    let agent = agent_of(s, Some(project));
+    let input = RenderInput {
+        agent: &agent,
         prompt: s.spec.prompt.as_deref(),
         prompt_file: &prompt_file,
         agent_args: &s.spec.agent_args,
@@ -72,8 +73,8 @@ pub(super) async fn ensure_running(
         workdir: &ws.path,
         workspaces_root: ctx.fleet.workspaces.root(),
         running_as_root: running_as_root(),
-    });
-    let launch = match launch {
+    };
+    let launch = match agents::render(&input) {
         Ok(l) => l,
         Err(e) => {
             let r = reasons::AGENT_CONFIG_INVALID;
@@ -91,6 +92,20 @@ pub(super) async fn ensure_running(
     let was_stopped =
         condition::find(&st.conditions, types::RUNTIME_READY).is_some_and(|c| c.reason == reasons::STOPPED);
     let policy = s.spec.restart_policy.unwrap_or(RestartPolicy::OnFailure);
+    // An agent started before whose conversation began (its prompt was an argument, or the typed
+    // one was delivered) continues that conversation when it is started again and its CLI can.
+    let resumable = st.runtime.is_some()
+        && (launch.initial_input.is_none() || ctx.fleet.delivered_marker(name).exists())
+        && s.spec.prompt.as_deref().is_some_and(|p| !p.trim().is_empty());
+    let again = |launch: Launch| -> Launch {
+        if !resumable {
+            return launch;
+        }
+        match agents::render_resume(&input) {
+            Ok(Some(resume)) => resume,
+            _ => launch,
+        }
+    };
     match probe {
         Probe::Alive => {
             let h = handle.expect("a probed handle");
@@ -155,7 +170,7 @@ pub(super) async fn ensure_running(
             }
             let msg = format!("{what}; restart {} (restartPolicy {policy})", restarts + 1);
             ctx.recorder.publish(s, EventType::Warning, "Restarting", &msg).await;
-            start(s, project, ws, ctx, st, &*rt, kind, launch, restarts + 1).await
+            start(s, project, ws, ctx, st, &*rt, kind, again(launch), restarts + 1).await
         }
         // Never started, resumed after a stop, or exited while stopped.
         _ => {
@@ -165,7 +180,7 @@ pub(super) async fn ensure_running(
                 rt.stop(h).await?;
             }
             let restarts = st.runtime.as_ref().map_or(0, |r| r.restarts);
-            start(s, project, ws, ctx, st, &*rt, kind, launch, restarts).await
+            start(s, project, ws, ctx, st, &*rt, kind, again(launch), restarts).await
         }
     }
 }
@@ -198,7 +213,7 @@ async fn start(
     let _ = tokio::fs::remove_file(ctx.fleet.delivered_marker(name)).await;
     let _ = tokio::fs::remove_file(dir.join("sending")).await;
     if let (Some(adapter), Some(home)) = (launch.adapter, std::env::var_os("HOME")) {
-        if let Err(e) = agents::prepare_home(adapter, home.as_ref(), ctx.fleet.workspaces.root()) {
+        if let Err(e) = agents::prepare_home(adapter, home.as_ref(), ctx.fleet.workspaces.root(), &ws.path) {
             tracing::warn!(error = %e, session = %name, "could not prepare the agent's settings");
         }
     }
@@ -248,9 +263,9 @@ async fn start(
         attach_command: rt.attach_command(&h),
     });
     cond(st, s, types::RUNTIME_READY, ConditionStatus::True, "Running", format!("{kind} runtime {}", h.0));
-    ctx.recorder
-        .publish(s, EventType::Normal, "Started", &format!("{} in {kind} runtime {}", launch.command[0], h.0))
-        .await;
+    let continuing = if launch.resumed { " (continuing its last conversation)" } else { "" };
+    let msg = format!("{} in {kind} runtime {}{continuing}", launch.command[0], h.0);
+    ctx.recorder.publish(s, EventType::Normal, "Started", &msg).await;
     if launch.initial_input.is_some() {
         cond(
             st,
@@ -295,11 +310,7 @@ async fn deliver_first_prompt(
     };
     let screen = rt.capture(h).await?;
     if let Some(adapter) = launch.adapter {
-        if let Some((dialog, keys)) = agents::dialog(adapter, &screen) {
-            rt.keys(h, keys).await?;
-            ctx.recorder
-                .publish(s, EventType::Normal, "DialogAnswered", &format!("answered the {dialog} dialog"))
-                .await;
+        if answer_dialog(s, ctx, rt, h, adapter, &screen).await? {
             return Ok(Running::Wait(Action::requeue(Duration::from_millis(500))));
         }
         if !agents::is_ready(adapter, &screen) {
@@ -316,6 +327,32 @@ async fn deliver_first_prompt(
     tokio::fs::write(&marker, b"").await.map_err(io)?;
     ctx.recorder.publish(s, EventType::Normal, "PromptDelivered", "the first prompt was typed and submitted").await;
     Ok(Running::Yes(Box::new(launch)))
+}
+
+/// Answers a dialog on screen that the adapter answers by itself; true when keys were sent. Keys
+/// that only move the highlight come back for another look, which submits once the screen shows
+/// the wanted option highlighted.
+pub(super) async fn answer_dialog(
+    s: &Session,
+    ctx: &Ctx,
+    rt: &dyn Runtime,
+    h: &Handle,
+    adapter: &agents::Adapter,
+    screen: &str,
+) -> Result<bool, Error> {
+    let Some(answer) = agents::answer_dialog(adapter, screen) else { return Ok(false) };
+    rt.keys(h, &answer.keys).await?;
+    let dialog = answer.dialog;
+    if answer.submits {
+        let msg = match &answer.option {
+            Some(option) => format!("answered the {dialog} dialog: {option:?}"),
+            None => format!("answered the {dialog} dialog"),
+        };
+        ctx.recorder.publish(s, EventType::Normal, "DialogAnswered", &msg).await;
+    } else {
+        tracing::debug!(session = %s.metadata.name, dialog, keys = ?answer.keys, "moving to the wanted option");
+    }
+    Ok(true)
 }
 
 /// Stops an agent whose workspace was re-created under it; the next step restarts it.
