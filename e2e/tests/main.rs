@@ -16,6 +16,7 @@ mod up_down;
 mod watch;
 
 mod lifecycle;
+mod model_agents;
 mod real_agent;
 mod real_clis;
 mod recovery;

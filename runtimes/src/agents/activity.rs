@@ -2,8 +2,8 @@
 //! dialogs the controller answers by itself, and whether it is ready for typed input.
 //!
 //! Rules, in order: an exited agent is exited; a needs-input cue in the last lines of the screen,
-//! with no prompt line of the agent's below it, is needs-input; a grown transcript or a working
-//! cue (spinner, "esc to interrupt") is working; anything else is idle. An idle screen unchanged
+//! with no prompt line of the agent's below it, is needs-input; a grown transcript, output in the
+//! last 1.5 s or a working cue (spinner, "esc to interrupt") is working; anything else is idle. An idle screen unchanged
 //! for longer than `stuck_after` is stuck, and so is a working cue frozen that long without the
 //! transcript growing (a live spinner or timer changes the screen). A zero `stuck_after` never
 //! reports stuck.
@@ -23,6 +23,9 @@ use super::table::{all, PROMPT_LINE};
 const WORKING_LINES: usize = 10;
 /// How many non-blank lines from the bottom are searched for questions, ready cues and dialogs.
 const QUESTION_LINES: usize = 30;
+/// Output this recent counts as work in progress, for agents (aider) whose screen shows no cue
+/// while a model's answer streams in.
+const RECENT_OUTPUT: Duration = Duration::from_millis(1500);
 /// Evidence is cut to this many characters.
 const EVIDENCE_CHARS: usize = 200;
 
@@ -79,6 +82,11 @@ pub fn classify(adapter: Option<&Adapter>, screen: &Screen, stuck_after: Duratio
     }
     if screen.transcript_grew {
         return (ActivityState::Working, "the transcript grew".to_string());
+    }
+    // Two looks in quick succession during a stream (a timer and an output wake-up) can fall
+    // between two chunks; output that recent is still work in progress.
+    if screen.unchanged_for < RECENT_OUTPUT {
+        return (ActivityState::Working, format!("output {} ms ago", screen.unchanged_for.as_millis()));
     }
     let idle = last_match_line(&cues.idle, &lines)
         .or_else(|| last_match_line(&cues.ready, &lines))
@@ -157,7 +165,10 @@ fn raw_lines(screen: &str) -> Vec<RawLine> {
     let reverse = REVERSE.get_or_init(|| Regex::new(r"\x1b\[(?:[0-9:;]*;)?7(?:[;:][0-9:;]*)?m").expect("SGR pattern"));
     let mut lines: Vec<RawLine> = screen
         .split('\n')
-        .map(|l| RawLine { reverse: reverse.is_match(l), text: clean(l).trim_end_matches(['\r', ' ', '\t']).to_string() })
+        .map(|l| RawLine {
+            reverse: reverse.is_match(l),
+            text: clean(l).trim_end_matches(['\r', ' ', '\t']).to_string(),
+        })
         .collect();
     while lines.last().is_some_and(|l| l.text.trim().is_empty()) {
         lines.pop();
@@ -199,9 +210,11 @@ fn menu(raw: &[RawLine], h: usize, col: usize, text: &str) -> (Vec<MenuOption>, 
         let t = option_at(&raw[i].text, col)?;
         (!numbered || number.is_some_and(|re| re.is_match(&t))).then_some(t)
     };
-    let deeper = |i: usize| option_at(&raw[i].text, col).is_none() && {
-        let lead = raw[i].text.chars().take_while(|c| matches!(c, ' ' | '\t' | '│' | '┃' | '|')).count();
-        lead > col && !raw[i].text.trim().is_empty()
+    let deeper = |i: usize| {
+        option_at(&raw[i].text, col).is_none() && {
+            let lead = raw[i].text.chars().take_while(|c| matches!(c, ' ' | '\t' | '│' | '┃' | '|')).count();
+            lead > col && !raw[i].text.trim().is_empty()
+        }
     };
     let mut above = vec![];
     let mut i = h;
@@ -249,7 +262,13 @@ fn highlighted(raw: &[RawLine], from: usize) -> Option<(usize, usize, String)> {
 
 /// The answer to a dialog answered by choice, when its pattern shows near a readable menu that
 /// holds the wanted option and no prompt of the agent is below the menu.
-fn choose(re: &Regex, option: &'static str, d: &'static Dialog, cues: &Compiled, raw: &[RawLine]) -> Option<DialogAnswer> {
+fn choose(
+    re: &Regex,
+    option: &'static str,
+    d: &'static Dialog,
+    cues: &Compiled,
+    raw: &[RawLine],
+) -> Option<DialogAnswer> {
     let wanted = regex(option)?;
     let joined: Vec<&str> = raw.iter().map(|l| l.text.as_str()).collect();
     let joined = joined.join("\n");

@@ -202,7 +202,8 @@ mod tests {
     #[test]
     fn missing_files_are_created_private() {
         let home = tempfile::tempdir().unwrap();
-        prepare_home(builtin("claude-code").unwrap(), home.path(), Path::new("/srv/ws"), Path::new("/srv/ws/demo/s1")).unwrap();
+        prepare_home(builtin("claude-code").unwrap(), home.path(), Path::new("/srv/ws"), Path::new("/srv/ws/demo/s1"))
+            .unwrap();
         let doc: Value = serde_json::from_str(&fs::read_to_string(home.path().join(".claude.json")).unwrap()).unwrap();
         assert_eq!(doc["projects"]["/srv/ws"]["hasTrustDialogAccepted"], true);
         assert_eq!(doc["projects"]["/srv/ws/demo/s1"]["hasTrustDialogAccepted"], true, "each worktree is trusted");
@@ -219,7 +220,9 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let file = home.path().join(".claude.json");
         fs::write(&file, "{not json").unwrap();
-        let err = prepare_home(builtin("claude-code").unwrap(), home.path(), Path::new("/srv/ws"), Path::new("/srv/ws/a")).unwrap_err();
+        let err =
+            prepare_home(builtin("claude-code").unwrap(), home.path(), Path::new("/srv/ws"), Path::new("/srv/ws/a"))
+                .unwrap_err();
         assert!(matches!(err, AgentError::Json { .. }), "{err}");
         assert_eq!(fs::read_to_string(&file).unwrap(), "{not json");
     }

@@ -112,7 +112,7 @@ static ADAPTERS: [Adapter; 24] = [
         cues: Cues {
             ready: &[r"\? for shortcuts", r"(?i)\d+% context left", r"⏎ send"],
             idle: &[r"(?m)^[ \t]*[›▌](?:[ \t]*$|[ \t]+[^\d\s])"],
-            working: &[r"(?m)^[ \t]*•[ \t]*Working\b"],
+            working: &[r"(?m)^[ \t]*•[ \t]*Working[ \t]*\("],
             needs_input: &[r"(?i)would you like to (?:run|make|apply|grant)", r"(?i)allow command\?"],
         },
         dialogs: &[Dialog::choose(

@@ -186,7 +186,12 @@ fn answer(name: &str, screen: &str) -> Option<(&'static str, Vec<&'static str>, 
     answer_dialog(builtin(name).unwrap(), screen).map(|a| (a.dialog, a.keys, a.option, a.submits))
 }
 
-fn chosen(dialog: &'static str, keys: &[&'static str], option: &str, submits: bool) -> Option<(&'static str, Vec<&'static str>, Option<String>, bool)> {
+fn chosen(
+    dialog: &'static str,
+    keys: &[&'static str],
+    option: &str,
+    submits: bool,
+) -> Option<(&'static str, Vec<&'static str>, Option<String>, bool)> {
     Some((dialog, keys.to_vec(), Some(option.to_string()), submits))
 }
 
@@ -262,8 +267,8 @@ fn claude_2_1_332_ready_and_working_screens() {
 #[test]
 fn codex_0_171_trust_screen_and_prompt() {
     assert_eq!(answer("codex", REAL_CODEX_TRUST), chosen("trust-folder", &["Enter"], "1. Trust and continue", true));
-    let other_first = REAL_CODEX_TRUST
-        .replace("› 1. Trust and continue\n  2. Back", "  1. Trust and continue\n› 2. Back");
+    let other_first =
+        REAL_CODEX_TRUST.replace("› 1. Trust and continue\n  2. Back", "  1. Trust and continue\n› 2. Back");
     assert_eq!(answer("codex", &other_first), chosen("trust-folder", &["Up"], "1. Trust and continue", false));
     let codex = builtin("codex").unwrap();
     assert!(!is_ready(codex, REAL_CODEX_TRUST));
@@ -322,7 +327,12 @@ fn codex_is_ready_only_once_its_footer_shows() {
     assert!(!is_ready(codex, CODEX_APPROVAL));
     assert_eq!(
         answer("codex", CODEX_TRUST),
-        chosen("trust-folder", &["Enter"], "1. Yes, allow Codex to work in this folder without asking for approval", true)
+        chosen(
+            "trust-folder",
+            &["Enter"],
+            "1. Yes, allow Codex to work in this folder without asking for approval",
+            true
+        )
     );
     assert_eq!(answer("codex", CODEX_IDLE), None);
 }
@@ -377,4 +387,23 @@ fn escape_sequences_and_long_lines_are_handled() {
     let (state, evidence) = classify(None, &screen(&text), Duration::ZERO);
     assert_eq!(state, ActivityState::Working);
     assert_eq!(evidence.chars().count(), 200);
+}
+
+/// Regression: a model answer that starts with "Working" (shown as `• Working on …`) kept a
+/// Codex session working after the answer ended.
+#[test]
+fn codex_answer_text_starting_with_working_is_not_a_working_cue() {
+    let answered = REAL_CODEX_IDLE.replace("• The file is written.", "• Working on it slowly. Done.");
+    assert_ne!(answered, REAL_CODEX_IDLE);
+    assert_eq!(classify_as("codex", &screen(&answered)).0, ActivityState::Idle);
+}
+
+/// Regression: aider shows no cue while an answer streams, and two looks between two chunks saw
+/// it idle mid-stream.
+#[test]
+fn output_a_moment_ago_is_still_working() {
+    let s = Screen { unchanged_for: Duration::from_millis(300), ..screen(REAL_AIDER_READY) };
+    assert_eq!(classify_as("aider", &s).0, ActivityState::Working);
+    let s = Screen { unchanged_for: Duration::from_secs(2), ..screen(REAL_AIDER_READY) };
+    assert_eq!(classify_as("aider", &s).0, ActivityState::Idle);
 }

@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""A scripted model endpoint for the end-to-end tests of real agent CLIs.
+
+It speaks three wire formats, each as the real service streams it:
+
+- Anthropic Messages (`POST /v1/messages`, SSE: message_start, content_block_start/delta/stop,
+  message_delta, message_stop; tool_use blocks), which Claude Code speaks;
+- OpenAI Responses (`POST /v1/responses` or `/responses`, SSE: response.created,
+  response.output_item.added/done, response.output_text.delta, response.completed), which Codex
+  speaks;
+- OpenAI chat completions (`POST /v1/chat/completions` or `/chat/completions`, SSE chunks and
+  `data: [DONE]`), which aider speaks through litellm.
+
+Each turn is decided from the newest user text of the request (see `decide`):
+
+- `create-file PATH WORD` answers with a tool call that writes WORD into PATH, using the agent's
+  own tool from the request's `tools` (Claude Code's `Write`, Codex's `apply_patch` or `shell`) or,
+  for aider, which has no tools, a file in its "whole" edit format; after the tool result it
+  answers `created PATH`;
+- `slow SECONDS` streams its answer over that many seconds;
+- anything else gets a short answer at once.
+
+Every request is appended to the log file (one JSON object a line: `{"n", "event": "request",
+"api", "path", "t", "body"}` when it arrives and `{"n", "event": "done", "t"}` when its answer is
+complete), so a test can assert what arrived and when the model was streaming.
+
+Usage: standin.py --log FILE [--port N]. It prints `listening PORT` once it accepts connections.
+"""
+
+import argparse
+import json
+import re
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+COUNTER = [0]
+LOG_PATH = [None]
+MODEL = "standin-model"
+
+
+def record(entry):
+    with LOCK:
+        with open(LOG_PATH[0], "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def next_n():
+    with LOCK:
+        COUNTER[0] += 1
+        return COUNTER[0]
+
+
+def strip_reminders(text):
+    return re.sub(r"<system-reminder>.*?</system-reminder>", "", text, flags=re.S).strip()
+
+
+# --- what the newest user turn says, per wire format -------------------------------------------
+
+
+def anthropic_turn(body):
+    """(newest user text, whether the newest user content is a tool result)."""
+    msgs = [m for m in body.get("messages") or [] if m.get("role") != "system"]
+    if not msgs or msgs[-1].get("role") != "user":
+        return "", False
+    content = msgs[-1].get("content")
+    if isinstance(content, str):
+        return strip_reminders(content), False
+    texts = [strip_reminders(b.get("text", "")) for b in content if b.get("type") == "text"]
+    tool_result = any(b.get("type") == "tool_result" for b in content)
+    return "\n".join(t for t in texts if t), tool_result
+
+
+def responses_turn(body):
+    items = body.get("input") or []
+    if isinstance(items, str):
+        return items, False
+    texts = []
+    for item in reversed(items):
+        kind = item.get("type", "message")
+        if kind in ("function_call_output", "custom_tool_call_output"):
+            return "\n".join(reversed(texts)), not texts
+        if kind == "message" and item.get("role") == "user":
+            content = item.get("content")
+            if isinstance(content, str):
+                texts.append(content)
+            else:
+                texts.append("\n".join(c.get("text", "") for c in content if "text" in c))
+            continue
+        if kind == "message" and item.get("role") == "assistant":
+            break
+        if kind in ("function_call", "custom_tool_call", "reasoning"):
+            break
+    return "\n".join(reversed(texts)), False
+
+
+def chat_turn(body):
+    msgs = body.get("messages") or []
+    if not msgs or msgs[-1].get("role") != "user":
+        return "", False
+    content = msgs[-1].get("content")
+    if isinstance(content, list):
+        content = "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
+    return content or "", False
+
+
+def decide(text, after_tool):
+    """The scripted answer: ("tool", path, word) | ("text", answer, seconds)."""
+    if after_tool:
+        return ("text", "The file is written.", 0)
+    lines = [l for l in text.splitlines() if l.strip()]
+    last_create = None
+    for line in lines:
+        m = re.search(r"create-file (\S+) (\S+)", line)
+        if m:
+            last_create = m
+    if last_create:
+        return ("tool", last_create.group(1), last_create.group(2))
+    m = re.search(r"\bslow (\d+(?:\.\d+)?)\b", text)
+    if m:
+        return ("text", "Streaming this answer slowly. " * 20 + "Done.", float(m.group(1)))
+    first = lines[0][:40] if lines else ""
+    return ("text", "ack " + first, 0)
+
+
+def chunks(text, n):
+    size = max(1, len(text) // n)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+# --- the server --------------------------------------------------------------------------------
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError:
+            return {}
+
+    def send_json(self, code, value):
+        data = json.dumps(value).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_sse(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def chunk(self, data):
+        data = data.encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def event(self, name, value):
+        prefix = f"event: {name}\n" if name else ""
+        self.chunk(f"{prefix}data: {json.dumps(value)}\n\n")
+
+    def end_sse(self):
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path.endswith("/models"):
+            return self.send_json(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        return self.send_json(404, {"error": {"message": f"no route {path}"}})
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        path = self.path.split("?")[0]
+        body = self.body()
+        if path.endswith("/count_tokens"):
+            return self.send_json(200, {"input_tokens": 100})
+        if path.endswith("/messages"):
+            api = "anthropic"
+        elif path.endswith("/responses"):
+            api = "responses"
+        elif path.endswith("/chat/completions"):
+            api = "chat"
+        else:
+            return self.send_json(404, {"error": {"message": f"no route {path}"}})
+        n = next_n()
+        record({"n": n, "event": "request", "api": api, "path": self.path, "t": time.time(), "body": body})
+        try:
+            getattr(self, "wire_" + api)(body, n)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        record({"n": n, "event": "done", "t": time.time()})
+
+    # Anthropic Messages.
+    def wire_anthropic(self, body, n):
+        text, after_tool = anthropic_turn(body)
+        plan = decide(text, after_tool)
+        tools = [t.get("name") for t in body.get("tools") or []]
+        if plan[0] == "tool" and "Write" not in tools:
+            plan = ("text", "I have no Write tool.", 0)
+        usage = {"input_tokens": 100, "output_tokens": 1}
+        if not body.get("stream"):
+            if plan[0] == "tool":
+                content = [{"type": "tool_use", "id": f"toolu_{n}", "name": "Write",
+                            "input": {"file_path": plan[1], "content": plan[2] + "\n"}}]
+                stop = "tool_use"
+            else:
+                content = [{"type": "text", "text": plan[1]}]
+                stop = "end_turn"
+            return self.send_json(200, {"id": f"msg_{n}", "type": "message", "role": "assistant",
+                                        "model": body.get("model", MODEL), "content": content,
+                                        "stop_reason": stop, "stop_sequence": None, "usage": usage})
+        self.start_sse()
+        self.event("message_start", {"type": "message_start", "message": {
+            "id": f"msg_{n}", "type": "message", "role": "assistant", "model": body.get("model", MODEL),
+            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}})
+        if plan[0] == "tool":
+            self.event("content_block_start", {"type": "content_block_start", "index": 0,
+                                               "content_block": {"type": "text", "text": ""}})
+            self.event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                               "delta": {"type": "text_delta", "text": "Writing the file."}})
+            self.event("content_block_stop", {"type": "content_block_stop", "index": 0})
+            args = json.dumps({"file_path": plan[1], "content": plan[2] + "\n"})
+            self.event("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {
+                "type": "tool_use", "id": f"toolu_{n}", "name": "Write", "input": {}}})
+            for part in chunks(args, 3):
+                self.event("content_block_delta", {"type": "content_block_delta", "index": 1,
+                                                   "delta": {"type": "input_json_delta", "partial_json": part}})
+            self.event("content_block_stop", {"type": "content_block_stop", "index": 1})
+            stop = "tool_use"
+        else:
+            self.event("content_block_start", {"type": "content_block_start", "index": 0,
+                                               "content_block": {"type": "text", "text": ""}})
+            parts = chunks(plan[1], 40 if plan[2] else 1)
+            for part in parts:
+                self.event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                   "delta": {"type": "text_delta", "text": part}})
+                if plan[2]:
+                    time.sleep(plan[2] / len(parts))
+            self.event("content_block_stop", {"type": "content_block_stop", "index": 0})
+            stop = "end_turn"
+        self.event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                     "usage": {"output_tokens": 20}})
+        self.event("message_stop", {"type": "message_stop"})
+        self.end_sse()
+
+    # OpenAI Responses.
+    def wire_responses(self, body, n):
+        text, after_tool = responses_turn(body)
+        plan = decide(text, after_tool)
+        tools = {}
+        for t in body.get("tools") or []:
+            tools[t.get("name") or t.get("type")] = t.get("type")
+        model = body.get("model", MODEL)
+        resp = {"id": f"resp_{n}", "object": "response", "created_at": int(time.time()), "status": "in_progress",
+                "model": model, "output": []}
+        self.start_sse()
+        self.event("response.created", {"type": "response.created", "response": resp})
+        if plan[0] == "tool" and "apply_patch" in tools:
+            patch = f"*** Begin Patch\n*** Add File: {plan[1]}\n+{plan[2]}\n*** End Patch\n"
+            if tools["apply_patch"] == "custom":
+                item = {"type": "custom_tool_call", "id": f"ctc_{n}", "call_id": f"call_{n}",
+                        "name": "apply_patch", "input": patch, "status": "completed"}
+            else:
+                item = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": "apply_patch",
+                        "arguments": json.dumps({"input": patch}), "status": "completed"}
+        elif plan[0] == "tool" and ("shell" in tools or "exec_command" in tools or "shell_command" in tools):
+            script = f"printf '%s\\n' {plan[2]} > {plan[1]}"
+            if "shell_command" in tools:
+                name, args = "shell_command", {"command": script}
+            elif "exec_command" in tools:
+                name, args = "exec_command", {"cmd": script}
+            else:
+                name, args = "shell", {"command": ["bash", "-lc", script]}
+            item = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": name,
+                    "arguments": json.dumps(args), "status": "completed"}
+        else:
+            answer = plan[1] if plan[0] == "text" else "I have no tool to write files."
+            seconds = plan[2] if plan[0] == "text" else 0
+            mid = f"msg_{n}"
+            item = {"type": "message", "id": mid, "role": "assistant", "status": "in_progress", "content": []}
+            self.event("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
+                                                      "item": item})
+            self.event("response.content_part.added", {"type": "response.content_part.added", "item_id": mid,
+                                                       "output_index": 0, "content_index": 0,
+                                                       "part": {"type": "output_text", "text": "",
+                                                                "annotations": []}})
+            parts = chunks(answer, 40 if seconds else 1)
+            for part in parts:
+                self.event("response.output_text.delta", {"type": "response.output_text.delta", "item_id": mid,
+                                                          "output_index": 0, "content_index": 0, "delta": part})
+                if seconds:
+                    time.sleep(seconds / len(parts))
+            self.event("response.output_text.done", {"type": "response.output_text.done", "item_id": mid,
+                                                     "output_index": 0, "content_index": 0, "text": answer})
+            item = {"type": "message", "id": mid, "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": answer, "annotations": []}]}
+        if item["type"] != "message":
+            self.event("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
+                                                      "item": item})
+        self.event("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
+                                                 "item": item})
+        resp = dict(resp, status="completed", output=[item], usage={
+            "input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20,
+            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 120})
+        self.event("response.completed", {"type": "response.completed", "response": resp})
+        self.end_sse()
+
+    # OpenAI chat completions.
+    def wire_chat(self, body, n):
+        text, _ = chat_turn(body)
+        plan = decide(text, False)
+        if plan[0] == "tool":
+            answer, seconds = f"{plan[1]}\n```\n{plan[2]}\n```\n", 0
+        else:
+            answer, seconds = plan[1], plan[2]
+        model = body.get("model", MODEL)
+        created = int(time.time())
+
+        def chunk_of(delta, finish=None):
+            return {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": created, "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        if not body.get("stream"):
+            return self.send_json(200, {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": created,
+                                        "model": model, "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                            "role": "assistant", "content": answer}}],
+                                        "usage": {"prompt_tokens": 100, "completion_tokens": 20,
+                                                  "total_tokens": 120}})
+        self.start_sse()
+        self.event(None, chunk_of({"role": "assistant", "content": ""}))
+        parts = chunks(answer, 40 if seconds else 1)
+        for part in parts:
+            self.event(None, chunk_of({"content": part}))
+            if seconds:
+                time.sleep(seconds / len(parts))
+        self.event(None, chunk_of({}, "stop"))
+        usage = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": created, "model": model,
+                 "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+        self.event(None, usage)
+        self.chunk("data: [DONE]\n\n")
+        self.end_sse()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--log", required=True)
+    args = parser.parse_args()
+    LOG_PATH[0] = args.log
+    open(args.log, "a").close()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    print(f"listening {server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
