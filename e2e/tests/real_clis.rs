@@ -196,6 +196,9 @@ fn first_match(patterns: &[&str], text: &str) -> Option<String> {
 /// A screen the row's own cues recognise, with what recognised it; `None` for any other screen.
 fn recognised(row: &Adapter, obj: &Value, screen: &str) -> Option<String> {
     let state = obj.pointer("/status/activity/state").and_then(Value::as_str)?;
+    // What aoctl saw on the screen: a CLI that exits may leave only tmux's "Pane is dead" behind.
+    let evidence = obj.pointer("/status/activity/evidence").and_then(Value::as_str).unwrap_or_default();
+    let screen = &format!("{screen}\n{evidence}");
     let ready: Vec<&str> = row.cues.ready.iter().chain(row.cues.idle).copied().collect();
     match state {
         "idle" => first_match(&ready, screen).map(|m| format!("ready screen ({m})")),

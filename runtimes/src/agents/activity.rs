@@ -2,8 +2,8 @@
 //! dialogs the controller answers by itself, and whether it is ready for typed input.
 //!
 //! Rules, in order: an exited agent is exited; a needs-input cue in the last lines of the screen,
-//! with no prompt line of the agent's below it, is needs-input; a grown transcript, output in the
-//! last 1.5 s or a working cue (spinner, "esc to interrupt") is working; anything else is idle. An idle screen unchanged
+//! with no prompt line of the agent's below it, is needs-input; a screen changed in the last
+//! 1.5 s or a working cue (spinner, "esc to interrupt") is working; anything else is idle. An idle screen unchanged
 //! for longer than `stuck_after` is stuck, and so is a working cue frozen that long without the
 //! transcript growing (a live spinner or timer changes the screen). A zero `stuck_after` never
 //! reports stuck.
@@ -80,13 +80,12 @@ pub fn classify(adapter: Option<&Adapter>, screen: &Screen, stuck_after: Duratio
         }
         return (ActivityState::Working, evidence(&line));
     }
-    if screen.transcript_grew {
-        return (ActivityState::Working, "the transcript grew".to_string());
-    }
-    // Two looks in quick succession during a stream (a timer and an output wake-up) can fall
-    // between two chunks; output that recent is still work in progress.
+    // A screen that changed this recently is work in progress: output streams in (aider shows no
+    // cue while it does), and two looks in quick succession can fall between two chunks. Output
+    // that leaves the screen as it was (a cursor shown and hidden, as kimi does every second) is
+    // no work.
     if screen.unchanged_for < RECENT_OUTPUT {
-        return (ActivityState::Working, format!("output {} ms ago", screen.unchanged_for.as_millis()));
+        return (ActivityState::Working, format!("the screen changed {} ms ago", screen.unchanged_for.as_millis()));
     }
     let idle = last_match_line(&cues.idle, &lines)
         .or_else(|| last_match_line(&cues.ready, &lines))

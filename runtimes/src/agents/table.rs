@@ -12,7 +12,8 @@ pub(crate) const PROMPT_LINE: &str = r"(?m)^[ \t]*(?:[│┃|][ \t]*)?[>❯›][
 const TRUST_FILES: Dialog = Dialog::choose(
     "trust-folder",
     r"(?i)do you trust the files in this folder|yes, i trust this folder|confirm folder trust",
-    r"(?i)^(?:yes, (?:i trust|proceed|trust)|trust)",
+    // "Yes, I trust this folder" (Claude Code), a plain "Yes" (Copilot 1.0), "Trust …".
+    r"(?i)^(?:yes(?:, (?:i trust|proceed|trust)\b.*)?$|trust)",
 );
 
 /// Gemini-style folder trust (also Qwen's "trust the files"), answered by choosing the option that

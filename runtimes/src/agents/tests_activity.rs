@@ -225,6 +225,16 @@ const REAL_CODEX_TRUST: &str = include_str!("screens/codex-0.171.0-trust.txt");
 const REAL_CODEX_IDLE: &str = include_str!("screens/codex-0.171.0-after-trust.txt");
 const REAL_CODEX_WORKING: &str = include_str!("screens/codex-0.171.0-working.txt");
 const REAL_AIDER_READY: &str = include_str!("screens/aider-0.86.2-ready.txt");
+const REAL_COPILOT_TRUST: &str = include_str!("screens/copilot-1.0.102-trust.txt");
+
+/// Copilot 1.0.102 offers a plain "Yes" first: chosen (not "Yes, and remember…", nor "No").
+#[test]
+fn copilot_trust_screen_is_answered_with_its_plain_yes() {
+    assert_eq!(answer("copilot", REAL_COPILOT_TRUST), chosen("trust-folder", &["Enter"], "1. Yes", true));
+    let moved = REAL_COPILOT_TRUST.replace("│ ❯ 1. Yes", "│   1. Yes").replace("│   3. No (Esc)", "│ ❯ 3. No (Esc)");
+    assert_ne!(moved, REAL_COPILOT_TRUST);
+    assert_eq!(answer("copilot", &moved), chosen("trust-folder", &["Up", "Up"], "1. Yes", false));
+}
 
 /// Regression: Claude Code 2.1.332's trust screen highlights "No, exit" first; Enter there made it
 /// exit with "Claude Code didn't start because this folder isn't trusted".
@@ -338,9 +348,17 @@ fn codex_is_ready_only_once_its_footer_shows() {
 }
 
 #[test]
-fn transcript_growth_is_working() {
+fn a_screen_that_just_changed_is_working() {
+    let s = Screen { transcript_grew: true, unchanged_for: Duration::from_millis(200), ..screen(CLAUDE_IDLE) };
+    assert_eq!(classify_as("claude-code", &s), (ActivityState::Working, "the screen changed 200 ms ago".to_string()));
+}
+
+/// Regression: kimi 1.51 writes cursor hide/show sequences every second at its idle prompt; the
+/// transcript grows, the screen stays the same, and the agent was never seen idle.
+#[test]
+fn output_that_leaves_the_screen_as_it_was_is_not_work() {
     let s = Screen { transcript_grew: true, ..screen(CLAUDE_IDLE) };
-    assert_eq!(classify_as("claude-code", &s), (ActivityState::Working, "the transcript grew".to_string()));
+    assert_eq!(classify_as("claude-code", &s).0, ActivityState::Idle);
 }
 
 #[test]

@@ -91,7 +91,9 @@ pub(super) async fn observe(
         Some(p) if !grew && now.duration_since(p.captured_at) < recapture_every => (p.screen.clone(), p.captured_at),
         _ => (rt.capture(&h).await?, now),
     };
-    let changed = grew || prev.as_ref().is_none_or(|p| p.screen != screen);
+    // The screen, not the transcript, says whether something happened: some agents write bytes
+    // that change nothing on screen (cursor shown and hidden) while they wait.
+    let changed = prev.as_ref().is_none_or(|p| p.screen != screen);
     let changed_at = match &prev {
         Some(p) if !changed => p.changed_at,
         _ => now,
