@@ -41,6 +41,18 @@ bench:
 	$(CARGO) build --release -p aoctl
 	e2e/bench.sh
 
+## Fuzz the manifest and request-body decoders and the webhook parser with cargo fuzz (nightly),
+## FUZZ_SECONDS per target; installs cargo-fuzz if missing. `make fuzz-ci` is CI's short run.
+FUZZ_SECONDS ?= 300
+
+.PHONY: fuzz fuzz-ci
+
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
+
+fuzz-ci:
+	FUZZ_SECONDS=20 fuzz/run.sh
+
 clean:
 	$(CARGO) clean
 	rm -rf .scratch
