@@ -73,10 +73,16 @@ impl std::fmt::Display for Out {
 }
 
 /// Runs a prepared command to completion with optional stdin, killing it after `CLI_TIMEOUT`.
-pub fn run(mut cmd: Command, stdin: Option<&str>) -> Out {
+pub fn run(cmd: Command, stdin: Option<&str>) -> Out {
+    run_for(cmd, stdin, CLI_TIMEOUT)
+}
+
+/// Like [`run`], killing the command after `timeout`; its output is read as it comes, so a
+/// command that prints a lot never blocks on a full pipe.
+pub fn run_for(mut cmd: Command, stdin: Option<&str>, timeout: Duration) -> Out {
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("aoctl starts");
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{cmd:?} cannot start: {e}"));
     if let Some(text) = stdin {
         let mut w = child.stdin.take().expect("stdin is piped");
         let text = text.to_string();
@@ -95,15 +101,15 @@ pub fn run(mut cmd: Command, stdin: Option<&str>) -> Out {
     };
     let out = read(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
     let err = read(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let deadline = Instant::now() + CLI_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for aoctl") {
+        if let Some(s) = child.try_wait().expect("wait for the command") {
             break s;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{cmd:?} did not finish within {CLI_TIMEOUT:?}");
+            panic!("{cmd:?} did not finish within {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(5));
     };

@@ -9,7 +9,9 @@
 //! conversation.
 //!
 //! The CLIs are installed by the tests when missing, pinned, under `AOCTL_E2E_CLI_CACHE` (else
-//! Cargo's target tmp dir); the `@latest` launch tests resolve the newest published version first.
+//! `$XDG_CACHE_HOME/aoctl-e2e-clis` or `~/.cache/aoctl-e2e-clis`, outside the checkout, so a fresh
+//! clone does not install them again); the `@latest` launch tests resolve the newest published
+//! version first.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -43,31 +45,21 @@ fn cache() -> PathBuf {
     std::env::var_os("AOCTL_E2E_CLI_CACHE")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .filter(|p| !p.is_empty())
+                .map(|c| PathBuf::from(c).join("aoctl-e2e-clis"))
+        })
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/aoctl-e2e-clis")))
         .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("agent-clis"))
 }
 
 /// Runs `cmd` to completion within `timeout`; panics with its output when it fails.
 #[track_caller]
-fn run_bounded(mut cmd: Command, timeout: Duration, what: &str) -> String {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-    let deadline = Instant::now() + timeout;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let out = child.wait_with_output().expect("output");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{what} failed:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    text
+fn run_bounded(cmd: Command, timeout: Duration, what: &str) -> String {
+    let out = crate::harness::run_for(cmd, None, timeout);
+    assert_eq!(out.code, 0, "{what} failed:\n{out}");
+    out.stdout
 }
 
 /// The newest published version of an npm package.

@@ -105,27 +105,10 @@ fn installed() -> &'static Installed {
 
 /// Runs `program args…` with `PATH` and a scratch HOME; what it printed, both streams.
 fn output_of(installed: &Installed, home: &Path, program: &str, args: &[&str]) -> String {
-    let mut child = Command::new(installed.bin.join(program))
-        .args(args)
-        .env("PATH", installed.path())
-        .env("HOME", home)
-        .env("NO_COLOR", "1")
-        .current_dir(home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
-    let deadline = Instant::now() + HELP_TIMEOUT;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{program} {args:?} did not finish within {HELP_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().expect("output");
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    let mut cmd = Command::new(installed.bin.join(program));
+    cmd.args(args).env("PATH", installed.path()).env("HOME", home).env("NO_COLOR", "1").current_dir(home);
+    let out = crate::harness::run_for(cmd, None, HELP_TIMEOUT);
+    format!("{}{}", out.stdout, out.stderr)
 }
 
 /// The launch commands the row renders: a new conversation with a prompt, with bypass, and its

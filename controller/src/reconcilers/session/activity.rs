@@ -105,7 +105,7 @@ pub(super) async fn observe(
             return Ok(Action::requeue(Duration::from_millis(500)));
         }
     }
-    read_usage(s, launch, ctx, st).await;
+    let usage_due = read_usage(s, launch, ctx, st, grew).await;
     if let Some(action) = rate_limit(s, project, launch, ctx, st, &*rt, &h, &screen, slot_free).await? {
         return Ok(action);
     }
@@ -136,7 +136,8 @@ pub(super) async fn observe(
         cond(st, s, types::STALLED, ConditionStatus::False, "Progressing", "");
     }
     cond(st, s, types::READY, ConditionStatus::True, "Running", format!("the agent is {state}"));
-    Ok(Action::requeue(next_look(state, evented, now.duration_since(changed_at), stuck_after)))
+    let next = next_look(state, evented, now.duration_since(changed_at), stuck_after);
+    Ok(Action::requeue(usage_due.map_or(next, |d| d.min(next))))
 }
 
 /// When an agent in `state`, unchanged for `unchanged`, is looked at next. Busy agents are polled
@@ -280,22 +281,27 @@ async fn resume(
 
 /// Reads the agent's usage records into `status.usage`, at most every [`USAGE_EVERY`]. Docker
 /// agents keep theirs inside the container and are not read. A failure is logged, not fatal.
-async fn read_usage(s: &Session, launch: &Launch, ctx: &Ctx, st: &mut SessionStatus) {
+/// Returns when to look again for a read that had to wait for the interval.
+async fn read_usage(s: &Session, launch: &Launch, ctx: &Ctx, st: &mut SessionStatus, grew: bool) -> Option<Duration> {
     let name = &s.metadata.name;
     if st.runtime.as_ref().is_none_or(|r| r.kind == RuntimeKind::Docker) {
-        return;
+        return None;
     }
-    let Some(ws) = st.workspace.as_ref().map(|w| std::path::PathBuf::from(&w.path)) else { return };
+    let ws = std::path::PathBuf::from(&st.workspace.as_ref()?.path);
     {
         let mut m = memory(ctx);
         let now = Instant::now();
-        if m.usage_read.get(name).is_some_and(|at| now.duration_since(*at) < USAGE_EVERY) {
-            return;
+        // The agent wrote since the last read: its records may have grown, so a read skipped now
+        // is made once the interval is over, even if the agent is quiet by then.
+        let pending = grew || m.usage_read.get(name).is_some_and(|r| r.pending);
+        if let Some(last) = m.usage_read.get_mut(name).filter(|r| now.duration_since(r.at) < USAGE_EVERY) {
+            last.pending = pending;
+            return pending.then(|| USAGE_EVERY.saturating_sub(now.duration_since(last.at)));
         }
-        m.usage_read.insert(name.clone(), now);
+        m.usage_read.insert(name.clone(), super::UsageRead { at: now, pending: false });
     }
     let env = |k: &str| s.spec.env.get(k).map(std::ffi::OsString::from).or_else(|| std::env::var_os(k));
-    let Some(home) = env("HOME").map(std::path::PathBuf::from) else { return };
+    let home = env("HOME").map(std::path::PathBuf::from)?;
     let claude_dir = env("CLAUDE_CONFIG_DIR").map_or_else(|| home.join(".claude"), std::path::PathBuf::from);
     let codex = launch.adapter.is_some_and(|a| a.name == "codex");
     let codex_home = codex.then(|| env("CODEX_HOME").map_or_else(|| home.join(".codex"), std::path::PathBuf::from));
@@ -307,6 +313,7 @@ async fn read_usage(s: &Session, launch: &Launch, ctx: &Ctx, st: &mut SessionSta
         Ok(Err(e)) => tracing::debug!(session = %name, error = %e, "could not read the agent's usage records"),
         Err(e) => tracing::debug!(session = %name, error = %e, "the usage reader panicked"),
     }
+    None
 }
 
 #[cfg(test)]

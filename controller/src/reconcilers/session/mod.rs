@@ -294,7 +294,13 @@ pub struct Memory {
     /// Per session: the limit it waits for or last waited for (see `activity.rs`).
     limits: HashMap<String, activity::LimitMemo>,
     /// Per session: when its agent's usage records were last read.
-    usage_read: HashMap<String, std::time::Instant>,
+    usage_read: HashMap<String, UsageRead>,
+}
+
+/// When a session's usage records were last read, and whether its agent wrote since.
+pub(super) struct UsageRead {
+    at: std::time::Instant,
+    pending: bool,
 }
 
 impl Memory {
