@@ -28,9 +28,11 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("local address").port()
 }
 
-/// Environment variables of the calling shell that would change what `aoctl` does.
+/// Environment variables of the calling shell that would change what `aoctl` does, or what the
+/// agents it starts do: `CI` makes many agent CLIs (Ink's apps among them) skip their interactive
+/// screen, as they would never do in a person's terminal.
 const SCRUBBED: &[&str] =
-    &["AOCTL_SERVER", "AOCTL_TOKEN", "AOCTL_DATA_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "RUST_LOG", "GIT_DIR"];
+    &["AOCTL_SERVER", "AOCTL_TOKEN", "AOCTL_DATA_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "RUST_LOG", "GIT_DIR", "CI"];
 
 /// A command for the binary with a scrubbed environment and a throwaway HOME.
 pub fn command(home: &Path) -> Command {
