@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::harness::Server;
 use crate::lifecycle::{
@@ -204,8 +204,11 @@ async fn worktree_deleted_from_outside_is_made_again() {
     .await;
     let listed = worktrees(&repo);
     assert_eq!(listed.iter().filter(|(p, _)| *p == ws).count(), 1, "git lists it once: {listed:?}");
+    // The agent starts again in the new worktree and may be writing its note again: look once it
+    // is idle.
+    let idle = |o: &Value| ready(o) && o.pointer("/status/activity/state") == Some(&json!("idle"));
+    wait_all(&server, &["rise"], READY, "Ready and idle", idle).await;
     assert_eq!(git(&ws, &["status", "--porcelain"]), "", "the branch's work is all there");
-    wait_all(&server, &["rise"], READY, "Ready", ready).await;
     let ev = event(&server, "rise", "WorkspaceCreated").await.expect("a WorkspaceCreated event");
     assert_eq!(ev["count"], 2, "created, then created again: {ev:#}");
 
