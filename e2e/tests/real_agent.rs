@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -27,31 +27,15 @@ fn claude_bin() -> PathBuf {
     let bin = prefix.join("node_modules").join(".bin");
     if !bin.join("claude").exists() {
         std::fs::create_dir_all(&prefix).expect("create the npm prefix");
-        let mut child = Command::new("npm")
-            .arg("install")
-            .arg("--prefix")
-            .arg(&prefix)
-            .args(["--no-audit", "--no-fund", "--loglevel=error", PACKAGE])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("npm runs (is Node.js installed?)");
-        let deadline = Instant::now() + INSTALL_TIMEOUT;
-        while child.try_wait().expect("wait for npm").is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("npm install {PACKAGE} did not finish within {INSTALL_TIMEOUT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let out = child.wait_with_output().expect("npm output");
+        let mut cmd = Command::new("npm");
+        cmd.arg("install").arg("--prefix").arg(&prefix).args(["--no-audit", "--no-fund", "--loglevel=error", PACKAGE]);
+        let out = crate::harness::run_for(cmd, None, INSTALL_TIMEOUT);
         assert!(
-            out.status.success(),
+            out.code == 0,
             "npm install --prefix {} {PACKAGE} failed; without the registry, pre-install it and set \
              AOCTL_E2E_NPM_PREFIX:\n{}",
             prefix.display(),
-            String::from_utf8_lossy(&out.stderr)
+            out.stderr
         );
     }
     let version = Command::new(bin.join("claude")).arg("--version").stdin(Stdio::null()).output();

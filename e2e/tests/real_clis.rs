@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -70,26 +70,11 @@ fn installed() -> &'static Installed {
     static INSTALLED: OnceLock<Installed> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         let script = Path::new(AGENTS_CLI).join("install.sh");
-        let log = tempfile::NamedTempFile::new().expect("a log file");
-        let mut child = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log.reopen().expect("log handle"))
-            .spawn()
-            .expect("bash runs the install script");
-        let deadline = Instant::now() + INSTALL_TIMEOUT;
-        while child.try_wait().expect("wait for the install").is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("{} did not finish within {INSTALL_TIMEOUT:?}", script.display());
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let out = child.wait_with_output().expect("install output");
-        let errors = std::fs::read_to_string(log.path()).unwrap_or_default();
-        assert!(out.status.success(), "{} failed:\n{errors}", script.display());
-        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let mut cmd = Command::new("bash");
+        cmd.arg(&script);
+        let out = crate::harness::run_for(cmd, None, INSTALL_TIMEOUT);
+        assert_eq!(out.code, 0, "{} failed:\n{}", script.display(), out.stderr);
+        let bin = PathBuf::from(out.stdout.trim());
         let status_file = bin.parent().expect("the cache").join("status.tsv");
         let text = std::fs::read_to_string(&status_file).expect("the install's status.tsv");
         let status = text
