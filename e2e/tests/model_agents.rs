@@ -381,12 +381,7 @@ async fn scenario(kind: Kind, bin: PathBuf) {
             texts.push(slow);
             i += 1;
             for _ in 0..2 {
-                // Aider reads nothing while it streams, and a multi-line paste typed then reaches
-                // it line by line (a known gap): it gets single lines while busy.
-                let during = match kind {
-                    Kind::Aider => format!("while streaming m{i:03}x single line"),
-                    _ => format!("while streaming m{i:03}x\nsecond line m{i:03}x"),
-                };
+                let during = format!("while streaming m{i:03}x\nsecond line m{i:03}x");
                 send(&s.server, name, &during, i % 2 == 0).await;
                 texts.push(during);
                 i += 1;
@@ -396,10 +391,6 @@ async fn scenario(kind: Kind, bin: PathBuf) {
                 s.standin.arrival(&token, ARRIVAL).await;
             }
             continue;
-        }
-        if kind == Kind::Aider && text.contains('\n') {
-            // The same gap: aider gets a multi-line message only at its prompt.
-            activity_becomes(&s.server, name, "idle", ARRIVAL).await;
         }
         send(&s.server, name, &text, i % 2 == 0).await;
         s.standin.arrival(&format!("m{i:03}x"), ARRIVAL).await;

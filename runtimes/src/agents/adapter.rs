@@ -29,12 +29,16 @@ pub struct Input {
     /// A pattern on the end of a message that opens a popup swallowing the submit key; a message
     /// that matches gets a trailing space.
     pub popup_guard: Option<&'static str>,
+    /// Multi-line text is wrapped in a tagged brace block (`{tag`, the lines, `tag}`) and typed
+    /// line by line, for agents that take a multi-line message that way and read no paste typed
+    /// while they are busy (aider).
+    pub tagged_braces: bool,
 }
 
 impl Input {
     /// Bracketed paste, a short pause, then Enter.
     pub const DEFAULT: Input =
-        Input { bracketed_paste: true, submit_delay_ms: 150, submit_key: "Enter", popup_guard: None };
+        Input { bracketed_paste: true, submit_delay_ms: 150, submit_key: "Enter", popup_guard: None, tagged_braces: false };
 }
 
 /// Screen cues, as regular expressions searched in the last lines of the visible screen.

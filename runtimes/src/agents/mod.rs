@@ -156,12 +156,32 @@ pub fn render_resume(input: &RenderInput) -> Result<Option<Launch>, AgentError> 
 }
 
 /// The text to type for `text`: a message the agent would turn into a popup (Codex's trailing
-/// `$word`) gets a trailing space so the submit key is not swallowed.
+/// `$word`) gets a trailing space so the submit key is not swallowed, and a multi-line message
+/// for an agent with `tagged_braces` becomes its brace block.
 pub fn prepare_text(adapter: Option<&Adapter>, text: &str) -> String {
-    match adapter.and_then(|a| a.input.popup_guard).and_then(activity::regex) {
+    let Some(adapter) = adapter else { return text.to_string() };
+    if adapter.input.tagged_braces && text.trim_end().contains('\n') {
+        return tagged_block(text.trim_end());
+    }
+    match adapter.input.popup_guard.and_then(activity::regex) {
         Some(re) if re.is_match(text.trim_end()) => format!("{} ", text.trim_end()),
         _ => text.to_string(),
     }
+}
+
+/// `text` inside `{tag` … `tag}`, with a tag that no line of the text could be mistaken for.
+fn tagged_block(text: &str) -> String {
+    let clashes = |tag: &str| {
+        text.lines().any(|l| {
+            let l = l.trim_matches(|c| c == '\r' || c == '\n');
+            l == format!("{{{tag}") || l == format!("{tag}}}")
+        })
+    };
+    let tag = (0..)
+        .map(|n| if n == 0 { "aoctl".to_string() } else { format!("aoctl{n}") })
+        .find(|t| !clashes(t))
+        .expect("some tag is free");
+    format!("{{{tag}\n{text}\n{tag}}}")
 }
 
 fn render_custom(

@@ -147,6 +147,9 @@ static ADAPTERS: [Adapter; 24] = [
         ],
         bypass_args: &["--yes-always"],
         env: &[("LITELLM_LOCAL_MODEL_COST_MAP", "True")],
+        // Its prompt reads nothing while it answers, and a paste typed meanwhile arrives unbracketed,
+        // each line a message; a `{tag` … `tag}` block typed line by line is one message either way.
+        input: Input { bracketed_paste: false, tagged_braces: true, ..Input::DEFAULT },
         cues: Cues {
             ready: &[r"(?m)^(?:[a-z][a-z0-9-]*(?: multi)?|multi)?> ?$"],
             idle: &[r"(?m)^(?:[a-z][a-z0-9-]*(?: multi)?|multi)?> ?$"],

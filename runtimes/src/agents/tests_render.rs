@@ -283,3 +283,15 @@ fn codex_dollar_word_gets_a_trailing_space() {
     assert_eq!(prepare_text(builtin("claude-code"), "with $release"), "with $release");
     assert_eq!(prepare_text(None, "with $release"), "with $release");
 }
+
+#[test]
+fn aider_gets_multi_line_text_as_a_tagged_brace_block() {
+    let aider = builtin("aider");
+    assert_eq!(prepare_text(aider, "one line"), "one line");
+    assert_eq!(prepare_text(aider, "first\n  second\n"), "{aoctl\nfirst\n  second\naoctl}");
+    // A line that would close the block early changes the tag.
+    assert_eq!(prepare_text(aider, "a\naoctl}\nb"), "{aoctl1\na\naoctl}\nb\naoctl1}");
+    assert_eq!(prepare_text(aider, "{aoctl\n{aoctl1\nb"), "{aoctl2\n{aoctl\n{aoctl1\nb\naoctl2}");
+    // Agents without it keep their text (Claude Code takes a bracketed paste).
+    assert_eq!(prepare_text(builtin("claude-code"), "a\nb"), "a\nb");
+}
