@@ -1,5 +1,7 @@
 //! The `Project` kind: one local git repository that sessions work on.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -195,9 +197,15 @@ pub struct ProjectStatus {
     /// Number of sessions of this project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<u32>,
-    /// The usage of the project's sessions added up (of the sessions that exist now).
+    /// The usage of the project's sessions added up, deleted sessions included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// What deleted sessions used, so deleting a session does not give its spend back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_usage: Option<Usage>,
+    /// The usage last counted for each stored session that has some, by session uid.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub session_usage: BTreeMap<String, Usage>,
 }
 
 impl ProjectStatus {

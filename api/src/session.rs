@@ -373,6 +373,19 @@ impl Usage {
         self.input_tokens.saturating_add(self.output_tokens)
     }
 
+    /// The larger of each figure of this and `other`.
+    pub fn max(&self, other: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.max(other.input_tokens),
+            cached_input_tokens: self.cached_input_tokens.max(other.cached_input_tokens),
+            output_tokens: self.output_tokens.max(other.output_tokens),
+            cost_usd: match (self.cost_usd, other.cost_usd) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0.0).max(b.unwrap_or(0.0))),
+            },
+        }
+    }
+
     /// Adds `other` to this; a cost is known when either side knows one.
     pub fn add(&mut self, other: &Usage) {
         self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);

@@ -4,7 +4,8 @@
 //! typed, a queued session takes its slot under `maxConcurrentSessions: 1`, and once the reset has
 //! passed and a slot is free it is resumed exactly once. The same agent records token usage in
 //! Claude Code's format under its HOME: the totals reach the Session and the Project, and once the
-//! project's budget is spent the next session waits and the notifiers are told once.
+//! project's budget is spent the next session waits and the notifiers are told once, and deleting
+//! the session that spent it gives nothing back.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -173,5 +174,16 @@ async fn a_spent_budget_makes_new_sessions_wait_and_is_told_once() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let again = fs::read_to_string(&told).unwrap_or_default().lines().filter(|l| l.contains("budget-spent")).count();
     assert_eq!((sent.len(), again), (1, 1), "told once");
+
+    // Deleting the session that spent it gives nothing back: the project keeps its figures.
+    server.aoctl(&["delete", "session", "spender", "--wait=60s"]).ok();
+    assert!(server.object("sessions", "spender").await.is_none(), "spender is deleted");
+    let p = server.wait_for("projects", "budget", READY, |p| p.pointer("/status/retiredUsage").is_some()).await;
+    assert_eq!(p["status"]["usage"], json!({"inputTokens": 900, "outputTokens": 300}), "{p:#}");
+    assert!(is_true(&p, "BudgetSpent"), "still spent: {p:#}");
+    assert!(p.pointer("/status/sessionUsage").is_none(), "no stored session has usage: {p:#}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let o = server.object("sessions", "late").await.expect("late");
+    assert_eq!(phase(&o), "Queued", "still waiting after the delete: {o:#}");
     cleanup.finish();
 }

@@ -82,7 +82,8 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Ctx>) -> Result<Action, E
     let mine = Some(project.metadata.name.as_str());
     let count =
         sessions.iter().filter(|s| s.object().pointer("/spec/project").and_then(|p| p.as_str()) == mine).count();
-    let used = super::session::usage_of(sessions.iter().map(|s| s.object()), &project.metadata.name);
+    let account = super::session::account(&project.metadata.name, &project.status, sessions.iter().map(|s| s.object()));
+    let used = account.total;
     let spent = project.spec.budget.as_ref().and_then(|b| b.spent(&used));
 
     let generation = project.metadata.generation;
@@ -98,6 +99,8 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Ctx>) -> Result<Action, E
         head_sha: seen.head_sha,
         sessions: Some(count as u32),
         usage: (used != Default::default()).then(|| used.clone()),
+        retired_usage: (account.retired != Default::default()).then_some(account.retired),
+        session_usage: account.counted,
         ..status
     };
     let was_spent = condition::is_true(&status.conditions, types::BUDGET_SPENT);

@@ -37,8 +37,13 @@ pub struct Input {
 
 impl Input {
     /// Bracketed paste, a short pause, then Enter.
-    pub const DEFAULT: Input =
-        Input { bracketed_paste: true, submit_delay_ms: 150, submit_key: "Enter", popup_guard: None, tagged_braces: false };
+    pub const DEFAULT: Input = Input {
+        bracketed_paste: true,
+        submit_delay_ms: 150,
+        submit_key: "Enter",
+        popup_guard: None,
+        tagged_braces: false,
+    };
 }
 
 /// Screen cues, as regular expressions searched in the last lines of the visible screen.

@@ -8,12 +8,12 @@ mod launch;
 pub mod pr;
 mod reactions;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::condition::{self, set_condition, types};
-use aoctl_api::project::Project;
+use aoctl_api::project::{Project, ProjectStatus};
 use aoctl_api::session::{reasons, ActivityState, Phase, RuntimeKind, Usage, WorkspaceStatus};
 use aoctl_api::{Condition, ConditionStatus, EventType, Kind, Session, SessionStatus, Time};
 use aoctl_engine::Action;
@@ -222,19 +222,54 @@ async fn free_slot(project: &Project, ctx: &Ctx) -> Result<bool, Error> {
 async fn budget_spent(project: &Project, ctx: &Ctx) -> Result<Option<String>, Error> {
     let Some(budget) = &project.spec.budget else { return Ok(None) };
     let (all, _) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
-    let used = usage_of(all.iter().map(|o| o.object()), &project.metadata.name);
+    let used = account(&project.metadata.name, &project.status, all.iter().map(|o| o.object())).total;
     Ok(budget.spent(&used))
 }
 
-/// The usage of a project's stored sessions added up.
-pub fn usage_of<'a>(sessions: impl Iterator<Item = &'a serde_json::Value>, project: &str) -> Usage {
-    let mut total = Usage::default();
+/// A project's usage: its stored sessions' and its deleted sessions'.
+#[derive(Debug, Default, PartialEq)]
+pub struct Account {
+    /// Everything added up.
+    pub total: Usage,
+    /// What sessions that are gone used (`status.retiredUsage`).
+    pub retired: Usage,
+    /// What was counted for each stored session, by uid (`status.sessionUsage`).
+    pub counted: BTreeMap<String, Usage>,
+}
+
+/// The usage of `project` from its stored sessions and what its status counted before: a
+/// session counts the larger of what it shows and what was counted for it (a figure read lower
+/// for a moment gives nothing back), and a session no longer stored moves its last counted usage
+/// into `retired`, so deleting a session never lowers the total.
+pub fn account<'a>(
+    project: &str,
+    before: &ProjectStatus,
+    sessions: impl Iterator<Item = &'a serde_json::Value>,
+) -> Account {
+    let mut counted = BTreeMap::new();
     for o in sessions.filter(|o| o.pointer("/spec/project").and_then(|p| p.as_str()) == Some(project)) {
-        if let Some(u) = o.pointer("/status/usage").and_then(|u| Usage::deserialize(u).ok()) {
-            total.add(&u);
+        let Some(uid) = o.pointer("/metadata/uid").and_then(|u| u.as_str()) else { continue };
+        let shown = o.pointer("/status/usage").and_then(|u| Usage::deserialize(u).ok());
+        let earlier = before.session_usage.get(uid);
+        let usage = match (shown, earlier) {
+            (Some(s), Some(e)) => s.max(e),
+            (Some(s), None) => s,
+            (None, Some(e)) => e.clone(),
+            (None, None) => continue,
+        };
+        if usage != Usage::default() {
+            counted.insert(uid.to_string(), usage);
         }
     }
-    total
+    let mut retired = before.retired_usage.clone().unwrap_or_default();
+    for (uid, usage) in &before.session_usage {
+        if !counted.contains_key(uid) {
+            retired.add(usage);
+        }
+    }
+    let mut total = retired.clone();
+    counted.values().for_each(|u| total.add(u));
+    Account { total, retired, counted }
 }
 
 /// The sessions that hold or wait for a slot, by project, oldest first: neither stopped, nor
@@ -337,13 +372,39 @@ mod tests {
     }
 
     #[test]
-    fn usage_adds_up_per_project() {
-        let a = json!({"spec": {"project": "p"}, "status": {"usage": {"inputTokens": 10, "outputTokens": 5, "costUSD": 0.5}}});
-        let b = json!({"spec": {"project": "p"}, "status": {"usage": {"inputTokens": 1, "outputTokens": 1}}});
-        let other = json!({"spec": {"project": "q"}, "status": {"usage": {"inputTokens": 100, "outputTokens": 100}}});
-        let none = json!({"spec": {"project": "p"}});
-        let all = [a, b, other, none];
-        let u = usage_of(all.iter(), "p");
+    fn usage_adds_up_per_project_and_a_deleted_session_keeps_its_share() {
+        let a = json!({"metadata": {"uid": "a"}, "spec": {"project": "p"},
+            "status": {"usage": {"inputTokens": 10, "outputTokens": 5, "costUSD": 0.5}}});
+        let b = json!({"metadata": {"uid": "b"}, "spec": {"project": "p"},
+            "status": {"usage": {"inputTokens": 1, "outputTokens": 1}}});
+        let other = json!({"metadata": {"uid": "o"}, "spec": {"project": "q"},
+            "status": {"usage": {"inputTokens": 100, "outputTokens": 100}}});
+        let none = json!({"metadata": {"uid": "n"}, "spec": {"project": "p"}});
+        let all = [a.clone(), b, other, none];
+        let first = account("p", &ProjectStatus::default(), all.iter());
+        let u = &first.total;
         assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (11, 6, Some(0.5)));
+        assert_eq!(first.counted.keys().collect::<Vec<_>>(), ["a", "b"]);
+
+        // `b` is deleted and `a` shows less for a moment: neither lowers the total.
+        let before = ProjectStatus { session_usage: first.counted.clone(), ..Default::default() };
+        let lower = json!({"metadata": {"uid": "a"}, "spec": {"project": "p"},
+            "status": {"usage": {"inputTokens": 3, "outputTokens": 1}}});
+        let then = account("p", &before, [lower].iter());
+        assert_eq!((then.total.input_tokens, then.total.output_tokens), (11, 6));
+        assert_eq!((then.retired.input_tokens, then.retired.output_tokens), (1, 1));
+        assert_eq!(then.counted.keys().collect::<Vec<_>>(), ["a"]);
+
+        // Once retired, `b` stays counted; `a` grows.
+        let before = ProjectStatus {
+            session_usage: then.counted.clone(),
+            retired_usage: Some(then.retired.clone()),
+            ..Default::default()
+        };
+        let more = json!({"metadata": {"uid": "a"}, "spec": {"project": "p"},
+            "status": {"usage": {"inputTokens": 20, "outputTokens": 5}}});
+        let last = account("p", &before, [more].iter());
+        assert_eq!((last.total.input_tokens, last.total.output_tokens), (21, 6));
+        assert!(account("p", &before, [].iter()).counted.is_empty());
     }
 }
