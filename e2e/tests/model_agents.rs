@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use crate::harness::{git_repo, Server, API};
 use crate::lifecycle::{events, is_true, project, wait_all, workspace, Cleanup, Tmux};
 
-const CLAUDE_VERSION: &str = "2.1.332";
+pub(crate) const CLAUDE_VERSION: &str = "2.1.332";
 const CODEX_VERSION: &str = "0.171.0";
 const AIDER_VERSION: &str = "0.86.2";
 /// How long one install may take.
@@ -70,7 +70,7 @@ fn npm_latest(package: &str) -> String {
 }
 
 /// The `.bin` folder of `package@version`, installed with npm first when missing.
-fn npm_cli(package: &str, version: &str, binary: &str) -> PathBuf {
+pub(crate) fn npm_cli(package: &str, version: &str, binary: &str) -> PathBuf {
     let name = package.rsplit('/').next().unwrap_or(package);
     let prefix = cache().join(format!("{name}-{version}"));
     let bin = prefix.join("node_modules").join(".bin");

@@ -1,11 +1,11 @@
 //! A real agent CLI launched through its adapter: Claude Code from npm, started by a Session with
 //! `agent: claude-code` in tmux, shows its own UI in the session's worktree. No network is used.
 //!
-//! The package is installed with npm under `AOCTL_E2E_NPM_PREFIX` when that is set (CI installs it
-//! there beforehand), else under Cargo's target tmp dir; an install that fails fails the test.
+//! The pinned package is installed with npm into the agent CLI cache the model tests use (outside
+//! the checkout) when it is missing; an install that fails fails the test.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -15,29 +15,9 @@ use crate::harness::{git_repo, Server};
 use crate::lifecycle::{event, eventually, is_true, project, restarts, wait_all, workspace, Cleanup, Tmux, READY};
 
 const PACKAGE: &str = "@anthropic-ai/claude-code";
-/// How long `npm install` may take.
-const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// The folder holding the `claude` command, installing the package first when it is missing.
+/// The folder holding the `claude` command of the pinned version, installed first when missing.
 fn claude_bin() -> PathBuf {
-    let prefix = std::env::var_os("AOCTL_E2E_NPM_PREFIX")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("npm-claude-code"));
-    let bin = prefix.join("node_modules").join(".bin");
-    if !bin.join("claude").exists() {
-        std::fs::create_dir_all(&prefix).expect("create the npm prefix");
-        let mut cmd = Command::new("npm");
-        cmd.arg("install").arg("--prefix").arg(&prefix).args(["--no-audit", "--no-fund", "--loglevel=error", PACKAGE]);
-        let out = crate::harness::run_for(cmd, None, INSTALL_TIMEOUT);
-        assert!(
-            out.code == 0,
-            "npm install --prefix {} {PACKAGE} failed; without the registry, pre-install it and set \
-             AOCTL_E2E_NPM_PREFIX:\n{}",
-            prefix.display(),
-            out.stderr
-        );
-    }
+    let bin = crate::model_agents::npm_cli(PACKAGE, crate::model_agents::CLAUDE_VERSION, "claude");
     let version = Command::new(bin.join("claude")).arg("--version").stdin(Stdio::null()).output();
     let version = version.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
     assert!(version.contains("Claude Code"), "{} --version printed {version:?}", bin.join("claude").display());

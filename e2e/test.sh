@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# `make test` on any machine, a fresh one included: installs what the tests need and is missing
+# (with apt-get, as root or through password-less sudo), checks formatting and lints, starts a
+# Docker engine unless one already answers (and stops it again at the end), builds the local test
+# images, runs the GitHub stand-in's own tests, then every Rust test of the workspace. The agent
+# CLIs and the stand-in's npm packages are installed by the tests that use them, into caches
+# outside the checkout.
+#
+#   e2e/test.sh            everything above
+#   CARGO=cargo e2e/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CARGO=${CARGO:-cargo}
+
+say() { echo "test.sh: $*" >&2; }
+
+# Runs apt-get as root, or through sudo when it needs no password; fails naming what is missing.
+apt_install() {
+  local runner=()
+  if [ "$(id -u)" != 0 ]; then
+    if sudo -n true 2>/dev/null; then
+      runner=(sudo -n)
+    else
+      say "missing: $*; install them (apt-get install $*) or run as root"
+      return 1
+    fi
+  fi
+  say "installing $*"
+  "${runner[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${runner[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+need=()
+for tool in git tmux make python3 openssl; do command -v "$tool" >/dev/null || need+=("$tool"); done
+python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
+command -v promtool >/dev/null || need+=(prometheus)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+if [ ${#need[@]} -gt 0 ]; then
+  apt_install "${need[@]}"
+fi
+if command -v rustup >/dev/null; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+
+# The tests commit into scratch repositories: without an identity of the user's, they get one of
+# their own for this run, as a global configuration that includes the user's (which is not
+# touched); a repository's own identity still wins, as it would over the user's.
+scratch=$(mktemp -d)
+cleanup() { rm -rf "$scratch"; }
+trap cleanup EXIT
+if ! git -C / config user.email >/dev/null; then
+  global=${GIT_CONFIG_GLOBAL:-$HOME/.gitconfig}
+  {
+    [ -f "$global" ] && printf '[include]\n\tpath = %s\n' "$global"
+    printf '[user]\n\tname = aoctl tests\n\temail = tests@aoctl.invalid\n'
+  } >"$scratch/gitconfig"
+  export GIT_CONFIG_GLOBAL=$scratch/gitconfig
+fi
+
+make lint CARGO="$CARGO"
+
+# A Docker engine for the docker runtime's tests: the machine's own when one answers, else one
+# started here (root only) and stopped when the tests end.
+if docker version >/dev/null 2>&1; then
+  say "using the Docker engine that answers"
+elif [ "$(id -u)" = 0 ]; then
+  log=${TMPDIR:-/tmp}/aoctl-test-dockerd.log
+  e2e/docker/dockerd.sh start "$log"
+  cleanup() { e2e/docker/dockerd.sh stop || true; rm -rf "$scratch"; }
+else
+  say "no Docker engine answers and one can be started only as root: the docker tests will fail"
+fi
+if docker version >/dev/null 2>&1; then
+  e2e/docker/build-image.sh
+  e2e/docker/build-image.sh --git
+  # The engine over tcp with mutual TLS (dockerd.sh's own engine has it), for the remote-engine test.
+  eval "$(e2e/docker/dockerd.sh tls-env 2>/dev/null)"
+fi
+
+# The GitHub stand-in's own tests (its packages first when missing or older than the lock file).
+standin=e2e/github-standin
+if [ ! -d "$standin/node_modules" ] || [ "$standin/package-lock.json" -nt "$standin/node_modules" ]; then
+  (cd "$standin" && npm ci --no-audit --no-fund --loglevel=error && touch node_modules)
+fi
+(cd "$standin" && timeout 300 npm test --silent)
+
+"$CARGO" test --workspace --all-targets --no-fail-fast
