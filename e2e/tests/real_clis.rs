@@ -103,11 +103,11 @@ fn rendered(row: &Adapter) -> Vec<Vec<String>> {
     let input = RenderInput {
         agent: &agent,
         prompt: Some("say hello"),
-        prompt_file: Path::new("/work/session/prompt.md"),
+        prompt_file: Path::new("/srv/session/prompt.md"),
         agent_args: &[],
         permissions: Permissions::Bypass,
-        workdir: Path::new("/work/ws/project/session"),
-        workspaces_root: Path::new("/work/ws"),
+        workdir: Path::new("/srv/ws/project/session"),
+        workspaces_root: Path::new("/srv/ws"),
         running_as_root: false,
     };
     let mut out = vec![agents::render(&input).expect("the row renders").command];
