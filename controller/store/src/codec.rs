@@ -14,6 +14,8 @@ pub(crate) const LOG: &str = "log";
 pub(crate) const META: &str = "meta";
 /// Key of the newest assigned resourceVersion in the `meta` tree.
 pub(crate) const RV_KEY: &[u8] = b"rv";
+/// Key of the `meta` entry a store that cannot write rewrites to learn when it can again.
+pub(crate) const PROBE_KEY: &[u8] = b"probe";
 
 /// The position of a kind in `Kind::ALL`, used as its byte in log entries and as an index.
 pub(crate) fn kind_index(kind: Kind) -> usize {

@@ -20,6 +20,12 @@ pub enum StoreError {
     /// The request itself is malformed.
     #[error("{message}")]
     Invalid { message: String },
+    /// The disk is full (or the file may grow no more): nothing was written.
+    #[error("insufficient storage: {0}")]
+    InsufficientStorage(String),
+    /// The disk failed otherwise, or the database is being reopened after a failure.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
     /// The database or the encoding failed.
     #[error("storage error: {0}")]
     Storage(String),
@@ -37,6 +43,8 @@ impl StoreError {
             StoreError::AlreadyExists { .. } | StoreError::Conflict { .. } => 409,
             StoreError::Gone { .. } => 410,
             StoreError::Invalid { .. } => 422,
+            StoreError::InsufficientStorage(_) => 507,
+            StoreError::Unavailable(_) => 503,
             StoreError::Storage(_) => 500,
         }
     }
@@ -49,13 +57,26 @@ impl StoreError {
             StoreError::Conflict { .. } => "Conflict",
             StoreError::Gone { .. } => "Expired",
             StoreError::Invalid { .. } => "Invalid",
+            StoreError::InsufficientStorage(_) => "InsufficientStorage",
+            StoreError::Unavailable(_) => "ServiceUnavailable",
             StoreError::Storage(_) => "InternalError",
         }
     }
 
     /// Whether retrying the same operation (after reading the object again) may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Conflict { .. } | StoreError::Storage(_))
+        matches!(
+            self,
+            StoreError::Conflict { .. }
+                | StoreError::InsufficientStorage(_)
+                | StoreError::Unavailable(_)
+                | StoreError::Storage(_)
+        )
+    }
+
+    /// Whether the disk refused the write: the store takes no writes until it can write again.
+    pub fn is_disk(&self) -> bool {
+        matches!(self, StoreError::InsufficientStorage(_) | StoreError::Unavailable(_))
     }
 
     /// Whether this is a `NotFound`.
@@ -84,7 +105,20 @@ impl StoreError {
 
 impl From<sled::Error> for StoreError {
     fn from(e: sled::Error) -> StoreError {
-        StoreError::Storage(e.to_string())
+        use std::io::ErrorKind;
+        match &e {
+            sled::Error::Io(io) if io.kind() == ErrorKind::StorageFull => {
+                StoreError::InsufficientStorage("no space left on the store's disk".into())
+            }
+            sled::Error::Io(io) if io.kind() == ErrorKind::QuotaExceeded => {
+                StoreError::InsufficientStorage("the disk quota of the store is exceeded".into())
+            }
+            sled::Error::Io(io) if io.kind() == ErrorKind::FileTooLarge => {
+                StoreError::InsufficientStorage("the store's database file may not grow larger".into())
+            }
+            sled::Error::Io(io) => StoreError::Unavailable(format!("the store's disk failed: {io}")),
+            _ => StoreError::Storage(e.to_string()),
+        }
     }
 }
 

@@ -3,7 +3,10 @@
 //!
 //! Writes go to one writer thread that commits them in batches, each in a single sled transaction
 //! followed by one flush, so resourceVersion order is commit order is watch order, and a write is
-//! on disk before it is acknowledged. Reads are served from an in-memory copy of the published state.
+//! on disk before it is acknowledged. Reads are served from an in-memory copy of the published state,
+//! and a batch is published only once it is on disk: a write the disk refused (a full disk, say)
+//! is seen by no reader and no watch, its versions were never shown to anyone, and the store
+//! writes again as soon as the disk does, without a restart ([`Store::writable`]).
 
 mod codec;
 mod error;
@@ -136,6 +139,15 @@ impl Store {
     /// The newest resourceVersion visible to reads and watches.
     pub fn resource_version(&self) -> u64 {
         self.inner.shared.published_rv()
+    }
+
+    /// Whether the store can write: the error of the last write its disk refused, while no write
+    /// has succeeded since. The store tries a small write every second meanwhile.
+    pub fn writable(&self) -> Result<(), StoreError> {
+        match self.inner.shared.unwritable() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// The oldest resourceVersion a watch may still start from.

@@ -1,9 +1,10 @@
-//! The state shared by readers, watches and the writer: sled trees, the published cache, counters.
+//! The state shared by readers, watches and the writer: the sled database, the published cache,
+//! counters and whether the disk takes writes.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use aoctl_api::Kind;
 use serde_json::Value;
@@ -83,35 +84,40 @@ impl Cache {
     }
 }
 
-/// Everything readers, watches and the writer thread share.
-pub(crate) struct Shared {
+/// The sled database and its trees; clones share them.
+#[derive(Clone)]
+pub(crate) struct Db {
     pub db: sled::Db,
     pub objects: sled::Tree,
     pub log: sled::Tree,
     pub meta: sled::Tree,
-    pub cache: RwLock<Cache>,
-    /// The newest published resourceVersion; mirrors `cache.rv`.
-    pub rv: AtomicU64,
-    /// Log entries up to and including this resourceVersion may have been removed.
-    pub compacted: AtomicU64,
-    pub config: StoreConfig,
 }
 
-impl Shared {
-    /// Opens the database at `dir` and loads the objects and counters.
-    pub fn open(dir: &Path, config: StoreConfig) -> Result<Shared, StoreError> {
+/// What a database holds, loaded into memory.
+pub(crate) struct Loaded {
+    pub cache: Cache,
+    /// The newest resourceVersion it has ever assigned.
+    pub rv: u64,
+    /// Log entries up to and including this resourceVersion are gone.
+    pub compacted: u64,
+}
+
+impl Db {
+    pub fn open(dir: &Path) -> Result<Db, StoreError> {
         // Every acknowledged write is flushed by the writer (group commit), so sled's own periodic
         // flush would only wake an idle controller twice a second for nothing.
         let db = sled::Config::new().path(dir).flush_every_ms(None).open()?;
         let objects = db.open_tree(codec::OBJECTS)?;
         let log = db.open_tree(codec::LOG)?;
         let meta = db.open_tree(codec::META)?;
+        Ok(Db { db, objects, log, meta })
+    }
+
+    /// Every object and the counters, as stored.
+    pub fn load(&self) -> Result<Loaded, StoreError> {
         let mut cache = Cache::default();
-        let mut rv = match meta.get(codec::RV_KEY)? {
-            Some(b) => parse_rv_key(&b)?,
-            None => 0,
-        };
-        for item in objects.iter() {
+        let mut rv = self.stored_rv()?;
+        for item in self.objects.iter() {
             let (k, v) = item?;
             let (kind, name) =
                 parse_object_key(&k).ok_or_else(|| StoreError::Storage("malformed object key".into()))?;
@@ -119,22 +125,55 @@ impl Shared {
             rv = rv.max(object_rv(&obj));
             cache.map_mut(kind).insert(name, StoredObject::new(Arc::new(obj), Arc::from(&v[..])));
         }
-        if let Some((k, _)) = log.last()? {
-            rv = rv.max(parse_rv_key(&k)?);
-        }
-        let compacted = match log.first()? {
+        let compacted = match self.log.first()? {
             Some((k, _)) => parse_rv_key(&k)? - 1,
             None => rv,
         };
         cache.rv = rv;
+        Ok(Loaded { cache, rv, compacted })
+    }
+
+    /// The newest resourceVersion of the counter and the log.
+    pub fn stored_rv(&self) -> Result<u64, StoreError> {
+        let mut rv = match self.meta.get(codec::RV_KEY)? {
+            Some(b) => parse_rv_key(&b)?,
+            None => 0,
+        };
+        if let Some((k, _)) = self.log.last()? {
+            rv = rv.max(parse_rv_key(&k)?);
+        }
+        Ok(rv)
+    }
+}
+
+/// Everything readers, watches and the writer thread share.
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    /// The database; `None` while the writer reopens it after a failed write (and until a reopen
+    /// succeeds).
+    pub db: RwLock<Option<Db>>,
+    pub cache: RwLock<Cache>,
+    /// The newest published resourceVersion; mirrors `cache.rv`.
+    pub rv: AtomicU64,
+    /// Log entries up to and including this resourceVersion may have been removed.
+    pub compacted: AtomicU64,
+    /// Why the last write to the disk failed, while no write has succeeded since.
+    pub unwritable: Mutex<Option<StoreError>>,
+    pub config: StoreConfig,
+}
+
+impl Shared {
+    /// Opens the database at `dir` and loads the objects and counters.
+    pub fn open(dir: &Path, config: StoreConfig) -> Result<Shared, StoreError> {
+        let db = Db::open(dir)?;
+        let Loaded { cache, rv, compacted } = db.load()?;
         Ok(Shared {
-            db,
-            objects,
-            log,
-            meta,
+            dir: dir.to_path_buf(),
+            db: RwLock::new(Some(db)),
             cache: RwLock::new(cache),
             rv: AtomicU64::new(rv),
             compacted: AtomicU64::new(compacted),
+            unwritable: Mutex::new(None),
             config,
         })
     }
@@ -149,19 +188,44 @@ impl Shared {
         self.cache.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The database, shared with other readers; the writer waits for them before reopening it.
+    pub fn db(&self) -> RwLockReadGuard<'_, Option<Db>> {
+        self.db.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn db_mut(&self) -> RwLockWriteGuard<'_, Option<Db>> {
+        self.db.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn published_rv(&self) -> u64 {
         self.rv.load(Ordering::Acquire)
+    }
+
+    /// Why the store cannot write now, if it cannot.
+    pub fn unwritable(&self) -> Option<StoreError> {
+        self.unwritable.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_unwritable(&self, why: Option<StoreError>) {
+        *self.unwritable.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    }
+
+    /// The database's handles, for tests that read the trees.
+    #[cfg(test)]
+    pub fn handles(&self) -> Db {
+        self.db().clone().expect("the database is open")
     }
 
     /// Every key and value of every tree, for tests that compare the database before and after.
     #[cfg(test)]
     pub fn dump(&self) -> Vec<(Vec<u8>, Vec<KeyValue>)> {
-        let mut names = self.db.tree_names();
+        let db = self.handles().db;
+        let mut names = db.tree_names();
         names.sort();
         names
             .into_iter()
             .map(|n| {
-                let tree = self.db.open_tree(&n).expect("tree opens");
+                let tree = db.open_tree(&n).expect("tree opens");
                 let items =
                     tree.iter().map(|i| i.expect("tree reads")).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
                 (n.to_vec(), items)

@@ -129,7 +129,13 @@ impl Watch {
     /// Reads the next stretch of the log into `pending`; a missing entry means it was compacted.
     fn replay_chunk(&mut self) -> Result<(), StoreError> {
         let end = self.catch_up_to.min(self.last + REPLAY_CHUNK);
-        for item in self.shared.log.range(rv_key(self.last + 1)..=rv_key(end)) {
+        // Held while reading, so the writer never reopens the database under a replay.
+        let db = self.shared.db();
+        let db = db.as_ref().ok_or_else(|| match self.shared.unwritable() {
+            Some(e) => e,
+            None => StoreError::Unavailable("the store's database is being reopened".into()),
+        })?;
+        for item in db.log.range(rv_key(self.last + 1)..=rv_key(end)) {
             let (k, v) = item?;
             let rv = parse_rv_key(&k)?;
             if rv != self.last + 1 {

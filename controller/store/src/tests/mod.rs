@@ -1,6 +1,7 @@
 //! Tests of the store against a real sled database in a temporary directory.
 
 mod crud;
+mod full_disk;
 mod lifecycle;
 mod watching;
 

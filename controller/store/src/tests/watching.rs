@@ -54,6 +54,7 @@ async fn watch_from_a_list_sees_every_later_change_once_in_order() {
     // The same sequence is in the log.
     let logged: Vec<(u64, EventKind)> = store
         .shared()
+        .handles()
         .log
         .range(crate::codec::rv_key(from + 1)..)
         .map(|i| i.unwrap())
@@ -86,7 +87,7 @@ async fn compacted_resource_versions_are_gone() {
         got.push(w.next().await.unwrap().rv);
     }
     assert_eq!(got, (16..=20).collect::<Vec<_>>());
-    assert_eq!(store.shared().log.len(), 5);
+    assert_eq!(store.shared().handles().log.len(), 5);
 
     // After a reopen, the compaction point is read back from the log.
     drop(w);
