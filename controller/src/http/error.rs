@@ -33,6 +33,9 @@ pub enum AppError {
     UnsupportedMediaType(String),
     #[error("the server is starting; try again shortly")]
     NotReady,
+    /// The store's disk refuses writes (full, failing); reads still work.
+    #[error("not ready: the store cannot write: {0}")]
+    StoreUnwritable(StoreError),
     /// The session has no running agent to talk to.
     #[error("{0}")]
     NotRunning(String),
@@ -52,7 +55,7 @@ impl AppError {
             AppError::Unauthorized | AppError::BadSignature => (401, "Unauthorized"),
             AppError::Forbidden(_) => (403, "Forbidden"),
             AppError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
-            AppError::NotReady => (503, "ServiceUnavailable"),
+            AppError::NotReady | AppError::StoreUnwritable(_) => (503, "ServiceUnavailable"),
             AppError::NotRunning(_) => (409, "Conflict"),
             AppError::Runtime(e) => match e {
                 aoctl_runtimes::RuntimeError::Unavailable { .. } => (503, "ServiceUnavailable"),

@@ -136,7 +136,10 @@ fn build() -> Value {
     }
     for (path, summary) in [
         ("/healthz", "Liveness: 200 while the process serves"),
-        ("/readyz", "Readiness: 200 once the store is loaded and the controllers run"),
+        (
+            "/readyz",
+            "Readiness: 200 once the store is loaded and the controllers run, 503 while the store cannot write",
+        ),
         ("/metrics", "Prometheus metrics in the text format"),
         ("/version", "Server version"),
     ] {

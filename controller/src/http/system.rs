@@ -14,12 +14,14 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
+/// Ready once the controllers run, and while the store can write: a store whose disk refuses
+/// writes (full, say) makes it 503 with the reason, until a write succeeds again.
 pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, AppError> {
-    if state.ready.load(Ordering::Acquire) {
-        Ok("ok")
-    } else {
-        Err(AppError::NotReady)
+    if !state.ready.load(Ordering::Acquire) {
+        return Err(AppError::NotReady);
     }
+    state.store.writable().map_err(AppError::StoreUnwritable)?;
+    Ok("ok")
 }
 
 pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, AppError> {
