@@ -181,7 +181,8 @@ pub async fn serve_on(
     let changes = store
         .watch(&[Kind::Project, Kind::Session], store.resource_version())
         .map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
-    let mut tasks = vec![tokio::spawn(route_changes(changes, projects.handle(), sessions.handle(), stopped()))];
+    let mut tasks =
+        vec![tokio::spawn(route_changes(store.clone(), changes, projects.handle(), sessions.handle(), stopped()))];
     // Agents' output and exits wake their sessions, so quiet ones are not polled.
     match crate::activity_watch::start(fleet.clone(), sessions.handle(), stopped()) {
         Ok(watch) => tasks.push(watch),
@@ -221,69 +222,140 @@ pub async fn serve_on(
     }
 }
 
-/// Turns store changes into reconcile triggers: a Project's own key and its Sessions' keys (they
-/// wait for it), a Session's own key, its Project's (which counts them) and its siblings' (a
-/// session that stops holding a slot under `maxConcurrentSessions` frees it for them).
-async fn route_changes(mut changes: Watch, projects: Trigger, sessions: Trigger, stopped: impl Future<Output = ()>) {
-    let mut by_project: HashMap<String, BTreeSet<String>> = HashMap::new();
-    // What sessions depend on in a project: its generation and its Ready condition. Status-only
-    // writes (such as the session count) must not wake every session of the project.
-    let mut seen: HashMap<String, (Option<serde_json::Value>, Option<serde_json::Value>)> = HashMap::new();
-    // Whether each session held a slot when last seen.
-    let mut holding: HashMap<String, bool> = HashMap::new();
+/// How long `route_changes` waits before it watches the store again after its watch ended.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(200);
+
+/// Turns store changes into reconcile triggers (see [`Router`]). When its watch ends (it fell
+/// behind the store's log, or the store could not read it), it says so, watches again from the
+/// store's newest version and triggers every object it lists then, so no change made meanwhile
+/// goes unreconciled until the next resync.
+async fn route_changes(
+    store: Store,
+    mut changes: Watch,
+    projects: Trigger,
+    sessions: Trigger,
+    stopped: impl Future<Output = ()>,
+) {
+    let mut router = Router::new(projects, sessions);
     let forward = async {
-        while let Some(ev) = changes.next().await {
-            let name = ev.object.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-            match ev.kind {
-                Kind::Project => {
-                    if ev.kind_ != EventKind::Deleted {
-                        projects.trigger(&name);
+        loop {
+            while let Some(ev) = changes.next().await {
+                router.route(ev.kind, ev.kind_, &ev.object);
+            }
+            match changes.error() {
+                Some(e) => tracing::warn!(error = %e, "the watch of changes ended; watching again and relisting"),
+                None => tracing::warn!("the watch of changes ended; watching again and relisting"),
+            }
+            loop {
+                tokio::time::sleep(RESUBSCRIBE_AFTER).await;
+                match router.resubscribe(&store).await {
+                    Ok(w) => {
+                        changes = w;
+                        break;
                     }
-                    let generation = ev.object.pointer("/metadata/generation").cloned();
-                    let ready = ev.object.pointer("/status/conditions").and_then(|c| {
-                        c.as_array()?.iter().find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready")).cloned()
-                    });
-                    let ready = ready.map(|c| serde_json::json!([c.get("status"), c.get("reason")]));
-                    let now = (generation, ready);
-                    if ev.kind_ == EventKind::Deleted || seen.get(&name) != Some(&now) {
-                        for s in by_project.get(&name).into_iter().flatten() {
-                            sessions.trigger(s);
-                        }
-                    }
-                    seen.insert(name.clone(), now);
+                    Err(e) => tracing::warn!(error = %e, "cannot watch the store again; retrying"),
                 }
-                Kind::Session => {
-                    let project = ev.object.pointer("/spec/project").and_then(|v| v.as_str()).unwrap_or_default();
-                    let siblings = by_project.entry(project.to_string()).or_default();
-                    if ev.kind_ == EventKind::Deleted {
-                        siblings.remove(&name);
-                    } else {
-                        siblings.insert(name.clone());
-                        sessions.trigger(&name);
-                    }
-                    // A slot under maxConcurrentSessions frees when a session that held one goes,
-                    // stops or ends; a session not seen before may have held one.
-                    let holds = ev.kind_ != EventKind::Deleted && session::holds_slot(&ev.object);
-                    let held = if ev.kind_ == EventKind::Deleted {
-                        holding.remove(&name)
-                    } else {
-                        holding.insert(name.clone(), holds)
-                    };
-                    let frees = !holds && held.unwrap_or(ev.kind_ != EventKind::Added);
-                    if frees {
-                        for s in siblings.iter().filter(|s| **s != name) {
-                            sessions.trigger(s);
-                        }
-                    }
-                    projects.trigger(project);
-                }
-                Kind::Event => {}
             }
         }
     };
     tokio::select! {
         _ = forward => {},
         _ = stopped => {},
+    }
+}
+
+/// What `route_changes` knows of the objects: a Project's change triggers its own key and its
+/// Sessions' keys (they wait for it); a Session's triggers its own key, its Project's (which
+/// counts them) and its siblings' (a session that stops holding a slot under
+/// `maxConcurrentSessions` frees it for them).
+struct Router {
+    projects: Trigger,
+    sessions: Trigger,
+    by_project: HashMap<String, BTreeSet<String>>,
+    /// What sessions depend on in a project: its generation and its Ready condition. Status-only
+    /// writes (such as the session count) must not wake every session of the project.
+    seen: HashMap<String, (Option<serde_json::Value>, Option<serde_json::Value>)>,
+    /// Whether each session held a slot when last seen.
+    holding: HashMap<String, bool>,
+}
+
+impl Router {
+    fn new(projects: Trigger, sessions: Trigger) -> Router {
+        Router { projects, sessions, by_project: HashMap::new(), seen: HashMap::new(), holding: HashMap::new() }
+    }
+
+    fn route(&mut self, kind: Kind, type_: EventKind, obj: &serde_json::Value) {
+        let name = obj.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        match kind {
+            Kind::Project => {
+                if type_ != EventKind::Deleted {
+                    self.projects.trigger(&name);
+                }
+                let generation = obj.pointer("/metadata/generation").cloned();
+                let ready = obj.pointer("/status/conditions").and_then(|c| {
+                    c.as_array()?.iter().find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready")).cloned()
+                });
+                let ready = ready.map(|c| serde_json::json!([c.get("status"), c.get("reason")]));
+                let now = (generation, ready);
+                if type_ == EventKind::Deleted || self.seen.get(&name) != Some(&now) {
+                    for s in self.by_project.get(&name).into_iter().flatten() {
+                        self.sessions.trigger(s);
+                    }
+                }
+                if type_ == EventKind::Deleted {
+                    self.seen.remove(&name);
+                } else {
+                    self.seen.insert(name, now);
+                }
+            }
+            Kind::Session => {
+                let project = obj.pointer("/spec/project").and_then(|v| v.as_str()).unwrap_or_default();
+                let siblings = self.by_project.entry(project.to_string()).or_default();
+                if type_ == EventKind::Deleted {
+                    siblings.remove(&name);
+                } else {
+                    siblings.insert(name.clone());
+                    self.sessions.trigger(&name);
+                }
+                // A slot under maxConcurrentSessions frees when a session that held one goes,
+                // stops or ends; a session not seen before may have held one.
+                let holds = type_ != EventKind::Deleted && session::holds_slot(obj);
+                let held = if type_ == EventKind::Deleted {
+                    self.holding.remove(&name)
+                } else {
+                    self.holding.insert(name.clone(), holds)
+                };
+                let frees = !holds && held.unwrap_or(type_ != EventKind::Added);
+                if frees {
+                    for s in siblings.iter().filter(|s| **s != name) {
+                        self.sessions.trigger(s);
+                    }
+                }
+                self.projects.trigger(project);
+            }
+            Kind::Event => {}
+        }
+    }
+
+    /// Watches the store again from its newest version, then lists it and triggers every object:
+    /// what changed while no watch ran is reconciled now. What is remembered is rebuilt from the
+    /// lists; a change both listed and watched only triggers twice, and triggers coalesce.
+    async fn resubscribe(&mut self, store: &Store) -> Result<Watch, StoreError> {
+        let watch = store.watch(&[Kind::Project, Kind::Session], store.resource_version())?;
+        let (projects, _) = store.list(Kind::Project, &Selector::everything()).await?;
+        let (sessions, _) = store.list(Kind::Session, &Selector::everything()).await?;
+        self.by_project.clear();
+        self.seen.clear();
+        self.holding.clear();
+        for s in &sessions {
+            // A session seen for the first time that does not hold a slot may have freed one.
+            self.route(Kind::Session, EventKind::Modified, s);
+        }
+        for p in &projects {
+            self.route(Kind::Project, EventKind::Added, p);
+        }
+        tracing::info!(projects = projects.len(), sessions = sessions.len(), "watching changes again");
+        Ok(watch)
     }
 }
 
@@ -345,5 +417,98 @@ async fn collect_orphans(ctx: Arc<Ctx>, stopped: impl Future<Output = ()>) {
     tokio::select! {
         _ = work => {},
         _ = stopped => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aoctl_store::{StoreConfig, WriteOptions};
+    use serde_json::json;
+    use tokio::sync::mpsc;
+
+    /// Runs a controller whose reconcile reports each key it is given.
+    fn recording<T: Resource>(
+        store: &Store,
+        name: &'static str,
+        metrics: &Metrics,
+        stopped: impl Future<Output = ()> + Send + 'static,
+    ) -> (Trigger, mpsc::UnboundedReceiver<String>, tokio::task::JoinHandle<()>) {
+        let controller =
+            Controller::<T>::new(Config { resync: Duration::ZERO, ..Config::new(name) }, metrics.engine.clone());
+        let trigger = controller.handle();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let store = store.clone();
+        let task = tokio::spawn(controller.run(
+            move |key: String| {
+                let store = store.clone();
+                async move { store.get_typed::<T>(&key).await.ok().map(Arc::new) }
+            },
+            || async { vec![] },
+            move |obj: Arc<T>, _: Arc<()>| {
+                let _ = tx.send(obj.name().to_string());
+                async { Ok::<_, StoreError>(Action::await_change()) }
+            },
+            |_, _, _| Action::await_change(),
+            Arc::new(()),
+            stopped,
+        ));
+        (trigger, rx, task)
+    }
+
+    /// Waits, at most ten seconds, until every name of `want` has been reconciled.
+    async fn reconciled(rx: &mut mpsc::UnboundedReceiver<String>, want: &[&str]) -> Result<(), BTreeSet<String>> {
+        let mut left: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !left.is_empty() {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(name)) => {
+                    left.remove(&name);
+                }
+                _ => return Err(left),
+            }
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn route_changes_watches_again_when_its_watch_falls_behind_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        // A live channel of one change and a log of two: a watch that misses three changes ends.
+        let config = StoreConfig { watch_buffer: 1, log_retention: 2, ..StoreConfig::default() };
+        let store = Store::open_with(dir.path(), config).unwrap();
+        let w = WriteOptions::default();
+        let project = json!({"metadata": {"name": "demo"}, "spec": {"path": "/nonexistent/demo"}});
+        store.create(Kind::Project, project, w).await.unwrap();
+        let changes = store.watch(&[Kind::Project, Kind::Session], store.resource_version()).unwrap();
+        // Made before anything reads the watch: it can only catch up from the log, which lost them.
+        for name in ["a", "b", "c", "d"] {
+            let s = json!({"metadata": {"name": name}, "spec": {"project": "demo", "prompt": "p"}});
+            store.create(Kind::Session, s, w).await.unwrap();
+        }
+
+        let metrics = Metrics::new().unwrap();
+        let (stop, stop_rx) = watch::channel(false);
+        let stopped = move || {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }
+        };
+        let (projects, mut reconciled_projects, p_task) = recording::<Project>(&store, "projects", &metrics, stopped());
+        let (sessions, mut reconciled_sessions, s_task) = recording::<Session>(&store, "sessions", &metrics, stopped());
+        let router = tokio::spawn(route_changes(store.clone(), changes, projects, sessions, stopped()));
+
+        reconciled(&mut reconciled_sessions, &["a", "b", "c", "d"]).await.expect("the sessions made while behind");
+        reconciled(&mut reconciled_projects, &["demo"]).await.expect("the project");
+        // And the new watch follows later changes.
+        let s = json!({"metadata": {"name": "e"}, "spec": {"project": "demo", "prompt": "p"}});
+        store.create(Kind::Session, s, w).await.unwrap();
+        reconciled(&mut reconciled_sessions, &["e"]).await.expect("a session made after the new watch");
+
+        let _ = stop.send(true);
+        for t in [router, p_task, s_task] {
+            tokio::time::timeout(Duration::from_secs(10), t).await.expect("stops").unwrap();
+        }
     }
 }
