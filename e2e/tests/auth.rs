@@ -30,7 +30,8 @@ async fn non_loopback_listen_needs_a_token_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_need_the_bearer_token() {
-    let server = Server::start_with(Options { host: "0.0.0.0".into(), token: Some(TOKEN.into()) }).await;
+    let server =
+        Server::start_with(Options { host: "0.0.0.0".into(), token: Some(TOKEN.into()), ..Options::default() }).await;
     let with = |auth: Option<&str>, path: &str| {
         let mut r = server.http.get(server.url(path));
         if let Some(a) = auth {

@@ -256,6 +256,45 @@ pub struct Options {
     pub host: String,
     /// A bearer token, written to a file passed as `--token-file`.
     pub token: Option<String>,
+    /// The data dir on a tmpfs of this many MiB of its own (see [`mount_tmpfs`]).
+    pub tmpfs_mib: Option<u32>,
+}
+
+/// Mounts a tmpfs of `mib` MiB on `dir` (which must exist). Needs root or CAP_SYS_ADMIN.
+pub fn mount_tmpfs(dir: &Path, mib: u32) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let target = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let opts = std::ffi::CString::new(format!("size={mib}m,mode=0700")).map_err(std::io::Error::other)?;
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call.
+    let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, opts.as_ptr().cast()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Unmounts what is mounted on `dir`, lazily (open files do not keep it busy).
+pub fn unmount(dir: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    if let Ok(target) = std::ffi::CString::new(dir.as_os_str().as_bytes()) {
+        // SAFETY: a NUL-terminated path.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// Why a tmpfs cannot be mounted here, if it cannot: only a refusal of the permission counts, so
+/// a test that needs one skips only where mounting is impossible.
+pub fn tmpfs_refused() -> Option<std::io::Error> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    match mount_tmpfs(dir.path(), 1) {
+        Ok(()) => {
+            unmount(dir.path());
+            None
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Some(e),
+        Err(e) => panic!("mount a tmpfs on {}: {e}", dir.path().display()),
+    }
 }
 
 /// A running `aoctl serve`, killed when dropped. Its data dir, log and HOME live in a tempdir.
@@ -305,6 +344,10 @@ impl Server {
             tmp,
             token: String::new(),
         };
+        if let Some(mib) = s.opts.tmpfs_mib {
+            std::fs::create_dir_all(&s.data_dir).expect("create the data dir");
+            mount_tmpfs(&s.data_dir, mib).unwrap_or_else(|e| panic!("mount a tmpfs on the data dir: {e}"));
+        }
         s.launch(true).await;
         s
     }
@@ -565,6 +608,9 @@ impl Drop for Server {
         let sock = self.data_dir.join("tmux.sock");
         if sock.exists() {
             let _ = Command::new("tmux").arg("-S").arg(&sock).arg("kill-server").output();
+        }
+        if self.opts.tmpfs_mib.is_some() {
+            unmount(&self.data_dir);
         }
         if std::thread::panicking() {
             eprintln!("==== server log ({}) ====\n{}==== end of server log ====", self.log.display(), self.log_text());

@@ -8,6 +8,7 @@ mod auth;
 mod bad_input;
 mod cli;
 mod durability;
+mod full_disk;
 mod races;
 mod security;
 mod semantics;
