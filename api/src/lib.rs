@@ -1,5 +1,6 @@
 //! Resource types of aoctl: metadata, `Project`, `Session`, `Event`, conditions, durations,
-//! quantities, validation and JSON Schema. This crate does no IO.
+//! quantities, validation, JSON Schema and the API's envelopes (`Status`, watch lines, lists).
+//! This crate does no IO.
 
 pub mod condition;
 pub mod decode;
@@ -13,6 +14,7 @@ pub mod schema;
 pub mod session;
 pub mod table;
 pub mod validate;
+pub mod wire;
 
 pub use condition::{Condition, ConditionStatus};
 pub use decode::{AnyObject, DecodeError};

@@ -1,13 +1,12 @@
 //! Typed HTTP client of the aoctl server: objects as JSON values, Kubernetes-style `Status`
 //! errors, and newline-delimited watch streams.
 
-use std::fmt;
 use std::time::Duration;
 
 use aoctl_api::table::{self, Table};
+use aoctl_api::wire::{WatchEventType, WatchLine};
 use aoctl_api::Kind;
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
-use serde::Deserialize;
 use serde_json::Value;
 
 /// Requests other than watches give up after this long.
@@ -43,54 +42,7 @@ impl ClientError {
     }
 }
 
-/// A Kubernetes-style `Status` error body.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Status {
-    #[serde(default)]
-    pub code: u16,
-    #[serde(default)]
-    pub reason: String,
-    #[serde(default)]
-    pub message: String,
-    #[serde(default)]
-    pub details: Option<StatusDetails>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-pub struct StatusDetails {
-    #[serde(default)]
-    pub causes: Vec<StatusCause>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-pub struct StatusCause {
-    #[serde(default)]
-    pub field: Option<String>,
-    #[serde(default)]
-    pub message: String,
-}
-
-impl fmt::Display for Status {
-    /// The message, then the field causes it does not already mention.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let message = if self.message.is_empty() { self.reason.as_str() } else { self.message.as_str() };
-        f.write_str(message)?;
-        let causes = self.details.iter().flat_map(|d| &d.causes);
-        let extra: Vec<String> = causes
-            .map(|c| match &c.field {
-                Some(field) if !field.is_empty() => format!("{field}: {}", c.message),
-                _ => c.message.clone(),
-            })
-            .filter(|c| !c.is_empty() && !message.contains(c.as_str()))
-            .collect();
-        match extra.as_slice() {
-            [] => Ok(()),
-            [one] => write!(f, ": {one}"),
-            many => many.iter().try_for_each(|c| write!(f, "\n  {c}")),
-        }
-    }
-}
+pub use aoctl_api::wire::Status;
 
 /// A list response: its items and the resource version to watch from.
 #[derive(Clone, Debug, Default)]
@@ -193,23 +145,15 @@ fn object_list(mut v: Value) -> Result<ObjectList, String> {
 
 /// Parses `{"type": …, "object": …}`.
 pub fn parse_watch_line(line: &[u8]) -> Result<WatchEvent, String> {
-    #[derive(Deserialize)]
-    struct Line {
-        #[serde(rename = "type")]
-        type_: String,
-        #[serde(default)]
-        object: Value,
-    }
-    let l: Line = serde_json::from_slice(line).map_err(|e| format!("bad watch event: {e}"))?;
-    Ok(match l.type_.as_str() {
-        "ADDED" => WatchEvent::Added(l.object),
-        "MODIFIED" => WatchEvent::Modified(l.object),
-        "DELETED" => WatchEvent::Deleted(l.object),
-        "BOOKMARK" => WatchEvent::Bookmark(
+    let l: WatchLine = serde_json::from_slice(line).map_err(|e| format!("bad watch event: {e}"))?;
+    Ok(match l.type_ {
+        WatchEventType::Added => WatchEvent::Added(l.object),
+        WatchEventType::Modified => WatchEvent::Modified(l.object),
+        WatchEventType::Deleted => WatchEvent::Deleted(l.object),
+        WatchEventType::Bookmark => WatchEvent::Bookmark(
             l.object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string(),
         ),
-        "ERROR" => WatchEvent::Error(serde_json::from_value(l.object).unwrap_or_default()),
-        other => return Err(format!("unknown watch event type `{other}`")),
+        WatchEventType::Error => WatchEvent::Error(serde_json::from_value(l.object).unwrap_or_default()),
     })
 }
 
@@ -482,7 +426,7 @@ fn status_from_body(code: StatusCode, body: &str) -> Status {
     } else {
         format!("the server answered {}: {text}", code.as_u16())
     };
-    Status { code: code.as_u16(), reason, message, details: None }
+    Status::failure(code.as_u16(), &reason, message)
 }
 
 /// The innermost message of an error chain: reqwest's own message says little.

@@ -1,11 +1,11 @@
 //! One error type for every handler, rendered as a Kubernetes-style `Status` body.
 
+use aoctl_api::wire::{Status, StatusCause, StatusDetails};
 use aoctl_api::{DecodeError, FieldError, Kind};
 use aoctl_store::StoreError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
 
 /// Everything a request can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -68,53 +68,45 @@ impl AppError {
     }
 
     /// The `Status` body.
-    pub fn status_body(&self) -> Value {
+    pub fn status(&self) -> Status {
         let (code, reason) = self.code_and_reason();
-        let mut details = serde_json::Map::new();
-        match self {
-            AppError::Decode(d) => {
-                let mut cause = json!({"message": d.message});
-                if let Some(f) = &d.field {
-                    cause["field"] = json!(f);
-                }
-                if let Some(l) = d.line {
-                    cause["line"] = json!(l);
-                    cause["column"] = json!(d.column);
-                }
-                details.insert("causes".into(), json!([cause]));
-            }
+        let mut status = Status::failure(code, reason, self.to_string());
+        let about = |kind: &Kind, name: &str, causes: Vec<StatusCause>| StatusDetails {
+            kind: Some(kind.plural().to_string()),
+            name: Some(name.to_string()),
+            causes,
+        };
+        status.details = match self {
+            AppError::Decode(d) => Some(StatusDetails {
+                causes: vec![StatusCause {
+                    field: d.field.clone(),
+                    message: d.message.clone(),
+                    line: d.line,
+                    column: d.line.and(d.column),
+                    ..StatusCause::default()
+                }],
+                ..StatusDetails::default()
+            }),
             AppError::Invalid { kind, name, errors } => {
-                details.insert("kind".into(), json!(kind.plural()));
-                details.insert("name".into(), json!(name));
-                let causes: Vec<Value> = errors
+                let causes = errors
                     .iter()
-                    .map(|e| json!({"reason": "FieldValueInvalid", "field": e.field, "message": e.message}))
+                    .map(|e| StatusCause {
+                        reason: Some("FieldValueInvalid".into()),
+                        field: Some(e.field.clone()),
+                        message: e.message.clone(),
+                        ..StatusCause::default()
+                    })
                     .collect();
-                details.insert("causes".into(), Value::Array(causes));
+                Some(about(kind, name, causes))
             }
             AppError::Store(
                 StoreError::NotFound { kind, name }
                 | StoreError::AlreadyExists { kind, name }
                 | StoreError::Conflict { kind, name, .. },
-            ) => {
-                details.insert("kind".into(), json!(kind.plural()));
-                details.insert("name".into(), json!(name));
-            }
-            _ => {}
-        }
-        let mut body = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.to_string(),
-            "reason": reason,
-            "code": code,
-        });
-        if !details.is_empty() {
-            body["details"] = Value::Object(details);
-        }
-        body
+            ) => Some(about(kind, name, vec![])),
+            _ => None,
+        };
+        status
     }
 
     pub fn code(&self) -> u16 {
@@ -147,10 +139,7 @@ pub async fn status_for_framework_errors(resp: Response) -> Response {
         _ => "BadRequest",
     };
     let message = if text.is_empty() { code.canonical_reason().unwrap_or("error").to_string() } else { text };
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": message, "reason": reason, "code": code.as_u16(),
-    });
+    let body = Status::failure(code.as_u16(), reason, message);
     let mut resp = (code, Json(body)).into_response();
     for (k, v) in parts.headers.iter().filter(|(k, _)| *k == axum::http::header::ALLOW) {
         resp.headers_mut().insert(k, v.clone());
@@ -170,6 +159,6 @@ impl IntoResponse for AppError {
         if code.is_server_error() {
             tracing::error!(error = %self, "request failed");
         }
-        (code, Json(self.status_body())).into_response()
+        (code, Json(self.status())).into_response()
     }
 }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use aoctl_api::wire::{WatchEventType, WatchLine};
 use aoctl_api::{Kind, API_VERSION};
 use aoctl_store::{EventKind, StoreError};
 use axum::body::Body;
@@ -19,8 +20,8 @@ use super::{AppError, AppState};
 /// How often an idle watch reports how far it has got.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 
-fn line(type_: &str, object: &Value) -> Result<Bytes, std::io::Error> {
-    let mut v = serde_json::to_vec(&json!({"type": type_, "object": object})).expect("values serialise");
+fn line<T: serde::Serialize>(type_: WatchEventType, object: &T) -> Result<Bytes, std::io::Error> {
+    let mut v = serde_json::to_vec(&WatchLine { type_, object }).expect("values serialise");
     v.push(b'\n');
     Ok(Bytes::from(v))
 }
@@ -47,14 +48,14 @@ pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Respo
     tokio::spawn(async move {
         let _open = Open::new(gauge);
         for obj in initial.iter().filter(|o| fields.matches(o)) {
-            if tx.send(line("ADDED", obj)).await.is_err() {
+            if tx.send(line(WatchEventType::Added, obj)).await.is_err() {
                 return;
             }
         }
         let mut watch = match watch {
             Ok(w) => w,
             Err(e) => {
-                let _ = tx.send(line("ERROR", &AppError::Store(e).status_body())).await;
+                let _ = tx.send(line(WatchEventType::Error, &AppError::Store(e).status())).await;
                 return;
             }
         };
@@ -72,7 +73,7 @@ pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Respo
                     let Some(ev) = ev else {
                         // The store ended the stream: it fell too far behind (410, re-list) or is closing.
                         let e = watch.error().cloned().unwrap_or(StoreError::Gone { from: last, oldest: last + 1 });
-                        let _ = tx.send(line("ERROR", &AppError::Store(e).status_body())).await;
+                        let _ = tx.send(line(WatchEventType::Error, &AppError::Store(e).status())).await;
                         return;
                     };
                     last = ev.rv;
@@ -84,17 +85,17 @@ pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Respo
                         continue;
                     }
                     let type_ = match ev.kind_ {
-                        EventKind::Added => "ADDED",
-                        EventKind::Modified => "MODIFIED",
-                        EventKind::Deleted => "DELETED",
+                        EventKind::Added => WatchEventType::Added,
+                        EventKind::Modified => WatchEventType::Modified,
+                        EventKind::Deleted => WatchEventType::Deleted,
                     };
-                    if tx.send(line(type_, &ev.object)).await.is_err() {
+                    if tx.send(line(type_, &*ev.object)).await.is_err() {
                         return;
                     }
                 }
                 _ = tick.tick() => {
                     let bookmark = json!({"apiVersion": API_VERSION, "kind": kind.as_str(), "metadata": {"resourceVersion": last.to_string()}});
-                    if tx.send(line("BOOKMARK", &bookmark)).await.is_err() {
+                    if tx.send(line(WatchEventType::Bookmark, &bookmark)).await.is_err() {
                         return;
                     }
                 }

@@ -24,17 +24,6 @@ pub enum EventKind {
     Deleted,
 }
 
-impl EventKind {
-    /// The watch `type` field value: `ADDED`, `MODIFIED` or `DELETED`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::Added => "ADDED",
-            EventKind::Modified => "MODIFIED",
-            EventKind::Deleted => "DELETED",
-        }
-    }
-}
-
 /// One committed change. For `Deleted`, `object` is the last state, carrying the deletion's resourceVersion.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WatchEvent {

@@ -1,0 +1,220 @@
+//! The envelopes of the HTTP API, in Kubernetes' shapes, shared by the server and its clients:
+//! the `Status` body of every error (and of actions that return no object), the lines of a watch
+//! stream, and lists.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `kind` of a [`Status`].
+pub const STATUS_KIND: &str = "Status";
+/// `apiVersion` of a [`Status`], as Kubernetes writes it.
+pub const STATUS_API_VERSION: &str = "v1";
+
+/// Whether the action a [`Status`] answers succeeded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    Success,
+    #[default]
+    Failure,
+}
+
+/// A Kubernetes-style `Status`: what every error answers, and what an action with no object to
+/// return answers on success.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    #[serde(default = "status_kind")]
+    pub kind: String,
+    #[serde(default = "status_api_version")]
+    pub api_version: String,
+    #[serde(default)]
+    pub metadata: StatusMeta,
+    #[serde(default)]
+    pub status: Outcome,
+    #[serde(default)]
+    pub message: String,
+    /// A machine-readable reason: `NotFound`, `Conflict`, `Invalid`, …
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// The HTTP status code.
+    #[serde(default)]
+    pub code: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<StatusDetails>,
+}
+
+fn status_kind() -> String {
+    STATUS_KIND.to_string()
+}
+
+fn status_api_version() -> String {
+    STATUS_API_VERSION.to_string()
+}
+
+/// A `Status`'s (empty) metadata.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusMeta {}
+
+/// The object a [`Status`] is about, and what was wrong with it field by field.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusDetails {
+    /// The object's plural kind (`sessions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<StatusCause>,
+}
+
+/// One thing wrong with a request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusCause {
+    /// `FieldValueInvalid` for a field that failed validation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The field's path (`spec.reactions.ci-failed.retries`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    #[serde(default)]
+    pub message: String,
+    /// Where in the request body the problem is, when it could be decoded that far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
+}
+
+impl Status {
+    /// A failure with its HTTP code, reason and message.
+    pub fn failure(code: u16, reason: &str, message: impl Into<String>) -> Status {
+        Status {
+            kind: status_kind(),
+            api_version: status_api_version(),
+            status: Outcome::Failure,
+            message: message.into(),
+            reason: reason.to_string(),
+            code,
+            ..Status::default()
+        }
+    }
+
+    /// A success with no object to return.
+    pub fn success(code: u16, message: impl Into<String>) -> Status {
+        Status { status: Outcome::Success, ..Status::failure(code, "", message) }
+    }
+}
+
+impl fmt::Display for Status {
+    /// The message, then the field causes it does not already mention.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let message = if self.message.is_empty() { self.reason.as_str() } else { self.message.as_str() };
+        f.write_str(message)?;
+        let causes = self.details.iter().flat_map(|d| &d.causes);
+        let extra: Vec<String> = causes
+            .map(|c| match &c.field {
+                Some(field) if !field.is_empty() => format!("{field}: {}", c.message),
+                _ => c.message.clone(),
+            })
+            .filter(|c| !c.is_empty() && !message.contains(c.as_str()))
+            .collect();
+        match extra.as_slice() {
+            [] => Ok(()),
+            [one] => write!(f, ": {one}"),
+            many => many.iter().try_for_each(|c| write!(f, "\n  {c}")),
+        }
+    }
+}
+
+/// The `type` of a watch line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WatchEventType {
+    Added,
+    Modified,
+    Deleted,
+    /// Progress: the stream has seen every change up to the object's `metadata.resourceVersion`.
+    Bookmark,
+    /// The stream ends; the object is a [`Status`] (410 `Expired`: watch again from a new list).
+    Error,
+}
+
+/// One line of a watch stream (`application/json; stream=watch`): `{"type": …, "object": …}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WatchLine<T = Value> {
+    #[serde(rename = "type")]
+    pub type_: WatchEventType,
+    pub object: T,
+}
+
+/// A list's metadata: the version to watch from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListMeta {
+    #[serde(default)]
+    pub resource_version: String,
+}
+
+/// A list of objects of one kind (`kind: SessionList`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct List<T = Value> {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ListMeta,
+    #[serde(default = "Vec::new")]
+    pub items: Vec<T>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_status_has_kubernetes_shape() {
+        let s = Status::failure(404, "NotFound", "sessions \"x\" not found");
+        assert_eq!(
+            serde_json::to_value(&s).unwrap(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "sessions \"x\" not found", "reason": "NotFound", "code": 404})
+        );
+        let ok = serde_json::to_value(Status::success(200, "done")).unwrap();
+        assert_eq!(
+            ok,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "message": "done", "code": 200})
+        );
+        // A sparse body from another server still reads.
+        let sparse: Status = serde_json::from_value(json!({"code": 410, "message": "gone"})).unwrap();
+        assert_eq!((sparse.code, sparse.kind.as_str(), sparse.status), (410, "Status", Outcome::Failure));
+    }
+
+    #[test]
+    fn the_message_names_causes_it_does_not_mention() {
+        let mut s = Status::failure(422, "Invalid", "session \"x\" is invalid");
+        s.details = Some(StatusDetails {
+            causes: vec![StatusCause {
+                field: Some("spec.agent".into()),
+                message: "required".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        assert_eq!(s.to_string(), "session \"x\" is invalid: spec.agent: required");
+    }
+
+    #[test]
+    fn watch_lines_name_their_type_in_capitals() {
+        let l = WatchLine { type_: WatchEventType::Bookmark, object: json!({}) };
+        assert_eq!(serde_json::to_string(&l).unwrap(), r#"{"type":"BOOKMARK","object":{}}"#);
+        let back: WatchLine = serde_json::from_str(r#"{"type":"DELETED","object":{"a":1}}"#).unwrap();
+        assert_eq!(back.type_, WatchEventType::Deleted);
+        assert!(serde_json::from_str::<WatchLine>(r#"{"type":"RENAMED","object":{}}"#).is_err());
+    }
+}
