@@ -485,6 +485,13 @@ pub mod reasons {
     pub const RATE_LIMITED: &str = "RateLimited";
     /// `RuntimeReady=False`: the agent exited and `restartPolicy` does not restart it.
     pub const AGENT_EXITED: &str = "AgentExited";
+    /// `RuntimeReady=False`: the agent's runtime vanished (its tmux server or container is
+    /// gone); set at the first look that misses it and held until the agent runs again.
+    pub const RUNTIME_LOST: &str = "RuntimeLost";
+    /// `RuntimeReady=False`: the agent exited and `restartPolicy` restarts it.
+    pub const RESTARTING: &str = "Restarting";
+    /// `WorkspaceReady=False`: the workspace folder was deleted from outside; it is made again.
+    pub const WORKSPACE_MISSING: &str = "WorkspaceMissing";
     /// `RuntimeReady=False`: `spec.stopped` is true.
     pub const STOPPED: &str = "Stopped";
     /// `RuntimeReady=False`: the agent cannot be launched as configured.

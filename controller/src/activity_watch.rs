@@ -10,6 +10,10 @@
 //! PTY reader ends) or its runtime was stopped. Then the fleet forgets what probes saw and the
 //! session is woken at once and again [`RECHECK_AFTER_CLOSE`] later, in case the exit was not yet
 //! visible to the first probe.
+//!
+//! The workspaces are watched one level deep: a session folder deleted or moved away from outside
+//! wakes its session at once, which reports `WorkspaceReady=False` (`WorkspaceMissing`) and makes it
+//! again, rather than leaving its agent in a deleted folder until the next resync.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -106,15 +110,25 @@ pub fn start(
     })
     .map_err(|e| WatchError::Watch { path: dir.clone(), source: e })?;
     watcher.watch(&dir, RecursiveMode::Recursive).map_err(|e| WatchError::Watch { path: dir.clone(), source: e })?;
+    // The workspaces are watched one level deep only (their contents are the agents' business):
+    // the root for new project folders, each project folder for session folders that go.
+    let root = fleet.workspaces.root().to_path_buf();
+    std::fs::create_dir_all(&root).map_err(|e| WatchError::Folder { path: root.clone(), source: e })?;
+    watcher.watch(&root, RecursiveMode::NonRecursive).map_err(|e| WatchError::Watch { path: root.clone(), source: e })?;
+    for project in folders(&root) {
+        let path = root.join(project);
+        watcher.watch(&path, RecursiveMode::NonRecursive).map_err(|e| WatchError::Watch { path, source: e })?;
+    }
     fleet.set_output_events(true);
     Ok(tokio::spawn(async move {
-        // The watcher lives as long as this task.
-        let _watcher = watcher;
         let mut debounce = Debounce::new(DEBOUNCE);
         let work = async {
             while let Some(event) = rx.recv().await {
                 match event {
-                    Ok(event) => handle(&fleet, &wake, &mut debounce, &event),
+                    Ok(event) => {
+                        workspace_event(&root, &mut watcher, &wake, &event);
+                        handle(&fleet, &wake, &mut debounce, &event)
+                    }
                     Err(e) => tracing::warn!(error = %e, "watching the transcripts"),
                 }
             }
@@ -127,12 +141,32 @@ pub fn start(
     }))
 }
 
+/// Acts on an event about the workspaces: a new project folder is watched too, and a session's
+/// folder that is removed or moved away wakes the session, which then says so and makes it again.
+fn workspace_event(root: &Path, watcher: &mut impl Watcher, wake: &impl Wake, event: &Event) {
+    let gone = matches!(event.kind, EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_)));
+    for path in &event.paths {
+        let Some(parent) = path.parent() else { continue };
+        if parent == root {
+            if matches!(event.kind, EventKind::Create(_)) && path.is_dir() {
+                if let Err(e) = watcher.watch(path, RecursiveMode::NonRecursive) {
+                    tracing::warn!(error = %e, path = %path.display(), "cannot watch a project's workspaces");
+                }
+            }
+        } else if gone && parent.parent() == Some(root) && !path.exists() {
+            if let Some(session) = path.file_name().and_then(|n| n.to_str()).filter(|n| !n.ends_with(".json")) {
+                wake.wake(session);
+            }
+        }
+    }
+}
+
 /// Acts on one file event.
 fn handle(fleet: &Fleet, wake: &impl Wake, debounce: &mut Debounce, event: &Event) {
     if event.need_rescan() {
         // Events were lost: every session may have news.
         tracing::debug!("transcript events overflowed; waking every session");
-        for session in sessions(fleet.sessions_dir()) {
+        for session in folders(fleet.sessions_dir()) {
             fleet.output_closed(&session);
             wake.wake(&session);
         }
@@ -158,8 +192,8 @@ fn handle(fleet: &Fleet, wake: &impl Wake, debounce: &mut Debounce, event: &Even
     }
 }
 
-/// The names of the session folders under `dir`.
-fn sessions(dir: &Path) -> Vec<String> {
+/// The names of the folders under `dir`.
+fn folders(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else { return vec![] };
     entries
         .flatten()
@@ -277,6 +311,22 @@ mod tests {
         let _ = stop.send(());
         task.await.unwrap();
         assert!(!fleet.output_events(), "polling resumes when the watcher stops");
+    }
+
+    #[tokio::test]
+    async fn a_deleted_workspace_folder_wakes_its_session() {
+        let (_dir, fleet, woken, stop, task) = watched().await;
+        let ws = fleet.workspaces.root().join("proj").join("gone");
+        std::fs::create_dir_all(ws.join("src")).unwrap();
+        std::fs::write(ws.join("src/lib.rs"), "").unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        std::fs::write(fleet.workspaces.root().join("proj/gone.json"), "{}").unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(woken.take(), vec![], "files of a workspace and its record are no news");
+        std::fs::remove_dir_all(&ws).unwrap();
+        woken.wait_for("gone", Duration::ZERO).await;
+        let _ = stop.send(());
+        task.await.unwrap();
     }
 
     #[tokio::test]

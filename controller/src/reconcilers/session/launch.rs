@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use aoctl_api::condition::{self, types};
 use aoctl_api::project::Project;
-use aoctl_api::session::{reasons, Permissions, RestartPolicy, RuntimeKind, RuntimeStatus};
+use aoctl_api::session::{
+    reasons, ActivityState, ActivityStatus, Permissions, RestartPolicy, RuntimeKind, RuntimeStatus,
+};
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_engine::Action;
 use aoctl_runtimes::agents::{self, Launch, RenderInput};
@@ -134,6 +136,9 @@ pub(super) async fn ensure_running(
             if let Some(r) = st.runtime.as_mut() {
                 r.exit_code = code;
             }
+            if let Probe::Exited(code) = probe {
+                exited_activity(st, code);
+            }
             let restart = match policy {
                 RestartPolicy::Always => true,
                 RestartPolicy::OnFailure => code != Some(0),
@@ -150,6 +155,17 @@ pub(super) async fn ensure_running(
                     ctx.recorder.publish(s, EventType::Warning, reasons::AGENT_EXITED, &msg).await;
                 }
                 return Ok(Running::Wait(Action::await_change()));
+            }
+            if condition::is_true(&st.conditions, types::RUNTIME_READY) {
+                // The first look that misses the agent says so before anything is restarted, so a
+                // watcher sees the loss even when the restart follows within milliseconds.
+                let reason = if probe == Probe::Missing { reasons::RUNTIME_LOST } else { reasons::RESTARTING };
+                let msg = format!("{what}; restarting it (restartPolicy {policy})");
+                cond(st, s, types::RUNTIME_READY, ConditionStatus::False, reason, msg.clone());
+                cond(st, s, types::READY, ConditionStatus::False, reason, msg.clone());
+                cond(st, s, types::AGENT_ACTIVE, ConditionStatus::False, reason, what);
+                ctx.recorder.publish(s, EventType::Warning, reason, &msg).await;
+                return Ok(Running::Wait(Action::requeue(Duration::ZERO)));
             }
             // Back off a crash loop: 1 s, 2 s, 4 s … since the last start, capped.
             let restarts = st.runtime.as_ref().map_or(0, |r| r.restarts);
@@ -183,6 +199,19 @@ pub(super) async fn ensure_running(
             start(s, project, ws, ctx, st, &*rt, kind, again(launch), restarts).await
         }
     }
+}
+
+/// Records that the agent exited, with its exit code as the evidence (`since` moves only when the
+/// state does).
+fn exited_activity(st: &mut SessionStatus, code: Option<i32>) {
+    if st.activity.as_ref().is_some_and(|a| a.state == ActivityState::Exited) {
+        return;
+    }
+    let evidence = match code {
+        Some(c) => format!("the agent exited with code {c}"),
+        None => "the agent exited (its exit code is unknown)".to_string(),
+    };
+    st.activity = Some(ActivityStatus { state: ActivityState::Exited, since: Time::now(), evidence, resets_at: None });
 }
 
 fn fmt_code(code: Option<i32>) -> String {
@@ -360,7 +389,7 @@ pub(super) async fn stop_for_new_workspace(
     s: &Session,
     project: &Project,
     ctx: &Ctx,
-    st: &SessionStatus,
+    st: &mut SessionStatus,
     kind: RuntimeKind,
 ) -> Result<(), Error> {
     let rt = ctx.fleet.runtime_for(s, Some(project), kind).await?;
@@ -371,6 +400,9 @@ pub(super) async fn stop_for_new_workspace(
             ctx.recorder.publish(s, EventType::Warning, "WorkspaceRecreated", msg).await;
         }
     }
+    // Stopped on purpose: the restart that follows is no loss of the runtime.
+    let msg = "the workspace was re-created; restarting the agent in it";
+    cond(st, s, types::RUNTIME_READY, ConditionStatus::False, "WorkspaceRecreated", msg);
     Ok(())
 }
 

@@ -136,6 +136,16 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         // A container gets a sandboxed checkout: nothing of the main repository is writable in it.
         sandbox: runtime_kind == RuntimeKind::Docker,
     };
+    if let Some(gone) = workspace_gone(st).await {
+        // Said before it is made again, so the status shows the loss even when the new checkout
+        // follows at once.
+        let reason = reasons::WORKSPACE_MISSING;
+        let msg = format!("the workspace folder {gone} was deleted; it is made again");
+        cond(st, s, types::WORKSPACE_READY, ConditionStatus::False, reason, msg.clone());
+        cond(st, s, types::READY, ConditionStatus::False, reason, msg.clone());
+        ctx.recorder.publish(s, EventType::Warning, reason, &msg).await;
+        return Ok(Action::requeue(Duration::ZERO));
+    }
     let fleet = ctx.fleet.clone();
     let started = std::time::Instant::now();
     let ensured = tokio::task::spawn_blocking(move || fleet.workspaces.ensure(&req)).await?;
@@ -185,6 +195,15 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
     let tracked = pr::track(s, &project, &ws, ctx, st).await?;
     let timers = reactions::react(s, &project, &tracked, ctx, st).await?;
     Ok(earliest(earliest(running, tracked.next), timers))
+}
+
+/// The path of a workspace that was ready and whose folder no longer exists.
+async fn workspace_gone(st: &SessionStatus) -> Option<String> {
+    if !condition::is_true(&st.conditions, types::WORKSPACE_READY) {
+        return None;
+    }
+    let path = &st.workspace.as_ref()?.path;
+    (!tokio::fs::try_exists(path).await.unwrap_or(true)).then(|| path.clone())
 }
 
 /// The sooner of an action and an optional delay.
