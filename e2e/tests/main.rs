@@ -22,6 +22,7 @@ mod real_agent;
 mod real_clis;
 mod recovery;
 mod sessions;
+mod truth;
 
 mod docker_sandbox;
 mod docker_sessions;

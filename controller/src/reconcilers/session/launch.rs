@@ -164,7 +164,10 @@ pub(super) async fn ensure_running(
                 cond(st, s, types::RUNTIME_READY, ConditionStatus::False, reason, msg.clone());
                 cond(st, s, types::READY, ConditionStatus::False, reason, msg.clone());
                 cond(st, s, types::AGENT_ACTIVE, ConditionStatus::False, reason, what);
-                ctx.recorder.publish(s, EventType::Warning, reason, &msg).await;
+                if probe == Probe::Missing {
+                    // An exit is told by the `Restarting` event that follows.
+                    ctx.recorder.publish(s, EventType::Warning, reason, &msg).await;
+                }
                 return Ok(Running::Wait(Action::requeue(Duration::ZERO)));
             }
             // Back off a crash loop: 1 s, 2 s, 4 s … since the last start, capped.
