@@ -1,5 +1,6 @@
 //! The machine side the session reconciler drives: the runtimes by kind, the workspaces, and the
-//! per-session files the controller keeps (prompt, transcript, delivery marker).
+//! per-session files the controller keeps (prompt, transcript, delivery marker, the inbox and journal
+//! of what is typed).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -55,6 +56,8 @@ pub struct Fleet {
     /// Whether a watcher of the transcripts wakes sessions on output and exits
     /// ([`crate::activity_watch`]); without one, activity is polled.
     output_events: AtomicBool,
+    /// The per-session locks everything typed into an agent holds ([`crate::typing`]).
+    pub typing: crate::typing::Typing,
 }
 
 impl Fleet {
@@ -70,6 +73,7 @@ impl Fleet {
             docker: tokio::sync::Mutex::new(HashMap::new()),
             owner: owner_id(data_dir),
             output_events: AtomicBool::new(false),
+            typing: Default::default(),
         }
     }
 
@@ -169,6 +173,15 @@ impl Fleet {
         self.session_dir(session).join("prompt.delivered")
     }
 
+    /// The files of a session that typing into its agent keeps ([`crate::typing`]).
+    pub fn typing_files(&self, session: &str) -> crate::typing::Files {
+        crate::typing::Files {
+            dir: self.session_dir(session),
+            transcript: self.transcript(session),
+            delivered: self.delivered_marker(session),
+        }
+    }
+
     pub fn observation(&self, session: &str) -> Option<Observation> {
         self.observations.lock().expect("observations lock").get(session).cloned()
     }
@@ -180,6 +193,7 @@ impl Fleet {
     pub fn forget(&self, session: &str) {
         self.observations.lock().expect("observations lock").remove(session);
         self.prs.lock().expect("prs lock").remove(session);
+        self.typing.forget(session);
     }
 
     pub fn pr_memo(&self, session: &str) -> PrMemo {

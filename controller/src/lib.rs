@@ -11,6 +11,7 @@ pub mod notify;
 pub mod reconcilers;
 pub mod recorder;
 mod serve;
+pub mod typing;
 
 pub use serve::{serve, serve_on, ServeError, ServeOptions, TOKEN_FILE};
 

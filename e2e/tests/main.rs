@@ -23,6 +23,7 @@ mod real_clis;
 mod recovery;
 mod sessions;
 mod truth;
+mod typing;
 
 mod docker_sandbox;
 mod docker_sessions;

@@ -18,6 +18,7 @@ pub mod transcript;
 pub mod workspace;
 
 pub use runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+pub use tmux::delivery::echoed;
 
 /// Makes a write to a pipe whose reader is gone an error (`EPIPE`) instead of a `SIGPIPE` that
 /// ends the process. Rust binaries start that way; this holds it for any process that writes to

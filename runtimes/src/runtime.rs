@@ -126,6 +126,10 @@ pub trait Runtime: Send + Sync {
     /// (re-sending the submit key up to `style.retries` times); `NotDelivered` otherwise.
     async fn send(&self, handle: &Handle, text: &str, style: &InputStyle) -> Result<(), RuntimeError>;
 
+    /// Whether `text`, typed earlier, still sits on the agent's input line without having been
+    /// submitted (typed by a controller that was killed before it pressed the submit key).
+    async fn pending(&self, handle: &Handle, text: &str) -> Result<bool, RuntimeError>;
+
     /// The visible screen as plain text.
     async fn capture(&self, handle: &Handle) -> Result<String, RuntimeError>;
 

@@ -1,18 +1,21 @@
 //! Session subresources: `POST …/sessions/{name}/input` types into the agent and verifies delivery
-//! (409 while the agent is rate-limited: nothing is typed until its limit resets);
+//! (200), or queues the message durably when the agent has not had its first prompt yet or
+//! messages wait before it (202; the session's reconcile types them in order, see
+//! [`crate::typing`]); 409 when the session will not run or is rate-limited (nothing is typed
+//! until its limit resets);
 //! `GET …/sessions/{name}/log` returns (and with `follow=true` streams) its transcript as text.
 
 use std::time::Duration;
 
 use aoctl_api::condition::{self, types};
 use aoctl_api::decode::decode_json;
-use aoctl_api::session::ActivityState;
+use aoctl_api::session::{ActivityState, Phase};
 use aoctl_api::{Project, Session};
 use aoctl_runtimes::{agents, transcript, Handle};
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -21,6 +24,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::{AppError, AppState};
 use crate::fleet::{agent_of, input_style};
+use crate::typing::{self, What};
 
 /// How often a followed log looks for new output.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
@@ -35,17 +39,12 @@ pub async fn input(
     State(state): State<AppState>,
     Path(name): Path<String>,
     body: Bytes,
-) -> Result<Json<serde_json::Value>, AppError> {
+) -> Result<Response, AppError> {
     let req: InputRequest = decode_json(&body).map_err(AppError::Decode)?;
     if req.text.trim().is_empty() {
         return Err(AppError::BadRequest("text: must not be empty".into()));
     }
     let s: Session = state.store.get_typed(&name).await?;
-    let running = condition::is_true(&s.status.conditions, types::RUNTIME_READY);
-    let Some(rt_status) = s.status.runtime.as_ref().filter(|_| running) else {
-        let phase = s.status.phase.map_or("Pending", |p| p.as_str());
-        return Err(AppError::NotRunning(format!("session \"{name}\" has no running agent (phase {phase})")));
-    };
     if let Some(a) = s.status.activity.as_ref().filter(|a| a.state == ActivityState::RateLimited) {
         let at = a.resets_at.map_or_else(|| "an unknown time".to_string(), |t| t.to_string());
         return Err(AppError::NotRunning(format!(
@@ -53,21 +52,71 @@ pub async fn input(
             a.evidence
         )));
     }
+    let running = condition::is_true(&s.status.conditions, types::RUNTIME_READY);
+    let rt_status = s.status.runtime.clone().filter(|_| running);
+    if rt_status.is_none() && !will_run(&s) {
+        let phase = s.status.phase.map_or("Pending", |p| p.as_str());
+        return Err(AppError::NotRunning(format!("session \"{name}\" has no running agent (phase {phase})")));
+    }
+    let files = state.fleet.typing_files(&name);
+    let typing = state.fleet.typing.lock(&name).await;
+    let internal = |e: typing::TypingError| AppError::Internal(e.to_string());
+    let queued = files.enqueue(&req.text).await.map_err(internal)?;
+    let ahead = files.queued().await.map_err(internal)?.len() - 1;
+    let Some(rt_status) = rt_status.filter(|_| files.prompt_done() && ahead == 0) else {
+        drop(typing);
+        // The session's reconcile types it in turn.
+        state.sessions.trigger(&name);
+        let after = if files.prompt_done() {
+            format!("after the {ahead} message(s) queued before it")
+        } else {
+            "once the agent has its first prompt".to_string()
+        };
+        let message = format!(
+            "queued {} characters for session \"{name}\" as message {}: it is typed {after}",
+            req.text.chars().count(),
+            queued.seq
+        );
+        let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 202,
+            "reason": "Accepted", "message": message});
+        return Ok((StatusCode::ACCEPTED, Json(body)).into_response());
+    };
     let project: Option<Project> = state.store.get_typed(&s.spec.project).await.ok();
     let rt = state.fleet.runtime_for(&s, project.as_ref(), rt_status.kind).await?;
     let (style, adapter) = input_style(&agent_of(&s, project.as_ref()));
     let text = agents::prepare_text(adapter, &req.text);
     let handle = Handle(rt_status.handle.clone());
-    let sent = rt.send(&handle, &text, &style).await;
+    let sent = typing::type_message(&files, &*rt, &handle, &text, &style, What::Queued(queued.seq)).await;
     state.metrics.runtime_op(rt_status.kind, "send", sent.is_ok());
-    sent?;
+    if sent.is_err() {
+        // Answered with the error: not typed again by the reconcile.
+        files.drop_queued(queued.seq).await.map_err(internal)?;
+    }
+    match sent {
+        Err(typing::TypingError::Runtime(e)) => return Err(e.into()),
+        Err(e) => return Err(internal(e)),
+        Ok(()) => {}
+    }
     Ok(Json(json!({
         "kind": "Status",
         "apiVersion": "v1",
         "status": "Success",
         "code": 200,
         "message": format!("delivered {} characters to session \"{name}\"", req.text.chars().count()),
-    })))
+    }))
+    .into_response())
+}
+
+/// Whether a session without a running agent will have one without a change to it: it is not
+/// stopped, deleted, finished or failed, and its project is ready (it may wait for a slot).
+fn will_run(s: &Session) -> bool {
+    let blocked = ["ProjectNotFound", "ProjectNotReady"];
+    let ready = condition::find(&s.status.conditions, types::READY);
+    let phase = s.status.phase.unwrap_or(Phase::Pending);
+    !s.spec.stopped
+        && s.metadata.deletion_timestamp.is_none()
+        && ![Phase::Failed, Phase::Merged, Phase::Closed, Phase::Stopped, Phase::Terminating].contains(&phase)
+        && ready.is_some_and(|c| !blocked.contains(&c.reason.as_str()))
 }
 
 #[derive(Debug, Default, serde::Deserialize)]

@@ -21,6 +21,17 @@ pub enum Error {
     Join(#[from] tokio::task::JoinError),
 }
 
+impl From<crate::typing::TypingError> for Error {
+    fn from(e: crate::typing::TypingError) -> Error {
+        use crate::typing::TypingError as T;
+        match e {
+            T::Runtime(e) => Error::Runtime(e),
+            T::Io { path, source } => Error::Io { path, source },
+            T::Corrupt { path, source } => Error::Io { path, source: std::io::Error::other(source) },
+        }
+    }
+}
+
 impl Error {
     /// Label for metrics and logs.
     pub fn metric_label(&self) -> &'static str {

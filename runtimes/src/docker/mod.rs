@@ -492,6 +492,11 @@ impl Runtime for DockerRuntime {
         delivery::deliver(agent.as_ref(), RUNTIME, text, style).await
     }
 
+    async fn pending(&self, handle: &Handle, text: &str) -> Result<bool, RuntimeError> {
+        let agent = self.running("send", handle).await?;
+        delivery::pending(agent.as_ref(), text).await
+    }
+
     /// The last screenful of output, from the attach connection (or, for a container that is not
     /// running, from the end of its transcript).
     async fn capture(&self, handle: &Handle) -> Result<String, RuntimeError> {

@@ -280,6 +280,11 @@ impl Runtime for ProcessRuntime {
         delivery::deliver(&Pty(&agent), RUNTIME, text, style).await
     }
 
+    async fn pending(&self, handle: &Handle, text: &str) -> Result<bool, RuntimeError> {
+        let agent = self.agent(handle)?;
+        delivery::pending(&Pty(&agent), text).await
+    }
+
     async fn capture(&self, handle: &Handle) -> Result<String, RuntimeError> {
         let agent = self.agent(handle)?;
         let contents = lock(&agent.terminal).screen().contents();

@@ -129,6 +129,23 @@ pub(crate) async fn deliver<T: Terminal + ?Sized>(
     })
 }
 
+/// Whether `text`, typed earlier, still sits on the cursor's line unsubmitted (by the needle of
+/// rule 1): what a controller killed between typing and submitting left behind.
+pub(crate) async fn pending<T: Terminal + ?Sized>(term: &T, text: &str) -> Result<bool, RuntimeError> {
+    let needle = needle(&clean(text));
+    if needle.is_empty() {
+        return Ok(false);
+    }
+    Ok(occurrences(&term.screen().await?.cursor_line, &needle) > 0)
+}
+
+/// Whether the output `seen` (as text) shows `text` being typed: it holds the needle of rule 1,
+/// compared squashed, so line wrapping and padding do not hide it.
+pub fn echoed(seen: &str, text: &str) -> bool {
+    let needle = needle(&clean(text));
+    !needle.is_empty() && occurrences(seen, &needle) > 0
+}
+
 /// Reads the screen until `done` holds or `timeout` has passed (at least once); the matching screen.
 async fn poll<T: Terminal + ?Sized>(
     term: &T,
@@ -200,6 +217,13 @@ mod tests {
     fn clean_drops_trailing_newlines_and_paste_markers() {
         assert_eq!(clean("a\r\nb\n\n"), "a\nb");
         assert_eq!(clean("a\x1b[201~b"), "ab");
+    }
+
+    #[test]
+    fn echoed_finds_the_last_line_of_a_message_in_output() {
+        assert!(echoed("> first\r\n> second li\nne\r\n", "first\nsecond line\n"));
+        assert!(!echoed("> first\r\n", "first\nsecond line"));
+        assert!(!echoed("anything", "  \n"));
     }
 
     #[test]

@@ -433,6 +433,10 @@ impl Runtime for TmuxRuntime {
         delivery::deliver(&Session { tmux: self, handle }, RUNTIME, text, style).await
     }
 
+    async fn pending(&self, handle: &Handle, text: &str) -> Result<bool, RuntimeError> {
+        delivery::pending(&Session { tmux: self, handle }, text).await
+    }
+
     async fn capture(&self, handle: &Handle) -> Result<String, RuntimeError> {
         self.on("capture", handle, &["capture-pane".into(), "-p".into(), "-J".into(), "-t".into(), pane(&handle.0)])
             .await

@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 use super::{cond, memory, Error};
 use crate::context::Ctx;
 use crate::fleet::{agent_of, input_style, Observation};
+use crate::typing;
 
 /// A polled screen is read again at least this often even when the transcript did not grow.
 const RECAPTURE_POLLED: Duration = Duration::from_secs(30);
@@ -273,7 +274,10 @@ async fn resume(
     }
     let (style, adapter) = input_style(&agent_of(s, Some(project)));
     let text = agents::prepare_text(adapter, &text);
-    let sent = rt.send(h, &text, &style).await;
+    let files = ctx.fleet.typing_files(&s.metadata.name);
+    let _typing = ctx.fleet.typing.lock(&s.metadata.name).await;
+    typing::recover(&files, rt, h).await?;
+    let sent = typing::type_message(&files, rt, h, &text, &style, typing::What::Marked).await;
     ctx.metrics.runtime_op(st.runtime.as_ref().map_or(RuntimeKind::Tmux, |r| r.kind), "send", sent.is_ok());
     sent?;
     Ok(())

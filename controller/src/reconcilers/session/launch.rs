@@ -15,7 +15,8 @@ use aoctl_runtimes::{Handle, LaunchSpec, Probe, Runtime};
 
 use super::{cond, Error};
 use crate::context::Ctx;
-use crate::fleet::{agent_of, container_of};
+use crate::fleet::{agent_of, container_of, input_style};
+use crate::typing::{self, Recovered, What};
 
 /// Whether the agent runs, and if not what to do next.
 pub(super) enum Running {
@@ -242,8 +243,12 @@ async fn start(
         prompt.push_str(&format!("\n\nThis work is for issue #{issue}."));
     }
     tokio::fs::write(ctx.fleet.prompt_file(name), prompt).await.map_err(io)?;
-    let _ = tokio::fs::remove_file(ctx.fleet.delivered_marker(name)).await;
-    let _ = tokio::fs::remove_file(dir.join("sending")).await;
+    {
+        // A new agent: nothing of the first prompt or of a message typed into the old one counts.
+        let _typing = ctx.fleet.typing.lock(name).await;
+        let _ = tokio::fs::remove_file(ctx.fleet.delivered_marker(name)).await;
+        typing::reset(&ctx.fleet.typing_files(name)).await;
+    }
     if let (Some(adapter), Some(home)) = (launch.adapter, std::env::var_os("HOME")) {
         if let Err(e) = agents::prepare_home(adapter, home.as_ref(), ctx.fleet.workspaces.root(), &ws.path) {
             tracing::warn!(error = %e, session = %name, "could not prepare the agent's settings");
@@ -327,7 +332,8 @@ async fn fail_start(
     Err(e.into())
 }
 
-/// Types the first prompt once the agent is ready, answering first-run dialogs on the way.
+/// Types the first prompt once the agent is ready, answering first-run dialogs on the way. An
+/// agent that takes its prompt otherwise (as an argument) has it delivered at once.
 async fn deliver_first_prompt(
     s: &Session,
     ctx: &Ctx,
@@ -336,10 +342,23 @@ async fn deliver_first_prompt(
     h: &Handle,
     launch: Launch,
 ) -> Result<Running, Error> {
-    let marker = ctx.fleet.delivered_marker(&s.metadata.name);
-    let Some(text) = launch.initial_input.clone().filter(|_| !marker.exists()) else {
+    let name = &s.metadata.name;
+    let files = ctx.fleet.typing_files(name);
+    if files.prompt_done() {
+        return Ok(Running::Yes(Box::new(launch)));
+    }
+    let _typing = ctx.fleet.typing.lock(name).await;
+    let Some(text) = launch.initial_input.clone() else {
+        let io = |e: std::io::Error| Error::Io { path: files.delivered.clone(), source: e };
+        tokio::fs::write(&files.delivered, b"").await.map_err(io)?;
         return Ok(Running::Yes(Box::new(launch)));
     };
+    if let Some(found) = typing::recover(&files, rt, h).await? {
+        recovered(s, ctx, &found).await;
+        if files.prompt_done() {
+            return Ok(Running::Yes(Box::new(launch)));
+        }
+    }
     let screen = rt.capture(h).await?;
     if let Some(adapter) = launch.adapter {
         if answer_dialog(s, ctx, rt, h, adapter, &screen).await? {
@@ -350,15 +369,71 @@ async fn deliver_first_prompt(
             return Ok(Running::Wait(Action::requeue(Duration::from_millis(300))));
         }
     }
-    if let Err(e) = rt.send(h, &text, &launch.input).await {
+    if let Err(e) = typing::type_message(&files, rt, h, &text, &launch.input, What::Prompt).await {
         ctx.metrics.runtime_op(st.runtime.as_ref().map_or(RuntimeKind::Tmux, |r| r.kind), "send", false);
-        ctx.recorder.publish(s, EventType::Warning, e.reason(), &e.to_string()).await;
+        ctx.recorder.publish(s, EventType::Warning, "PromptNotDelivered", &e.to_string()).await;
         return Err(e.into());
     }
-    let io = |e: std::io::Error| Error::Io { path: marker.clone(), source: e };
-    tokio::fs::write(&marker, b"").await.map_err(io)?;
     ctx.recorder.publish(s, EventType::Normal, "PromptDelivered", "the first prompt was typed and submitted").await;
     Ok(Running::Yes(Box::new(launch)))
+}
+
+/// Records what [`typing::recover`] found of a message a killed controller was typing.
+async fn recovered(s: &Session, ctx: &Ctx, found: &Recovered) {
+    let what = |w: &What| match w {
+        What::Prompt => "the first prompt".to_string(),
+        What::Queued(seq) => format!("message {seq} of aoctl send"),
+        What::Marked => "a message".to_string(),
+    };
+    let delivered = |w: &What| if *w == What::Prompt { "PromptDelivered" } else { "SentToAgent" };
+    let (reason, msg) = match found {
+        Recovered::NotTyped(w) => ("TypingResumed", format!("{} was not typed before a restart; it is typed again", what(w))),
+        Recovered::Typed(w) => (delivered(w), format!("{} was typed before a restart; it was submitted, not typed again", what(w))),
+    };
+    ctx.recorder.publish(s, EventType::Normal, reason, &msg).await;
+}
+
+/// Finishes what a killed controller was typing, then types the messages of `aoctl send` that
+/// wait in the session's inbox, in order, once the first prompt was delivered. A message that
+/// was typed but not seen submitted is dropped with a warning: typing it again would repeat it.
+pub(super) async fn deliver_queued(
+    s: &Session,
+    project: &Project,
+    ctx: &Ctx,
+    st: &SessionStatus,
+) -> Result<(), Error> {
+    let name = &s.metadata.name;
+    let Some(rt_status) = st.runtime.as_ref() else { return Ok(()) };
+    let files = ctx.fleet.typing_files(name);
+    let rt = ctx.fleet.runtime_for(s, Some(project), rt_status.kind).await?;
+    let h = Handle(rt_status.handle.clone());
+    let _typing = ctx.fleet.typing.lock(name).await;
+    if let Some(found) = typing::recover(&files, &*rt, &h).await? {
+        recovered(s, ctx, &found).await;
+    }
+    let limited = st.activity.as_ref().is_some_and(|a| a.state == ActivityState::RateLimited);
+    if !files.prompt_done() || limited {
+        return Ok(());
+    }
+    let (style, adapter) = input_style(&agent_of(s, Some(project)));
+    for q in files.queued().await? {
+        let text = agents::prepare_text(adapter, &q.text);
+        let sent = typing::type_message(&files, &*rt, &h, &text, &style, What::Queued(q.seq)).await;
+        ctx.metrics.runtime_op(rt_status.kind, "send", sent.is_ok());
+        match sent {
+            Ok(()) => {
+                let msg = format!("typed message {} of aoctl send ({} characters)", q.seq, q.text.chars().count());
+                ctx.recorder.publish(s, EventType::Normal, "SentToAgent", &msg).await;
+            }
+            Err(typing::TypingError::Runtime(e @ aoctl_runtimes::RuntimeError::NotDelivered { .. })) => {
+                files.drop_queued(q.seq).await?;
+                let msg = format!("message {} of aoctl send is not typed again: {e}", q.seq);
+                ctx.recorder.publish(s, EventType::Warning, e.reason(), &msg).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Answers a dialog on screen that the adapter answers by itself; true when keys were sent. Keys

@@ -187,7 +187,7 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
     }
     let running = match launch::ensure_running(s, &project, &ws, ctx, st, runtime_kind).await? {
         launch::Running::Yes(launch) => {
-            reactions::finish_interrupted(s, &project, ctx, st).await?;
+            launch::deliver_queued(s, &project, ctx, st).await?;
             activity::observe(s, &project, &launch, ctx, st, slot_free).await?
         }
         launch::Running::Wait(action) => action,

@@ -2,7 +2,8 @@
 //! its evidence, sent to the notifiers, or merged — keyed by a fingerprint recorded in
 //! `status.reactions`. A message carries a marker (`[aoctl:ci-failed:1a2b3c4d]`) that is looked for
 //! in the transcript before sending, so a controller that crashed between sending and recording
-//! neither repeats nor forgets. `retries` and `escalateAfter` escalate to the notifiers, evaluated
+//! neither repeats nor forgets; it is typed through the session's one typing path
+//! ([`crate::typing`]), never into a screen that waits for a person. `retries` and `escalateAfter` escalate to the notifiers, evaluated
 //! on timers as well as on new events.
 
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use super::Error;
 use crate::context::Ctx;
 use crate::fleet::{agent_of, input_style};
 use crate::notify::{self, Notification};
+use crate::typing::{self, What};
 
 /// One reaction whose condition holds now.
 struct Due {
@@ -289,28 +291,6 @@ pub(super) async fn react(
     Ok(next)
 }
 
-/// Exists while a reaction's message is being typed into the agent; holds the submit key.
-const SENDING: &str = "sending";
-
-/// Finishes a message a killed controller typed but may not have submitted: presses its submit
-/// key once. On an agent that did get it, that is an empty line, which agents ignore.
-pub(super) async fn finish_interrupted(
-    s: &Session,
-    project: &Project,
-    ctx: &Ctx,
-    st: &SessionStatus,
-) -> Result<(), Error> {
-    let pending = ctx.fleet.session_dir(&s.metadata.name).join(SENDING);
-    let Ok(key) = tokio::fs::read_to_string(&pending).await else { return Ok(()) };
-    let Some(rt_status) = st.runtime.as_ref() else { return Ok(()) };
-    let rt = ctx.fleet.runtime_for(s, Some(project), rt_status.kind).await?;
-    let key = if key.trim().is_empty() { "Enter" } else { key.trim() };
-    rt.keys(&Handle(rt_status.handle.clone()), &[key]).await?;
-    tokio::fs::remove_file(&pending).await.map_err(|e| Error::Io { path: pending.clone(), source: e })?;
-    ctx.recorder.publish(s, EventType::Normal, "SentToAgent", "submitted a message typed before a restart").await;
-    Ok(())
-}
-
 fn min(a: Option<Duration>, b: Duration) -> Option<Duration> {
     Some(a.map_or(b, |a| a.min(b)))
 }
@@ -345,47 +325,81 @@ fn escalate(s: &Session, project: &Project, ctx: &Ctx, d: &Due, rs: &mut Reactio
     });
 }
 
-/// Types the reaction's message into the agent unless its marker is already in the transcript.
+/// Types the reaction's message into the agent unless its marker is already in the transcript,
+/// through the session's one typing path ([`crate::typing`]): after the first prompt and the
+/// queued messages of `aoctl send`, never into a screen that waits for a person.
 async fn send(
     s: &Session,
     project: &Project,
     tracked: &Tracked,
     ctx: &Ctx,
-    st: &SessionStatus,
+    st: &mut SessionStatus,
     d: &Due,
     cfg: &Reaction,
 ) -> Result<bool, Error> {
     let running = condition::is_true(&st.conditions, types::RUNTIME_READY);
-    let Some(rt_status) = st.runtime.as_ref().filter(|_| running && !s.spec.stopped) else { return Ok(false) };
+    let Some(rt_status) = st.runtime.clone().filter(|_| running && !s.spec.stopped) else { return Ok(false) };
     if st.activity.as_ref().is_some_and(|a| a.state == ActivityState::RateLimited) {
         // Typed now it would be lost or spend the limit's first minutes: it waits for the resume.
         return Ok(false);
     }
+    let name = &s.metadata.name;
     let text = message(d, cfg);
     let marker = text.split_whitespace().next().unwrap_or_default().to_string();
-    let path = ctx.fleet.transcript(&s.metadata.name);
-    let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None)).await?;
     let rt = ctx.fleet.runtime_for(s, Some(project), rt_status.kind).await?;
-    let (style, adapter) = input_style(&agent_of(s, Some(project)));
+    let h = Handle(rt_status.handle.clone());
+    let files = ctx.fleet.typing_files(name);
+    let _typing = ctx.fleet.typing.lock(name).await;
+    typing::recover(&files, &*rt, &h).await?;
+    let path = ctx.fleet.transcript(name);
+    let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None)).await?;
     let typed_before = seen.is_ok_and(|(t, _)| t.contains(&marker));
     tracing::debug!(reaction = d.key, %marker, typed_before, "sending to the agent");
     if typed_before {
-        // Typed before a crash; `finish_interrupted` pressed submit if it was not.
         return Ok(true);
     }
+    if !files.prompt_done() || !files.queued().await?.is_empty() {
+        // Its turn comes after the first prompt and the messages queued before it.
+        return Ok(false);
+    }
+    if st.activity.as_ref().is_some_and(|a| a.state == ActivityState::NeedsInput) {
+        waits_for_person(s, project, ctx, st, d).await;
+        return Ok(false);
+    }
+    let (style, adapter) = input_style(&agent_of(s, Some(project)));
     let text = aoctl_runtimes::agents::prepare_text(adapter, &text);
-    // While typing, a file says so: a controller killed between typing and submitting finds it
-    // on its next reconcile and presses the submit key (see `finish_interrupted`).
-    let pending = ctx.fleet.session_dir(&s.metadata.name).join(SENDING);
-    let io = |e: std::io::Error| Error::Io { path: pending.clone(), source: e };
-    tokio::fs::write(&pending, style.submit_key.as_bytes()).await.map_err(io)?;
-    let sent = rt.send(&Handle(rt_status.handle.clone()), &text, &style).await;
-    tokio::fs::remove_file(&pending).await.map_err(io)?;
+    let sent = typing::type_message(&files, &*rt, &h, &text, &style, What::Marked).await;
+    ctx.metrics.runtime_op(rt_status.kind, "send", sent.is_ok());
     sent?;
     let from = tracked.webhook_at.or(tracked.facts.as_ref().map(|f| f.at)).unwrap_or_else(Instant::now);
     ctx.metrics.feedback_latency.with_label_values(&[d.key]).observe(from.elapsed().as_secs_f64());
     ctx.recorder.publish(s, EventType::Normal, "SentToAgent", &format!("{}: {}", d.key, d.title)).await;
     Ok(true)
+}
+
+/// A reaction's message waits because the agent's screen asks a person something (a permission
+/// or yes/no prompt): `AgentActive` says so, and the first time an event is recorded and the
+/// person is told ([`notify_reaction_waits_for_person`]).
+async fn waits_for_person(s: &Session, project: &Project, ctx: &Ctx, st: &mut SessionStatus, d: &Due) {
+    let evidence = st.activity.as_ref().map(|a| a.evidence.clone()).unwrap_or_default();
+    let msg = format!("{evidence}; the {} message waits until a person answers", d.key);
+    let told = condition::find(&st.conditions, types::AGENT_ACTIVE).is_some_and(|c| c.message == msg);
+    super::cond(st, s, types::AGENT_ACTIVE, aoctl_api::ConditionStatus::False, "NeedsInput", msg.clone());
+    if !told {
+        ctx.recorder.publish(s, EventType::Warning, "ReactionWaiting", &msg).await;
+        notify_reaction_waits_for_person(s, project, ctx, d, &msg);
+    }
+}
+
+/// Tells the person that a reaction waits for their answer on the agent's screen.
+fn notify_reaction_waits_for_person(s: &Session, project: &Project, ctx: &Ctx, d: &Due, why: &str) {
+    let waiting = Due {
+        key: d.key,
+        fingerprint: d.fingerprint.clone(),
+        title: format!("session {} waits for an answer before the {} message", s.metadata.name, d.key),
+        evidence: why.to_string(),
+    };
+    notify_now(s, project, ctx, &waiting, false);
 }
 
 async fn merge(s: &Session, tracked: &Tracked, ctx: &Ctx, d: &Due, cfg: &Reaction) -> Result<bool, Error> {
