@@ -114,7 +114,9 @@ pub fn start(
     // the root for new project folders, each project folder for session folders that go.
     let root = fleet.workspaces.root().to_path_buf();
     std::fs::create_dir_all(&root).map_err(|e| WatchError::Folder { path: root.clone(), source: e })?;
-    watcher.watch(&root, RecursiveMode::NonRecursive).map_err(|e| WatchError::Watch { path: root.clone(), source: e })?;
+    watcher
+        .watch(&root, RecursiveMode::NonRecursive)
+        .map_err(|e| WatchError::Watch { path: root.clone(), source: e })?;
     for project in folders(&root) {
         let path = root.join(project);
         watcher.watch(&path, RecursiveMode::NonRecursive).map_err(|e| WatchError::Watch { path, source: e })?;

@@ -22,7 +22,12 @@ fn cond_of(o: &Value, type_: &str) -> String {
 
 /// Follows the watch until `done` holds for session `name`; every value of condition `type_` seen
 /// on the way, in order, without repeats.
-async fn watch_until(stream: &mut WatchStream, name: &str, type_: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+async fn watch_until(
+    stream: &mut WatchStream,
+    name: &str,
+    type_: &str,
+    done: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
     let mut seen: Vec<String> = vec![];
     let deadline = tokio::time::Instant::now() + READY;
     while !done(&seen) {
@@ -82,13 +87,14 @@ async fn a_deleted_workspace_shows_workspace_missing_within_seconds_then_is_made
     let mut stream = watch_sessions(&server).await;
     std::fs::remove_dir_all(&ws).expect("delete the worktree folder");
     let deleted = std::time::Instant::now();
-    watch_until(&mut stream, "poof", "WorkspaceReady", |seen| seen.iter().any(|c| c == "False/WorkspaceMissing"))
-        .await;
+    watch_until(&mut stream, "poof", "WorkspaceReady", |seen| seen.iter().any(|c| c == "False/WorkspaceMissing")).await;
     assert!(deleted.elapsed() < Duration::from_secs(5), "noticed after {:?}", deleted.elapsed());
     watch_until(&mut stream, "poof", "WorkspaceReady", |seen| seen.last().is_some_and(|c| c == "True/WorkspaceReady"))
         .await;
-    eventually(READY, "the worktree made again", || ws.join("notes/poof.md").is_file().then_some(()).ok_or_else(String::new))
-        .await;
+    eventually(READY, "the worktree made again", || {
+        ws.join("notes/poof.md").is_file().then_some(()).ok_or_else(String::new)
+    })
+    .await;
     wait_all(&server, &["poof"], READY, "Ready again", ready).await;
     cleanup.finish();
 }

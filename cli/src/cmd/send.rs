@@ -1,6 +1,7 @@
 //! `aoctl send`: type a message into a session's agent. The server answers once it has seen the
-//! message arrive; a session without a running agent (409) or a message that did not arrive (504)
-//! is an error.
+//! message arrive, or once it queued a message for an agent that has not had its first prompt yet
+//! (202, printed as what will happen); a session that will not run (409) or a message that did not
+//! arrive (504) is an error.
 
 use std::process::ExitCode;
 

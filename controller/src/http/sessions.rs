@@ -35,11 +35,7 @@ struct InputRequest {
     text: String,
 }
 
-pub async fn input(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    body: Bytes,
-) -> Result<Response, AppError> {
+pub async fn input(State(state): State<AppState>, Path(name): Path<String>, body: Bytes) -> Result<Response, AppError> {
     let req: InputRequest = decode_json(&body).map_err(AppError::Decode)?;
     if req.text.trim().is_empty() {
         return Err(AppError::BadRequest("text: must not be empty".into()));

@@ -387,8 +387,12 @@ async fn recovered(s: &Session, ctx: &Ctx, found: &Recovered) {
     };
     let delivered = |w: &What| if *w == What::Prompt { "PromptDelivered" } else { "SentToAgent" };
     let (reason, msg) = match found {
-        Recovered::NotTyped(w) => ("TypingResumed", format!("{} was not typed before a restart; it is typed again", what(w))),
-        Recovered::Typed(w) => (delivered(w), format!("{} was typed before a restart; it was submitted, not typed again", what(w))),
+        Recovered::NotTyped(w) => {
+            ("TypingResumed", format!("{} was not typed before a restart; it is typed again", what(w)))
+        }
+        Recovered::Typed(w) => {
+            (delivered(w), format!("{} was typed before a restart; it was submitted, not typed again", what(w)))
+        }
     };
     ctx.recorder.publish(s, EventType::Normal, reason, &msg).await;
 }
@@ -396,12 +400,7 @@ async fn recovered(s: &Session, ctx: &Ctx, found: &Recovered) {
 /// Finishes what a killed controller was typing, then types the messages of `aoctl send` that
 /// wait in the session's inbox, in order, once the first prompt was delivered. A message that
 /// was typed but not seen submitted is dropped with a warning: typing it again would repeat it.
-pub(super) async fn deliver_queued(
-    s: &Session,
-    project: &Project,
-    ctx: &Ctx,
-    st: &SessionStatus,
-) -> Result<(), Error> {
+pub(super) async fn deliver_queued(s: &Session, project: &Project, ctx: &Ctx, st: &SessionStatus) -> Result<(), Error> {
     let name = &s.metadata.name;
     let Some(rt_status) = st.runtime.as_ref() else { return Ok(()) };
     let files = ctx.fleet.typing_files(name);
