@@ -17,7 +17,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub enum ClientError {
     /// The server answered with an error `Status`.
     #[error("{0}")]
-    Api(Status),
+    Api(Box<Status>),
     #[error("cannot reach the server at {url}: {detail}")]
     Unreachable { url: String, detail: String },
     #[error("{method} {url}: {detail}")]
@@ -221,7 +221,7 @@ impl Client {
         }
         let code = resp.status();
         let body = resp.text().await.unwrap_or_default();
-        Err(ClientError::Api(status_from_body(code, &body)))
+        Err(ClientError::Api(Box::new(status_from_body(code, &body))))
     }
 
     async fn json(

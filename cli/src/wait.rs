@@ -100,7 +100,7 @@ async fn watch_until(
                         continue;
                     }
                     WatchEvent::Error(s) if s.code == 410 => continue 'relist,
-                    WatchEvent::Error(s) => return Err(ClientError::Api(s).into()),
+                    WatchEvent::Error(s) => return Err(ClientError::Api(Box::new(s)).into()),
                 };
                 let v = object::resource_version(&obj);
                 if !v.is_empty() {

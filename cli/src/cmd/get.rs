@@ -279,7 +279,7 @@ impl Watcher {
                         rv = self.relist(client).await?;
                         break;
                     }
-                    WatchEvent::Error(s) => return Err(crate::client::ClientError::Api(s).into()),
+                    WatchEvent::Error(s) => return Err(crate::client::ClientError::Api(Box::new(s)).into()),
                 };
                 if !object::resource_version(&o).is_empty() {
                     rv = object::resource_version(&o).to_string();
