@@ -7,6 +7,7 @@ pub mod decode;
 pub mod duration;
 pub mod event;
 pub mod meta;
+pub mod notification;
 pub mod project;
 pub mod quantity;
 pub mod reactions;

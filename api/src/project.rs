@@ -206,6 +206,9 @@ pub struct ProjectStatus {
     /// The usage last counted for each stored session that has some, by session uid.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub session_usage: BTreeMap<String, Usage>,
+    /// Notifications about the project (a spent budget), pending or recently delivered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<crate::notification::NotificationRecord>,
 }
 
 impl ProjectStatus {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::condition::Condition;
 use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta, Time};
+use crate::notification::{MergeStatus, NotificationRecord};
 use crate::quantity::Quantity;
 use crate::reactions::Reactions;
 
@@ -340,6 +341,12 @@ pub struct SessionStatus {
     pub pull_request: Option<PullRequestStatus>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reactions: BTreeMap<String, ReactionStatus>,
+    /// Notifications recorded by reactions, pending or recently delivered (see `notification`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<NotificationRecord>,
+    /// The merge the `approved-and-green` reaction decided last, and how it went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeStatus>,
     /// Tokens and cost, where the agent reports them (Claude Code, Codex).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -461,7 +468,11 @@ pub struct PullRequestStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReactionStatus {
-    /// Messages sent (or notifications made) in the current episode: since the condition appeared.
+    /// Identifies the current episode: from the condition's first appearance until it is resolved
+    /// (for `ci-failed`: until checks pass on a head, across pushes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub episode: Option<String>,
+    /// Messages sent (or notifications made) in the current episode.
     #[serde(default)]
     pub attempts: u32,
     /// When the current episode began; `escalateAfter` counts from here.

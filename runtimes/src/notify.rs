@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 /// Longest a notification command may run.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Shows a desktop notification with `notify-send` where it is installed.
-pub fn desktop(title: &str, body: &str) -> Result<(), String> {
+/// Shows a desktop notification with `notify-send` where it is installed; `key` travels as the
+/// hint `x-aoctl-idempotency-key`, so a notification server can tell a resend from a new one.
+pub fn desktop(title: &str, body: &str, key: &str) -> Result<(), String> {
+    let hint = format!("--hint=string:x-aoctl-idempotency-key:{key}");
     let out = Command::new("notify-send")
-        .args(["--app-name=aoctl", "--", title, body])
+        .args(["--app-name=aoctl", &hint, "--", title, body])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("notify-send: {e}"))?;

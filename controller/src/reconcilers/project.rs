@@ -1,7 +1,7 @@
 //! Project reconciler: checks `spec.path` is the top of a git repository, resolves the default
 //! branch, and sets the `Ready` condition, `status.defaultBranch` and `observedGeneration`; adds
 //! up its sessions' usage into `status.usage` and, with a `budget`, sets `BudgetSpent` and tells
-//! the notifiers once when it becomes spent.
+//! the notifiers once when it becomes spent (recorded in `status.notifications`, then delivered).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use aoctl_store::Selector;
 
 use super::Error;
 use crate::context::Ctx;
-use crate::notify::{self, Notification};
+use crate::notify;
 
 /// Name of this controller in metrics and events.
 pub const NAME: &str = "project";
@@ -123,36 +123,71 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Ctx>) -> Result<Action, E
         }
         (None, _) => status.conditions.retain(|c| c.type_ != types::BUDGET_SPENT),
     }
+    // Told once: when the condition turns True. The notification is recorded in the same status
+    // write and delivered after it.
+    let newly_spent = spent.as_ref().filter(|_| !was_spent);
+    if let Some(why) = newly_spent {
+        let since = condition::find(&status.conditions, types::BUDGET_SPENT).map(|c| c.last_transition_time);
+        let uid = project.metadata.uid.as_deref().unwrap_or(&project.metadata.name);
+        let key = format!("{uid}:budget-spent:{}:notify", since.unwrap_or_else(Time::now));
+        let n = notify::record(
+            key,
+            "budget-spent",
+            format!("the budget of project {} is spent", project.metadata.name),
+            format!("new sessions wait until the budget is raised: {why}"),
+            None,
+            false,
+            &project.spec.notifiers,
+        );
+        if let Some(n) = n {
+            notify::enqueue(&mut status.notifications, n);
+        }
+    }
+    let mut written = (*project).clone();
     if status != project.status {
-        let mut next = (*project).clone();
-        next.status = status;
-        ctx.store.update_status_typed(&next).await?;
+        written.status = status;
+        written = ctx.store.update_status_typed(&written).await?;
         if was_ready != Some((seen.ready, seen.reason.to_string())) {
             let type_ = if seen.ready == ConditionStatus::True { EventType::Normal } else { EventType::Warning };
             ctx.recorder.publish(&*project, type_, seen.reason, &seen.message).await;
         }
-        // Told once: when the condition turns True, which is written with the same status.
-        if let (Some(why), false) = (&spent, was_spent) {
+        if let Some(why) = newly_spent {
             let msg = format!("new sessions wait until the budget is raised: {why}");
             ctx.recorder.publish(&*project, EventType::Warning, "BudgetSpent", &msg).await;
-            let n = Notification {
-                project: project.metadata.name.clone(),
-                session: String::new(),
-                reaction: "budget-spent".into(),
-                title: format!("the budget of project {} is spent", project.metadata.name),
-                message: msg,
-                url: None,
-                escalated: false,
-                at: Time::now(),
-            };
-            notify::send(ctx.store.clone(), (*project).clone(), project.spec.notifiers.clone(), n);
         }
     }
+    let later = deliver(written, &ctx).await?;
     // A missing or broken repository may be fixed at any time: look again soon.
-    Ok(match seen.ready {
-        ConditionStatus::True => Action::requeue(Duration::from_secs(300)),
-        _ => Action::requeue(Duration::from_secs(15)),
-    })
+    let every = match seen.ready {
+        ConditionStatus::True => Duration::from_secs(300),
+        _ => Duration::from_secs(15),
+    };
+    Ok(Action::requeue(later.map_or(every, |l| l.min(every))))
+}
+
+/// Delivers the project's pending notifications and writes the results; when to look again.
+async fn deliver(project: Project, ctx: &Ctx) -> Result<Option<Duration>, Error> {
+    if project.status.notifications.iter().all(|n| n.settled()) {
+        return Ok(None);
+    }
+    let mut next = project.clone();
+    let now = Time::now();
+    let (targets, name) = (&project.spec.notifiers, &project.metadata.name);
+    let pass = notify::deliver_due(&mut next.status.notifications, targets, name, "", now).await;
+    for msg in &pass.given_up {
+        ctx.recorder.publish(&project, EventType::Warning, "NotifyFailed", msg).await;
+    }
+    notify::prune(&mut next.status.notifications, now);
+    let later = notify::next_due(&next.status.notifications, now);
+    if next.status != project.status {
+        match ctx.store.update_status_typed(&next).await {
+            Ok(_) => {}
+            // Written again by the next reconcile: a resend carries the same key.
+            Err(e) if e.is_conflict() => return Ok(Some(Duration::ZERO)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(later)
 }
 
 pub fn error_policy(_project: Arc<Project>, error: &Error, _ctx: Arc<Ctx>) -> Action {

@@ -3,6 +3,7 @@
 
 mod activity;
 mod cleanup;
+mod effects;
 pub mod gc;
 mod launch;
 pub mod pr;
@@ -56,12 +57,14 @@ pub async fn reconcile(s: Arc<Session>, ctx: Arc<Ctx>) -> Result<Action, Error> 
     let result = drive(&s, &ctx, &mut st).await;
     st.observed_generation = s.metadata.generation;
     st.phase = Some(st.derive_phase(s.spec.stopped, false));
+    let mut written = (*s).clone();
     if st != s.status {
-        let mut next = (*s).clone();
-        next.status = st;
-        ctx.store.update_status_typed(&next).await?;
+        written.status = st;
+        written = ctx.store.update_status_typed(&written).await?;
     }
-    result
+    // Notifications and merges are carried out only once the status recording them is written.
+    let later = effects::run(written, &ctx).await?;
+    result.map(|a| earliest(a, later))
 }
 
 pub fn error_policy(_s: Arc<Session>, error: &Error, _ctx: Arc<Ctx>) -> Action {

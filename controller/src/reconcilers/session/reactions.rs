@@ -1,26 +1,31 @@
 //! Reactions: each distinct PR or agent event is acted on exactly once — typed into the agent with
 //! its evidence, sent to the notifiers, or merged — keyed by a fingerprint recorded in
-//! `status.reactions`. A message carries a marker (`[aoctl:ci-failed:1a2b3c4d]`) that is looked for
-//! in the transcript before sending, so a controller that crashed between sending and recording
-//! neither repeats nor forgets; it is typed through the session's one typing path
-//! ([`crate::typing`]), never into a screen that waits for a person. `retries` and `escalateAfter` escalate to the notifiers, evaluated
-//! on timers as well as on new events.
+//! `status.reactions`. Events group into episodes (a ci-failed episode lasts until checks pass on
+//! a head, across the agent's pushes); `attempts` counts the messages of the episode, and after
+//! `retries` more than the first, or `escalateAfter` from its start, it escalates once. A message
+//! carries a marker (`[aoctl:ci-failed:1a2b3c4d]`) that is looked for in the transcript before
+//! sending, so a controller that crashed between sending and recording neither repeats nor
+//! forgets; it is typed through the session's one typing path ([`crate::typing`]), never into a
+//! screen that waits for a person. Notifications and merges are recorded in status here and
+//! carried out by `effects` after that status is written.
 
 use std::time::{Duration, Instant};
 
 use aoctl_api::condition::{self, types};
+use aoctl_api::notification::MergeStatus;
 use aoctl_api::project::Project;
 use aoctl_api::reactions::{MergeMethod, Reaction, ReactionAction, Reactions};
 use aoctl_api::session::{reasons, ActivityState, ChecksState, PullRequestState, ReactionStatus, ReviewState};
-use aoctl_api::{EventType, Session, SessionStatus, Time};
+use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_runtimes::{transcript, Handle};
 use sha2::{Digest, Sha256};
 
+use super::effects::MERGED;
 use super::pr::{Facts, Tracked};
 use super::Error;
 use crate::context::Ctx;
 use crate::fleet::{agent_of, input_style};
-use crate::notify::{self, Notification};
+use crate::notify;
 use crate::typing::{self, What};
 
 /// One reaction whose condition holds now.
@@ -209,7 +214,42 @@ fn message(d: &Due, cfg: &Reaction) -> String {
     format!("{marker} {}", body.trim_end())
 }
 
-/// Acts on every due reaction; returns how soon a timer (escalation) needs another look.
+/// Whether an episode of `key` with no event due now is still open: a ci-failed episode lasts
+/// while the PR is open and its checks have not passed (a pushed head whose checks are pending or
+/// not yet reported does not end it); a merge-conflicts episode lasts while GitHub is still
+/// computing mergeability. The others end as soon as their condition no longer holds.
+fn lasts(key: &str, facts: Option<&Facts>) -> bool {
+    let Some(f) = facts.filter(|f| f.pr.state == PullRequestState::Open) else { return false };
+    match key {
+        "ci-failed" => f.checks.state != ChecksState::Passing,
+        "merge-conflicts" => f.pr.mergeable.is_none(),
+        _ => false,
+    }
+}
+
+/// The action a reaction takes.
+fn action_of(cfg: &Reaction) -> ReactionAction {
+    if cfg.auto == Some(false) {
+        // Not automatic: a person decides, so they are told.
+        return ReactionAction::Notify;
+    }
+    cfg.action.unwrap_or(ReactionAction::Notify)
+}
+
+/// A new episode's id: short, and different for every episode of one key.
+fn episode_id(key: &str, now: Time, fingerprint: &str) -> String {
+    short(&format!("{key}/{now}/{fingerprint}"))
+}
+
+/// The idempotency key of one notification: session uid, reaction, episode and kind.
+fn event_key(s: &Session, key: &str, rs: &ReactionStatus, kind: &str) -> String {
+    let uid = s.metadata.uid.as_deref().unwrap_or(&s.metadata.name);
+    format!("{uid}:{key}:{}:{kind}", rs.episode.as_deref().unwrap_or("-"))
+}
+
+/// Decides on every due reaction and on the episodes still open; returns how soon a timer
+/// (escalation) needs another look. Notifications and merges are only recorded here, in `st`:
+/// they are carried out (`effects`) once the status that records them is written.
 pub(super) async fn react(
     s: &Session,
     project: &Project,
@@ -225,104 +265,189 @@ pub(super) async fn react(
         tracing::debug!(due = ?keys, "reactions due");
     }
     let mut next: Option<Duration> = None;
-    // An episode ends when its condition no longer holds: the next occurrence starts afresh.
-    let keys: Vec<&str> = due.iter().map(|d| d.key).collect();
-    st.reactions.retain(|k, _| keys.contains(&k.as_str()));
-    for d in due {
+    // An episode ends when its condition is resolved; the next occurrence starts a new one.
+    let facts = tracked.facts.as_deref();
+    st.reactions.retain(|k, _| due.iter().any(|d| d.key == k) || lasts(k, facts));
+    let mut seen = vec![];
+    for d in &due {
+        seen.push(d.key);
         let Some(cfg) = config(&all, d.key) else { continue };
-        let mut action = cfg.action.unwrap_or(ReactionAction::Notify);
-        if cfg.auto == Some(false) {
-            // Not automatic: a person decides, so they are told.
-            action = ReactionAction::Notify;
+        let mut rs = st.reactions.remove(d.key).unwrap_or_default();
+        if rs.episode.is_none() {
+            rs.episode = Some(episode_id(d.key, now, &d.fingerprint));
+            rs.since = Some(now);
         }
-        let mut rs = st.reactions.get(d.key).cloned().unwrap_or_default();
-        let since = *rs.since.get_or_insert(now);
-        if rs.last_fingerprint.as_deref() == Some(&d.fingerprint) {
-            if let Some(after) = cfg.escalate_after.map(|d| d.as_std()) {
-                let waited = (now.0 - since.0).to_std().unwrap_or_default();
-                if !rs.escalated && waited >= after {
-                    escalate(s, project, ctx, &d, &mut rs, &format!("unresolved for {}", cfg.escalate_after.unwrap()));
-                } else if !rs.escalated {
-                    next = min(next, after - waited);
-                }
-            }
-            st.reactions.insert(d.key.to_string(), rs);
-            continue;
+        if rs.last_fingerprint.as_deref() != Some(&d.fingerprint) {
+            act(s, project, tracked, ctx, st, d, cfg, &mut rs, &mut next).await;
         }
-        let limit = cfg.retries.map(|r| r + 1);
-        if action == ReactionAction::SendToAgent && limit.is_some_and(|l| rs.attempts >= l) {
-            if !rs.escalated {
-                let why = format!("still not resolved after {} messages to the agent", rs.attempts);
-                escalate(s, project, ctx, &d, &mut rs, &why);
-            }
-            rs.last_fingerprint = Some(d.fingerprint.clone());
-            st.reactions.insert(d.key.to_string(), rs);
-            continue;
-        }
-        let done = match action {
-            ReactionAction::SendToAgent => send(s, project, tracked, ctx, st, &d, cfg).await,
-            ReactionAction::Notify => {
-                notify_now(s, project, ctx, &d, false);
-                Ok(true)
-            }
-            ReactionAction::Merge => merge(s, tracked, ctx, &d, cfg).await,
-        };
-        let label = action_name(action);
-        match done {
-            Ok(true) => {
-                ctx.metrics.reactions.with_label_values(&[d.key, label, "success"]).inc();
-                rs.attempts += 1;
-                rs.last_fingerprint = Some(d.fingerprint.clone());
-                rs.last_at = Some(now);
-            }
-            // Not deliverable yet (no running agent): the reaction stays due.
-            Ok(false) => next = min(next, Duration::from_secs(5)),
-            Err(e) => {
-                ctx.metrics.reactions.with_label_values(&[d.key, label, "error"]).inc();
-                ctx.recorder.publish(s, EventType::Warning, "ReactionFailed", &format!("{}: {e}", d.key)).await;
-                next = min(next, Duration::from_secs(10));
-            }
-        }
-        if let Some(after) = cfg.escalate_after {
-            next = min(next, after.as_std());
-        }
+        timer(s, project, ctx, st, d.key, Some(d), cfg, &mut rs, now, &mut next);
         st.reactions.insert(d.key.to_string(), rs);
     }
+    // Open episodes with nothing new (a pushed fix whose checks have not reported yet).
+    let open: Vec<String> = st.reactions.keys().filter(|k| !seen.contains(&k.as_str())).cloned().collect();
+    for key in open {
+        let Some(cfg) = config(&all, &key) else { continue };
+        let Some(mut rs) = st.reactions.remove(&key) else { continue };
+        timer(s, project, ctx, st, &key, None, cfg, &mut rs, now, &mut next);
+        st.reactions.insert(key, rs);
+    }
+    refused_merge(s, st);
     Ok(next)
 }
 
+/// Acts on a new event of an episode: types it into the agent, records a notification, or
+/// records a merge — or escalates when the agent already had its `retries`.
+#[allow(clippy::too_many_arguments)]
+async fn act(
+    s: &Session,
+    project: &Project,
+    tracked: &Tracked,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    d: &Due,
+    cfg: &Reaction,
+    rs: &mut ReactionStatus,
+    next: &mut Option<Duration>,
+) {
+    let now = Time::now();
+    let action = action_of(cfg);
+    let label = action_name(action);
+    let limit = cfg.retries.map(|r| r + 1);
+    if action == ReactionAction::SendToAgent && limit.is_some_and(|l| rs.attempts >= l) {
+        // The agent had its messages and the condition came back: a person is told, once.
+        rs.last_fingerprint = Some(d.fingerprint.clone());
+        if !rs.escalated {
+            let why = format!("still unresolved after {} messages to the agent", rs.attempts);
+            escalate(s, project, ctx, st, d.key, Some(d), rs, &why);
+        }
+        return;
+    }
+    let done = match action {
+        ReactionAction::SendToAgent => send(s, project, tracked, ctx, st, d, cfg).await,
+        ReactionAction::Notify => {
+            let kind = format!("notify-{}", rs.attempts + 1);
+            let n = notify::record(
+                event_key(s, d.key, rs, &kind),
+                d.key,
+                d.title.clone(),
+                d.evidence.clone(),
+                pr_url(st),
+                false,
+                &project.spec.notifiers,
+            );
+            if let Some(n) = n {
+                notify::enqueue(&mut st.notifications, n);
+            }
+            Ok(true)
+        }
+        ReactionAction::Merge => Ok(decide_merge(st, tracked, cfg, now)),
+    };
+    match done {
+        Ok(true) => {
+            if action != ReactionAction::Merge {
+                ctx.metrics.reactions.with_label_values(&[d.key, label, "success"]).inc();
+            }
+            rs.attempts += 1;
+            rs.last_fingerprint = Some(d.fingerprint.clone());
+            rs.last_at = Some(now);
+        }
+        // Not deliverable yet (no running agent): the reaction stays due.
+        Ok(false) => *next = min(*next, Duration::from_secs(5)),
+        Err(e) => {
+            ctx.metrics.reactions.with_label_values(&[d.key, label, "error"]).inc();
+            ctx.recorder.publish(s, EventType::Warning, "ReactionFailed", &format!("{}: {e}", d.key)).await;
+            *next = min(*next, Duration::from_secs(10));
+        }
+    }
+}
+
+/// `escalateAfter`: escalates an episode open for longer, else asks to look again when it is due.
+#[allow(clippy::too_many_arguments)]
+fn timer(
+    s: &Session,
+    project: &Project,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    key: &str,
+    d: Option<&Due>,
+    cfg: &Reaction,
+    rs: &mut ReactionStatus,
+    now: Time,
+    next: &mut Option<Duration>,
+) {
+    let (Some(after), Some(since), false) = (cfg.escalate_after, rs.since, rs.escalated) else { return };
+    let waited = (now.0 - since.0).to_std().unwrap_or_default();
+    if waited >= after.as_std() {
+        escalate(s, project, ctx, st, key, d, rs, &format!("unresolved for {after}"));
+    } else {
+        *next = min(*next, after.as_std() - waited);
+    }
+}
 fn min(a: Option<Duration>, b: Duration) -> Option<Duration> {
     Some(a.map_or(b, |a| a.min(b)))
 }
 
-fn notification(s: &Session, project: &Project, d: &Due, escalated: bool, why: &str) -> Notification {
-    let title = if escalated { format!("{} (escalated: {why})", d.title) } else { d.title.clone() };
-    Notification {
-        project: project.metadata.name.clone(),
-        session: s.metadata.name.clone(),
-        reaction: d.key.to_string(),
-        title,
-        message: d.evidence.clone(),
-        url: s.status.pull_request.as_ref().map(|p| p.url.clone()),
-        escalated,
-        at: Time::now(),
+fn pr_url(st: &SessionStatus) -> Option<String> {
+    st.pull_request.as_ref().map(|p| p.url.clone())
+}
+
+/// The title of an escalation: the event's own when one is due, else the reaction's.
+fn escalation_title(s: &Session, key: &str, d: Option<&Due>, why: &str) -> String {
+    let what = d.map_or_else(|| format!("{key} on session {}", s.metadata.name), |d| d.title.clone());
+    format!("{what} (escalated: {why})")
+}
+
+/// Records the episode's one escalation to the notifiers in `st`.
+#[allow(clippy::too_many_arguments)]
+fn escalate(
+    s: &Session,
+    project: &Project,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    key: &str,
+    d: Option<&Due>,
+    rs: &mut ReactionStatus,
+    why: &str,
+) {
+    rs.escalated = true;
+    ctx.metrics.reactions.with_label_values(&[key, "notify", "escalated"]).inc();
+    let evidence = d.map(|d| d.evidence.clone()).unwrap_or_default();
+    let n = notify::record(
+        event_key(s, key, rs, "escalation"),
+        key,
+        escalation_title(s, key, d, why),
+        evidence,
+        pr_url(st),
+        true,
+        &project.spec.notifiers,
+    );
+    if let Some(n) = n {
+        notify::enqueue(&mut st.notifications, n);
     }
 }
 
-fn notify_now(s: &Session, project: &Project, ctx: &Ctx, d: &Due, escalated: bool) {
-    let n = notification(s, project, d, escalated, "");
-    notify::send(ctx.store.clone(), s.clone(), project.spec.notifiers.clone(), n);
+/// Records the merge of the approved, green head; `effects` makes it once the record is written.
+fn decide_merge(st: &mut SessionStatus, tracked: &Tracked, cfg: &Reaction, now: Time) -> bool {
+    let (Some(_), Some(f)) = (&tracked.client, tracked.facts.as_deref()) else { return false };
+    st.merge = Some(MergeStatus {
+        sha: f.pr.head_sha.clone(),
+        method: cfg.merge_method.unwrap_or(MergeMethod::Merge),
+        decided_at: now,
+        result: None,
+        message: None,
+        done_at: None,
+    });
+    true
 }
 
-fn escalate(s: &Session, project: &Project, ctx: &Ctx, d: &Due, rs: &mut ReactionStatus, why: &str) {
-    rs.escalated = true;
-    ctx.metrics.reactions.with_label_values(&[d.key, "notify", "escalated"]).inc();
-    let n = notification(s, project, d, true, why);
-    notify::send(ctx.store.clone(), s.clone(), project.spec.notifiers.clone(), n);
-    let (store, session, msg) = (ctx.store.clone(), s.clone(), format!("{}: {why}", d.key));
-    tokio::spawn(async move {
-        crate::recorder::Recorder::new(store).publish(&session, EventType::Warning, "Escalated", &msg).await;
-    });
+/// While the PR is open, a merge GitHub refused keeps `Merged` False with the reason it gave.
+fn refused_merge(s: &Session, st: &mut SessionStatus) {
+    let open = st.pull_request.as_ref().is_some_and(|p| p.state == PullRequestState::Open);
+    let Some(m) = st.merge.clone().filter(|_| open) else { return };
+    if let Some(reason) = m.result.as_deref().filter(|r| *r != MERGED) {
+        let msg = m.message.clone().unwrap_or_default();
+        super::cond(st, s, types::MERGED, ConditionStatus::False, reason, msg);
+    }
 }
 
 /// Types the reaction's message into the agent unless its marker is already in the transcript,
@@ -387,42 +512,24 @@ async fn waits_for_person(s: &Session, project: &Project, ctx: &Ctx, st: &mut Se
     super::cond(st, s, types::AGENT_ACTIVE, aoctl_api::ConditionStatus::False, "NeedsInput", msg.clone());
     if !told {
         ctx.recorder.publish(s, EventType::Warning, "ReactionWaiting", &msg).await;
-        notify_reaction_waits_for_person(s, project, ctx, d, &msg);
+        notify_reaction_waits_for_person(s, project, st, d, &msg);
     }
 }
 
-/// Tells the person that a reaction waits for their answer on the agent's screen.
-fn notify_reaction_waits_for_person(s: &Session, project: &Project, ctx: &Ctx, d: &Due, why: &str) {
-    let waiting = Due {
-        key: d.key,
-        fingerprint: d.fingerprint.clone(),
-        title: format!("session {} waits for an answer before the {} message", s.metadata.name, d.key),
-        evidence: why.to_string(),
-    };
-    notify_now(s, project, ctx, &waiting, false);
-}
-
-async fn merge(s: &Session, tracked: &Tracked, ctx: &Ctx, d: &Due, cfg: &Reaction) -> Result<bool, Error> {
-    let (Some((c, owner, repo)), Some(f)) = (&tracked.client, tracked.facts.as_deref()) else { return Ok(false) };
-    let method = match cfg.merge_method.unwrap_or(MergeMethod::Merge) {
-        MergeMethod::Merge => aoctl_github::MergeMethod::Merge,
-        MergeMethod::Squash => aoctl_github::MergeMethod::Squash,
-        MergeMethod::Rebase => aoctl_github::MergeMethod::Rebase,
-    };
-    match c.merge(owner, repo, f.pr.number, method, &f.pr.head_sha).await {
-        Ok(sha) => {
-            let msg = format!("merged PR #{} as {}", f.pr.number, &sha[..sha.len().min(12)]);
-            ctx.recorder.publish(s, EventType::Normal, "MergedByReaction", &msg).await;
-            // Read the merged state at once rather than at the next poll.
-            let mut memo = ctx.fleet.pr_memo(&s.metadata.name);
-            memo.next_poll = None;
-            ctx.fleet.set_pr_memo(&s.metadata.name, memo);
-            Ok(true)
-        }
-        Err(e) => {
-            let msg = format!("{}: merge of PR #{} failed: {e}", d.key, f.pr.number);
-            ctx.recorder.publish(s, EventType::Warning, e.reason(), &msg).await;
-            Ok(false)
-        }
+/// Tells the person that a reaction waits for their answer on the agent's screen (once per
+/// event: the outbox's key names the event).
+fn notify_reaction_waits_for_person(s: &Session, project: &Project, st: &mut SessionStatus, d: &Due, why: &str) {
+    let uid = s.metadata.uid.as_deref().unwrap_or(&s.metadata.name);
+    let n = notify::record(
+        format!("{uid}:{}:{}:waits-for-person", d.key, d.fingerprint),
+        d.key,
+        format!("session {} waits for an answer before the {} message", s.metadata.name, d.key),
+        why.to_string(),
+        pr_url(st),
+        false,
+        &project.spec.notifiers,
+    );
+    if let Some(n) = n {
+        notify::enqueue(&mut st.notifications, n);
     }
 }
