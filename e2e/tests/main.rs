@@ -27,10 +27,12 @@ mod typing;
 
 mod docker_sandbox;
 mod docker_sessions;
+mod escalation;
 mod github_loop;
 mod logs;
 mod observability;
 mod ratelimit;
+mod receivers;
 mod standin;
 mod usage_limits;
 mod webhooks;

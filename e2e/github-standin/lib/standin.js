@@ -341,10 +341,14 @@ class StandIn {
       fault.remaining -= 1;
       if (fault.remaining <= 0) this.faults.splice(fi, 1);
       if (fault.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
-      const reply = this.checked(op, new Reply(fault.status, fault.body));
-      const out = finish(reply, { counted: false });
-      Object.assign(out.headers, fault.headers);
-      return out;
+      // A fault without a status only delays the request, which is then answered for real: the
+      // repository may change meanwhile, as it can on GitHub between a client's read and write.
+      if (fault.status !== null) {
+        const reply = this.checked(op, new Reply(fault.status, fault.body));
+        const out = finish(reply, { counted: false });
+        Object.assign(out.headers, fault.headers);
+        return out;
+      }
     }
 
     if (!op) {
@@ -1247,12 +1251,13 @@ class StandIn {
         return new Reply(200, { faults: [] });
       }
       if (method === 'POST') {
-        const status = Number(input.status);
-        if (!Number.isInteger(status) || status < 300 || status > 599) throw bad('status must be an HTTP error status (300-599)');
+        const delayOnly = input.status === undefined && Number(input.delayMs) > 0;
+        const status = delayOnly ? null : Number(input.status);
+        if (!delayOnly && (!Number.isInteger(status) || status < 300 || status > 599)) throw bad('status must be an HTTP error status (300-599), or absent with delayMs');
         const headers = { ...(input.headers || {}) };
         if (input.resetIn !== undefined) headers['X-RateLimit-Reset'] = String(Math.floor(nowMs() / 1000) + Number(input.resetIn));
         for (const [k, v] of Object.entries(headers)) headers[k] = String(v);
-        const fault = { id: this.nextId(), route: input.route || null, remaining: Number(input.count ?? 1), status, headers, body: input.body ?? defaultFaultBody(status, headers), delayMs: Number(input.delayMs || 0) };
+        const fault = { id: this.nextId(), route: input.route || null, remaining: Number(input.count ?? 1), status, headers, body: delayOnly ? null : input.body ?? defaultFaultBody(status, headers), delayMs: Number(input.delayMs || 0) };
         if (!(fault.remaining >= 1)) throw bad('count must be at least 1');
         this.faults.push(fault);
         return new Reply(201, { fault, faults: this.faults });

@@ -445,6 +445,16 @@ test('injected faults: 502, secondary and primary rate limits, per route', async
   assert.equal((await get('/repos/octo/demo/pulls/1/reviews')).status, 200);
   assert.deepEqual((await control('GET', '/faults')).json.faults, []);
 
+  // Without a status a fault only delays: the request is then answered for real.
+  r = await control('POST', '/faults', { delayMs: 300, route: 'GET /repos/{owner}/{repo}' });
+  assert.equal(r.status, 201);
+  const t0 = Date.now();
+  r = await get('/repos/octo/demo');
+  assert.equal(r.status, 200);
+  assert.equal(r.json.full_name, 'octo/demo');
+  assert.ok(Date.now() - t0 >= 290, 'the request waited for the delay');
+  assert.equal((await control('POST', '/faults', {})).status, 400);
+
   // The stand-in's own budget: exhausted means 403 until the reset.
   const saved = (await control('GET', '/rate-limit')).json.rate;
   await control('POST', '/rate-limit', { remaining: 0 });
