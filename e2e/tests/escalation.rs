@@ -2,7 +2,7 @@
 //! with the scripted agent and real HTTP receivers: CI failing on every head the agent pushes gets
 //! `retries + 1` messages and then exactly one escalation (webhook, Slack and Discord, each with
 //! the idempotency key); a notification recorded before a SIGKILL is delivered once after the
-//! restart, with the same key; and a merge whose head moves while GitHub handles it is refused,
+//! restart, with the same key; the desktop and command notifiers get it for real; and a merge whose head moves while GitHub handles it is refused,
 //! recorded as `Merged` False `HeadMoved`, and the new head is merged once green.
 
 use std::time::Duration;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::lifecycle::{eventually, git, transcript, Cleanup, READY};
-use crate::receivers::{Hit, Mode, Receiver};
+use crate::receivers::{Desktop, Hit, Mode, Receiver};
 use crate::standin::{count, delivered, has, head, is, session, Gh, REPO};
 
 const PROJECT: &str = "widgets";
@@ -258,4 +258,44 @@ async fn a_head_that_moves_during_the_merge_is_not_merged_and_the_new_green_head
     let pulls = gh.standin.pulls().await;
     assert_eq!((&pulls[0]["merged"], &pulls[0]["head"]["sha"]), (&json!(true), &json!(moved)), "{:#}", pulls[0]);
     assert_eq!(merges(&gh.standin.requests().await), 2, "one merge request per approved head");
+}
+
+/// The desktop and command notifiers for real: `notify-send` reaches a notification server
+/// (dunst on Xvfb, on a private session bus), and the command gets the webhook JSON on stdin —
+/// both with the idempotency key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn desktop_and_command_notifiers_get_the_notification_with_its_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(desktop) = Desktop::start(dir.path()) else {
+        eprintln!("skipping: Xvfb, dbus-daemon, dunst or notify-send is not installed");
+        return;
+    };
+    let bus = std::ffi::OsString::from(&desktop.bus);
+    let gh = Gh::start_with_env(REPO, true, &[("DBUS_SESSION_BUS_ADDRESS", bus.as_os_str())]).await;
+    let _cleanup = Cleanup::new(&gh.server);
+    let told = dir.path().join("told.json");
+    let command = json!(["sh", "-c", format!("cat > '{}'", told.display())]);
+    let notifiers = json!([{"type": "desktop"}, {"type": "command", "command": command}]);
+    gh.server.create("projects", &project(&gh, json!({"ci-failed": {"action": "notify"}}), notifiers)).await;
+    gh.project_ready(PROJECT).await;
+    let name = "desk";
+    gh.server.create("sessions", &session(name, PROJECT, "Fix the login redirect loop", json!({}))).await;
+    gh.server.wait_for("sessions", name, READY, |o| is(o, "PullRequestOpen", "True")).await;
+    let sha = head(&gh.repos.bare, &format!("{PROJECT}/{name}")).expect("the agent pushed its branch");
+    delivered(&gh.standin.check_run(&sha, "ci", "failure", FAILING_LOG).await, 202);
+    let s = gh
+        .server
+        .wait_for("sessions", name, STEP, |o| records(o).first().is_some_and(|r| r["deliveredAt"].is_string()))
+        .await;
+    let key = records(&s)[0]["key"].as_str().expect("key").to_string();
+    let calls = desktop.calls();
+    assert_eq!(count(&calls, "member=Notify"), 1, "one Notify call:\n{calls}");
+    assert!(calls.contains("string \"aoctl\""), "the app name:\n{calls}");
+    assert!(calls.contains(&format!("CI failed on {}", &sha[..7])), "the title:\n{calls}");
+    assert!(calls.contains("\"x-aoctl-idempotency-key\"") && calls.contains(&format!("string \"{key}\"")), "{calls}");
+    let got: Value = serde_json::from_str(&std::fs::read_to_string(&told).expect("the command ran")).expect("JSON");
+    assert_eq!(
+        (&got["idempotencyKey"], &got["reaction"], &got["session"]),
+        (&json!(key), &json!("ci-failed"), &json!(name))
+    );
 }

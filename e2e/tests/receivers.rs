@@ -104,3 +104,94 @@ impl Drop for Receiver {
         self.task.abort();
     }
 }
+
+/// A desktop session for `notify-send`: Xvfb, a private D-Bus session bus, the dunst notification
+/// server on both, and `dbus-monitor` recording every `Notify` call. Stopped when dropped.
+pub struct Desktop {
+    pub bus: String,
+    monitor_log: std::path::PathBuf,
+    children: Vec<std::process::Child>,
+}
+
+impl Desktop {
+    /// `None` when one of the programs is not installed.
+    pub fn start(dir: &std::path::Path) -> Option<Desktop> {
+        use std::io::{BufRead, BufReader};
+        use std::process::{Command, Stdio};
+        let have = |p: &str| {
+            Command::new("sh").args(["-c", &format!("command -v {p}")]).output().is_ok_and(|o| o.status.success())
+        };
+        if !["Xvfb", "dbus-daemon", "dbus-monitor", "dbus-send", "dunst", "notify-send"].iter().all(|p| have(p)) {
+            return None;
+        }
+        let first_line = |c: &mut std::process::Child| {
+            let mut line = String::new();
+            BufReader::new(c.stdout.take().expect("stdout is piped")).read_line(&mut line).expect("read a line");
+            line.trim().to_string()
+        };
+        let mut d = Desktop { bus: String::new(), monitor_log: dir.join("dbus-monitor.log"), children: vec![] };
+        let mut x = Command::new("Xvfb")
+            .args(["-displayfd", "1", "-nolisten", "tcp"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("Xvfb starts");
+        let display = format!(":{}", first_line(&mut x));
+        d.children.push(x);
+        let mut bus = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("dbus-daemon starts");
+        d.bus = first_line(&mut bus);
+        d.children.push(bus);
+        let log = std::fs::File::create(&d.monitor_log).expect("create the monitor log");
+        let monitor = Command::new("dbus-monitor")
+            .args(["--address", &d.bus, "interface='org.freedesktop.Notifications',member='Notify'"])
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dbus-monitor starts");
+        d.children.push(monitor);
+        let dunst = Command::new("dunst")
+            .env("DISPLAY", &display)
+            .env("DBUS_SESSION_BUS_ADDRESS", &d.bus)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dunst starts");
+        d.children.push(dunst);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let out = Command::new("dbus-send")
+                .args([
+                    &format!("--bus={}", d.bus),
+                    "--print-reply",
+                    "--dest=org.freedesktop.DBus",
+                    "/org/freedesktop/DBus",
+                ])
+                .args(["org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.Notifications"])
+                .output()
+                .expect("dbus-send runs");
+            if String::from_utf8_lossy(&out.stdout).contains("boolean true") {
+                return Some(d);
+            }
+            assert!(std::time::Instant::now() < deadline, "dunst did not take org.freedesktop.Notifications");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// What `dbus-monitor` recorded so far.
+    pub fn calls(&self) -> String {
+        std::fs::read_to_string(&self.monitor_log).unwrap_or_default()
+    }
+}
+
+impl Drop for Desktop {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().rev() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

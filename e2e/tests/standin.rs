@@ -292,7 +292,14 @@ pub struct Gh {
 impl Gh {
     /// Starts everything; with `webhooks`, the stand-in announces its actions to the server.
     pub async fn start(repo: &str, webhooks: bool) -> Gh {
-        let server = Server::start_with_env(&gh_env()).await;
+        Gh::start_with_env(repo, webhooks, &[]).await
+    }
+
+    /// Like [`Gh::start`], the server also getting `extra` in its environment.
+    pub async fn start_with_env(repo: &str, webhooks: bool, extra: &[(&str, &OsStr)]) -> Gh {
+        let mut env: Vec<(&str, &OsStr)> = gh_env().to_vec();
+        env.extend_from_slice(extra);
+        let server = Server::start_with_env(&env).await;
         let repos = repos(server.tmp.path());
         let hook = webhooks.then(|| server.url("/webhooks/github"));
         let standin = StandIn::start(server.tmp.path(), repo, &repos.bare, hook.as_deref());
