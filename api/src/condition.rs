@@ -41,6 +41,9 @@ pub mod types {
     pub const REVIEW_APPROVED: &str = "ReviewApproved";
     pub const MERGED: &str = "Merged";
     pub const STALLED: &str = "Stalled";
+    /// Session with `spec.issue`: whether the tracker issue is still open (`False`, reason
+    /// `IssueClosed`, once it is closed).
+    pub const ISSUE_OPEN: &str = "IssueOpen";
     /// Project: its `budget` is spent; new sessions wait.
     pub const BUDGET_SPENT: &str = "BudgetSpent";
 }

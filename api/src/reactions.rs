@@ -41,6 +41,10 @@ pub struct Reaction {
     /// For `action: merge`: `merge`, `squash` or `rebase`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge_method: Option<MergeMethod>,
+    /// For `ci-failed`: how often a failed GitHub Actions job whose log shows a lost runner, a
+    /// timeout or a network error is re-run before the agent is told (default 0: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_failed_jobs: Option<u32>,
 }
 
 /// How a pull request is merged.
@@ -87,6 +91,7 @@ impl Reactions {
                 threshold: threshold.map(Duration::from_secs),
                 message: None,
                 merge_method: None,
+                rerun_failed_jobs: None,
             })
         };
         Reactions {
@@ -115,6 +120,7 @@ impl Reactions {
                     threshold: o.threshold.or(b.threshold),
                     message: o.message.clone().or_else(|| b.message.clone()),
                     merge_method: o.merge_method.or(b.merge_method),
+                    rerun_failed_jobs: o.rerun_failed_jobs.or(b.rerun_failed_jobs),
                 }),
             }
         }

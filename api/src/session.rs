@@ -347,6 +347,9 @@ pub struct SessionStatus {
     /// The merge the `approved-and-green` reaction decided last, and how it went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<MergeStatus>,
+    /// What of the pull request's feedback was already passed on, so that nothing is sent twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<FeedbackStatus>,
     /// Tokens and cost, where the agent reports them (Claude Code, Codex).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -486,6 +489,67 @@ pub struct ReactionStatus {
     pub escalated: bool,
 }
 
+/// The review feedback already typed into the agent (or notified) and the CI jobs already re-run,
+/// remembered in the status so that a restarted controller neither repeats nor forgets them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeedbackStatus {
+    /// Ids of the reviews whose text was passed on, oldest first; at most [`FeedbackStatus::MAX_IDS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviews: Vec<u64>,
+    /// Ids of the review comments passed on, oldest first; at most [`FeedbackStatus::MAX_IDS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<u64>,
+    /// Failed jobs re-run as flaky, for the pull request's current head only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reruns: Vec<JobRerun>,
+}
+
+impl FeedbackStatus {
+    /// The most review or comment ids remembered; the oldest are forgotten first.
+    pub const MAX_IDS: usize = 500;
+
+    /// Remembers review and comment ids as passed on, keeping the newest [`Self::MAX_IDS`] of each.
+    pub fn remember(&mut self, reviews: &[u64], comments: &[u64]) {
+        fn add(list: &mut Vec<u64>, ids: &[u64]) {
+            for id in ids {
+                if !list.contains(id) {
+                    list.push(*id);
+                }
+            }
+            let over = list.len().saturating_sub(FeedbackStatus::MAX_IDS);
+            list.drain(..over);
+        }
+        add(&mut self.reviews, reviews);
+        add(&mut self.comments, comments);
+    }
+
+    /// How often the job named `check` was re-run on commit `sha`.
+    pub fn reruns_of(&self, sha: &str, check: &str) -> u32 {
+        self.reruns.iter().find(|r| r.sha == sha && r.check == check).map_or(0, |r| r.count)
+    }
+
+    /// Counts one more re-run of `check` on `sha`; re-runs of other commits are forgotten.
+    pub fn count_rerun(&mut self, sha: &str, check: &str) {
+        self.reruns.retain(|r| r.sha == sha);
+        match self.reruns.iter_mut().find(|r| r.check == check) {
+            Some(r) => r.count += 1,
+            None => self.reruns.push(JobRerun { sha: sha.to_string(), check: check.to_string(), count: 1 }),
+        }
+    }
+}
+
+/// How often one failed job was re-run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobRerun {
+    /// The head commit it failed on.
+    pub sha: String,
+    /// The check run's name.
+    pub check: String,
+    pub count: u32,
+}
+
 /// Condition reasons the phase is derived from.
 pub mod reasons {
     /// `Ready=False`: waiting for a slot under the project's `maxConcurrentSessions`.
@@ -505,6 +569,8 @@ pub mod reasons {
     pub const WORKSPACE_MISSING: &str = "WorkspaceMissing";
     /// `RuntimeReady=False`: `spec.stopped` is true.
     pub const STOPPED: &str = "Stopped";
+    /// `IssueOpen=False`: the session's tracker issue (`spec.issue`) was closed.
+    pub const ISSUE_CLOSED: &str = "IssueClosed";
     /// `RuntimeReady=False`: the agent cannot be launched as configured.
     pub const AGENT_CONFIG_INVALID: &str = "AgentConfigInvalid";
     /// `RuntimeReady=False`: the runtime kind is not available to this controller.

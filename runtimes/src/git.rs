@@ -35,6 +35,8 @@ pub enum GitError {
     Clone { url: String, message: String },
     #[error("git push of branch `{branch}`: {message}")]
     Push { branch: String, message: String },
+    #[error("git fetch of `{what}`: {message}")]
+    Fetch { what: String, message: String },
 }
 
 impl GitError {
@@ -48,6 +50,7 @@ impl GitError {
             GitError::Git { .. } => "GitError",
             GitError::Clone { .. } => "CloneFailed",
             GitError::Push { .. } => "PushFailed",
+            GitError::Fetch { .. } => "FetchFailed",
         }
     }
 }
@@ -146,6 +149,55 @@ pub fn push(workdir: &Path, remote: &str, branch: &str) -> Result<(), GitError> 
     Ok(())
 }
 
+/// Fetches `branch` of `remote` into `refs/remotes/<remote>/<branch>` with the `git` command (its
+/// transports and credential helpers; the same trust in `workdir` as [`push`]); the fetched commit.
+pub fn fetch_branch(workdir: &Path, remote: &str, branch: &str) -> Result<String, GitError> {
+    let what = format!("{remote}/{branch}");
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(workdir)
+        .args(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", remote])
+        .arg(format!("+refs/heads/{branch}:refs/remotes/{remote}/{branch}"))
+        .stdin(Stdio::null())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .map_err(|e| GitError::Fetch { what: what.clone(), message: e.to_string() })?;
+    if !out.status.success() {
+        let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(GitError::Fetch { what, message });
+    }
+    let repo = Repository::open(workdir).map_err(|e| GitError::Git { path: workdir.to_path_buf(), source: e })?;
+    let r = repo
+        .find_reference(&format!("refs/remotes/{remote}/{branch}"))
+        .and_then(|r| r.peel_to_commit())
+        .map_err(|e| GitError::Git { path: workdir.to_path_buf(), source: e })?;
+    Ok(r.id().to_string())
+}
+
+/// The files that conflict when commit `theirs` is merged into commit `ours` (both SHAs present
+/// in the repository at `root`), computed in memory with libgit2's merge of the two trees at
+/// their merge base; sorted, each once. Empty when they merge cleanly.
+pub fn conflicting_files(root: &Path, ours: &str, theirs: &str) -> Result<Vec<String>, GitError> {
+    let err = |e: git2::Error| GitError::Git { path: root.to_path_buf(), source: e };
+    let repo = Repository::open(root).map_err(err)?;
+    let commit = |sha: &str| git2::Oid::from_str(sha).and_then(|oid| repo.find_commit(oid)).map_err(err);
+    let (ours, theirs) = (commit(ours)?, commit(theirs)?);
+    let index = repo.merge_commits(&ours, &theirs, None).map_err(err)?;
+    let mut files = vec![];
+    for conflict in index.conflicts().map_err(err)? {
+        let conflict = conflict.map_err(err)?;
+        let entry = conflict.our.or(conflict.their).or(conflict.ancestor);
+        if let Some(e) = entry {
+            let path = String::from_utf8_lossy(&e.path).into_owned();
+            if !files.contains(&path) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// Clones `url` into `dest` with the `git` command (which has every transport and credential helper).
 pub fn clone(url: &str, dest: &Path) -> Result<(), GitError> {
     let out = Command::new("git")
@@ -169,6 +221,41 @@ mod tests {
     fn git(dir: &Path, args: &[&str]) {
         let ok = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
         assert!(ok.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&ok.stderr));
+    }
+
+    #[test]
+    fn names_the_files_that_conflict() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (origin, dir) = (tmp.path().join("origin.git"), tmp.path().join("work"));
+        std::fs::create_dir_all(&origin).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+        git(&dir, &["init", "-q", "-b", "main"]);
+        let commit = |file: &str, text: &str| {
+            std::fs::write(dir.join(file), text).unwrap();
+            git(&dir, &["add", file]);
+            git(&dir, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", file]);
+        };
+        commit("a.txt", "one\n");
+        commit("b.txt", "base\n");
+        git(&dir, &["remote", "add", "origin", origin.to_str().unwrap()]);
+        git(&dir, &["push", "-q", "origin", "main"]);
+        git(&dir, &["checkout", "-q", "-b", "topic"]);
+        commit("a.txt", "topic\n");
+        commit("c.txt", "only on the topic\n");
+        let topic = inspect(&dir).unwrap().head_sha.unwrap();
+        git(&dir, &["checkout", "-q", "main"]);
+        commit("a.txt", "main\n");
+        commit("b.txt", "main too\n");
+        git(&dir, &["push", "-q", "origin", "main"]);
+        git(&dir, &["reset", "-q", "--hard", "HEAD~2"]);
+
+        let base = fetch_branch(&dir, "origin", "main").unwrap();
+        assert_ne!(Some(base.clone()), inspect(&dir).unwrap().head_sha, "the fetched base is the moved one");
+        assert_eq!(conflicting_files(&dir, &topic, &base).unwrap(), vec!["a.txt".to_string()]);
+        let old = inspect(&dir).unwrap().head_sha.unwrap();
+        assert!(conflicting_files(&dir, &topic, &old).unwrap().is_empty(), "merges cleanly with the old base");
+        assert_eq!(fetch_branch(&dir, "origin", "gone").unwrap_err().reason(), "FetchFailed");
     }
 
     #[test]

@@ -12,6 +12,7 @@ const LIST_CHECK_RUNS: &str = "GET /repos/{owner}/{repo}/commits/{ref}/check-run
 const COMBINED_STATUS: &str = "GET /repos/{owner}/{repo}/commits/{ref}/status";
 const GET_CHECK_RUN: &str = "GET /repos/{owner}/{repo}/check-runs/{check_run_id}";
 const JOB_LOGS: &str = "GET /repos/{owner}/{repo}/actions/jobs/{job_id}/logs";
+const RERUN_JOB: &str = "POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun";
 
 /// The app slug of GitHub Actions; its check run ids are job ids.
 pub const ACTIONS_APP: &str = "github-actions";
@@ -210,6 +211,63 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Re-runs one GitHub Actions job (a check run of [`ACTIONS_APP`]; its id is the job id) and
+    /// the jobs that depend on it. GitHub answers 403 for a job that cannot be re-run (one still
+    /// running, or of a run too old).
+    pub async fn rerun_job(&self, owner: &str, repo: &str, job_id: u64) -> Result<(), Error> {
+        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
+        let path = format!("/repos/{o}/{r}/actions/jobs/{job_id}/rerun");
+        let reply = self.send(Method::POST, RERUN_JOB, &path, None, Read::Whole).await?;
+        success(RERUN_JOB, reply, || format!("job {job_id} of {o}/{r}"))?;
+        Ok(())
+    }
+}
+
+/// Why a failed job's log tail looks like a failure of the infrastructure rather than of the
+/// code — a lost runner, a timeout or a network error — or `None` when it does not.
+pub fn flaky_cause(log_tail: &str) -> Option<&'static str> {
+    const CAUSES: &[(&str, &[&str])] = &[
+        (
+            "the runner was lost",
+            &[
+                "the runner has received a shutdown signal",
+                "lost communication with the server",
+                "the hosted runner lost communication",
+                "runner lost",
+                "the self-hosted runner went offline",
+            ],
+        ),
+        (
+            "a timeout",
+            &[
+                "has timed out after",
+                "exceeded the maximum execution time",
+                "operation timed out",
+                "connection timed out",
+                "etimedout",
+                "i/o timeout",
+            ],
+        ),
+        (
+            "a network error",
+            &[
+                "econnreset",
+                "econnrefused",
+                "connection reset by peer",
+                "could not resolve host",
+                "temporary failure in name resolution",
+                "network is unreachable",
+                "tls handshake timeout",
+                "502 bad gateway",
+                "503 service unavailable",
+            ],
+        ),
+    ];
+    let text = log_tail.to_ascii_lowercase();
+    CAUSES.iter().find(|(_, needles)| needles.iter().any(|n| text.contains(n))).map(|(cause, _)| *cause)
+}
+
 /// The last `max_lines` lines of a log, at most `max_bytes` long, with ANSI escapes, GitHub's
 /// leading timestamps, `##[group]` markers and trailing blank lines removed.
 pub fn log_tail(raw: &str, max_lines: usize, max_bytes: usize) -> String {
@@ -326,6 +384,24 @@ mod tests {
             log_tail(raw, 50, 8192),
             "Run cargo test\nerror[E0308]: mismatched types\nlink done\nnot a 2024-05-01T10:00:03Z timestamp"
         );
+    }
+
+    #[test]
+    fn tells_flaky_failures_from_real_ones() {
+        let lost = "Run cargo test\n##[error]The runner has received a shutdown signal. This can happen when the runner service is stopped.";
+        assert_eq!(flaky_cause(lost), Some("the runner was lost"));
+        assert_eq!(
+            flaky_cause("##[error]The job running on runner X has timed out after 360 minutes."),
+            Some("a timeout")
+        );
+        assert_eq!(
+            flaky_cause("error: failed to download: Connection reset by peer (os error 104)"),
+            Some("a network error")
+        );
+        assert_eq!(flaky_cause("curl: (6) Could not resolve host: index.crates.io"), Some("a network error"));
+        let real = "test login::redirect_once ... FAILED\nerror: test failed, to rerun pass `--lib`";
+        assert_eq!(flaky_cause(real), None);
+        assert_eq!(flaky_cause(""), None);
     }
 
     #[test]

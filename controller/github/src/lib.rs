@@ -17,7 +17,7 @@ mod reviews;
 pub mod webhook;
 
 pub use budget::{Budget, BudgetKey, Observer, RequestRecord, Stats, DEFAULT_FLOOR};
-pub use checks::{log_tail, CheckKind, Checks, FailingCheck, ACTIONS_APP, LOG_TAIL_BYTES, LOG_TAIL_LINES};
+pub use checks::{flaky_cause, log_tail, CheckKind, Checks, FailingCheck, ACTIONS_APP, LOG_TAIL_BYTES, LOG_TAIL_LINES};
 pub use client::{Client, DEFAULT_API_URL, DEFAULT_TIMEOUT};
 pub use error::Error;
 pub use pulls::{Issue, MergeMethod, PullRequest};

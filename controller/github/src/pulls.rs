@@ -24,6 +24,8 @@ pub struct PullRequest {
     pub head_sha: String,
     pub head_ref: String,
     pub base_ref: String,
+    /// The commit the base branch pointed at when GitHub last looked.
+    pub base_sha: String,
     pub draft: bool,
     /// `None` while GitHub is still computing it.
     pub mergeable: Option<bool>,
@@ -70,7 +72,7 @@ impl MergeMethod {
     }
 }
 
-/// The title and body of a tracker issue, for the session's first prompt.
+/// The title, body and labels of a tracker issue, for the session's first prompt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Issue {
     pub number: u64,
@@ -78,6 +80,10 @@ pub struct Issue {
     /// Empty when the issue has no description.
     pub body: String,
     pub url: String,
+    /// The labels' names.
+    pub labels: Vec<String>,
+    /// Whether it is still open (GitHub's `state` is `open`).
+    pub open: bool,
 }
 
 #[derive(Deserialize)]
@@ -122,6 +128,7 @@ impl From<WirePull> for PullRequest {
             head_sha: w.head.sha,
             head_ref: w.head.name,
             base_ref: w.base.name,
+            base_sha: w.base.sha,
             draft: w.draft.unwrap_or(false),
             mergeable: w.mergeable,
             mergeable_state: w.mergeable_state,
@@ -219,18 +226,44 @@ impl Client {
         Ok(merged.sha)
     }
 
-    /// A tracker issue's title and body.
+    /// A tracker issue's title, body, labels and state. The read is conditional: an issue that
+    /// did not change since the last read costs a `304 Not Modified`.
     pub async fn issue(&self, owner: &str, repo: &str, number: u64) -> Result<Issue, Error> {
+        /// A label is an object, or (in older payloads) its bare name.
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum WireLabel {
+            Name(String),
+            Object { name: Option<String> },
+        }
         #[derive(Deserialize)]
         struct Wire {
             number: u64,
             title: String,
             body: Option<String>,
             html_url: String,
+            state: String,
+            #[serde(default)]
+            labels: Vec<WireLabel>,
         }
         let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
         let path = format!("/repos/{o}/{r}/issues/{number}");
         let w: Wire = self.get_json(GET_ISSUE, &path, || format!("issue {o}/{r}#{number}")).await?;
-        Ok(Issue { number: w.number, title: w.title, body: w.body.unwrap_or_default(), url: w.html_url })
+        let labels = w
+            .labels
+            .into_iter()
+            .filter_map(|l| match l {
+                WireLabel::Name(n) => Some(n),
+                WireLabel::Object { name } => name,
+            })
+            .collect();
+        Ok(Issue {
+            number: w.number,
+            title: w.title,
+            body: w.body.unwrap_or_default(),
+            url: w.html_url,
+            labels,
+            open: w.state == "open",
+        })
     }
 }

@@ -38,9 +38,15 @@ pub struct ReviewComment {
     pub path: String,
     /// The line in the new file; `None` when the comment is outdated.
     pub line: Option<u64>,
+    /// The line it was made on, for an outdated comment.
+    pub original_line: Option<u64>,
     pub body: String,
     /// The comment this one answers.
     pub in_reply_to: Option<u64>,
+    /// The review it belongs to.
+    pub review_id: Option<u64>,
+    /// The part of the diff it is about; its last line is the commented one.
+    pub diff_hunk: String,
 }
 
 #[derive(Deserialize)]
@@ -64,9 +70,15 @@ struct WireComment {
     path: String,
     #[serde(default)]
     line: Option<u64>,
+    #[serde(default)]
+    original_line: Option<u64>,
     body: String,
     #[serde(default)]
     in_reply_to_id: Option<u64>,
+    #[serde(default)]
+    pull_request_review_id: Option<u64>,
+    #[serde(default)]
+    diff_hunk: String,
 }
 
 impl Client {
@@ -96,8 +108,11 @@ impl Client {
                 user: w.user.map(|u| u.login).unwrap_or_default(),
                 path: w.path,
                 line: w.line,
+                original_line: w.original_line,
                 body: w.body,
                 in_reply_to: w.in_reply_to_id,
+                review_id: w.pull_request_review_id,
+                diff_hunk: w.diff_hunk,
             })
             .collect();
         Ok(Reviews { state: review_state(&items), items, comments })

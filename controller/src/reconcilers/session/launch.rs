@@ -55,7 +55,9 @@ pub(super) async fn ensure_running(
     ctx: &Ctx,
     st: &mut SessionStatus,
     kind: RuntimeKind,
+    prompt: &str,
 ) -> Result<Running, Error> {
+    let prompt = (!prompt.trim().is_empty()).then_some(prompt);
     let rt = match ctx.fleet.runtime_for(s, Some(project), kind).await {
         Ok(rt) => rt,
         Err(e) => {
@@ -69,7 +71,7 @@ pub(super) async fn ensure_running(
     let agent = agent_of(s, Some(project));
     let input = RenderInput {
         agent: &agent,
-        prompt: s.spec.prompt.as_deref(),
+        prompt,
         prompt_file: &prompt_file,
         agent_args: &s.spec.agent_args,
         permissions: s.spec.permissions.unwrap_or(Permissions::Bypass),
@@ -99,7 +101,7 @@ pub(super) async fn ensure_running(
     // one was delivered) continues that conversation when it is started again and its CLI can.
     let resumable = st.runtime.is_some()
         && (launch.initial_input.is_none() || ctx.fleet.delivered_marker(name).exists())
-        && s.spec.prompt.as_deref().is_some_and(|p| !p.trim().is_empty());
+        && prompt.is_some();
     let again = |launch: Launch| -> Launch {
         if !resumable {
             return launch;
@@ -190,7 +192,7 @@ pub(super) async fn ensure_running(
             }
             let msg = format!("{what}; restart {} (restartPolicy {policy})", restarts + 1);
             ctx.recorder.publish(s, EventType::Warning, "Restarting", &msg).await;
-            start(s, project, ws, ctx, st, &*rt, kind, again(launch), restarts + 1).await
+            start(s, project, ws, ctx, st, &*rt, kind, again(launch), restarts + 1, prompt).await
         }
         // Never started, resumed after a stop, or exited while stopped.
         _ => {
@@ -200,7 +202,7 @@ pub(super) async fn ensure_running(
                 rt.stop(h).await?;
             }
             let restarts = st.runtime.as_ref().map_or(0, |r| r.restarts);
-            start(s, project, ws, ctx, st, &*rt, kind, again(launch), restarts).await
+            start(s, project, ws, ctx, st, &*rt, kind, again(launch), restarts, prompt).await
         }
     }
 }
@@ -233,16 +235,13 @@ async fn start(
     kind: RuntimeKind,
     launch: Launch,
     restarts: u32,
+    prompt: Option<&str>,
 ) -> Result<Running, Error> {
     let name = &s.metadata.name;
     let dir = ctx.fleet.session_dir(name);
     let io = |e: std::io::Error| Error::Io { path: dir.clone(), source: e };
     tokio::fs::create_dir_all(&dir).await.map_err(io)?;
-    let mut prompt = s.spec.prompt.clone().unwrap_or_default();
-    if let Some(issue) = &s.spec.issue {
-        prompt.push_str(&format!("\n\nThis work is for issue #{issue}."));
-    }
-    tokio::fs::write(ctx.fleet.prompt_file(name), prompt).await.map_err(io)?;
+    tokio::fs::write(ctx.fleet.prompt_file(name), prompt.unwrap_or_default()).await.map_err(io)?;
     {
         // A new agent: nothing of the first prompt or of a message typed into the old one counts.
         let _typing = ctx.fleet.typing.lock(name).await;

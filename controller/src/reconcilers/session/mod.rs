@@ -6,6 +6,7 @@ mod cleanup;
 mod effects;
 pub mod gc;
 mod launch;
+mod messages;
 pub mod pr;
 mod reactions;
 
@@ -188,7 +189,20 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         // folder that no longer exists, so it is stopped and restarted in the new one.
         launch::stop_for_new_workspace(s, &project, ctx, st, runtime_kind).await?;
     }
-    let running = match launch::ensure_running(s, &project, &ws, ctx, st, runtime_kind).await? {
+    // The issue's title, labels and body join the first prompt: an agent not started yet waits
+    // for them while the tracker does not answer.
+    let issue = match pr::issue(s, &project, ctx, st).await {
+        pr::IssueRead::Read(issue) => Some(issue),
+        pr::IssueRead::Unread => None,
+        pr::IssueRead::Unavailable if st.runtime.is_none() => {
+            let msg = "waiting to read the issue for the first prompt (see IssueOpen)";
+            cond(st, s, types::READY, ConditionStatus::False, "WaitingForIssue", msg);
+            return Ok(Action::requeue(Duration::from_secs(10)));
+        }
+        pr::IssueRead::Unavailable => None,
+    };
+    let prompt = messages::first_prompt(s.spec.prompt.as_deref(), s.spec.issue.as_deref(), issue.as_deref());
+    let running = match launch::ensure_running(s, &project, &ws, ctx, st, runtime_kind, &prompt).await? {
         launch::Running::Yes(launch) => {
             launch::deliver_queued(s, &project, ctx, st).await?;
             activity::observe(s, &project, &launch, ctx, st, slot_free).await?
@@ -352,6 +366,8 @@ pub struct Memory {
     limits: HashMap<String, activity::LimitMemo>,
     /// Per session: when its agent's usage records were last read.
     usage_read: HashMap<String, UsageRead>,
+    /// Per session: its tracker issue and when it was read.
+    issues: HashMap<String, (std::time::Instant, Arc<aoctl_github::Issue>)>,
 }
 
 /// When a session's usage records were last read, and whether its agent wrote since.
@@ -365,6 +381,7 @@ impl Memory {
     pub(super) fn forget(&mut self, session: &str) {
         self.limits.remove(session);
         self.usage_read.remove(session);
+        self.issues.remove(session);
     }
 }
 

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use aoctl_api::condition::types;
 use aoctl_api::project::Project;
-use aoctl_api::session::{ChecksState, PullRequestState, ReviewState};
+use aoctl_api::session::{reasons, ChecksState, PullRequestState, ReviewState};
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus};
-use aoctl_github::{Checks, Client, PullRequest, Reviews};
+use aoctl_github::{flaky_cause, CheckKind, Checks, Client, Issue, PullRequest, Reviews, ACTIONS_APP};
 use aoctl_runtimes::git;
 use aoctl_runtimes::workspace::WorkspaceInfo;
 
@@ -24,6 +24,9 @@ pub struct Facts {
     pub pr: PullRequest,
     pub checks: Checks,
     pub reviews: Reviews,
+    /// For a pull request with conflicts: the files that conflict with its base, or why they
+    /// could not be computed.
+    pub conflicts: Option<Result<Vec<String>, String>>,
     /// When these answers were read.
     pub at: Instant,
 }
@@ -129,7 +132,19 @@ async fn poll(
         }
     }
     let checks = c.checks(owner, repo, &pr.head_sha).await?;
+    let checks = rerun_flaky(s, project, ctx, st, c, owner, repo, &pr, checks).await;
     let reviews = c.reviews(owner, repo, pr.number).await?;
+    let conflicts = if pr.state == PullRequestState::Open && pr.has_conflicts() {
+        let known = ctx.fleet.pr_memo(&s.metadata.name).facts.filter(|f| {
+            f.pr.head_sha == pr.head_sha && f.pr.base_sha == pr.base_sha && matches!(f.conflicts, Some(Ok(_)))
+        });
+        match known {
+            Some(f) => f.conflicts.clone(),
+            None => Some(conflicting_files(ws, &pr).await),
+        }
+    } else {
+        None
+    };
     let before = st.pull_request.clone();
     st.pull_request = Some(pr.status(checks.state, reviews.state));
     set_conditions(s, st, &pr, &checks, &reviews);
@@ -137,7 +152,87 @@ async fn poll(
         let what = if pr.state == PullRequestState::Merged { "Merged" } else { "PullRequestClosed" };
         ctx.recorder.publish(s, EventType::Normal, what, &format!("pull request #{} is {}", pr.number, pr.state)).await;
     }
-    Ok(Some(Facts { pr, checks, reviews, at: Instant::now() }))
+    Ok(Some(Facts { pr, checks, reviews, conflicts, at: Instant::now() }))
+}
+
+/// The files that conflict between the pull request's head and its base, computed with libgit2
+/// in the session's repository after fetching the base from `origin` (and the head too, when it
+/// was pushed from elsewhere).
+async fn conflicting_files(ws: &WorkspaceInfo, pr: &PullRequest) -> Result<Vec<String>, String> {
+    let (root, base, head, head_ref) = (branch_repo(ws), pr.base_ref.clone(), pr.head_sha.clone(), pr.head_ref.clone());
+    let work = move || -> Result<Vec<String>, git::GitError> {
+        let base = git::fetch_branch(&root, "origin", &base)?;
+        match git::conflicting_files(&root, &head, &base) {
+            Ok(files) => Ok(files),
+            Err(_) => {
+                let head = git::fetch_branch(&root, "origin", &head_ref)?;
+                git::conflicting_files(&root, &head, &base)
+            }
+        }
+    };
+    match tokio::task::spawn_blocking(work).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// With `ci-failed: {rerunFailedJobs: n}`, re-runs each failed GitHub Actions job whose log shows
+/// a lost runner, a timeout or a network error, up to `n` times per job and head commit, and says
+/// so in a `JobRerun` event. A re-run job counts as pending rather than failing, so the agent is
+/// not woken for it; a failure that does not look flaky, or one re-run `n` times, stays failing.
+#[allow(clippy::too_many_arguments)]
+async fn rerun_flaky(
+    s: &Session,
+    project: &Project,
+    ctx: &Ctx,
+    st: &mut SessionStatus,
+    c: &Client,
+    owner: &str,
+    repo: &str,
+    pr: &PullRequest,
+    mut checks: Checks,
+) -> Checks {
+    let limit = super::reactions::effective(s, project).ci_failed.and_then(|r| r.rerun_failed_jobs).unwrap_or(0);
+    if limit == 0 || checks.state != ChecksState::Failing || pr.state != PullRequestState::Open {
+        return checks;
+    }
+    let sha = pr.head_sha.clone();
+    let mut rerun = vec![];
+    for check in
+        checks.failing.iter().filter(|f| f.kind == CheckKind::CheckRun && f.app.as_deref() == Some(ACTIONS_APP))
+    {
+        let done = st.feedback.as_ref().map_or(0, |f| f.reruns_of(&sha, &check.name));
+        if done >= limit {
+            continue;
+        }
+        let Ok(Some(tail)) = c.failing_log_tail(owner, repo, check).await else { continue };
+        let Some(cause) = flaky_cause(&tail) else { continue };
+        match c.rerun_job(owner, repo, check.id).await {
+            Ok(()) => {
+                st.feedback.get_or_insert_default().count_rerun(&sha, &check.name);
+                let msg = format!(
+                    "re-ran job {} (id {}) of PR #{}, re-run {} of {limit}: its log shows {cause}",
+                    check.name,
+                    check.id,
+                    pr.number,
+                    done + 1
+                );
+                ctx.recorder.publish(s, EventType::Normal, "JobRerun", &msg).await;
+                rerun.push(check.id);
+            }
+            Err(e) => {
+                let msg = format!("re-run of job {} (id {}) failed: {e}", check.name, check.id);
+                ctx.recorder.publish(s, EventType::Warning, e.reason(), &msg).await;
+            }
+        }
+    }
+    if !rerun.is_empty() {
+        checks.failing.retain(|f| !rerun.contains(&f.id));
+        if checks.failing.is_empty() {
+            checks.state = ChecksState::Pending;
+        }
+    }
+    checks
 }
 
 fn set_conditions(s: &Session, st: &mut SessionStatus, pr: &PullRequest, checks: &Checks, reviews: &Reviews) {
@@ -222,4 +317,59 @@ async fn open(
     let pr = c.create_pull(owner, repo, &ws.branch, &base, &title, &body, draft).await?;
     ctx.recorder.publish(s, EventType::Normal, "PullRequestCreated", &format!("#{} {}", pr.number, pr.url)).await;
     Ok(Some(pr))
+}
+
+/// What is known of the session's tracker issue (`spec.issue`).
+pub(super) enum IssueRead {
+    /// No issue, or no tracker to read it from (a project without `spec.repo`), or a reference
+    /// that is not a number: the prompt names it only.
+    Unread,
+    /// Read now or at most a poll interval ago.
+    Read(Arc<Issue>),
+    /// The tracker did not answer and the issue was never read; the condition says why.
+    Unavailable,
+}
+
+/// Reads the session's issue at most once per poll interval (conditionally, so an unchanged
+/// issue costs a `304`) and sets `IssueOpen`: `True` while it is open, `False` with reason
+/// `IssueClosed` once it is closed, `Unknown` while the tracker cannot be read.
+pub(super) async fn issue(s: &Session, project: &Project, ctx: &Ctx, st: &mut SessionStatus) -> IssueRead {
+    let Some(reference) = s.spec.issue.as_deref() else { return IssueRead::Unread };
+    let Ok(number) = reference.trim().trim_start_matches('#').parse::<u64>() else { return IssueRead::Unread };
+    let (c, owner, repo) = match ctx.github.client(project) {
+        Ok(Some(c)) => c,
+        Ok(None) => return IssueRead::Unread,
+        Err(e) => {
+            cond(st, s, types::ISSUE_OPEN, ConditionStatus::Unknown, e.reason(), e.to_string());
+            return IssueRead::Unavailable;
+        }
+    };
+    let name = &s.metadata.name;
+    let known = super::memory(ctx).issues.get(name).cloned();
+    if let Some((at, issue)) = &known {
+        if at.elapsed() < poll_interval(project) {
+            return IssueRead::Read(issue.clone());
+        }
+    }
+    match c.issue(&owner, &repo, number).await {
+        Ok(issue) => {
+            let issue = Arc::new(issue);
+            let (status, reason, what) = if issue.open {
+                (ConditionStatus::True, "Open", "open")
+            } else {
+                (ConditionStatus::False, reasons::ISSUE_CLOSED, "closed")
+            };
+            let title: String = issue.title.chars().take(100).collect();
+            cond(st, s, types::ISSUE_OPEN, status, reason, format!("issue #{number} is {what}: {title}"));
+            super::memory(ctx).issues.insert(name.clone(), (Instant::now(), issue.clone()));
+            IssueRead::Read(issue)
+        }
+        Err(e) => {
+            cond(st, s, types::ISSUE_OPEN, ConditionStatus::Unknown, e.reason(), e.to_string());
+            match known {
+                Some((_, issue)) => IssueRead::Read(issue),
+                None => IssueRead::Unavailable,
+            }
+        }
+    }
 }

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 use super::effects::MERGED;
 use super::pr::{Facts, Tracked};
-use super::Error;
+use super::{messages, Error};
 use crate::context::Ctx;
 use crate::fleet::{agent_of, input_style};
 use crate::notify;
@@ -34,9 +34,11 @@ struct Due {
     fingerprint: String,
     title: String,
     evidence: String,
+    /// The reviews and comments the message passes on, remembered once it is delivered.
+    ids: Option<(Vec<u64>, Vec<u64>)>,
 }
 
-fn effective(s: &Session, p: &Project) -> Reactions {
+pub(super) fn effective(s: &Session, p: &Project) -> Reactions {
     let mut r = Reactions::defaults();
     if let Some(pr) = &p.spec.reactions {
         r = r.overlay(pr);
@@ -77,7 +79,7 @@ fn action_name(a: ReactionAction) -> &'static str {
 async fn due(s: &Session, st: &SessionStatus, tracked: &Tracked) -> Vec<Due> {
     let mut out = vec![];
     if let Some(f) = tracked.facts.as_deref() {
-        pr_due(f, tracked, &mut out).await;
+        pr_due(f, st, tracked, &mut out).await;
     }
     if let Some(a) = &st.activity {
         let since = a.since.to_string();
@@ -87,12 +89,14 @@ async fn due(s: &Session, st: &SessionStatus, tracked: &Tracked) -> Vec<Due> {
                 fingerprint: since,
                 title: format!("session {} is stuck", s.metadata.name),
                 evidence: a.evidence.clone(),
+                ids: None,
             }),
             ActivityState::NeedsInput => out.push(Due {
                 key: "agent-needs-input",
                 fingerprint: since,
                 title: format!("session {} needs input", s.metadata.name),
                 evidence: a.evidence.clone(),
+                ids: None,
             }),
             _ => {}
         }
@@ -105,13 +109,14 @@ async fn due(s: &Session, st: &SessionStatus, tracked: &Tracked) -> Vec<Due> {
                 fingerprint: started,
                 title: format!("the agent of session {} exited", s.metadata.name),
                 evidence: c.message.clone(),
+                ids: None,
             });
         }
     }
     out
 }
 
-async fn pr_due(f: &Facts, tracked: &Tracked, out: &mut Vec<Due>) {
+async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, out: &mut Vec<Due>) {
     let pr = &f.pr;
     let n = pr.number;
     if pr.state == PullRequestState::Closed {
@@ -120,6 +125,7 @@ async fn pr_due(f: &Facts, tracked: &Tracked, out: &mut Vec<Due>) {
             fingerprint: n.to_string(),
             title: format!("pull request #{n} was closed without merging"),
             evidence: pr.url.clone(),
+            ids: None,
         });
     }
     if pr.state != PullRequestState::Open {
@@ -148,42 +154,47 @@ async fn pr_due(f: &Facts, tracked: &Tracked, out: &mut Vec<Due>) {
                 names.join(", ")
             ),
             evidence,
+            ids: None,
         });
     }
     if f.reviews.state == ReviewState::ChangesRequested {
-        let mut ids: Vec<String> = f
+        let users: Vec<&str> = f
             .reviews
             .items
             .iter()
             .filter(|r| r.state.eq_ignore_ascii_case("CHANGES_REQUESTED"))
-            .map(|r| format!("r{}", r.id))
+            .map(|r| r.user.as_str())
             .collect();
-        ids.extend(f.reviews.comments.iter().map(|c| format!("c{}", c.id)));
-        ids.sort();
-        let mut evidence = String::new();
-        for r in f.reviews.items.iter().filter(|r| r.state.eq_ignore_ascii_case("CHANGES_REQUESTED")) {
-            if !r.body.trim().is_empty() {
-                evidence.push_str(&format!("{} wrote: {}\n", r.user, r.body.trim()));
+        let title = format!("changes requested on PR #{n} by {}", users.join(", "));
+        // Only what was not passed on yet; with nothing new the episode goes on unchanged.
+        match messages::new_feedback(&f.reviews, st.feedback.as_ref()) {
+            Some(new) => out.push(Due {
+                key: "changes-requested",
+                fingerprint: new.fingerprint(),
+                title,
+                evidence: new.text,
+                ids: Some((new.reviews, new.comments)),
+            }),
+            None => {
+                if let Some(last) = st.reactions.get("changes-requested").and_then(|r| r.last_fingerprint.clone()) {
+                    out.push(Due {
+                        key: "changes-requested",
+                        fingerprint: last,
+                        title,
+                        evidence: String::new(),
+                        ids: None,
+                    });
+                }
             }
         }
-        for c in &f.reviews.comments {
-            let line = c.line.map(|l| format!(":{l}")).unwrap_or_default();
-            evidence.push_str(&format!("{}{line}: {} ({})\n", c.path, c.body.trim(), c.user));
-        }
-        let users: Vec<&str> = f.reviews.items.iter().map(|r| r.user.as_str()).collect();
-        out.push(Due {
-            key: "changes-requested",
-            fingerprint: ids.join(","),
-            title: format!("changes requested on PR #{n} by {}", users.join(", ")),
-            evidence,
-        });
     }
     if pr.has_conflicts() {
         out.push(Due {
             key: "merge-conflicts",
             fingerprint: format!("{}:{}", pr.base_ref, pr.head_sha),
             title: format!("PR #{n} has merge conflicts with {}", pr.base_ref),
-            evidence: format!("Merge or rebase onto {} and push.", pr.base_ref),
+            evidence: messages::conflicts(&pr.base_ref, f.conflicts.as_ref()),
+            ids: None,
         });
     }
     if f.checks.state == ChecksState::Passing && f.reviews.state == ReviewState::Approved && pr.mergeable == Some(true)
@@ -193,6 +204,7 @@ async fn pr_due(f: &Facts, tracked: &Tracked, out: &mut Vec<Due>) {
             fingerprint: pr.head_sha.clone(),
             title: format!("PR #{n} is approved and green"),
             evidence: pr.url.clone(),
+            ids: None,
         });
     }
 }
@@ -346,6 +358,9 @@ async fn act(
         Ok(true) => {
             if action != ReactionAction::Merge {
                 ctx.metrics.reactions.with_label_values(&[d.key, label, "success"]).inc();
+            }
+            if let Some((reviews, comments)) = &d.ids {
+                st.feedback.get_or_insert_default().remember(reviews, comments);
             }
             rs.attempts += 1;
             rs.last_fingerprint = Some(d.fingerprint.clone());
