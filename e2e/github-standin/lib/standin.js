@@ -31,6 +31,8 @@ const OPERATIONS = [
   ['PATCH', '/repos/{owner}/{repo}/check-runs/{check_run_id}'],
   ['POST', '/repos/{owner}/{repo}/statuses/{sha}'],
   ['GET', '/repos/{owner}/{repo}/actions/jobs/{job_id}/logs'],
+  ['POST', '/repos/{owner}/{repo}/actions/jobs/{job_id}/rerun'],
+  ['POST', '/repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs'],
 ];
 
 const WEBHOOKS = [
@@ -720,6 +722,32 @@ class StandIn {
     return [run, deliveries];
   }
 
+  // Re-runs a completed Actions job as GitHub does: a new check run (a new job id) of the same
+  // name, suite and workflow run on the same commit, queued, with `runAttempt` one higher. The
+  // old run stays as it was; `filter=latest` lists the new one. Returns [run, deliveries].
+  rerunJob(repo, old) {
+    const now = nowMs();
+    const run = {
+      ...old,
+      id: this.nextId(),
+      startedAt: now,
+      completedAt: null,
+      status: 'queued',
+      conclusion: null,
+      output: { title: null, summary: null, text: null },
+      log: '',
+      rerunOf: old.id,
+      runAttempt: (old.runAttempt || 1) + 1,
+    };
+    repo.checkRuns.push(run);
+    return [run, [this.emitCheckRun(repo, run, 'created')]];
+  }
+
+  // The job cannot be re-run: GitHub's 403.
+  notRerunnable(run) {
+    return error(403, `This job (${run.id}) cannot be re-run: ${run.status === 'completed' ? 'a newer attempt exists' : 'it has not completed'}.`);
+  }
+
   async createStatus(repo, input, sha) {
     if (!STATUS_STATES.includes(input.state)) throw bad(`state must be one of ${STATUS_STATES.join(', ')}`);
     const now = nowMs();
@@ -1089,6 +1117,27 @@ class StandIn {
       return new Reply(302, undefined, { Location: location });
     };
 
+    h['POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun'] = async ({ repo, params }) => {
+      const run = repo.checkRuns.find((r) => r.id === params.job_id && r.app === ACTIONS_APP.slug);
+      if (!run) return error(404, 'Not Found');
+      const newer = repo.checkRuns.some((r) => r.rerunOf === run.id);
+      if (run.status !== 'completed' || newer) return this.notRerunnable(run);
+      const [, deliveries] = this.rerunJob(repo, run);
+      await Promise.all(deliveries);
+      return new Reply(201, {});
+    };
+
+    h['POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs'] = async ({ repo, params }) => {
+      const jobs = repo.checkRuns.filter((r) => r.runId === params.run_id && r.app === ACTIONS_APP.slug);
+      if (!jobs.length) return error(404, 'Not Found');
+      const latest = this.latestRuns(repo, jobs[0].headSha).filter((r) => r.runId === params.run_id && r.app === ACTIONS_APP.slug);
+      if (latest.some((r) => r.status !== 'completed')) return error(403, `The workflow run ${params.run_id} is still running.`);
+      const failed = latest.filter((r) => !['success', 'neutral', 'skipped'].includes(r.conclusion));
+      const deliveries = failed.flatMap((r) => this.rerunJob(repo, r)[1]);
+      await Promise.all(deliveries);
+      return new Reply(201, {});
+    };
+
     return h;
   }
 
@@ -1196,6 +1245,17 @@ class StandIn {
       };
       repo.issues.set(issue.number, issue);
       return new Reply(201, { issue: this.render.issue(repo, issue) });
+    }
+
+    if (method === 'POST' && (m = /^\/_standin\/issues\/(\d+)\/(close|reopen)$/.exec(path))) {
+      const repo = this.repoFor(input);
+      const issue = repo.issues.get(Number(m[1]));
+      if (!issue) throw new ControlError(404, `no issue #${m[1]} in ${repo.fullName}`);
+      const now = nowMs();
+      issue.state = m[2] === 'close' ? 'closed' : 'open';
+      issue.closedAt = m[2] === 'close' ? now : null;
+      issue.updatedAt = now;
+      return new Reply(200, { issue: this.render.issue(repo, issue) });
     }
 
     if ((m = /^\/_standin\/pulls\/(\d+)\/(close|reopen|mergeable|merge)$/.exec(path))) {
@@ -1352,7 +1412,7 @@ class StandIn {
         branches: await repo.git.branches(),
         pulls,
         issues: [...repo.issues.values()].map((i) => ({ number: i.number, title: i.title, body: i.body, state: i.state, user: i.user })),
-        checkRuns: repo.checkRuns.map((r) => ({ id: r.id, name: r.name, headSha: r.headSha, status: r.status, conclusion: r.conclusion, app: r.app, output: r.output, logBytes: Buffer.byteLength(r.log) })),
+        checkRuns: repo.checkRuns.map((r) => ({ id: r.id, name: r.name, headSha: r.headSha, status: r.status, conclusion: r.conclusion, app: r.app, output: r.output, logBytes: Buffer.byteLength(r.log), rerunOf: r.rerunOf ?? null, runAttempt: r.runAttempt || 1 })),
         statuses: repo.statuses.map((s) => ({ id: s.id, sha: s.sha, context: s.context, state: s.state, description: s.description, targetUrl: s.targetUrl })),
         reviews: repo.reviews.map((r) => ({ id: r.id, number: r.number, user: r.user, state: r.state, body: r.body, commitId: r.commitId })),
         comments: repo.comments.map((c) => ({ id: c.id, number: c.number, reviewId: c.reviewId, user: c.user, path: c.path, line: c.line, body: c.body })),
@@ -1396,6 +1456,7 @@ const CONTROL_ROUTES = [
   'POST /_standin/statuses {repo?, sha|branch|number, context, state, description?, targetUrl?, creator?}',
   'POST /_standin/reviews {repo?, number, user, state: APPROVED|CHANGES_REQUESTED|COMMENTED|DISMISSED, body?, comments?: [{path, line, body, startLine?, side?, inReplyTo?}]}',
   'POST /_standin/issues {repo?, title, body?, user?, labels?}',
+  'POST /_standin/issues/{number}/close · /reopen {repo?}',
   'POST /_standin/pulls/{number}/close {repo?, user?}',
   'POST /_standin/pulls/{number}/reopen {repo?, user?}',
   'POST /_standin/pulls/{number}/merge {repo?, user?, method?, sha?}',

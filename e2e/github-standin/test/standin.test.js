@@ -327,6 +327,56 @@ test('check runs, job logs (302 to plain text) and check_run webhooks', async ()
   assert.equal(r.json.mergeable_state, 'clean');
 });
 
+test('re-running a failed Actions job, and the failed jobs of a workflow run', async () => {
+  git(work, 'branch', 'demo/rerun', 'main');
+  const sha = commitFile('demo/rerun', 'rerun.txt', 'flaky\n', 'a commit for re-runs');
+  const log = '##[error]The runner has received a shutdown signal.\n';
+  let r = await control('POST', '/check-runs', { sha, name: 'build', conclusion: 'failure', log });
+  const first = r.json.checkRun;
+  r = await control('POST', '/check-runs', { sha, name: 'lint', conclusion: 'failure', log: 'lint failed\n' });
+  const lint = r.json.checkRun;
+  r = await control('POST', '/check-runs', { sha, name: 'ext', conclusion: 'failure', app: 'other-ci' });
+  const ext = r.json.checkRun;
+  const since = hooks.length;
+
+  r = await call('POST', `/repos/octo/demo/actions/jobs/${first.id}/rerun`);
+  assert.equal(r.status, 201, r.text);
+  assert.deepEqual(r.json, {});
+  await waitHooks((h) => hooks.indexOf(h) >= since && h.event === 'check_run' && h.json.action === 'created' && h.json.check_run.name === 'build');
+  r = await get(`/repos/octo/demo/commits/${sha}/check-runs`);
+  const build = r.json.check_runs.find((c) => c.name === 'build');
+  assert.notEqual(build.id, first.id, 'a re-run is a new job');
+  assert.deepEqual([build.status, build.conclusion], ['queued', null]);
+  r = await get(`/repos/octo/demo/commits/${sha}/check-runs?filter=all`);
+  assert.equal(r.json.check_runs.filter((c) => c.name === 'build').length, 2, 'the old attempt is kept');
+  // Neither the old attempt nor an unfinished job can be re-run; only Actions jobs are jobs.
+  assert.equal((await call('POST', `/repos/octo/demo/actions/jobs/${first.id}/rerun`)).status, 403);
+  assert.equal((await call('POST', `/repos/octo/demo/actions/jobs/${build.id}/rerun`)).status, 403);
+  assert.equal((await call('POST', `/repos/octo/demo/actions/jobs/${ext.id}/rerun`)).status, 404);
+  // The request body is validated like GitHub's.
+  r = await call('POST', `/repos/octo/demo/actions/jobs/${lint.id}/rerun`, { body: { enable_debug_logging: 'yes' } });
+  assert.equal(r.status, 422, r.text);
+
+  // The whole run: still running (the build re-run is queued) → 403; once done, its failed jobs.
+  assert.equal((await call('POST', `/repos/octo/demo/actions/runs/${runIdOf(first)}/rerun-failed-jobs`)).status, 403);
+  await control('POST', '/check-runs', { id: build.id, conclusion: 'success' });
+  r = await call('POST', `/repos/octo/demo/actions/runs/${runIdOf(first)}/rerun-failed-jobs`);
+  assert.equal(r.status, 201, r.text);
+  r = await get(`/repos/octo/demo/commits/${sha}/check-runs`);
+  const latest = Object.fromEntries(r.json.check_runs.map((c) => [c.name, c.status]));
+  assert.deepEqual(latest, { build: 'completed', lint: 'queued', ext: 'completed' });
+  const state = await control('GET', '/state');
+  const again = state.json.repos[0].checkRuns.find((c) => c.name === 'lint' && c.rerunOf === lint.id);
+  assert.equal(again.runAttempt, 2);
+});
+
+// The workflow run id of a check run, from its details (a job's `html_url` names the run).
+function runIdOf(run) {
+  const m = /\/actions\/runs\/(\d+)/.exec(run.html_url || run.details_url || '');
+  assert.ok(m, `no workflow run in ${run.html_url} / ${run.details_url}`);
+  return Number(m[1]);
+}
+
 test('commit statuses: combined state and status webhook', async () => {
   let r = await control('POST', '/statuses', { number: 1, context: 'ci/legacy', state: 'pending' });
   assert.equal(r.status, 201, r.text);
@@ -398,6 +448,22 @@ test('issues, and the issue side of a pull request', async () => {
   assert.equal(r.json.pull_request, undefined);
   r = await get('/repos/octo/demo/issues/1');
   assert.equal(r.json.pull_request.html_url, 'https://github.com/octo/demo/pull/1');
+
+  r = await control('POST', '/issues', { title: 'Labelled', labels: ['bug', 'login'] });
+  const m = r.json.issue.number;
+  r = await get(`/repos/octo/demo/issues/${m}`);
+  assert.deepEqual(r.json.labels.map((l) => l.name), ['bug', 'login']);
+  const etag = r.headers.get('etag');
+  assert.equal((await get(`/repos/octo/demo/issues/${m}`, { headers: { 'If-None-Match': etag } })).status, 304);
+  r = await control('POST', `/issues/${m}/close`);
+  assert.equal(r.status, 200, r.text);
+  r = await get(`/repos/octo/demo/issues/${m}`, { headers: { 'If-None-Match': etag } });
+  assert.equal(r.status, 200, 'a closed issue is a change');
+  assert.deepEqual([r.json.state, r.json.state_reason], ['closed', 'completed']);
+  assert.ok(r.json.closed_at);
+  r = await control('POST', `/issues/${m}/reopen`);
+  assert.equal(r.json.issue.state, 'open');
+  assert.equal((await control('POST', '/issues/999/close')).status, 404);
 });
 
 test('pagination with Link headers', async () => {
