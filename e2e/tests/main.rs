@@ -28,6 +28,7 @@ mod typing;
 mod docker_sandbox;
 mod docker_sessions;
 mod escalation;
+mod github_feedback;
 mod github_loop;
 mod logs;
 mod observability;
