@@ -67,7 +67,16 @@ async fn github_feedback_second_review_sends_only_its_comments() {
     let first_head = head(&gh.repos.bare, &branch).expect("the agent pushed");
 
     let first = "Name the bug in this heading";
-    let answer = gh.standin.review(number, REVIEWER, "CHANGES_REQUESTED", "Almost there.", json!([{"path": notes, "line": 1, "body": first}])).await;
+    let answer = gh
+        .standin
+        .review(
+            number,
+            REVIEWER,
+            "CHANGES_REQUESTED",
+            "Almost there.",
+            json!([{"path": notes, "line": 1, "body": first}]),
+        )
+        .await;
     delivered(&answer, 202);
     let first_id = answer["comments"][0]["id"].as_u64().expect("the comment's id");
     heard(&gh, name, &format!("got: {notes}:1: {first}")).await;
@@ -75,7 +84,9 @@ async fn github_feedback_second_review_sends_only_its_comments() {
     // The agent's fix is pushed; the reviewer answers the thread and adds a comment.
     let fixed = pushed_after(&gh, &branch, &first_head).await;
     gh.server
-        .wait_for("sessions", name, STEP, |o| o.pointer("/status/pullRequest/headSha").and_then(Value::as_str) == Some(&fixed))
+        .wait_for("sessions", name, STEP, |o| {
+            o.pointer("/status/pullRequest/headSha").and_then(Value::as_str) == Some(&fixed)
+        })
         .await;
     let (reply, second) = ("The heading still says nothing", "Add a test for the redirect");
     let comments = json!([{"path": notes, "line": 1, "body": reply, "inReplyTo": first_id},
@@ -114,7 +125,19 @@ async fn github_feedback_conflicting_base_names_the_file() {
     std::fs::create_dir_all(other.join("notes")).expect("notes folder");
     std::fs::write(other.join(&notes), "# written on main\n\nsomething else entirely\n").expect("write the note");
     git(&other, &["add", &notes]);
-    git(&other, &["-c", "user.name=someone", "-c", "user.email=someone@example.com", "commit", "-q", "-m", "a conflicting note"]);
+    git(
+        &other,
+        &[
+            "-c",
+            "user.name=someone",
+            "-c",
+            "user.email=someone@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "a conflicting note",
+        ],
+    );
     git(&other, &["push", "-q", "origin", "main"]);
 
     let t = heard(&gh, name, "got: [aoctl:merge-conflicts:").await;
@@ -133,7 +156,8 @@ async fn github_feedback_conflicting_base_names_the_file() {
         assert!(Instant::now() < deadline, "the pull request is still not mergeable: {last:#}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let s = gh.server.wait_for("sessions", name, STEP, |o| o.pointer("/status/reactions/merge-conflicts").is_none()).await;
+    let s =
+        gh.server.wait_for("sessions", name, STEP, |o| o.pointer("/status/reactions/merge-conflicts").is_none()).await;
     assert_eq!(s["status"]["pullRequest"]["mergeable"], true, "{s:#}");
     let t = transcript(&gh.server, name);
     assert_eq!(count(&t, "got: [aoctl:merge-conflicts:"), 1, "told once:\n{t}");
@@ -222,7 +246,9 @@ async fn github_feedback_issue_joins_the_first_prompt_and_its_closing_shows() {
     gh.server.create("projects", &gh.project(PROJECT, REPO, "2s", json!({}))).await;
     gh.project_ready(PROJECT).await;
     let name = "issue";
-    gh.server.create("sessions", &session(name, PROJECT, "Fix the login redirect loop", json!({"issue": n.to_string()}))).await;
+    gh.server
+        .create("sessions", &session(name, PROJECT, "Fix the login redirect loop", json!({"issue": n.to_string()})))
+        .await;
     let s = gh.server.wait_for("sessions", name, READY, |o| is(o, "IssueOpen", "True")).await;
     assert!(crate::standin::has(&s, "IssueOpen", "True", "Open"), "{s:#}");
     heard(&gh, name, "demo-agent: working on: Fix the login redirect loop").await;

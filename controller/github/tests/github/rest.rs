@@ -364,8 +364,11 @@ async fn reviews_and_comments() {
             user: "octocat".into(),
             path: "file1.txt".into(),
             line: Some(2),
+            original_line: Some(2),
             body: "Great stuff!".into(),
             in_reply_to: Some(8),
+            review_id: Some(42),
+            diff_hunk: "@@ -16,33 +16,40 @@ public class Connection : IConnection...".into(),
         }]
     );
 }
@@ -410,6 +413,7 @@ async fn issue_title_and_body() {
         (issue.number, issue.title.as_str(), issue.body.as_str()),
         (1347, "Found a bug", "I'm having a problem with this.")
     );
+    assert_eq!((issue.labels.as_slice(), issue.open), (&["bug".to_string()][..], true));
 }
 
 #[tokio::test]
