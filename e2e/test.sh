@@ -36,6 +36,12 @@ python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+# The desktop notifier's test: notify-send, a notification server on a virtual display, D-Bus.
+command -v notify-send >/dev/null || need+=(libnotify-bin)
+command -v dunst >/dev/null || need+=(dunst)
+command -v Xvfb >/dev/null || need+=(xvfb)
+command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
+command -v dbus-monitor >/dev/null || need+=(dbus-bin)
 if [ ${#need[@]} -gt 0 ]; then
   apt_install "${need[@]}"
 fi

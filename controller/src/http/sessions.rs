@@ -10,6 +10,7 @@ use std::time::Duration;
 use aoctl_api::condition::{self, types};
 use aoctl_api::decode::decode_json;
 use aoctl_api::session::{ActivityState, Phase};
+use aoctl_api::wire::Status;
 use aoctl_api::{Project, Session};
 use aoctl_runtimes::{agents, transcript, Handle};
 use axum::body::{Body, Bytes};
@@ -18,7 +19,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -73,8 +73,7 @@ pub async fn input(State(state): State<AppState>, Path(name): Path<String>, body
             req.text.chars().count(),
             queued.seq
         );
-        let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 202,
-            "reason": "Accepted", "message": message});
+        let body = Status { reason: "Accepted".into(), ..Status::success(202, message) };
         return Ok((StatusCode::ACCEPTED, Json(body)).into_response());
     };
     let project: Option<Project> = state.store.get_typed(&s.spec.project).await.ok();
@@ -93,14 +92,8 @@ pub async fn input(State(state): State<AppState>, Path(name): Path<String>, body
         Err(e) => return Err(internal(e)),
         Ok(()) => {}
     }
-    Ok(Json(json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Success",
-        "code": 200,
-        "message": format!("delivered {} characters to session \"{name}\"", req.text.chars().count()),
-    }))
-    .into_response())
+    let message = format!("delivered {} characters to session \"{name}\"", req.text.chars().count());
+    Ok(Json(Status::success(200, message)).into_response())
 }
 
 /// Whether a session without a running agent will have one without a change to it: it is not
