@@ -209,6 +209,8 @@ mod tests {
     use std::io::Write;
     use std::sync::Mutex;
 
+    use crate::machine::Machine;
+
     use super::*;
 
     /// Records the wakes: `(session, delay)`.

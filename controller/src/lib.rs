@@ -2,10 +2,10 @@
 //! the store and the engine.
 
 pub mod activity_watch;
-pub mod context;
 pub mod fleet;
 pub mod github;
 pub mod http;
+pub mod machine;
 pub mod metrics;
 pub mod notify;
 pub mod reconcilers;

@@ -16,7 +16,6 @@ use aoctl_store::{EventKind, Selector, Store, StoreError, Watch};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::context::Ctx;
 use crate::fleet::Fleet;
 use crate::http::{router, AppState};
 use crate::metrics::Metrics;
@@ -148,6 +147,7 @@ pub async fn serve_on(
     let ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = watch::channel(false);
     let fleet = Arc::new(Fleet::new(&opts.data_dir));
+    let session_state = Arc::new(session::State::default());
     let projects = Controller::<Project>::new(Config::new(project::NAME), metrics.engine.clone());
     let sessions =
         Controller::<Session>::new(Config { concurrency: 16, ..Config::new(session::NAME) }, metrics.engine.clone());
@@ -155,6 +155,7 @@ pub async fn serve_on(
         store: store.clone(),
         metrics: metrics.clone(),
         fleet: fleet.clone(),
+        session_state: session_state.clone(),
         sessions: sessions.handle(),
         ready: ready.clone(),
         access: Arc::new(crate::http::Access::new(&token, listen.ip(), &opts.allowed_hosts)),
@@ -169,13 +170,14 @@ pub async fn serve_on(
         }
     };
 
-    let ctx = Arc::new(Ctx {
+    let project_ctx = Arc::new(project::Context { store: store.clone(), recorder: Recorder::new(store.clone()) });
+    let session_ctx = Arc::new(session::Context {
         store: store.clone(),
         recorder: Recorder::new(store.clone()),
-        fleet: fleet.clone(),
+        machine: fleet.clone(),
         github: crate::github::Hub::new(metrics.github_requests.clone(), metrics.github_ratelimit_remaining.clone()),
         metrics: metrics.clone(),
-        session_memory: Default::default(),
+        state: session_state,
     });
     // Subscribe before the engines list keys, so no change between the two is missed.
     let changes = store
@@ -191,7 +193,7 @@ pub async fn serve_on(
     tasks.push(tokio::spawn(run_controller(
         projects,
         store.clone(),
-        ctx.clone(),
+        project_ctx,
         project::reconcile,
         project::error_policy,
         stopped(),
@@ -199,12 +201,12 @@ pub async fn serve_on(
     tasks.push(tokio::spawn(run_controller(
         sessions,
         store.clone(),
-        ctx.clone(),
+        session_ctx.clone(),
         session::reconcile,
         session::error_policy,
         stopped(),
     )));
-    tasks.push(tokio::spawn(collect_orphans(ctx.clone(), stopped())));
+    tasks.push(tokio::spawn(collect_orphans(session_ctx, stopped())));
     ready.store(true, Ordering::Release);
     tracing::info!(listen = %listener.local_addr()?, data_dir = %opts.data_dir.display(), "serving");
     let server = axum::serve(listener, router(state)).with_graceful_shutdown(stopped());
@@ -360,18 +362,19 @@ impl Router {
 }
 
 /// Runs one controller over the objects of one kind in the store.
-async fn run_controller<T, R, RF, P>(
+async fn run_controller<T, C, R, RF, P>(
     controller: Controller<T>,
     store: Store,
-    ctx: Arc<Ctx>,
+    ctx: Arc<C>,
     reconcile: R,
     error_policy: P,
     stopped: impl Future<Output = ()> + Send + 'static,
 ) where
     T: Resource,
-    R: Fn(Arc<T>, Arc<Ctx>) -> RF + Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    R: Fn(Arc<T>, Arc<C>) -> RF + Send + Sync + 'static,
     RF: Future<Output = Result<Action, Error>> + Send + 'static,
-    P: Fn(Arc<T>, &Error, Arc<Ctx>) -> Action + Send + Sync + 'static,
+    P: Fn(Arc<T>, &Error, Arc<C>) -> Action + Send + Sync + 'static,
 {
     let keys_store = store.clone();
     controller
@@ -403,7 +406,7 @@ async fn run_controller<T, R, RF, P>(
 /// How often orphaned runtimes and workspaces are looked for, after once at start.
 const COLLECT_EVERY: Duration = Duration::from_secs(300);
 
-async fn collect_orphans(ctx: Arc<Ctx>, stopped: impl Future<Output = ()>) {
+async fn collect_orphans(ctx: Arc<session::Context>, stopped: impl Future<Output = ()>) {
     let work = async {
         loop {
             match session::gc::collect(&ctx).await {

@@ -30,6 +30,8 @@ pub struct AppState {
     pub store: Store,
     pub metrics: Arc<Metrics>,
     pub fleet: Arc<Fleet>,
+    /// The session reconciler's memory: a webhook asks it to poll a session's pull request.
+    pub session_state: Arc<crate::reconcilers::session::State>,
     /// Reconciles a session at once (webhooks).
     pub sessions: aoctl_engine::Trigger,
     /// Set once the store is loaded and the controllers run.

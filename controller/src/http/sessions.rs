@@ -24,6 +24,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::{AppError, AppState};
 use crate::fleet::{agent_of, input_style};
+use crate::machine::Machine;
 use crate::typing::{self, What};
 
 /// How often a followed log looks for new output.

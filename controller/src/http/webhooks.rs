@@ -104,7 +104,7 @@ pub async fn github(
         let branch = s.status.workspace.as_ref().map(|w| w.branch.as_str()).unwrap_or_default();
         let number = s.status.pull_request.as_ref().map(|p| p.number);
         if ev.concerns(branch, number) {
-            state.fleet.webhook_arrived(&s.metadata.name);
+            state.session_state.webhook_arrived(&s.metadata.name);
             state.sessions.trigger(&s.metadata.name);
             triggered.push(s.metadata.name.clone());
         }

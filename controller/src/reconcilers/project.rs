@@ -14,11 +14,17 @@ use aoctl_runtimes::git::{self, GitError};
 use aoctl_store::Selector;
 
 use super::Error;
-use crate::context::Ctx;
 use crate::notify;
+use crate::recorder::Recorder;
 
 /// Name of this controller in metrics and events.
 pub const NAME: &str = "project";
+
+/// What the project reconciler gets: the store and the event recorder.
+pub struct Context {
+    pub store: aoctl_store::Store,
+    pub recorder: Recorder,
+}
 
 /// What the repository check found.
 struct Observed {
@@ -69,7 +75,7 @@ fn observe(spec_path: &str, wanted_branch: Option<&str>) -> Observed {
     }
 }
 
-pub async fn reconcile(project: Arc<Project>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Action, Error> {
     if project.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -166,7 +172,7 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Ctx>) -> Result<Action, E
 }
 
 /// Delivers the project's pending notifications and writes the results; when to look again.
-async fn deliver(project: Project, ctx: &Ctx) -> Result<Option<Duration>, Error> {
+async fn deliver(project: Project, ctx: &Context) -> Result<Option<Duration>, Error> {
     if project.status.notifications.iter().all(|n| n.settled()) {
         return Ok(None);
     }
@@ -190,7 +196,7 @@ async fn deliver(project: Project, ctx: &Ctx) -> Result<Option<Duration>, Error>
     Ok(later)
 }
 
-pub fn error_policy(_project: Arc<Project>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+pub fn error_policy(_project: Arc<Project>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(error = %error, kind = error.metric_label(), "project reconcile failed");
     // The engine's per-object exponential backoff decides when to try again.
     Action::requeue(Duration::ZERO)

@@ -1,7 +1,7 @@
 //! Watching a running agent: answers dialogs, classifies its activity from the screen and the
 //! transcript's growth, and sets `AgentActive`, `Stalled` and `Ready`.
 //!
-//! When the fleet's output events are live ([`crate::activity_watch`]), an agent's output and exit
+//! When the machine's output events are live ([`crate::activity_watch`]), an agent's output and exit
 //! wake its session, so a quiet agent is looked at only by a long safety resync and by a timer at
 //! the moment it would count as stuck, and its screen — which cannot change without output — is
 //! read again only when the transcript grew. Working agents are still looked at every two seconds,
@@ -28,9 +28,9 @@ use aoctl_runtimes::{transcript, Handle, Runtime};
 use chrono::{DateTime, Offset, Utc};
 use sha2::{Digest, Sha256};
 
-use super::{cond, memory, Error};
-use crate::context::Ctx;
-use crate::fleet::{agent_of, input_style, Observation};
+use super::state::{Observation, UsageRead};
+use super::{cond, Error, Reconcile};
+use crate::machine::{agent_of, input_style};
 use crate::typing;
 
 /// A polled screen is read again at least this often even when the transcript did not grow.
@@ -69,76 +69,209 @@ fn stuck_after(s: &Session, p: &Project) -> Duration {
     r.agent_stuck.and_then(|a| a.threshold).map_or(Duration::from_secs(600), |d| d.as_std())
 }
 
-/// `slot_free`: whether a rate-limited session whose limit reset may take a slot again.
-pub(super) async fn observe(
-    s: &Session,
-    project: &Project,
-    launch: &Launch,
-    ctx: &Ctx,
-    st: &mut SessionStatus,
-    slot_free: bool,
-) -> Result<Action, Error> {
-    let name = &s.metadata.name;
-    let Some(runtime) = st.runtime.clone() else { return Ok(Action::await_change()) };
-    let rt = ctx.fleet.runtime_for(s, Some(project), runtime.kind).await?;
-    let h = Handle(runtime.handle.clone());
-    let evented = ctx.fleet.output_events() && runtime.kind != RuntimeKind::Docker;
-    let recapture_every = if evented { RECAPTURE_QUIET } else { RECAPTURE_POLLED };
-    let len = tokio::fs::metadata(ctx.fleet.transcript(name)).await.map(|m| m.len()).unwrap_or(0);
-    let now = Instant::now();
-    let prev = ctx.fleet.observation(name);
-    let grew = prev.as_ref().map_or(len > 0, |p| len != p.transcript_len);
-    let (screen, captured_at) = match &prev {
-        Some(p) if !grew && now.duration_since(p.captured_at) < recapture_every => (p.screen.clone(), p.captured_at),
-        _ => (rt.capture(&h).await?, now),
-    };
-    // The screen, not the transcript, says whether something happened: some agents write bytes
-    // that change nothing on screen (cursor shown and hidden) while they wait.
-    let changed = prev.as_ref().is_none_or(|p| p.screen != screen);
-    let changed_at = match &prev {
-        Some(p) if !changed => p.changed_at,
-        _ => now,
-    };
-    ctx.fleet.observe(name, Observation { transcript_len: len, screen: screen.clone(), changed_at, captured_at });
+impl Reconcile<'_> {
+    /// Looks at the running agent: its screen, its usage, its limits, then its activity state.
+    pub(super) async fn activity(&mut self, launch: &Launch) -> Result<Action, Error> {
+        let (s, ctx) = (self.s, self.ctx);
+        let name = &s.metadata.name;
+        let Some(runtime) = self.st.runtime.clone() else { return Ok(Action::await_change()) };
+        let rt = ctx.machine.runtime_for(s, Some(&self.project), runtime.kind).await?;
+        let h = Handle(runtime.handle.clone());
+        let evented = ctx.machine.output_events() && runtime.kind != RuntimeKind::Docker;
+        let recapture_every = if evented { RECAPTURE_QUIET } else { RECAPTURE_POLLED };
+        let len = tokio::fs::metadata(ctx.machine.files().transcript(name)).await.map(|m| m.len()).unwrap_or(0);
+        let now = Instant::now();
+        let prev = ctx.state.observation(name);
+        let grew = prev.as_ref().map_or(len > 0, |p| len != p.transcript_len);
+        let (screen, captured_at) = match &prev {
+            Some(p) if !grew && now.duration_since(p.captured_at) < recapture_every => {
+                (p.screen.clone(), p.captured_at)
+            }
+            _ => (rt.capture(&h).await?, now),
+        };
+        // The screen, not the transcript, says whether something happened: some agents write bytes
+        // that change nothing on screen (cursor shown and hidden) while they wait.
+        let changed = prev.as_ref().is_none_or(|p| p.screen != screen);
+        let changed_at = match &prev {
+            Some(p) if !changed => p.changed_at,
+            _ => now,
+        };
+        ctx.state.observe(name, Observation { transcript_len: len, screen: screen.clone(), changed_at, captured_at });
 
-    if let Some(adapter) = launch.adapter {
-        if super::launch::answer_dialog(s, ctx, &*rt, &h, adapter, &screen).await? {
-            return Ok(Action::requeue(Duration::from_millis(500)));
+        if let Some(adapter) = launch.adapter {
+            if super::launch::answer_dialog(s, ctx, &*rt, &h, adapter, &screen).await? {
+                return Ok(Action::requeue(Duration::from_millis(500)));
+            }
         }
-    }
-    let usage_due = read_usage(s, launch, ctx, st, grew).await;
-    if let Some(action) = rate_limit(s, project, launch, ctx, st, &*rt, &h, &screen, slot_free).await? {
-        return Ok(action);
-    }
-    let view =
-        Screen { text: &screen, transcript_grew: grew, unchanged_for: now.duration_since(changed_at), exited: None };
-    let stuck_after = stuck_after(s, project);
-    let (state, evidence) = agents::classify(launch.adapter, &view, stuck_after);
-    if st.activity.as_ref().map(|a| a.state) != Some(state) {
-        st.activity = Some(ActivityStatus { state, since: Time::now(), evidence: evidence.clone(), resets_at: None });
-        match state {
-            ActivityState::NeedsInput => ctx.recorder.publish(s, EventType::Warning, "NeedsInput", &evidence).await,
-            ActivityState::Stuck => ctx.recorder.publish(s, EventType::Warning, "Stuck", &evidence).await,
-            _ => {}
+        let usage_due = self.read_usage(launch, grew).await;
+        if let Some(action) = self.rate_limit(launch, &*rt, &h, &screen).await? {
+            return Ok(action);
         }
+        let (project, st) = (&self.project, &mut *self.st);
+        let view = Screen {
+            text: &screen,
+            transcript_grew: grew,
+            unchanged_for: now.duration_since(changed_at),
+            exited: None,
+        };
+        let stuck_after = stuck_after(s, project);
+        let (state, evidence) = agents::classify(launch.adapter, &view, stuck_after);
+        if st.activity.as_ref().map(|a| a.state) != Some(state) {
+            st.activity =
+                Some(ActivityStatus { state, since: Time::now(), evidence: evidence.clone(), resets_at: None });
+            match state {
+                ActivityState::NeedsInput => ctx.recorder.publish(s, EventType::Warning, "NeedsInput", &evidence).await,
+                ActivityState::Stuck => ctx.recorder.publish(s, EventType::Warning, "Stuck", &evidence).await,
+                _ => {}
+            }
+        }
+        let (active, reason) = match state {
+            ActivityState::Working => (ConditionStatus::True, "Working"),
+            ActivityState::Idle => (ConditionStatus::False, "Idle"),
+            ActivityState::NeedsInput => (ConditionStatus::False, "NeedsInput"),
+            ActivityState::Stuck => (ConditionStatus::False, "Stuck"),
+            ActivityState::Exited => (ConditionStatus::False, "AgentExited"),
+            ActivityState::RateLimited => (ConditionStatus::False, reasons::RATE_LIMITED),
+        };
+        cond(st, s, types::AGENT_ACTIVE, active, reason, evidence.clone());
+        if state == ActivityState::Stuck {
+            cond(st, s, types::STALLED, ConditionStatus::True, "Stuck", evidence);
+        } else {
+            cond(st, s, types::STALLED, ConditionStatus::False, "Progressing", "");
+        }
+        cond(st, s, types::READY, ConditionStatus::True, "Running", format!("the agent is {state}"));
+        let next = next_look(state, evented, now.duration_since(changed_at), stuck_after);
+        Ok(Action::requeue(usage_due.map_or(next, |d| d.min(next))))
     }
-    let (active, reason) = match state {
-        ActivityState::Working => (ConditionStatus::True, "Working"),
-        ActivityState::Idle => (ConditionStatus::False, "Idle"),
-        ActivityState::NeedsInput => (ConditionStatus::False, "NeedsInput"),
-        ActivityState::Stuck => (ConditionStatus::False, "Stuck"),
-        ActivityState::Exited => (ConditionStatus::False, "AgentExited"),
-        ActivityState::RateLimited => (ConditionStatus::False, reasons::RATE_LIMITED),
-    };
-    cond(st, s, types::AGENT_ACTIVE, active, reason, evidence.clone());
-    if state == ActivityState::Stuck {
-        cond(st, s, types::STALLED, ConditionStatus::True, "Stuck", evidence);
-    } else {
-        cond(st, s, types::STALLED, ConditionStatus::False, "Progressing", "");
+    /// The rate-limit state machine: enters `rate-limited` when the screen shows a new limit, waits
+    /// for the reset, and at the reset (with a slot free) resumes the agent once. `None` when the
+    /// agent is not rate-limited and its activity is read as usual.
+    async fn rate_limit(
+        &mut self,
+        launch: &Launch,
+        rt: &dyn Runtime,
+        h: &Handle,
+        screen: &str,
+    ) -> Result<Option<Action>, Error> {
+        let (s, ctx, slot_free) = (self.s, self.ctx, self.slot_free);
+        let name = &s.metadata.name;
+        let now = Utc::now();
+        if let Some(a) = self.st.activity.clone().filter(|a| a.state == ActivityState::RateLimited) {
+            let resets = a.resets_at.map_or(now, |t| t.0);
+            if now < resets {
+                limited_conditions(s, self.st, &a.evidence);
+                return Ok(Some(Action::requeue(until(now, resets).min(RESYNC_QUIET))));
+            }
+            if !slot_free {
+                let max = self.project.spec.max_concurrent_sessions.unwrap_or(u32::MAX);
+                let msg = format!(
+                    "the usage limit reset at {}; waiting for a slot to resume in (maxConcurrentSessions: {max})",
+                    Time(resets)
+                );
+                cond(self.st, s, types::READY, ConditionStatus::False, reasons::QUEUED, msg);
+                return Ok(Some(Action::requeue(SLOT_POLL)));
+            }
+            let memo = ctx.state.lock().limits.get(name).cloned();
+            let retries = memo.as_ref().is_some_and(|m| m.agent_retries);
+            let what = if retries {
+                "the agent retries by itself".to_string()
+            } else {
+                self.resume(rt, h, &a).await?;
+                "the resume message was typed".to_string()
+            };
+            if let Some(m) = ctx.state.lock().limits.get_mut(name) {
+                m.cleared = true;
+            }
+            let evidence = format!("the usage limit reset at {}; {what}", Time(resets));
+            ctx.recorder.publish(s, EventType::Normal, "Resumed", &evidence).await;
+            let st = &mut *self.st;
+            st.activity =
+                Some(ActivityStatus { state: ActivityState::Working, since: Time::now(), evidence, resets_at: None });
+            cond(st, s, types::AGENT_ACTIVE, ConditionStatus::True, "Resumed", "resumed after the usage limit reset");
+            cond(st, s, types::STALLED, ConditionStatus::False, "Progressing", "");
+            cond(st, s, types::READY, ConditionStatus::True, "Running", "the agent is working");
+            return Ok(Some(Action::requeue(Duration::from_secs(2))));
+        }
+        let Some(limit) = limits::detect(launch.adapter, screen, now, local_offset()) else { return Ok(None) };
+        let seen = ctx.state.lock().limits.get(name).cloned();
+        if seen.is_some_and(|m| m.cleared && m.agent_retries && m.line == limit.line) {
+            // The retry message of a limit already waited out, still on screen.
+            return Ok(None);
+        }
+        ctx.state.lock().limits.insert(
+            name.clone(),
+            LimitMemo { line: limit.line.clone(), agent_retries: limit.agent_retries, cleared: false },
+        );
+        let evidence = limit.evidence();
+        let st = &mut *self.st;
+        st.activity = Some(ActivityStatus {
+            state: ActivityState::RateLimited,
+            since: Time::now(),
+            evidence: evidence.clone(),
+            resets_at: Some(Time(limit.resets_at)),
+        });
+        ctx.recorder.publish(s, EventType::Warning, reasons::RATE_LIMITED, &evidence).await;
+        limited_conditions(s, st, &evidence);
+        Ok(Some(Action::requeue(until(now, limit.resets_at).min(RESYNC_QUIET))))
     }
-    cond(st, s, types::READY, ConditionStatus::True, "Running", format!("the agent is {state}"));
-    let next = next_look(state, evented, now.duration_since(changed_at), stuck_after);
-    Ok(Action::requeue(usage_due.map_or(next, |d| d.min(next))))
+    /// Types the resume message once: not again when its marker is already in the transcript (typed
+    /// before a crash). Delivery is verified by the runtime.
+    async fn resume(&self, rt: &dyn Runtime, h: &Handle, a: &ActivityStatus) -> Result<(), Error> {
+        let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &*self.st);
+        let text = resume_message(a);
+        let marker = text.split_whitespace().next().unwrap_or_default().to_string();
+        let path = ctx.machine.files().transcript(&s.metadata.name);
+        let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None)).await?;
+        if seen.is_ok_and(|(t, _)| t.contains(&marker)) {
+            return Ok(());
+        }
+        let (style, adapter) = input_style(&agent_of(s, Some(project)));
+        let text = agents::prepare_text(adapter, &text);
+        let files = ctx.machine.files().typing(&s.metadata.name);
+        let _typing = ctx.machine.typing().lock(&s.metadata.name).await;
+        typing::recover(&files, rt, h).await?;
+        let sent = typing::type_message(&files, rt, h, &text, &style, typing::What::Marked).await;
+        ctx.metrics.runtime_op(st.runtime.as_ref().map_or(RuntimeKind::Tmux, |r| r.kind), "send", sent.is_ok());
+        sent?;
+        Ok(())
+    }
+    /// Reads the agent's usage records into `status.usage`, at most every [`USAGE_EVERY`]. Docker
+    /// agents keep theirs inside the container and are not read. A failure is logged, not fatal.
+    /// Returns when to look again for a read that had to wait for the interval.
+    async fn read_usage(&mut self, launch: &Launch, grew: bool) -> Option<Duration> {
+        let (s, ctx, st) = (self.s, self.ctx, &mut *self.st);
+        let name = &s.metadata.name;
+        if st.runtime.as_ref().is_none_or(|r| r.kind == RuntimeKind::Docker) {
+            return None;
+        }
+        let ws = std::path::PathBuf::from(&st.workspace.as_ref()?.path);
+        {
+            let mut m = ctx.state.lock();
+            let now = Instant::now();
+            // The agent wrote since the last read: its records may have grown, so a read skipped now
+            // is made once the interval is over, even if the agent is quiet by then.
+            let pending = grew || m.usage_read.get(name).is_some_and(|r| r.pending);
+            if let Some(last) = m.usage_read.get_mut(name).filter(|r| now.duration_since(r.at) < USAGE_EVERY) {
+                last.pending = pending;
+                return pending.then(|| USAGE_EVERY.saturating_sub(now.duration_since(last.at)));
+            }
+            m.usage_read.insert(name.clone(), UsageRead { at: now, pending: false });
+        }
+        let env = |k: &str| s.spec.env.get(k).map(std::ffi::OsString::from).or_else(|| std::env::var_os(k));
+        let home = env("HOME").map(std::path::PathBuf::from)?;
+        let claude_dir = env("CLAUDE_CONFIG_DIR").map_or_else(|| home.join(".claude"), std::path::PathBuf::from);
+        let codex = launch.adapter.is_some_and(|a| a.name == "codex");
+        let codex_home = codex.then(|| env("CODEX_HOME").map_or_else(|| home.join(".codex"), std::path::PathBuf::from));
+        let since = s.metadata.creation_timestamp.map(|t| std::time::SystemTime::from(t.0));
+        let sources = usage::Sources { claude_dir, codex_home };
+        match tokio::task::spawn_blocking(move || usage::read(&sources, &ws, since)).await {
+            Ok(Ok(Some(u))) => st.usage = Some(u),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => tracing::debug!(session = %name, error = %e, "could not read the agent's usage records"),
+            Err(e) => tracing::debug!(session = %name, error = %e, "the usage reader panicked"),
+        }
+        None
+    }
 }
 
 /// When an agent in `state`, unchanged for `unchanged`, is looked at next. Busy agents are polled
@@ -168,80 +301,6 @@ fn limited_conditions(s: &Session, st: &mut SessionStatus, evidence: &str) {
     cond(st, s, types::READY, ConditionStatus::True, "Running", "the agent waits for its usage limit to reset");
 }
 
-/// The rate-limit state machine: enters `rate-limited` when the screen shows a new limit, waits
-/// for the reset, and at the reset (with a slot free) resumes the agent once. `None` when the
-/// agent is not rate-limited and its activity is read as usual.
-#[allow(clippy::too_many_arguments)]
-async fn rate_limit(
-    s: &Session,
-    project: &Project,
-    launch: &Launch,
-    ctx: &Ctx,
-    st: &mut SessionStatus,
-    rt: &dyn Runtime,
-    h: &Handle,
-    screen: &str,
-    slot_free: bool,
-) -> Result<Option<Action>, Error> {
-    let name = &s.metadata.name;
-    let now = Utc::now();
-    if let Some(a) = st.activity.clone().filter(|a| a.state == ActivityState::RateLimited) {
-        let resets = a.resets_at.map_or(now, |t| t.0);
-        if now < resets {
-            limited_conditions(s, st, &a.evidence);
-            return Ok(Some(Action::requeue(until(now, resets).min(RESYNC_QUIET))));
-        }
-        if !slot_free {
-            let max = project.spec.max_concurrent_sessions.unwrap_or(u32::MAX);
-            let msg = format!(
-                "the usage limit reset at {}; waiting for a slot to resume in (maxConcurrentSessions: {max})",
-                Time(resets)
-            );
-            cond(st, s, types::READY, ConditionStatus::False, reasons::QUEUED, msg);
-            return Ok(Some(Action::requeue(SLOT_POLL)));
-        }
-        let memo = memory(ctx).limits.get(name).cloned();
-        let retries = memo.as_ref().is_some_and(|m| m.agent_retries);
-        let what = if retries {
-            "the agent retries by itself".to_string()
-        } else {
-            resume(s, project, ctx, st, rt, h, &a).await?;
-            "the resume message was typed".to_string()
-        };
-        if let Some(m) = memory(ctx).limits.get_mut(name) {
-            m.cleared = true;
-        }
-        let evidence = format!("the usage limit reset at {}; {what}", Time(resets));
-        ctx.recorder.publish(s, EventType::Normal, "Resumed", &evidence).await;
-        st.activity =
-            Some(ActivityStatus { state: ActivityState::Working, since: Time::now(), evidence, resets_at: None });
-        cond(st, s, types::AGENT_ACTIVE, ConditionStatus::True, "Resumed", "resumed after the usage limit reset");
-        cond(st, s, types::STALLED, ConditionStatus::False, "Progressing", "");
-        cond(st, s, types::READY, ConditionStatus::True, "Running", "the agent is working");
-        return Ok(Some(Action::requeue(Duration::from_secs(2))));
-    }
-    let Some(limit) = limits::detect(launch.adapter, screen, now, local_offset()) else { return Ok(None) };
-    let seen = memory(ctx).limits.get(name).cloned();
-    if seen.is_some_and(|m| m.cleared && m.agent_retries && m.line == limit.line) {
-        // The retry message of a limit already waited out, still on screen.
-        return Ok(None);
-    }
-    memory(ctx).limits.insert(
-        name.clone(),
-        LimitMemo { line: limit.line.clone(), agent_retries: limit.agent_retries, cleared: false },
-    );
-    let evidence = limit.evidence();
-    st.activity = Some(ActivityStatus {
-        state: ActivityState::RateLimited,
-        since: Time::now(),
-        evidence: evidence.clone(),
-        resets_at: Some(Time(limit.resets_at)),
-    });
-    ctx.recorder.publish(s, EventType::Warning, reasons::RATE_LIMITED, &evidence).await;
-    limited_conditions(s, st, &evidence);
-    Ok(Some(Action::requeue(until(now, limit.resets_at).min(RESYNC_QUIET))))
-}
-
 /// How long from `now` to `at`, with a little margin so that `at` has passed; zero if it has.
 fn until(now: DateTime<Utc>, at: DateTime<Utc>) -> Duration {
     (at - now).to_std().map_or(Duration::ZERO, |d| d + STUCK_MARGIN)
@@ -252,72 +311,6 @@ fn resume_message(a: &ActivityStatus) -> String {
     let fp = format!("{}|{}", a.evidence, a.resets_at.map(|t| t.to_string()).unwrap_or_default());
     let short = hex::encode(&Sha256::digest(fp.as_bytes())[..4]);
     format!("{}{short}] Your usage limit has reset. Please continue where you left off.", limits::RESUME_MARKER)
-}
-
-/// Types the resume message once: not again when its marker is already in the transcript (typed
-/// before a crash). Delivery is verified by the runtime.
-async fn resume(
-    s: &Session,
-    project: &Project,
-    ctx: &Ctx,
-    st: &SessionStatus,
-    rt: &dyn Runtime,
-    h: &Handle,
-    a: &ActivityStatus,
-) -> Result<(), Error> {
-    let text = resume_message(a);
-    let marker = text.split_whitespace().next().unwrap_or_default().to_string();
-    let path = ctx.fleet.transcript(&s.metadata.name);
-    let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None)).await?;
-    if seen.is_ok_and(|(t, _)| t.contains(&marker)) {
-        return Ok(());
-    }
-    let (style, adapter) = input_style(&agent_of(s, Some(project)));
-    let text = agents::prepare_text(adapter, &text);
-    let files = ctx.fleet.typing_files(&s.metadata.name);
-    let _typing = ctx.fleet.typing.lock(&s.metadata.name).await;
-    typing::recover(&files, rt, h).await?;
-    let sent = typing::type_message(&files, rt, h, &text, &style, typing::What::Marked).await;
-    ctx.metrics.runtime_op(st.runtime.as_ref().map_or(RuntimeKind::Tmux, |r| r.kind), "send", sent.is_ok());
-    sent?;
-    Ok(())
-}
-
-/// Reads the agent's usage records into `status.usage`, at most every [`USAGE_EVERY`]. Docker
-/// agents keep theirs inside the container and are not read. A failure is logged, not fatal.
-/// Returns when to look again for a read that had to wait for the interval.
-async fn read_usage(s: &Session, launch: &Launch, ctx: &Ctx, st: &mut SessionStatus, grew: bool) -> Option<Duration> {
-    let name = &s.metadata.name;
-    if st.runtime.as_ref().is_none_or(|r| r.kind == RuntimeKind::Docker) {
-        return None;
-    }
-    let ws = std::path::PathBuf::from(&st.workspace.as_ref()?.path);
-    {
-        let mut m = memory(ctx);
-        let now = Instant::now();
-        // The agent wrote since the last read: its records may have grown, so a read skipped now
-        // is made once the interval is over, even if the agent is quiet by then.
-        let pending = grew || m.usage_read.get(name).is_some_and(|r| r.pending);
-        if let Some(last) = m.usage_read.get_mut(name).filter(|r| now.duration_since(r.at) < USAGE_EVERY) {
-            last.pending = pending;
-            return pending.then(|| USAGE_EVERY.saturating_sub(now.duration_since(last.at)));
-        }
-        m.usage_read.insert(name.clone(), super::UsageRead { at: now, pending: false });
-    }
-    let env = |k: &str| s.spec.env.get(k).map(std::ffi::OsString::from).or_else(|| std::env::var_os(k));
-    let home = env("HOME").map(std::path::PathBuf::from)?;
-    let claude_dir = env("CLAUDE_CONFIG_DIR").map_or_else(|| home.join(".claude"), std::path::PathBuf::from);
-    let codex = launch.adapter.is_some_and(|a| a.name == "codex");
-    let codex_home = codex.then(|| env("CODEX_HOME").map_or_else(|| home.join(".codex"), std::path::PathBuf::from));
-    let since = s.metadata.creation_timestamp.map(|t| std::time::SystemTime::from(t.0));
-    let sources = usage::Sources { claude_dir, codex_home };
-    match tokio::task::spawn_blocking(move || usage::read(&sources, &ws, since)).await {
-        Ok(Ok(Some(u))) => st.usage = Some(u),
-        Ok(Ok(None)) => {}
-        Ok(Err(e)) => tracing::debug!(session = %name, error = %e, "could not read the agent's usage records"),
-        Err(e) => tracing::debug!(session = %name, error = %e, "the usage reader panicked"),
-    }
-    None
 }
 
 #[cfg(test)]

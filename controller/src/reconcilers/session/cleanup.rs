@@ -5,19 +5,18 @@ use aoctl_api::{EventType, Session};
 use aoctl_engine::Action;
 use aoctl_runtimes::Handle;
 
-use super::{Error, FINALIZER};
-use crate::context::Ctx;
+use super::{Context, Error, FINALIZER};
 
-pub(super) async fn finalize(s: &Session, ctx: &Ctx) -> Result<Action, Error> {
+pub(super) async fn finalize(s: &Session, ctx: &Context) -> Result<Action, Error> {
     if !s.metadata.finalizers.iter().any(|f| f == FINALIZER) {
         return Ok(Action::await_change());
     }
     let name = s.metadata.name.clone();
     // Every runtime is asked, so an agent started under a previous `runtime` value goes too.
     let project = ctx.store.get_typed::<aoctl_api::Project>(&s.spec.project).await.ok();
-    let mut runtimes = ctx.fleet.runtimes().await;
+    let mut runtimes = ctx.machine.runtimes().await;
     if let Some(r) = s.status.runtime.as_ref() {
-        if let Ok(rt) = ctx.fleet.runtime_for(s, project.as_ref(), r.kind).await {
+        if let Ok(rt) = ctx.machine.runtime_for(s, project.as_ref(), r.kind).await {
             runtimes.push(rt);
         }
     }
@@ -33,17 +32,17 @@ pub(super) async fn finalize(s: &Session, ctx: &Ctx) -> Result<Action, Error> {
             ctx.metrics.runtime_op(rt.kind(), "stop", true);
         }
     }
-    let fleet = ctx.fleet.clone();
+    let machine = ctx.machine.clone();
     let (project, session) = (s.spec.project.clone(), name.clone());
-    let removed = tokio::task::spawn_blocking(move || fleet.workspaces.remove(&project, &session)).await??;
-    let dir = ctx.fleet.session_dir(&name);
+    let removed = tokio::task::spawn_blocking(move || machine.workspaces().remove(&project, &session)).await??;
+    let dir = ctx.machine.files().dir(&name);
     match tokio::fs::remove_dir_all(&dir).await {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(Error::Io { path: dir, source: e }),
     }
-    ctx.fleet.forget(&name);
-    super::memory(ctx).forget(&name);
+    ctx.machine.typing().forget(&name);
+    ctx.state.forget(&name);
     let what = if removed { "stopped the runtime and removed the workspace" } else { "stopped the runtime" };
     ctx.recorder.publish(s, EventType::Normal, "CleanedUp", &format!("{what}; the branch is kept")).await;
     let mut next = s.clone();

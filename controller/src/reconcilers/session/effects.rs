@@ -14,8 +14,7 @@ use aoctl_api::session::PullRequestState;
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_store::StoreError;
 
-use super::{cond, Error};
-use crate::context::Ctx;
+use super::{cond, Context as Ctx, Error};
 use crate::notify;
 
 /// `status.merge.result` (and the `Merged` reason) of a merge that was made.
@@ -72,9 +71,9 @@ pub(super) async fn run(s: Session, ctx: &Ctx) -> Result<Option<Duration>, Error
                     cond(&mut st, &s, types::MERGED, ConditionStatus::False, reason, msg);
                 }
                 // Read the pull request again at once: merged, or with its new head.
-                let mut memo = ctx.fleet.pr_memo(&s.metadata.name);
+                let mut memo = ctx.state.pr_memo(&s.metadata.name);
                 memo.next_poll = None;
-                ctx.fleet.set_pr_memo(&s.metadata.name, memo);
+                ctx.state.set_pr_memo(&s.metadata.name, memo);
                 later = Some(Duration::ZERO);
             }
         }

@@ -6,21 +6,20 @@ use std::collections::HashSet;
 use aoctl_api::Session;
 use aoctl_store::Selector;
 
-use super::Error;
-use crate::context::Ctx;
+use super::{Context, Error};
 
 /// Removes orphans; returns how many runtimes and workspaces went.
-pub async fn collect(ctx: &Ctx) -> Result<(usize, usize), Error> {
+pub async fn collect(ctx: &Context) -> Result<(usize, usize), Error> {
     // Runtimes and workspaces are listed before the sessions: anything that exists then and has no
     // Session afterwards cannot belong to a Session still being created.
     let mut owned = vec![];
-    for rt in ctx.fleet.runtimes().await {
+    for rt in ctx.machine.runtimes().await {
         for o in rt.list().await? {
             owned.push((rt.clone(), o));
         }
     }
-    let fleet = ctx.fleet.clone();
-    let records = tokio::task::spawn_blocking(move || fleet.workspaces.list()).await??;
+    let machine = ctx.machine.clone();
+    let records = tokio::task::spawn_blocking(move || machine.workspaces().list()).await??;
     let (sessions, _) = ctx.store.list_typed::<Session>(&Selector::everything()).await?;
     let claimed: HashSet<(String, String)> =
         sessions.iter().map(|s| (s.spec.project.clone(), s.metadata.name.clone())).collect();
@@ -37,8 +36,8 @@ pub async fn collect(ctx: &Ctx) -> Result<(usize, usize), Error> {
     for r in records {
         if !claimed.contains(&(r.project.clone(), r.session.clone())) {
             tracing::warn!(session = %r.session, path = %r.path.display(), "removing an orphaned workspace");
-            let fleet = ctx.fleet.clone();
-            if tokio::task::spawn_blocking(move || fleet.workspaces.remove(&r.project, &r.session)).await?? {
+            let machine = ctx.machine.clone();
+            if tokio::task::spawn_blocking(move || machine.workspaces().remove(&r.project, &r.session)).await?? {
                 workspaces += 1;
             }
         }

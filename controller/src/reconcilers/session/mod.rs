@@ -1,35 +1,63 @@
-//! Session reconciler: finalizer, then workspace → runtime → first prompt → activity, recording the
-//! `Ready`, `WorkspaceReady`, `RuntimeReady`, `AgentActive` and `Stalled` conditions and the phase.
+//! Session reconciler. One reconcile is a list of steps, in order: finalizer → project → queue
+//! slot → budget → workspace → stopped → first prompt's text → runtime → first prompt → queued
+//! messages → activity → pull request → reactions, then effects once the status is written. Each
+//! step either goes on or ends the reconcile with an [`Action`]; the runtime → activity steps end
+//! only the agent's part, so the pull request and reactions are looked at whatever the agent does.
+//! It records the `Ready`, `WorkspaceReady`, `RuntimeReady`, `AgentActive` and `Stalled`
+//! conditions and the phase.
+//!
+//! What the steps share travels in one [`Reconcile`]; what one reconcile leaves for the next is
+//! the [`State`]; the machine it drives is behind [`crate::machine::Machine`].
 
 mod activity;
 mod cleanup;
+mod context;
 mod effects;
 pub mod gc;
 mod launch;
 mod messages;
 pub mod pr;
 mod reactions;
+mod state;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow::{self, Break, Continue};
 use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::project::{Project, ProjectStatus};
-use aoctl_api::session::{reasons, ActivityState, Phase, RuntimeKind, Usage, WorkspaceStatus};
+use aoctl_api::session::{reasons, ActivityState, Phase, RuntimeKind, Usage, WorkspaceKind, WorkspaceStatus};
 use aoctl_api::{Condition, ConditionStatus, EventType, Kind, Session, SessionStatus, Time};
 use aoctl_engine::Action;
-use aoctl_runtimes::workspace::WorkspaceRequest;
+use aoctl_runtimes::workspace::{WorkspaceInfo, WorkspaceRequest};
 use aoctl_store::{Selector, StoreError};
 use serde::Deserialize;
 
 use super::Error;
-use crate::context::Ctx;
+pub use context::Context;
+use state::Queues;
+pub use state::{Observation, PrMemo, State};
 
 /// Name of this controller in metrics and events.
 pub const NAME: &str = "session";
 /// Held while the controller still has a runtime or workspace to clean up.
 pub const FINALIZER: &str = "ao.dev/session-cleanup";
+
+/// What a step returns: go on (with what it found), or end with this action.
+type Step<T = ()> = Result<ControlFlow<Action, T>, Error>;
+
+/// Runs a step: yields what it found, or returns its action from the enclosing function.
+macro_rules! step {
+    ($step:expr) => {
+        match $step? {
+            Continue(found) => found,
+            Break(action) => return Ok(action),
+        }
+    };
+}
 
 /// Sets a condition stamped with the session's generation.
 pub(crate) fn cond(
@@ -43,32 +71,17 @@ pub(crate) fn cond(
     set_condition(&mut st.conditions, Condition::new(type_, status, reason, msg, s.metadata.generation, Time::now()));
 }
 
-pub async fn reconcile(s: Arc<Session>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    if s.metadata.deletion_timestamp.is_some() {
-        return cleanup::finalize(&s, &ctx).await;
-    }
-    if !s.metadata.finalizers.iter().any(|f| f == FINALIZER) {
-        // The update carries the resourceVersion we read, so it cannot overwrite a newer spec.
-        let mut next = (*s).clone();
-        next.metadata.finalizers.push(FINALIZER.to_string());
-        ctx.store.update_typed(&next).await?;
-        return Ok(Action::await_change());
-    }
+pub async fn reconcile(s: Arc<Session>, ctx: Arc<Context>) -> Result<Action, Error> {
+    step!(finalizer(&s, &ctx).await);
     let mut st = s.status.clone();
     let result = drive(&s, &ctx, &mut st).await;
-    st.observed_generation = s.metadata.generation;
-    st.phase = Some(st.derive_phase(s.spec.stopped, false));
-    let mut written = (*s).clone();
-    if st != s.status {
-        written.status = st;
-        written = ctx.store.update_status_typed(&written).await?;
-    }
+    let written = write_status(&s, &ctx, st).await?;
     // Notifications and merges are carried out only once the status recording them is written.
     let later = effects::run(written, &ctx).await?;
     result.map(|a| earliest(a, later))
 }
 
-pub fn error_policy(_s: Arc<Session>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+pub fn error_policy(_s: Arc<Session>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(error = %error, kind = error.metric_label(), "session reconcile failed");
     Action::requeue(Duration::ZERO)
 }
@@ -81,137 +94,217 @@ pub fn branch_of(s: &Session, p: &Project) -> String {
     })
 }
 
-async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action, Error> {
+/// A deleted session is cleaned up; a new one gets the finalizer first.
+async fn finalizer(s: &Session, ctx: &Context) -> Step {
+    if s.metadata.deletion_timestamp.is_some() {
+        return cleanup::finalize(s, ctx).await.map(Break);
+    }
+    if !s.metadata.finalizers.iter().any(|f| f == FINALIZER) {
+        // The update carries the resourceVersion we read, so it cannot overwrite a newer spec.
+        let mut next = s.clone();
+        next.metadata.finalizers.push(FINALIZER.to_string());
+        ctx.store.update_typed(&next).await?;
+        return Ok(Break(Action::await_change()));
+    }
+    Ok(Continue(()))
+}
+
+/// Writes the status the steps left, with the phase it implies, when it changed.
+async fn write_status(s: &Session, ctx: &Context, mut st: SessionStatus) -> Result<Session, Error> {
+    st.observed_generation = s.metadata.generation;
+    st.phase = Some(st.derive_phase(s.spec.stopped, false));
+    let mut written = s.clone();
+    if st != s.status {
+        written.status = st;
+        written = ctx.store.update_status_typed(&written).await?;
+    }
+    Ok(written)
+}
+
+/// The steps of a session with its project.
+async fn drive(s: &Session, ctx: &Context, st: &mut SessionStatus) -> Result<Action, Error> {
+    let project = step!(project(s, ctx, st).await);
+    Reconcile::new(s, ctx, project, st).run().await
+}
+
+/// The session's project, once it is Ready.
+async fn project(s: &Session, ctx: &Context, st: &mut SessionStatus) -> Step<Project> {
     let project = match ctx.store.get_typed::<Project>(&s.spec.project).await {
         Ok(p) => p,
         Err(StoreError::NotFound { .. }) => {
             let msg = format!("project \"{}\" not found", s.spec.project);
             cond(st, s, types::READY, ConditionStatus::False, "ProjectNotFound", msg);
-            return Ok(Action::requeue(Duration::from_secs(10)));
+            return Ok(Break(Action::requeue(Duration::from_secs(10))));
         }
         Err(e) => return Err(e.into()),
     };
     if !condition::is_true(&project.status.conditions, types::READY) {
         let msg = format!("waiting for project \"{}\" to be Ready", project.metadata.name);
         cond(st, s, types::READY, ConditionStatus::False, "ProjectNotReady", msg);
-        return Ok(Action::requeue(Duration::from_secs(5)));
+        return Ok(Break(Action::requeue(Duration::from_secs(5))));
     }
-    // A rate-limited session holds no slot: it skips the queue while it waits for its reset, and
-    // is resumed at the reset only if a slot is free then (see `activity::observe`).
-    let rate_limited = st.activity.as_ref().is_some_and(|a| a.state == ActivityState::RateLimited);
-    let mut slot_free = true;
-    if rate_limited {
-        slot_free = free_slot(&project, ctx).await?;
-    } else if let Some(rank) = queue_rank(s, &project, ctx).await? {
-        let max = project.spec.max_concurrent_sessions.unwrap_or(u32::MAX);
-        let msg = format!(
-            "position {} in the queue of project \"{}\" (maxConcurrentSessions: {max})",
-            rank + 1,
-            project.metadata.name
-        );
-        cond(st, s, types::READY, ConditionStatus::False, reasons::QUEUED, msg);
-        return Ok(Action::requeue(Duration::from_secs(10)));
-    }
-    // A spent budget stops new work: a session not started yet waits; running ones go on.
-    if st.runtime.is_none() {
-        if let Some(why) = budget_spent(&project, ctx).await? {
-            let msg = format!("the budget of project \"{}\" is spent: {why}", project.metadata.name);
-            cond(st, s, types::READY, ConditionStatus::False, reasons::BUDGET_SPENT, msg);
-            return Ok(Action::requeue(Duration::from_secs(30)));
-        }
+    Ok(Continue(project))
+}
+
+/// One reconcile of a session whose project is Ready: what its steps share.
+pub(super) struct Reconcile<'a> {
+    s: &'a Session,
+    ctx: &'a Context,
+    project: Project,
+    /// The status being made; written once the steps are done.
+    st: &'a mut SessionStatus,
+    /// The runtime the session asks for (its own, else its project's default).
+    runtime_kind: RuntimeKind,
+    /// Whether a rate-limited session whose limit reset may take a slot again.
+    slot_free: bool,
+}
+
+impl<'a> Reconcile<'a> {
+    fn new(s: &'a Session, ctx: &'a Context, project: Project, st: &'a mut SessionStatus) -> Reconcile<'a> {
+        let defaults = project.spec.defaults.as_ref();
+        let runtime_kind = s.spec.runtime.or(defaults.and_then(|d| d.runtime)).unwrap_or(RuntimeKind::Tmux);
+        Reconcile { s, ctx, project, st, runtime_kind, slot_free: true }
     }
 
-    // Workspace.
-    let kind = s
-        .spec
-        .workspace
-        .or(project.spec.defaults.as_ref().and_then(|d| d.workspace))
-        .unwrap_or(aoctl_api::session::WorkspaceKind::Worktree);
-    let runtime_kind =
-        s.spec.runtime.or(project.spec.defaults.as_ref().and_then(|d| d.runtime)).unwrap_or(RuntimeKind::Tmux);
-    let req = WorkspaceRequest {
-        project: project.metadata.name.clone(),
-        session: s.metadata.name.clone(),
-        repo: project.spec.path.clone().into(),
-        branch: branch_of(s, &project),
-        base_ref: s.spec.base_ref.clone().or(project.status.default_branch.clone()).unwrap_or_else(|| "main".into()),
-        kind,
-        setup: project.spec.setup.clone(),
-        // A container gets a sandboxed checkout: nothing of the main repository is writable in it.
-        sandbox: runtime_kind == RuntimeKind::Docker,
-    };
-    if let Some(gone) = workspace_gone(st).await {
-        // Said before it is made again, so the status shows the loss even when the new checkout
-        // follows at once.
-        let reason = reasons::WORKSPACE_MISSING;
-        let msg = format!("the workspace folder {gone} was deleted; it is made again");
-        cond(st, s, types::WORKSPACE_READY, ConditionStatus::False, reason, msg.clone());
-        cond(st, s, types::READY, ConditionStatus::False, reason, msg.clone());
-        ctx.recorder.publish(s, EventType::Warning, reason, &msg).await;
-        return Ok(Action::requeue(Duration::ZERO));
+    async fn run(mut self) -> Result<Action, Error> {
+        step!(self.slot().await);
+        step!(self.budget().await);
+        let ws = step!(self.workspace().await);
+        step!(self.stopped().await);
+        let prompt = step!(self.first_prompt_text().await);
+        let agent = self.agent(&ws, &prompt).await?;
+        let tracked = self.pull_request(&ws).await?;
+        let timers = reactions::react(self.s, &self.project, &tracked, self.ctx, self.st).await?;
+        Ok(earliest(earliest(agent, tracked.next), timers))
     }
-    let fleet = ctx.fleet.clone();
-    let started = std::time::Instant::now();
-    let ensured = tokio::task::spawn_blocking(move || fleet.workspaces.ensure(&req)).await?;
-    tracing::debug!(took = ?started.elapsed(), "workspace ensured");
-    let ws = match ensured {
-        Ok(ws) => ws,
-        Err(e) => {
-            let first = condition::find(&st.conditions, types::WORKSPACE_READY).is_none_or(|c| c.reason != e.reason());
-            cond(st, s, types::WORKSPACE_READY, ConditionStatus::False, e.reason(), e.to_string());
-            cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the workspace could not be prepared");
-            if first {
-                ctx.recorder.publish(s, EventType::Warning, e.reason(), &e.to_string()).await;
+
+    /// The agent's part: when it ends early, the pull request and reactions are still looked at.
+    async fn agent(&mut self, ws: &WorkspaceInfo, prompt: &str) -> Result<Action, Error> {
+        let agent = step!(self.runtime(ws, prompt).await);
+        step!(self.first_prompt(&agent).await);
+        self.queued_messages().await?;
+        self.activity(&agent.launch).await
+    }
+
+    /// A slot under `maxConcurrentSessions`. A rate-limited session holds none: it skips the
+    /// queue while it waits for its reset, and is resumed at the reset only if a slot is free then
+    /// (see `activity`).
+    async fn slot(&mut self) -> Step {
+        let (s, ctx, project) = (self.s, self.ctx, &self.project);
+        let rate_limited = self.st.activity.as_ref().is_some_and(|a| a.state == ActivityState::RateLimited);
+        if rate_limited {
+            self.slot_free = free_slot(project, ctx).await?;
+        } else if let Some(rank) = queue_rank(s, project, ctx).await? {
+            let max = project.spec.max_concurrent_sessions.unwrap_or(u32::MAX);
+            let msg = format!(
+                "position {} in the queue of project \"{}\" (maxConcurrentSessions: {max})",
+                rank + 1,
+                project.metadata.name
+            );
+            cond(self.st, s, types::READY, ConditionStatus::False, reasons::QUEUED, msg);
+            return Ok(Break(Action::requeue(Duration::from_secs(10))));
+        }
+        Ok(Continue(()))
+    }
+
+    /// A spent budget stops new work: a session not started yet waits; running ones go on.
+    async fn budget(&mut self) -> Step {
+        if self.st.runtime.is_some() {
+            return Ok(Continue(()));
+        }
+        if let Some(why) = budget_spent(&self.project, self.ctx).await? {
+            let msg = format!("the budget of project \"{}\" is spent: {why}", self.project.metadata.name);
+            cond(self.st, self.s, types::READY, ConditionStatus::False, reasons::BUDGET_SPENT, msg);
+            return Ok(Break(Action::requeue(Duration::from_secs(30))));
+        }
+        Ok(Continue(()))
+    }
+
+    /// The session's checkout, made (again) when it is missing.
+    async fn workspace(&mut self) -> Step<WorkspaceInfo> {
+        let (s, ctx, project) = (self.s, self.ctx, &self.project);
+        let st = &mut *self.st;
+        let kind = s
+            .spec
+            .workspace
+            .or(project.spec.defaults.as_ref().and_then(|d| d.workspace))
+            .unwrap_or(WorkspaceKind::Worktree);
+        let req = WorkspaceRequest {
+            project: project.metadata.name.clone(),
+            session: s.metadata.name.clone(),
+            repo: project.spec.path.clone().into(),
+            branch: branch_of(s, project),
+            base_ref: s
+                .spec
+                .base_ref
+                .clone()
+                .or(project.status.default_branch.clone())
+                .unwrap_or_else(|| "main".into()),
+            kind,
+            setup: project.spec.setup.clone(),
+            // A container gets a sandboxed checkout: nothing of the main repository is writable in it.
+            sandbox: self.runtime_kind == RuntimeKind::Docker,
+        };
+        if let Some(gone) = workspace_gone(st).await {
+            // Said before it is made again, so the status shows the loss even when the new checkout
+            // follows at once.
+            let reason = reasons::WORKSPACE_MISSING;
+            let msg = format!("the workspace folder {gone} was deleted; it is made again");
+            cond(st, s, types::WORKSPACE_READY, ConditionStatus::False, reason, msg.clone());
+            cond(st, s, types::READY, ConditionStatus::False, reason, msg.clone());
+            ctx.recorder.publish(s, EventType::Warning, reason, &msg).await;
+            return Ok(Break(Action::requeue(Duration::ZERO)));
+        }
+        let machine = ctx.machine.clone();
+        let started = std::time::Instant::now();
+        let ensured = tokio::task::spawn_blocking(move || machine.workspaces().ensure(&req)).await?;
+        tracing::debug!(took = ?started.elapsed(), "workspace ensured");
+        let ws = match ensured {
+            Ok(ws) => ws,
+            Err(e) => {
+                let first =
+                    condition::find(&st.conditions, types::WORKSPACE_READY).is_none_or(|c| c.reason != e.reason());
+                cond(st, s, types::WORKSPACE_READY, ConditionStatus::False, e.reason(), e.to_string());
+                cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the workspace could not be prepared");
+                if first {
+                    ctx.recorder.publish(s, EventType::Warning, e.reason(), &e.to_string()).await;
+                }
+                return Ok(Break(Action::requeue(Duration::from_secs(60))));
             }
-            return Ok(Action::requeue(Duration::from_secs(60)));
+        };
+        if ws.created {
+            let msg = format!("{} on branch {}", ws.path.display(), ws.branch);
+            ctx.recorder.publish(s, EventType::Normal, "WorkspaceCreated", &msg).await;
         }
-    };
-    if ws.created {
-        let msg = format!("{} on branch {}", ws.path.display(), ws.branch);
-        ctx.recorder.publish(s, EventType::Normal, "WorkspaceCreated", &msg).await;
+        if let Some(e) = &ws.sync_error {
+            ctx.recorder.publish(s, EventType::Warning, "BranchNotMoved", e).await;
+        }
+        let msg = format!("{} at {} on branch {}", kind.as_str(), ws.path.display(), ws.branch);
+        cond(st, s, types::WORKSPACE_READY, ConditionStatus::True, "WorkspaceReady", msg);
+        st.workspace = Some(WorkspaceStatus {
+            path: ws.path.display().to_string(),
+            branch: ws.branch.clone(),
+            head_sha: ws.head_sha.clone(),
+        });
+        Ok(Continue(ws))
     }
-    if let Some(e) = &ws.sync_error {
-        ctx.recorder.publish(s, EventType::Warning, "BranchNotMoved", e).await;
-    }
-    let msg = format!("{} at {} on branch {}", kind.as_str(), ws.path.display(), ws.branch);
-    cond(st, s, types::WORKSPACE_READY, ConditionStatus::True, "WorkspaceReady", msg);
-    st.workspace = Some(WorkspaceStatus {
-        path: ws.path.display().to_string(),
-        branch: ws.branch.clone(),
-        head_sha: ws.head_sha.clone(),
-    });
 
-    if s.spec.stopped {
-        return launch::stop(s, &project, ctx, st, runtime_kind).await;
+    /// The first prompt: the session's, with its issue's title, labels and body. An agent not
+    /// started yet waits for the issue while the tracker does not answer.
+    async fn first_prompt_text(&mut self) -> Step<String> {
+        let issue = match self.issue().await {
+            pr::IssueRead::Read(issue) => Some(issue),
+            pr::IssueRead::Unread => None,
+            pr::IssueRead::Unavailable if self.st.runtime.is_none() => {
+                let msg = "waiting to read the issue for the first prompt (see IssueOpen)";
+                cond(self.st, self.s, types::READY, ConditionStatus::False, "WaitingForIssue", msg);
+                return Ok(Break(Action::requeue(Duration::from_secs(10))));
+            }
+            pr::IssueRead::Unavailable => None,
+        };
+        let spec = &self.s.spec;
+        Ok(Continue(messages::first_prompt(spec.prompt.as_deref(), spec.issue.as_deref(), issue.as_deref())))
     }
-    if ws.created && st.runtime.is_some() {
-        // The workspace was made again (deleted from outside): an agent still running sits in a
-        // folder that no longer exists, so it is stopped and restarted in the new one.
-        launch::stop_for_new_workspace(s, &project, ctx, st, runtime_kind).await?;
-    }
-    // The issue's title, labels and body join the first prompt: an agent not started yet waits
-    // for them while the tracker does not answer.
-    let issue = match pr::issue(s, &project, ctx, st).await {
-        pr::IssueRead::Read(issue) => Some(issue),
-        pr::IssueRead::Unread => None,
-        pr::IssueRead::Unavailable if st.runtime.is_none() => {
-            let msg = "waiting to read the issue for the first prompt (see IssueOpen)";
-            cond(st, s, types::READY, ConditionStatus::False, "WaitingForIssue", msg);
-            return Ok(Action::requeue(Duration::from_secs(10)));
-        }
-        pr::IssueRead::Unavailable => None,
-    };
-    let prompt = messages::first_prompt(s.spec.prompt.as_deref(), s.spec.issue.as_deref(), issue.as_deref());
-    let running = match launch::ensure_running(s, &project, &ws, ctx, st, runtime_kind, &prompt).await? {
-        launch::Running::Yes(launch) => {
-            launch::deliver_queued(s, &project, ctx, st).await?;
-            activity::observe(s, &project, &launch, ctx, st, slot_free).await?
-        }
-        launch::Running::Wait(action) => action,
-    };
-    let tracked = pr::track(s, &project, &ws, ctx, st).await?;
-    let timers = reactions::react(s, &project, &tracked, ctx, st).await?;
-    Ok(earliest(earliest(running, tracked.next), timers))
 }
 
 /// The path of a workspace that was ready and whose folder no longer exists.
@@ -234,7 +327,7 @@ fn earliest(a: Action, b: Option<Duration>) -> Action {
 
 /// `None` when the session may run; `Some(rank)` when it waits behind `maxConcurrentSessions`.
 /// A stopped session holds no slot and waits for none: its agent is stopped at once.
-async fn queue_rank(s: &Session, project: &Project, ctx: &Ctx) -> Result<Option<usize>, Error> {
+async fn queue_rank(s: &Session, project: &Project, ctx: &Context) -> Result<Option<usize>, Error> {
     let Some(max) = project.spec.max_concurrent_sessions else { return Ok(None) };
     if s.spec.stopped {
         return Ok(None);
@@ -247,7 +340,7 @@ async fn queue_rank(s: &Session, project: &Project, ctx: &Ctx) -> Result<Option<
 
 /// Whether a rate-limited session may take a slot again: fewer sessions than
 /// `maxConcurrentSessions` hold or wait for one. Sessions queued before it go first.
-async fn free_slot(project: &Project, ctx: &Ctx) -> Result<bool, Error> {
+async fn free_slot(project: &Project, ctx: &Context) -> Result<bool, Error> {
     let Some(max) = project.spec.max_concurrent_sessions else { return Ok(true) };
     let queues = queues(ctx).await?;
     let contenders = queues.get(&project.metadata.name).map_or(0, Vec::len);
@@ -255,7 +348,7 @@ async fn free_slot(project: &Project, ctx: &Ctx) -> Result<bool, Error> {
 }
 
 /// Why the project's budget is spent, or `None` while some is left (or it has none).
-async fn budget_spent(project: &Project, ctx: &Ctx) -> Result<Option<String>, Error> {
+async fn budget_spent(project: &Project, ctx: &Context) -> Result<Option<String>, Error> {
     let Some(budget) = &project.spec.budget else { return Ok(None) };
     let (all, _) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
     let used = account(&project.metadata.name, &project.status, all.iter().map(|o| o.object())).total;
@@ -311,9 +404,9 @@ pub fn account<'a>(
 /// The sessions that hold or wait for a slot, by project, oldest first: neither stopped, nor
 /// deleted, nor finished. Listed once per store resourceVersion, so a resync of n sessions that
 /// changes nothing lists them once rather than n times.
-async fn queues(ctx: &Ctx) -> Result<Arc<Queues>, Error> {
+async fn queues(ctx: &Context) -> Result<Arc<Queues>, Error> {
     let now = ctx.store.resource_version();
-    if let Some((at, queues)) = &memory(ctx).queues {
+    if let Some((at, queues)) = &ctx.state.lock().queues {
         if *at == now {
             return Ok(queues.clone());
         }
@@ -337,7 +430,7 @@ async fn queues(ctx: &Ctx) -> Result<Arc<Queues>, Error> {
         })
         .collect();
     let queues = Arc::new(queues);
-    memory(ctx).queues = Some((at, queues.clone()));
+    ctx.state.lock().queues = Some((at, queues.clone()));
     Ok(queues)
 }
 
@@ -354,43 +447,8 @@ pub fn holds_slot(o: &serde_json::Value) -> bool {
     !stopped && !deleting && !finished && !rate_limited
 }
 
-/// Session names by project, in queue order.
-type Queues = HashMap<String, Vec<String>>;
-
-/// What the session reconciler learns in one reconcile and uses in the next (held in [`Ctx`]).
-#[derive(Default)]
-pub struct Memory {
-    /// `queues` as of a store resourceVersion.
-    queues: Option<(u64, Arc<Queues>)>,
-    /// Per session: the limit it waits for or last waited for (see `activity.rs`).
-    limits: HashMap<String, activity::LimitMemo>,
-    /// Per session: when its agent's usage records were last read.
-    usage_read: HashMap<String, UsageRead>,
-    /// Per session: its tracker issue and when it was read.
-    issues: HashMap<String, (std::time::Instant, Arc<aoctl_github::Issue>)>,
-}
-
-/// When a session's usage records were last read, and whether its agent wrote since.
-pub(super) struct UsageRead {
-    at: std::time::Instant,
-    pending: bool,
-}
-
-impl Memory {
-    /// Drops what is remembered about a deleted session.
-    pub(super) fn forget(&mut self, session: &str) {
-        self.limits.remove(session);
-        self.usage_read.remove(session);
-        self.issues.remove(session);
-    }
-}
-
-fn memory(ctx: &Ctx) -> std::sync::MutexGuard<'_, Memory> {
-    ctx.session_memory.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 #[cfg(test)]
-mod tests {
+mod unit_tests {
     use super::*;
     use serde_json::json;
 

@@ -14,9 +14,8 @@ use aoctl_github::{flaky_cause, CheckKind, Checks, Client, Issue, PullRequest, R
 use aoctl_runtimes::git;
 use aoctl_runtimes::workspace::WorkspaceInfo;
 
-use super::{cond, Error};
-use crate::context::Ctx;
-use crate::fleet::PrMemo;
+use super::state::PrMemo;
+use super::{cond, Error, Reconcile};
 
 /// What GitHub said about the session's pull request at the last poll.
 #[derive(Debug)]
@@ -52,107 +51,248 @@ fn gh_error(st: &mut SessionStatus, s: &Session, e: &aoctl_github::Error, p: &Pr
     Some(e.retry_after().unwrap_or_else(|| poll_interval(p)).max(Duration::from_secs(1)))
 }
 
-pub(super) async fn track(
-    s: &Session,
-    project: &Project,
-    ws: &WorkspaceInfo,
-    ctx: &Ctx,
-    st: &mut SessionStatus,
-) -> Result<Tracked, Error> {
-    let client = match ctx.github.client(project) {
-        Ok(Some(c)) => c,
-        Ok(None) => return Ok(Tracked { client: None, facts: None, webhook_at: None, next: None }),
-        Err(e) => {
-            let next = gh_error(st, s, &e, project);
-            return Ok(Tracked { client: None, facts: None, webhook_at: None, next });
+impl Reconcile<'_> {
+    /// Reads the pull request from GitHub when a poll is due (or a webhook arrived), else reuses the
+    /// last answers; opens it first when the session asks for one and there is none.
+    pub(super) async fn pull_request(&mut self, ws: &WorkspaceInfo) -> Result<Tracked, Error> {
+        let (s, ctx) = (self.s, self.ctx);
+        let project = &self.project;
+        let client = match ctx.github.client(project) {
+            Ok(Some(c)) => c,
+            Ok(None) => return Ok(Tracked { client: None, facts: None, webhook_at: None, next: None }),
+            Err(e) => {
+                let next = gh_error(self.st, s, &e, project);
+                return Ok(Tracked { client: None, facts: None, webhook_at: None, next });
+            }
+        };
+        let name = &s.metadata.name;
+        let mut memo = ctx.state.pr_memo(name);
+        let now = Instant::now();
+        if memo.next_poll.is_some_and(|t| t > now) {
+            let next = memo.next_poll.map(|t| t - now);
+            return Ok(Tracked { client: Some(client), facts: memo.facts, webhook_at: None, next });
         }
-    };
-    let name = &s.metadata.name;
-    let mut memo = ctx.fleet.pr_memo(name);
-    let now = Instant::now();
-    if memo.next_poll.is_some_and(|t| t > now) {
-        let next = memo.next_poll.map(|t| t - now);
-        return Ok(Tracked { client: Some(client), facts: memo.facts, webhook_at: None, next });
+        let webhook_at = memo.webhook_at.take();
+        let (c, owner, repo) = &client;
+        let result = self.poll(ws, c, owner, repo).await;
+        let project = &self.project;
+        ctx.github.refresh_gauge();
+        let (facts, next) = match result {
+            Ok(Some(f)) => {
+                let next = match (f.pr.state, f.checks.state) {
+                    (PullRequestState::Merged | PullRequestState::Closed, _) => None,
+                    (_, ChecksState::Pending) => Some((poll_interval(project) / 3).max(Duration::from_secs(5))),
+                    _ => Some(poll_interval(project)),
+                };
+                (Some(Arc::new(f)), next)
+            }
+            Ok(None) => (None, Some(poll_interval(project))),
+            Err(e) => (memo.facts.clone(), gh_error(self.st, s, &e, project)),
+        };
+        ctx.state
+            .set_pr_memo(name, PrMemo { next_poll: next.map(|d| now + d), webhook_at: None, facts: facts.clone() });
+        Ok(Tracked { client: Some(client), facts, webhook_at, next })
     }
-    let webhook_at = memo.webhook_at.take();
-    let (c, owner, repo) = &client;
-    let result = poll(s, project, ws, ctx, st, c, owner, repo).await;
-    ctx.github.refresh_gauge();
-    let (facts, next) = match result {
-        Ok(Some(f)) => {
-            let next = match (f.pr.state, f.checks.state) {
-                (PullRequestState::Merged | PullRequestState::Closed, _) => None,
-                (_, ChecksState::Pending) => Some((poll_interval(project) / 3).max(Duration::from_secs(5))),
-                _ => Some(poll_interval(project)),
-            };
-            (Some(Arc::new(f)), next)
-        }
-        Ok(None) => (None, Some(poll_interval(project))),
-        Err(e) => (memo.facts.clone(), gh_error(st, s, &e, project)),
-    };
-    ctx.fleet.set_pr_memo(name, PrMemo { next_poll: next.map(|d| now + d), webhook_at: None, facts: facts.clone() });
-    Ok(Tracked { client: Some(client), facts, webhook_at, next })
-}
 
-#[allow(clippy::too_many_arguments)]
-async fn poll(
-    s: &Session,
-    project: &Project,
-    ws: &WorkspaceInfo,
-    ctx: &Ctx,
-    st: &mut SessionStatus,
-    c: &Client,
-    owner: &str,
-    repo: &str,
-) -> Result<Option<Facts>, aoctl_github::Error> {
-    let want = s.spec.pull_request.clone().unwrap_or_default();
-    let mut pr = c.find_pull_for_branch(owner, repo, &ws.branch).await?;
-    if pr.is_none() && want.create {
-        pr = open(s, project, ws, ctx, st, c, owner, repo, want.draft).await?;
-    }
-    let Some(mut pr) = pr else {
-        if !want.create {
-            cond(
-                st,
-                s,
-                types::PULL_REQUEST_OPEN,
-                ConditionStatus::False,
-                "NoPullRequest",
-                "no pull request for the branch",
-            );
+    async fn poll(
+        &mut self,
+        ws: &WorkspaceInfo,
+        c: &Client,
+        owner: &str,
+        repo: &str,
+    ) -> Result<Option<Facts>, aoctl_github::Error> {
+        let (s, ctx) = (self.s, self.ctx);
+        let want = s.spec.pull_request.clone().unwrap_or_default();
+        let mut pr = c.find_pull_for_branch(owner, repo, &ws.branch).await?;
+        if pr.is_none() && want.create {
+            pr = self.open(ws, c, owner, repo, want.draft).await?;
         }
-        st.pull_request = None;
-        return Ok(None);
-    };
-    // The agent committed but did not push: push for it, never forcing.
-    if want.create && pr.state == PullRequestState::Open && ws.head_sha.as_deref().is_some_and(|h| h != pr.head_sha) {
-        match push(ws).await {
-            Ok(()) => pr = c.pull(owner, repo, pr.number).await?,
-            Err((_, e)) => tracing::debug!(error = %e, session = %s.metadata.name, "push failed"),
+        let st = &mut *self.st;
+        let Some(mut pr) = pr else {
+            if !want.create {
+                cond(
+                    st,
+                    s,
+                    types::PULL_REQUEST_OPEN,
+                    ConditionStatus::False,
+                    "NoPullRequest",
+                    "no pull request for the branch",
+                );
+            }
+            st.pull_request = None;
+            return Ok(None);
+        };
+        // The agent committed but did not push: push for it, never forcing.
+        if want.create && pr.state == PullRequestState::Open && ws.head_sha.as_deref().is_some_and(|h| h != pr.head_sha)
+        {
+            match push(ws).await {
+                Ok(()) => pr = c.pull(owner, repo, pr.number).await?,
+                Err((_, e)) => tracing::debug!(error = %e, session = %s.metadata.name, "push failed"),
+            }
+        }
+        let checks = c.checks(owner, repo, &pr.head_sha).await?;
+        let checks = self.rerun_flaky(c, owner, repo, &pr, checks).await;
+        let st = &mut *self.st;
+        let reviews = c.reviews(owner, repo, pr.number).await?;
+        let conflicts = if pr.state == PullRequestState::Open && pr.has_conflicts() {
+            let known = ctx.state.pr_memo(&s.metadata.name).facts.filter(|f| {
+                f.pr.head_sha == pr.head_sha && f.pr.base_sha == pr.base_sha && matches!(f.conflicts, Some(Ok(_)))
+            });
+            match known {
+                Some(f) => f.conflicts.clone(),
+                None => Some(conflicting_files(ws, &pr).await),
+            }
+        } else {
+            None
+        };
+        let before = st.pull_request.clone();
+        st.pull_request = Some(pr.status(checks.state, reviews.state));
+        set_conditions(s, st, &pr, &checks, &reviews);
+        if before.as_ref().map(|b| b.state) != Some(pr.state) && pr.state != PullRequestState::Open {
+            let what = if pr.state == PullRequestState::Merged { "Merged" } else { "PullRequestClosed" };
+            ctx.recorder
+                .publish(s, EventType::Normal, what, &format!("pull request #{} is {}", pr.number, pr.state))
+                .await;
+        }
+        Ok(Some(Facts { pr, checks, reviews, conflicts, at: Instant::now() }))
+    }
+    /// With `ci-failed: {rerunFailedJobs: n}`, re-runs each failed GitHub Actions job whose log shows
+    /// a lost runner, a timeout or a network error, up to `n` times per job and head commit, and says
+    /// so in a `JobRerun` event. A re-run job counts as pending rather than failing, so the agent is
+    /// not woken for it; a failure that does not look flaky, or one re-run `n` times, stays failing.
+    async fn rerun_flaky(
+        &mut self,
+        c: &Client,
+        owner: &str,
+        repo: &str,
+        pr: &PullRequest,
+        mut checks: Checks,
+    ) -> Checks {
+        let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
+        let limit = super::reactions::effective(s, project).ci_failed.and_then(|r| r.rerun_failed_jobs).unwrap_or(0);
+        if limit == 0 || checks.state != ChecksState::Failing || pr.state != PullRequestState::Open {
+            return checks;
+        }
+        let sha = pr.head_sha.clone();
+        let mut rerun = vec![];
+        for check in
+            checks.failing.iter().filter(|f| f.kind == CheckKind::CheckRun && f.app.as_deref() == Some(ACTIONS_APP))
+        {
+            let done = st.feedback.as_ref().map_or(0, |f| f.reruns_of(&sha, &check.name));
+            if done >= limit {
+                continue;
+            }
+            let Ok(Some(tail)) = c.failing_log_tail(owner, repo, check).await else { continue };
+            let Some(cause) = flaky_cause(&tail) else { continue };
+            match c.rerun_job(owner, repo, check.id).await {
+                Ok(()) => {
+                    st.feedback.get_or_insert_default().count_rerun(&sha, &check.name);
+                    let msg = format!(
+                        "re-ran job {} (id {}) of PR #{}, re-run {} of {limit}: its log shows {cause}",
+                        check.name,
+                        check.id,
+                        pr.number,
+                        done + 1
+                    );
+                    ctx.recorder.publish(s, EventType::Normal, "JobRerun", &msg).await;
+                    rerun.push(check.id);
+                }
+                Err(e) => {
+                    let msg = format!("re-run of job {} (id {}) failed: {e}", check.name, check.id);
+                    ctx.recorder.publish(s, EventType::Warning, e.reason(), &msg).await;
+                }
+            }
+        }
+        if !rerun.is_empty() {
+            checks.failing.retain(|f| !rerun.contains(&f.id));
+            if checks.failing.is_empty() {
+                checks.state = ChecksState::Pending;
+            }
+        }
+        checks
+    }
+    /// Opens the pull request once the agent has committed work, pushing its branch first.
+    async fn open(
+        &mut self,
+        ws: &WorkspaceInfo,
+        c: &Client,
+        owner: &str,
+        repo: &str,
+        draft: bool,
+    ) -> Result<Option<PullRequest>, aoctl_github::Error> {
+        let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
+        let base = project.status.default_branch.clone().unwrap_or_else(|| "main".into());
+        let (root, branch, b) = (branch_repo(ws), ws.branch.clone(), base.clone());
+        let ahead = tokio::task::spawn_blocking(move || git::ahead(&root, &branch, &b)).await;
+        if !matches!(ahead, Ok(Ok(n)) if n > 0) {
+            let msg = format!("waiting for the agent to commit on {} (nothing ahead of {base} yet)", ws.branch);
+            cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, "NoCommits", msg);
+            return Ok(None);
+        }
+        if let Err((reason, message)) = push(ws).await {
+            cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, reason, message);
+            return Ok(None);
+        }
+        let prompt = s.spec.prompt.clone().unwrap_or_default();
+        let first = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        let title = if first.is_empty() {
+            format!("{}: work from aoctl", s.metadata.name)
+        } else {
+            first.chars().take(72).collect()
+        };
+        let mut body = prompt.clone();
+        if let Some(issue) = &s.spec.issue {
+            body.push_str(&format!("\n\nCloses #{issue}"));
+        }
+        body.push_str(&format!("\n\n_Opened by aoctl for session `{}`._", s.metadata.name));
+        let pr = c.create_pull(owner, repo, &ws.branch, &base, &title, &body, draft).await?;
+        ctx.recorder.publish(s, EventType::Normal, "PullRequestCreated", &format!("#{} {}", pr.number, pr.url)).await;
+        Ok(Some(pr))
+    }
+    /// Reads the session's issue at most once per poll interval (conditionally, so an unchanged
+    /// issue costs a `304`) and sets `IssueOpen`: `True` while it is open, `False` with reason
+    /// `IssueClosed` once it is closed, `Unknown` while the tracker cannot be read.
+    pub(super) async fn issue(&mut self) -> IssueRead {
+        let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
+        let Some(reference) = s.spec.issue.as_deref() else { return IssueRead::Unread };
+        let Ok(number) = reference.trim().trim_start_matches('#').parse::<u64>() else { return IssueRead::Unread };
+        let (c, owner, repo) = match ctx.github.client(project) {
+            Ok(Some(c)) => c,
+            Ok(None) => return IssueRead::Unread,
+            Err(e) => {
+                cond(st, s, types::ISSUE_OPEN, ConditionStatus::Unknown, e.reason(), e.to_string());
+                return IssueRead::Unavailable;
+            }
+        };
+        let name = &s.metadata.name;
+        let known = ctx.state.lock().issues.get(name).cloned();
+        if let Some((at, issue)) = &known {
+            if at.elapsed() < poll_interval(project) {
+                return IssueRead::Read(issue.clone());
+            }
+        }
+        match c.issue(&owner, &repo, number).await {
+            Ok(issue) => {
+                let issue = Arc::new(issue);
+                let (status, reason, what) = if issue.open {
+                    (ConditionStatus::True, "Open", "open")
+                } else {
+                    (ConditionStatus::False, reasons::ISSUE_CLOSED, "closed")
+                };
+                let title: String = issue.title.chars().take(100).collect();
+                cond(st, s, types::ISSUE_OPEN, status, reason, format!("issue #{number} is {what}: {title}"));
+                ctx.state.lock().issues.insert(name.clone(), (Instant::now(), issue.clone()));
+                IssueRead::Read(issue)
+            }
+            Err(e) => {
+                cond(st, s, types::ISSUE_OPEN, ConditionStatus::Unknown, e.reason(), e.to_string());
+                match known {
+                    Some((_, issue)) => IssueRead::Read(issue),
+                    None => IssueRead::Unavailable,
+                }
+            }
         }
     }
-    let checks = c.checks(owner, repo, &pr.head_sha).await?;
-    let checks = rerun_flaky(s, project, ctx, st, c, owner, repo, &pr, checks).await;
-    let reviews = c.reviews(owner, repo, pr.number).await?;
-    let conflicts = if pr.state == PullRequestState::Open && pr.has_conflicts() {
-        let known = ctx.fleet.pr_memo(&s.metadata.name).facts.filter(|f| {
-            f.pr.head_sha == pr.head_sha && f.pr.base_sha == pr.base_sha && matches!(f.conflicts, Some(Ok(_)))
-        });
-        match known {
-            Some(f) => f.conflicts.clone(),
-            None => Some(conflicting_files(ws, &pr).await),
-        }
-    } else {
-        None
-    };
-    let before = st.pull_request.clone();
-    st.pull_request = Some(pr.status(checks.state, reviews.state));
-    set_conditions(s, st, &pr, &checks, &reviews);
-    if before.as_ref().map(|b| b.state) != Some(pr.state) && pr.state != PullRequestState::Open {
-        let what = if pr.state == PullRequestState::Merged { "Merged" } else { "PullRequestClosed" };
-        ctx.recorder.publish(s, EventType::Normal, what, &format!("pull request #{} is {}", pr.number, pr.state)).await;
-    }
-    Ok(Some(Facts { pr, checks, reviews, conflicts, at: Instant::now() }))
 }
 
 /// The files that conflict between the pull request's head and its base, computed with libgit2
@@ -174,65 +314,6 @@ async fn conflicting_files(ws: &WorkspaceInfo, pr: &PullRequest) -> Result<Vec<S
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     }
-}
-
-/// With `ci-failed: {rerunFailedJobs: n}`, re-runs each failed GitHub Actions job whose log shows
-/// a lost runner, a timeout or a network error, up to `n` times per job and head commit, and says
-/// so in a `JobRerun` event. A re-run job counts as pending rather than failing, so the agent is
-/// not woken for it; a failure that does not look flaky, or one re-run `n` times, stays failing.
-#[allow(clippy::too_many_arguments)]
-async fn rerun_flaky(
-    s: &Session,
-    project: &Project,
-    ctx: &Ctx,
-    st: &mut SessionStatus,
-    c: &Client,
-    owner: &str,
-    repo: &str,
-    pr: &PullRequest,
-    mut checks: Checks,
-) -> Checks {
-    let limit = super::reactions::effective(s, project).ci_failed.and_then(|r| r.rerun_failed_jobs).unwrap_or(0);
-    if limit == 0 || checks.state != ChecksState::Failing || pr.state != PullRequestState::Open {
-        return checks;
-    }
-    let sha = pr.head_sha.clone();
-    let mut rerun = vec![];
-    for check in
-        checks.failing.iter().filter(|f| f.kind == CheckKind::CheckRun && f.app.as_deref() == Some(ACTIONS_APP))
-    {
-        let done = st.feedback.as_ref().map_or(0, |f| f.reruns_of(&sha, &check.name));
-        if done >= limit {
-            continue;
-        }
-        let Ok(Some(tail)) = c.failing_log_tail(owner, repo, check).await else { continue };
-        let Some(cause) = flaky_cause(&tail) else { continue };
-        match c.rerun_job(owner, repo, check.id).await {
-            Ok(()) => {
-                st.feedback.get_or_insert_default().count_rerun(&sha, &check.name);
-                let msg = format!(
-                    "re-ran job {} (id {}) of PR #{}, re-run {} of {limit}: its log shows {cause}",
-                    check.name,
-                    check.id,
-                    pr.number,
-                    done + 1
-                );
-                ctx.recorder.publish(s, EventType::Normal, "JobRerun", &msg).await;
-                rerun.push(check.id);
-            }
-            Err(e) => {
-                let msg = format!("re-run of job {} (id {}) failed: {e}", check.name, check.id);
-                ctx.recorder.publish(s, EventType::Warning, e.reason(), &msg).await;
-            }
-        }
-    }
-    if !rerun.is_empty() {
-        checks.failing.retain(|f| !rerun.contains(&f.id));
-        if checks.failing.is_empty() {
-            checks.state = ChecksState::Pending;
-        }
-    }
-    checks
 }
 
 fn set_conditions(s: &Session, st: &mut SessionStatus, pr: &PullRequest, checks: &Checks, reviews: &Reviews) {
@@ -278,47 +359,6 @@ async fn push(ws: &WorkspaceInfo) -> Result<(), (&'static str, String)> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn open(
-    s: &Session,
-    project: &Project,
-    ws: &WorkspaceInfo,
-    ctx: &Ctx,
-    st: &mut SessionStatus,
-    c: &Client,
-    owner: &str,
-    repo: &str,
-    draft: bool,
-) -> Result<Option<PullRequest>, aoctl_github::Error> {
-    let base = project.status.default_branch.clone().unwrap_or_else(|| "main".into());
-    let (root, branch, b) = (branch_repo(ws), ws.branch.clone(), base.clone());
-    let ahead = tokio::task::spawn_blocking(move || git::ahead(&root, &branch, &b)).await;
-    if !matches!(ahead, Ok(Ok(n)) if n > 0) {
-        let msg = format!("waiting for the agent to commit on {} (nothing ahead of {base} yet)", ws.branch);
-        cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, "NoCommits", msg);
-        return Ok(None);
-    }
-    if let Err((reason, message)) = push(ws).await {
-        cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, reason, message);
-        return Ok(None);
-    }
-    let prompt = s.spec.prompt.clone().unwrap_or_default();
-    let first = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    let title = if first.is_empty() {
-        format!("{}: work from aoctl", s.metadata.name)
-    } else {
-        first.chars().take(72).collect()
-    };
-    let mut body = prompt.clone();
-    if let Some(issue) = &s.spec.issue {
-        body.push_str(&format!("\n\nCloses #{issue}"));
-    }
-    body.push_str(&format!("\n\n_Opened by aoctl for session `{}`._", s.metadata.name));
-    let pr = c.create_pull(owner, repo, &ws.branch, &base, &title, &body, draft).await?;
-    ctx.recorder.publish(s, EventType::Normal, "PullRequestCreated", &format!("#{} {}", pr.number, pr.url)).await;
-    Ok(Some(pr))
-}
-
 /// What is known of the session's tracker issue (`spec.issue`).
 pub(super) enum IssueRead {
     /// No issue, or no tracker to read it from (a project without `spec.repo`), or a reference
@@ -328,48 +368,4 @@ pub(super) enum IssueRead {
     Read(Arc<Issue>),
     /// The tracker did not answer and the issue was never read; the condition says why.
     Unavailable,
-}
-
-/// Reads the session's issue at most once per poll interval (conditionally, so an unchanged
-/// issue costs a `304`) and sets `IssueOpen`: `True` while it is open, `False` with reason
-/// `IssueClosed` once it is closed, `Unknown` while the tracker cannot be read.
-pub(super) async fn issue(s: &Session, project: &Project, ctx: &Ctx, st: &mut SessionStatus) -> IssueRead {
-    let Some(reference) = s.spec.issue.as_deref() else { return IssueRead::Unread };
-    let Ok(number) = reference.trim().trim_start_matches('#').parse::<u64>() else { return IssueRead::Unread };
-    let (c, owner, repo) = match ctx.github.client(project) {
-        Ok(Some(c)) => c,
-        Ok(None) => return IssueRead::Unread,
-        Err(e) => {
-            cond(st, s, types::ISSUE_OPEN, ConditionStatus::Unknown, e.reason(), e.to_string());
-            return IssueRead::Unavailable;
-        }
-    };
-    let name = &s.metadata.name;
-    let known = super::memory(ctx).issues.get(name).cloned();
-    if let Some((at, issue)) = &known {
-        if at.elapsed() < poll_interval(project) {
-            return IssueRead::Read(issue.clone());
-        }
-    }
-    match c.issue(&owner, &repo, number).await {
-        Ok(issue) => {
-            let issue = Arc::new(issue);
-            let (status, reason, what) = if issue.open {
-                (ConditionStatus::True, "Open", "open")
-            } else {
-                (ConditionStatus::False, reasons::ISSUE_CLOSED, "closed")
-            };
-            let title: String = issue.title.chars().take(100).collect();
-            cond(st, s, types::ISSUE_OPEN, status, reason, format!("issue #{number} is {what}: {title}"));
-            super::memory(ctx).issues.insert(name.clone(), (Instant::now(), issue.clone()));
-            IssueRead::Read(issue)
-        }
-        Err(e) => {
-            cond(st, s, types::ISSUE_OPEN, ConditionStatus::Unknown, e.reason(), e.to_string());
-            match known {
-                Some((_, issue)) => IssueRead::Read(issue),
-                None => IssueRead::Unavailable,
-            }
-        }
-    }
 }

@@ -22,9 +22,8 @@ use sha2::{Digest, Sha256};
 
 use super::effects::MERGED;
 use super::pr::{Facts, Tracked};
-use super::{messages, Error};
-use crate::context::Ctx;
-use crate::fleet::{agent_of, input_style};
+use super::{messages, Context as Ctx, Error};
+use crate::machine::{agent_of, input_style};
 use crate::notify;
 use crate::typing::{self, What};
 
@@ -486,12 +485,12 @@ async fn send(
     let name = &s.metadata.name;
     let text = message(d, cfg);
     let marker = text.split_whitespace().next().unwrap_or_default().to_string();
-    let rt = ctx.fleet.runtime_for(s, Some(project), rt_status.kind).await?;
+    let rt = ctx.machine.runtime_for(s, Some(project), rt_status.kind).await?;
     let h = Handle(rt_status.handle.clone());
-    let files = ctx.fleet.typing_files(name);
-    let _typing = ctx.fleet.typing.lock(name).await;
+    let files = ctx.machine.files().typing(name);
+    let _typing = ctx.machine.typing().lock(name).await;
     typing::recover(&files, &*rt, &h).await?;
-    let path = ctx.fleet.transcript(name);
+    let path = ctx.machine.files().transcript(name);
     let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None)).await?;
     let typed_before = seen.is_ok_and(|(t, _)| t.contains(&marker));
     tracing::debug!(reaction = d.key, %marker, typed_before, "sending to the agent");

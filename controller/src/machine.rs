@@ -1,0 +1,187 @@
+//! The machine side as the session reconciler sees it: runtimes by kind, the workspaces, the
+//! per-session files the controller keeps and the typing locks. [`crate::fleet::Fleet`] is the
+//! real one; tests give the reconciler fakes. Nothing here knows any reconciler.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use aoctl_api::project::Project;
+use aoctl_api::session::{AgentRef, RuntimeKind};
+use aoctl_api::Session;
+use aoctl_runtimes::workspace::{WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest, Workspaces};
+use aoctl_runtimes::{agents, InputStyle, Runtime, RuntimeError};
+
+use crate::typing::{self, Typing};
+
+/// The file in a session's folder that every byte of its agent's output is appended to.
+const TRANSCRIPT: &str = "transcript.log";
+
+/// What runs agents and holds their checkouts and files.
+#[async_trait::async_trait]
+pub trait Machine: Send + Sync + 'static {
+    /// The runtime of a kind; for docker, the engine at `host` (`None`: the local default).
+    async fn runtime(&self, kind: RuntimeKind, host: Option<&str>) -> Result<Arc<dyn Runtime>, RuntimeError>;
+
+    /// Every runtime agents may be listed from (cleanup and orphan collection ask them all).
+    async fn runtimes(&self) -> Vec<Arc<dyn Runtime>>;
+
+    /// The session checkouts.
+    fn workspaces(&self) -> &dyn WorkspaceStore;
+
+    /// Where each session's controller-side files are.
+    fn files(&self) -> &SessionFiles;
+
+    /// The per-session locks everything typed into an agent holds.
+    fn typing(&self) -> &Typing;
+
+    /// Whether agents' output and exits wake their sessions, so quiet ones need no polling.
+    fn output_events(&self) -> bool;
+
+    /// The runtime a session's agent runs in, with its docker engine from its and its project's settings.
+    async fn runtime_for(
+        &self,
+        s: &Session,
+        p: Option<&Project>,
+        kind: RuntimeKind,
+    ) -> Result<Arc<dyn Runtime>, RuntimeError> {
+        let host = container_of(s, p).and_then(|d| d.host);
+        self.runtime(kind, host.as_deref()).await
+    }
+}
+
+/// The session checkouts: made, listed and removed. Calls block (git, setup commands); callers
+/// run them on the blocking pool.
+pub trait WorkspaceStore: Send + Sync {
+    /// The folder every workspace lives under.
+    fn root(&self) -> &Path;
+    /// Creates the session's workspace, or returns it unchanged when it is already there.
+    fn ensure(&self, req: &WorkspaceRequest) -> Result<WorkspaceInfo, WorkspaceError>;
+    /// Deletes the session's workspace (the branch stays); whether anything was removed.
+    fn remove(&self, project: &str, session: &str) -> Result<bool, WorkspaceError>;
+    /// Every workspace with a record.
+    fn list(&self) -> Result<Vec<WorkspaceRecord>, WorkspaceError>;
+}
+
+impl WorkspaceStore for Workspaces {
+    fn root(&self) -> &Path {
+        Workspaces::root(self)
+    }
+
+    fn ensure(&self, req: &WorkspaceRequest) -> Result<WorkspaceInfo, WorkspaceError> {
+        Workspaces::ensure(self, req)
+    }
+
+    fn remove(&self, project: &str, session: &str) -> Result<bool, WorkspaceError> {
+        Workspaces::remove(self, project, session)
+    }
+
+    fn list(&self) -> Result<Vec<WorkspaceRecord>, WorkspaceError> {
+        Workspaces::list(self)
+    }
+}
+
+/// The layout of the controller's per-session files: `<sessions dir>/<name>/` holds the prompt,
+/// the transcript, the delivered marker and what typing keeps ([`crate::typing`]).
+#[derive(Clone, Debug)]
+pub struct SessionFiles {
+    root: PathBuf,
+}
+
+impl SessionFiles {
+    pub fn new(root: PathBuf) -> SessionFiles {
+        SessionFiles { root }
+    }
+
+    /// The folder of every session's files.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The folder of a session's files.
+    pub fn dir(&self, session: &str) -> PathBuf {
+        self.root.join(session)
+    }
+
+    pub fn transcript(&self, session: &str) -> PathBuf {
+        self.dir(session).join(TRANSCRIPT)
+    }
+
+    /// The session whose transcript `path` is, if it is one.
+    pub fn transcript_of(&self, path: &Path) -> Option<String> {
+        if path.file_name()? != TRANSCRIPT {
+            return None;
+        }
+        let dir = path.parent()?;
+        (dir.parent()? == self.root).then(|| dir.file_name()?.to_str().map(str::to_string)).flatten()
+    }
+
+    pub fn prompt(&self, session: &str) -> PathBuf {
+        self.dir(session).join("prompt.md")
+    }
+
+    /// Exists once the first prompt of the current runtime was delivered.
+    pub fn delivered_marker(&self, session: &str) -> PathBuf {
+        self.dir(session).join("prompt.delivered")
+    }
+
+    /// The files of a session that typing into its agent keeps.
+    pub fn typing(&self, session: &str) -> typing::Files {
+        typing::Files {
+            dir: self.dir(session),
+            transcript: self.transcript(session),
+            delivered: self.delivered_marker(session),
+        }
+    }
+}
+
+/// The agent a session runs: its own, else its project's default, else `claude-code`.
+pub fn agent_of(s: &Session, p: Option<&Project>) -> AgentRef {
+    s.spec
+        .agent
+        .clone()
+        .or_else(|| p.and_then(|p| p.spec.defaults.as_ref()).and_then(|d| d.agent.clone()))
+        .unwrap_or_else(|| AgentRef::Builtin("claude-code".into()))
+}
+
+/// How text is typed into an agent: its adapter's style, or the default for custom commands.
+pub fn input_style(agent: &AgentRef) -> (InputStyle, Option<&'static agents::Adapter>) {
+    match agent {
+        AgentRef::Builtin(name) => match agents::builtin(name) {
+            Some(a) => (a.input_style(), Some(a)),
+            None => (InputStyle::default(), None),
+        },
+        AgentRef::Custom { .. } => (InputStyle::default(), None),
+    }
+}
+
+/// The session's docker settings over its project's, field by field.
+pub fn container_of(s: &Session, p: Option<&Project>) -> Option<aoctl_api::session::DockerSpec> {
+    let (own, base) = (s.spec.docker.clone(), p.and_then(|p| p.spec.docker.clone()));
+    match (own, base) {
+        (None, b) => b,
+        (Some(o), None) => Some(o),
+        (Some(o), Some(b)) => Some(aoctl_api::session::DockerSpec {
+            image: o.image.or(b.image),
+            cpus: o.cpus.or(b.cpus),
+            memory: o.memory.or(b.memory),
+            pids_limit: o.pids_limit.or(b.pids_limit),
+            network: o.network.or(b.network),
+            host: o.host.or(b.host),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transcript_of_names_the_session_of_a_transcript_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = SessionFiles::new(dir.path().join("sessions"));
+        assert_eq!(files.transcript_of(&files.transcript("web-1")).as_deref(), Some("web-1"));
+        assert_eq!(files.transcript_of(&files.prompt("web-1")), None);
+        assert_eq!(files.transcript_of(&files.root().join("transcript.log")), None);
+        assert_eq!(files.transcript_of(&dir.path().join("other/web-1/transcript.log")), None);
+    }
+}

@@ -1,0 +1,23 @@
+//! What the session reconciler gets: the store, the event recorder, the machine (runtimes,
+//! workspaces, session files), GitHub, the metrics and its own memory. Assembled by `serve`;
+//! tests assemble it with fakes of the machine.
+
+use std::sync::Arc;
+
+use aoctl_store::Store;
+
+use super::state::State;
+use crate::github::Hub;
+use crate::machine::Machine;
+use crate::metrics::Metrics;
+use crate::recorder::Recorder;
+
+pub struct Context {
+    pub store: Store,
+    pub recorder: Recorder,
+    pub machine: Arc<dyn Machine>,
+    pub github: Hub,
+    pub metrics: Arc<Metrics>,
+    /// Shared with the webhook handler, which asks for a poll of a session's pull request.
+    pub state: Arc<State>,
+}

@@ -1,0 +1,106 @@
+//! What the session reconciler learns in one reconcile and uses in the next: the queues under
+//! `maxConcurrentSessions`, the last look at each agent, the pull request answers, the limits
+//! waited for, when usage was read and the issues read. It lives as long as this controller: a
+//! restarted one starts with nothing remembered.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use super::activity::LimitMemo;
+use super::pr::Facts;
+
+/// Session names by project, in queue order.
+pub(super) type Queues = HashMap<String, Vec<String>>;
+
+/// What was last seen of a session's agent, to tell activity from silence.
+#[derive(Clone, Debug)]
+pub struct Observation {
+    pub transcript_len: u64,
+    pub screen: String,
+    /// When the screen or transcript last changed.
+    pub changed_at: Instant,
+    /// When the screen was last captured.
+    pub captured_at: Instant,
+}
+
+/// What the controller remembers of a session's pull request between reconciles.
+#[derive(Clone, Debug, Default)]
+pub struct PrMemo {
+    /// GitHub is asked again no sooner than this, unless a webhook arrives.
+    pub next_poll: Option<Instant>,
+    /// When a webhook about the session arrived and was not yet acted on.
+    pub webhook_at: Option<Instant>,
+    /// The last answers, reused between polls.
+    pub facts: Option<Arc<Facts>>,
+}
+
+/// When a session's usage records were last read, and whether its agent wrote since.
+pub(super) struct UsageRead {
+    pub at: Instant,
+    pub pending: bool,
+}
+
+/// The memory itself, behind [`State`]'s lock.
+#[derive(Default)]
+pub(super) struct Memory {
+    /// `queues` as of a store resourceVersion.
+    pub queues: Option<(u64, Arc<Queues>)>,
+    /// Per session: the last look at its agent.
+    pub observations: HashMap<String, Observation>,
+    /// Per session: its pull request.
+    pub prs: HashMap<String, PrMemo>,
+    /// Per session: the limit it waits for or last waited for (see `activity.rs`).
+    pub limits: HashMap<String, LimitMemo>,
+    /// Per session: when its agent's usage records were last read.
+    pub usage_read: HashMap<String, UsageRead>,
+    /// Per session: its tracker issue and when it was read.
+    pub issues: HashMap<String, (Instant, Arc<aoctl_github::Issue>)>,
+}
+
+/// The session reconciler's memory, shared with the webhook handler (which asks for a poll).
+#[derive(Default)]
+pub struct State {
+    memory: Mutex<Memory>,
+}
+
+impl State {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A webhook concerns the session: its next reconcile asks GitHub at once.
+    pub fn webhook_arrived(&self, session: &str) {
+        let mut m = self.lock();
+        let memo = m.prs.entry(session.to_string()).or_default();
+        memo.webhook_at.get_or_insert_with(Instant::now);
+        memo.next_poll = None;
+    }
+
+    /// What is remembered of the session's pull request.
+    pub fn pr_memo(&self, session: &str) -> PrMemo {
+        self.lock().prs.get(session).cloned().unwrap_or_default()
+    }
+
+    pub fn set_pr_memo(&self, session: &str, memo: PrMemo) {
+        self.lock().prs.insert(session.to_string(), memo);
+    }
+
+    pub(super) fn observation(&self, session: &str) -> Option<Observation> {
+        self.lock().observations.get(session).cloned()
+    }
+
+    pub(super) fn observe(&self, session: &str, o: Observation) {
+        self.lock().observations.insert(session.to_string(), o);
+    }
+
+    /// Drops what is remembered about a deleted session.
+    pub(super) fn forget(&self, session: &str) {
+        let mut m = self.lock();
+        m.observations.remove(session);
+        m.prs.remove(session);
+        m.limits.remove(session);
+        m.usage_read.remove(session);
+        m.issues.remove(session);
+    }
+}
