@@ -1,1 +1,469 @@
-//! In-process tests of the session reconciler.
+//! In-process tests of the session reconciler: the real store in a temporary folder and the
+//! reconciler's own logic, with fakes of the machine side (a runtime that records what it is asked,
+//! workspaces that are plain folders).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aoctl_api::condition::{self, set_condition, types};
+use aoctl_api::session::{ChecksState, PullRequestState, ReviewState, RuntimeKind};
+use aoctl_api::{Condition, ConditionStatus, Kind, Project, Session, Time};
+use aoctl_engine::Action;
+use aoctl_github::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
+use aoctl_runtimes::workspace::{WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest};
+use aoctl_runtimes::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use aoctl_store::{Store, StoreError, WriteOptions};
+use serde_json::{json, Value};
+
+use super::pr::Facts;
+use super::{reconcile, Context, PrMemo, State, FINALIZER};
+use crate::machine::{Machine, SessionFiles, WorkspaceStore};
+use crate::metrics::Metrics;
+use crate::recorder::Recorder;
+use crate::typing::Typing;
+
+/// A runtime that runs nothing: it remembers which agents it holds and records every start, stop
+/// and message typed.
+#[derive(Default)]
+struct FakeRuntime {
+    inner: Mutex<Agents>,
+}
+
+#[derive(Default)]
+struct Agents {
+    /// What a probe of each handle answers.
+    held: BTreeMap<Handle, (String, Probe)>,
+    started: Vec<String>,
+    stopped: Vec<Handle>,
+    typed: Vec<String>,
+}
+
+impl FakeRuntime {
+    fn agents(&self) -> std::sync::MutexGuard<'_, Agents> {
+        self.inner.lock().unwrap()
+    }
+
+    /// An agent of `session` that runs already, as one started by a controller before a restart.
+    fn running(&self, session: &str) {
+        self.agents().held.insert(handle(session), (session.to_string(), Probe::Alive));
+    }
+
+    /// The agent of `session` ends with `code`.
+    fn exit(&self, session: &str, code: i32) {
+        self.agents().held.get_mut(&handle(session)).expect("a running agent").1 = Probe::Exited(Some(code));
+    }
+}
+
+fn handle(session: &str) -> Handle {
+    Handle(format!("fake-{session}"))
+}
+
+#[async_trait::async_trait]
+impl Runtime for FakeRuntime {
+    fn kind(&self) -> RuntimeKind {
+        RuntimeKind::Tmux
+    }
+
+    async fn start(&self, spec: &LaunchSpec) -> Result<Handle, RuntimeError> {
+        let mut a = self.agents();
+        let h = handle(&spec.session);
+        if a.held.get(&h).is_some_and(|(_, p)| *p == Probe::Alive) {
+            return Err(RuntimeError::Failed { runtime: "fake", op: "start", message: "already running".into() });
+        }
+        a.held.insert(h.clone(), (spec.session.clone(), Probe::Alive));
+        a.started.push(spec.session.clone());
+        Ok(h)
+    }
+
+    async fn probe(&self, h: &Handle) -> Result<Probe, RuntimeError> {
+        Ok(self.agents().held.get(h).map_or(Probe::Missing, |(_, p)| *p))
+    }
+
+    async fn send(&self, h: &Handle, text: &str, _style: &InputStyle) -> Result<(), RuntimeError> {
+        let mut a = self.agents();
+        if a.held.get(h).is_none_or(|(_, p)| *p != Probe::Alive) {
+            return Err(RuntimeError::NotFound { runtime: "fake", handle: h.0.clone() });
+        }
+        a.typed.push(text.to_string());
+        Ok(())
+    }
+
+    async fn pending(&self, _h: &Handle, _text: &str) -> Result<bool, RuntimeError> {
+        Ok(false)
+    }
+
+    async fn capture(&self, _h: &Handle) -> Result<String, RuntimeError> {
+        Ok("$ ".to_string())
+    }
+
+    async fn keys(&self, _h: &Handle, _keys: &[&str]) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    async fn stop(&self, h: &Handle) -> Result<(), RuntimeError> {
+        let mut a = self.agents();
+        a.held.remove(h);
+        a.stopped.push(h.clone());
+        Ok(())
+    }
+
+    fn attach_command(&self, h: &Handle) -> Vec<String> {
+        vec!["attach".into(), h.0.clone()]
+    }
+
+    fn handle_for(&self, session: &str) -> Option<Handle> {
+        Some(handle(session))
+    }
+
+    async fn list(&self) -> Result<Vec<Owned>, RuntimeError> {
+        let a = self.agents();
+        Ok(a.held.iter().map(|(h, (s, _))| Owned { session: s.clone(), project: None, handle: h.clone() }).collect())
+    }
+}
+
+/// Workspaces that are empty folders under a root, with no git behind them.
+struct FakeWorkspaces {
+    root: PathBuf,
+    made: Mutex<HashMap<(String, String), WorkspaceRecord>>,
+}
+
+impl WorkspaceStore for FakeWorkspaces {
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn ensure(&self, req: &WorkspaceRequest) -> Result<WorkspaceInfo, WorkspaceError> {
+        let path = self.root.join(&req.project).join(&req.session);
+        let created = !path.exists();
+        std::fs::create_dir_all(&path).expect("a workspace folder");
+        let record = WorkspaceRecord {
+            project: req.project.clone(),
+            session: req.session.clone(),
+            path: path.clone(),
+            repo: req.repo.clone(),
+            branch: req.branch.clone(),
+            base_ref: req.base_ref.clone(),
+            kind: req.kind,
+            worktree_name: None,
+            port: 3000,
+            setup_done: true,
+            created_at: chrono::Utc::now(),
+            checkout_done: Some(true),
+            branch_made_at: None,
+            sandbox: false,
+        };
+        self.made.lock().unwrap().insert((req.project.clone(), req.session.clone()), record);
+        Ok(WorkspaceInfo {
+            project: req.project.clone(),
+            session: req.session.clone(),
+            path,
+            branch: req.branch.clone(),
+            head_sha: None,
+            port: 3000,
+            created,
+            sandbox: None,
+            sync_error: None,
+        })
+    }
+
+    fn remove(&self, project: &str, session: &str) -> Result<bool, WorkspaceError> {
+        let Some(r) = self.made.lock().unwrap().remove(&(project.to_string(), session.to_string())) else {
+            return Ok(false);
+        };
+        std::fs::remove_dir_all(&r.path).expect("the workspace folder goes");
+        Ok(true)
+    }
+
+    fn list(&self) -> Result<Vec<WorkspaceRecord>, WorkspaceError> {
+        Ok(self.made.lock().unwrap().values().cloned().collect())
+    }
+}
+
+struct FakeMachine {
+    runtime: Arc<FakeRuntime>,
+    workspaces: FakeWorkspaces,
+    files: SessionFiles,
+    typing: Typing,
+}
+
+#[async_trait::async_trait]
+impl Machine for FakeMachine {
+    async fn runtime(&self, _kind: RuntimeKind, _host: Option<&str>) -> Result<Arc<dyn Runtime>, RuntimeError> {
+        Ok(self.runtime.clone())
+    }
+
+    async fn runtimes(&self) -> Vec<Arc<dyn Runtime>> {
+        vec![self.runtime.clone()]
+    }
+
+    fn workspaces(&self) -> &dyn WorkspaceStore {
+        &self.workspaces
+    }
+
+    fn files(&self) -> &SessionFiles {
+        &self.files
+    }
+
+    fn typing(&self) -> &Typing {
+        &self.typing
+    }
+
+    fn output_events(&self) -> bool {
+        false
+    }
+}
+
+/// A session reconciler on a fresh store, with a fake machine.
+struct World {
+    dir: tempfile::TempDir,
+    ctx: Arc<Context>,
+    runtime: Arc<FakeRuntime>,
+}
+
+impl World {
+    async fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store")).unwrap();
+        let runtime = Arc::new(FakeRuntime::default());
+        let machine = FakeMachine {
+            runtime: runtime.clone(),
+            workspaces: FakeWorkspaces { root: dir.path().join("workspaces"), made: Default::default() },
+            files: SessionFiles::new(dir.path().join("sessions")),
+            typing: Typing::default(),
+        };
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let ctx = Arc::new(Context {
+            store: store.clone(),
+            recorder: Recorder::new(store),
+            machine: Arc::new(machine),
+            github: crate::github::Hub::new(
+                metrics.github_requests.clone(),
+                metrics.github_ratelimit_remaining.clone(),
+            ),
+            metrics,
+            state: Arc::new(State::default()),
+        });
+        World { dir, ctx, runtime }
+    }
+
+    /// A Ready project named `demo`, with `spec` merged over its path.
+    async fn project(&self, spec: Value) {
+        let mut full = json!({"path": self.dir.path().join("repo")});
+        full.as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
+        let p = json!({"metadata": {"name": "demo"}, "spec": full});
+        self.ctx.store.create(Kind::Project, p, WriteOptions::default()).await.unwrap();
+        let mut p: Project = self.ctx.store.get_typed("demo").await.unwrap();
+        let ready = Condition::new(types::READY, ConditionStatus::True, "RepositoryReady", "", None, Time::now());
+        set_condition(&mut p.status.conditions, ready);
+        p.status.default_branch = Some("main".into());
+        self.ctx.store.update_status_typed(&p).await.unwrap();
+    }
+
+    /// A session of `demo` whose agent takes its prompt as an argument; `spec` merged over it.
+    async fn session(&self, name: &str, spec: Value) {
+        let home = self.dir.path().join("home");
+        let mut full = json!({
+            "project": "demo",
+            "prompt": "fix the bug",
+            "agent": {"command": ["agent", "{prompt}"]},
+            "env": {"HOME": home},
+        });
+        full.as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
+        let s = json!({"metadata": {"name": name}, "spec": full});
+        self.ctx.store.create(Kind::Session, s, WriteOptions::default()).await.unwrap();
+    }
+
+    async fn get(&self, name: &str) -> Session {
+        self.ctx.store.get_typed(name).await.unwrap()
+    }
+
+    /// One reconcile of the session as it is stored now.
+    async fn reconcile(&self, name: &str) -> Action {
+        reconcile(Arc::new(self.get(name).await), self.ctx.clone()).await.unwrap()
+    }
+
+    /// Reconciles until the agent of `name` was found running and given its first prompt.
+    async fn running(&self, name: &str) {
+        for _ in 0..3 {
+            self.reconcile(name).await;
+        }
+        let files = self.ctx.machine.files().typing(name);
+        assert!(files.prompt_done(), "the first prompt of {name} is delivered");
+    }
+
+    fn started(&self) -> Vec<String> {
+        self.runtime.agents().started.clone()
+    }
+}
+
+fn reason(s: &Session, type_: &str) -> String {
+    condition::find(&s.status.conditions, type_).map(|c| c.reason.clone()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_first_reconcile_adds_the_finalizer_and_deletion_cleans_up_before_releasing_it() {
+    let w = World::new().await;
+    w.project(json!({})).await;
+    w.session("web", json!({})).await;
+
+    assert_eq!(w.reconcile("web").await, Action::await_change());
+    assert_eq!(w.get("web").await.metadata.finalizers, [FINALIZER]);
+    assert!(w.started().is_empty(), "nothing is started before the finalizer is stored");
+
+    w.running("web").await;
+    let workspace = PathBuf::from(&w.get("web").await.status.workspace.unwrap().path);
+    assert!(workspace.is_dir());
+    assert!(w.ctx.machine.files().dir("web").is_dir());
+
+    w.ctx.store.delete(Kind::Session, "web", None, WriteOptions::default()).await.unwrap();
+    assert!(w.get("web").await.metadata.deletion_timestamp.is_some(), "held by the finalizer");
+    w.reconcile("web").await;
+    // Every runtime is asked, so the one the status names may be asked twice.
+    assert!(w.runtime.agents().stopped.contains(&handle("web")));
+    assert!(w.runtime.agents().held.is_empty(), "the agent is stopped");
+    assert!(!workspace.exists(), "the workspace is removed");
+    assert!(!w.ctx.machine.files().dir("web").exists(), "the session's files are removed");
+    let gone = w.ctx.store.get_typed::<Session>("web").await;
+    assert!(matches!(gone, Err(StoreError::NotFound { .. })), "the finalizer was released: {gone:?}");
+}
+
+#[tokio::test]
+async fn a_third_session_waits_in_the_queue_under_max_concurrent_sessions() {
+    let w = World::new().await;
+    w.project(json!({"maxConcurrentSessions": 2})).await;
+    for name in ["a", "b", "c"] {
+        w.session(name, json!({})).await;
+    }
+    for _ in 0..3 {
+        for name in ["a", "b", "c"] {
+            w.reconcile(name).await;
+        }
+    }
+    assert_eq!(w.started(), ["a", "b"]);
+    let c = w.get("c").await;
+    assert_eq!(reason(&c, types::READY), "Queued");
+    assert!(c.status.runtime.is_none());
+
+    // A slot frees when a session stops.
+    let mut a = w.get("a").await;
+    a.spec.stopped = true;
+    w.ctx.store.update_typed(&a).await.unwrap();
+    w.reconcile("a").await;
+    w.reconcile("c").await;
+    assert_eq!(w.started(), ["a", "b", "c"]);
+}
+
+/// Moves the stored start of the session's agent back, as if it had run for a minute.
+async fn started_a_minute_ago(w: &World, name: &str) {
+    let mut s = w.get(name).await;
+    let r = s.status.runtime.as_mut().unwrap();
+    r.started_at = Some(Time(chrono::Utc::now() - chrono::Duration::seconds(60)));
+    w.ctx.store.update_status_typed(&s).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_agent_that_exited_is_restarted_per_its_restart_policy() {
+    let w = World::new().await;
+    w.project(json!({})).await;
+    w.session("fails", json!({})).await;
+    w.session("never", json!({"restartPolicy": "Never"})).await;
+    for name in ["fails", "never"] {
+        w.running(name).await;
+        started_a_minute_ago(&w, name).await;
+        w.runtime.exit(name, 1);
+    }
+
+    // The first look says the agent is gone; the next restarts it.
+    assert_eq!(w.reconcile("fails").await, Action::requeue(Duration::ZERO));
+    assert_eq!(reason(&w.get("fails").await, types::RUNTIME_READY), "Restarting");
+    w.reconcile("fails").await;
+    let fails = w.get("fails").await;
+    assert_eq!(w.started(), ["fails", "never", "fails"]);
+    let runtime = fails.status.runtime.clone().unwrap();
+    assert_eq!((runtime.restarts, runtime.exit_code), (1, None));
+    assert_eq!(reason(&fails, types::RUNTIME_READY), "Running");
+
+    for _ in 0..2 {
+        w.reconcile("never").await;
+    }
+    let never = w.get("never").await;
+    assert_eq!(w.started(), ["fails", "never", "fails"], "restartPolicy Never starts nothing");
+    assert_eq!(reason(&never, types::RUNTIME_READY), "AgentExited");
+    assert_eq!(never.status.runtime.unwrap().exit_code, Some(1));
+}
+
+#[tokio::test]
+async fn an_agent_found_running_after_a_restart_is_adopted_not_started_again() {
+    let w = World::new().await;
+    w.project(json!({})).await;
+    w.session("web", json!({})).await;
+    // Started by a controller that stopped before it wrote the session's status: its folder and
+    // prompt were written before the start.
+    w.runtime.running("web");
+    let files = w.ctx.machine.files();
+    std::fs::create_dir_all(files.dir("web")).unwrap();
+    std::fs::write(files.prompt("web"), "fix the bug").unwrap();
+
+    w.reconcile("web").await;
+    w.reconcile("web").await;
+    let s = w.get("web").await;
+    assert!(w.started().is_empty(), "started twice: {:?}", w.started());
+    assert_eq!(s.status.runtime.as_ref().map(|r| r.handle.as_str()), Some("fake-web"));
+    assert_eq!(reason(&s, types::RUNTIME_READY), "Running");
+    let (events, _) = w.ctx.store.list(Kind::Event, &aoctl_store::Selector::everything()).await.unwrap();
+    assert!(events.iter().any(|e| e["reason"] == "Adopted"), "an Adopted event: {events:?}");
+}
+
+/// What GitHub would say of an open pull request whose one check failed.
+fn failed_ci() -> Facts {
+    let pr = PullRequest {
+        number: 7,
+        url: "https://github.com/acme/web/pull/7".into(),
+        state: PullRequestState::Open,
+        head_sha: "abc123".into(),
+        head_ref: "demo/web".into(),
+        base_ref: "main".into(),
+        base_sha: "def456".into(),
+        draft: false,
+        mergeable: Some(true),
+        mergeable_state: None,
+        merged: false,
+    };
+    let failing = FailingCheck {
+        name: "test".into(),
+        id: 11,
+        details_url: None,
+        kind: CheckKind::Status,
+        conclusion: "failure".into(),
+        app: None,
+    };
+    let checks = Checks { state: ChecksState::Failing, failing: vec![failing] };
+    let reviews = Reviews { state: ReviewState::None, items: vec![], comments: vec![] };
+    Facts { pr, checks, reviews, conflicts: None, at: Instant::now() }
+}
+
+#[tokio::test]
+async fn a_failed_ci_is_typed_into_the_agent_once() {
+    let w = World::new().await;
+    // Nothing listens at this address: the test never reaches GitHub.
+    w.project(json!({"repo": "acme/web", "github": {"apiUrl": "http://127.0.0.1:9"}})).await;
+    w.session("web", json!({})).await;
+    let answers = PrMemo {
+        next_poll: Some(Instant::now() + Duration::from_secs(3600)),
+        webhook_at: None,
+        facts: Some(Arc::new(failed_ci())),
+    };
+    w.ctx.state.set_pr_memo("web", answers);
+
+    w.running("web").await;
+    for _ in 0..2 {
+        w.reconcile("web").await;
+    }
+    let typed = w.runtime.agents().typed.clone();
+    assert_eq!(typed.len(), 1, "typed once: {typed:?}");
+    assert!(typed[0].contains("test"), "names the failing check: {}", typed[0]);
+    let s = w.get("web").await;
+    assert_eq!(s.status.reactions["ci-failed"].attempts, 1);
+}
