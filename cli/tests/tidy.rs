@@ -1,6 +1,6 @@
 //! Rules of the code base that can be checked, checked over the whole workspace: every Rust file
 //! opens with a `//!` line; only the `runtimes` crate starts processes (tests excepted); `api/`,
-//! the wire contract, does no IO.
+//! the wire contract, does no IO; the controller's machine side imports no reconciler.
 
 use std::path::{Path, PathBuf};
 
@@ -123,4 +123,21 @@ fn api_does_no_io() {
     let found = offending(&["api"], &io);
     assert!(found.is_empty(), "api/ is the wire contract and does no IO; found:\n{}", found.join("\n"));
     assert!(!offending(&["controller"], &io).is_empty(), "the controller does IO, and the check sees it");
+}
+
+#[test]
+fn the_machine_side_imports_no_reconciler() {
+    let root = root();
+    let mentions = |file: &str| -> Vec<String> {
+        let code = product_code(&root.join(file)).unwrap_or_else(|| panic!("{file} is read"));
+        code.lines()
+            .filter(|l| l.split("//").next().unwrap_or_default().contains("reconcilers"))
+            .map(String::from)
+            .collect()
+    };
+    for file in ["controller/src/machine.rs", "controller/src/fleet.rs"] {
+        let found = mentions(file);
+        assert!(found.is_empty(), "{file} is below the reconcilers and names none:\n{}", found.join("\n"));
+    }
+    assert!(!mentions("controller/src/serve.rs").is_empty(), "serve.rs names the reconcilers, and the check sees it");
 }

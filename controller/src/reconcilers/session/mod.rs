@@ -174,8 +174,13 @@ impl<'a> Reconcile<'a> {
         let prompt = step!(self.first_prompt_text().await);
         let agent = self.agent(&ws, &prompt).await?;
         let tracked = self.pull_request(&ws).await?;
-        let timers = reactions::react(self.s, &self.project, &tracked, self.ctx, self.st).await?;
+        let timers = self.reactions(&tracked).await?;
         Ok(earliest(earliest(agent, tracked.next), timers))
+    }
+
+    /// Acts on the reactions that are due: how soon a timer (escalation) needs another look.
+    async fn reactions(&mut self, tracked: &pr::Tracked) -> Result<Option<Duration>, Error> {
+        reactions::react(self.s, &self.project, tracked, self.ctx, self.st).await
     }
 
     /// The agent's part: when it ends early, the pull request and reactions are still looked at.
