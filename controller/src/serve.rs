@@ -266,8 +266,9 @@ async fn route_changes(
 
 /// What `route_changes` knows of the objects: a Project's change triggers its own key and its
 /// Sessions' keys (they wait for it); a Session's triggers its own key, its Project's (which
-/// counts them) and its siblings' (a session that stops holding a slot under
-/// `maxConcurrentSessions` frees it for them).
+/// counts them) and its siblings' when a session that stops holding a slot under
+/// `maxConcurrentSessions` frees it for them, or when the files it publishes as changed
+/// (`status.changedFiles`, see `session::overlap`) change, so each sibling words its own overlap.
 struct Router {
     projects: Trigger,
     sessions: Trigger,
@@ -277,11 +278,20 @@ struct Router {
     seen: HashMap<String, (Option<serde_json::Value>, Option<serde_json::Value>)>,
     /// Whether each session held a slot when last seen.
     holding: HashMap<String, bool>,
+    /// The changed files each live session published when last seen.
+    published: HashMap<String, serde_json::Value>,
 }
 
 impl Router {
     fn new(projects: Trigger, sessions: Trigger) -> Router {
-        Router { projects, sessions, by_project: HashMap::new(), seen: HashMap::new(), holding: HashMap::new() }
+        Router {
+            projects,
+            sessions,
+            by_project: HashMap::new(),
+            seen: HashMap::new(),
+            holding: HashMap::new(),
+            published: HashMap::new(),
+        }
     }
 
     fn route(&mut self, kind: Kind, type_: EventKind, obj: &serde_json::Value) {
@@ -326,7 +336,13 @@ impl Router {
                     self.holding.insert(name.clone(), holds)
                 };
                 let frees = !holds && held.unwrap_or(type_ != EventKind::Added);
-                if frees {
+                let files = (type_ != EventKind::Deleted).then(|| session::overlap::published(obj)).flatten();
+                let before = match files {
+                    Some(f) => self.published.insert(name.clone(), f.clone()),
+                    None => self.published.remove(&name),
+                };
+                let files_moved = before.as_ref() != files;
+                if frees || files_moved {
                     for s in siblings.iter().filter(|s| **s != name) {
                         self.sessions.trigger(s);
                     }
@@ -347,6 +363,7 @@ impl Router {
         self.by_project.clear();
         self.seen.clear();
         self.holding.clear();
+        self.published.clear();
         for s in &sessions {
             // A session seen for the first time that does not hold a slot may have freed one.
             self.route(Kind::Session, EventKind::Modified, s);

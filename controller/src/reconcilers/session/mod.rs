@@ -7,6 +7,7 @@ mod effects;
 pub mod gc;
 mod launch;
 mod messages;
+pub mod overlap;
 pub mod pr;
 mod reactions;
 
@@ -150,6 +151,7 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         ctx.recorder.publish(s, EventType::Warning, reason, &msg).await;
         return Ok(Action::requeue(Duration::ZERO));
     }
+    let base_ref = req.base_ref.clone();
     let fleet = ctx.fleet.clone();
     let started = std::time::Instant::now();
     let ensured = tokio::task::spawn_blocking(move || fleet.workspaces.ensure(&req)).await?;
@@ -180,6 +182,8 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         branch: ws.branch.clone(),
         head_sha: ws.head_sha.clone(),
     });
+    // Before the stop: a stopped session's branch still overlaps its siblings'.
+    overlap::observe(s, &project, &ws, &base_ref, ctx, st).await?;
 
     if s.spec.stopped {
         return launch::stop(s, &project, ctx, st, runtime_kind).await;
@@ -368,6 +372,8 @@ pub struct Memory {
     usage_read: HashMap<String, UsageRead>,
     /// Per session: its tracker issue and when it was read.
     issues: HashMap<String, (std::time::Instant, Arc<aoctl_github::Issue>)>,
+    /// The live sessions' changed files as of a store resourceVersion (see `overlap.rs`).
+    published: Option<(u64, Arc<overlap::Published>)>,
 }
 
 /// When a session's usage records were last read, and whether its agent wrote since.

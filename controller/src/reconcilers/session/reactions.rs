@@ -59,6 +59,7 @@ fn config<'a>(r: &'a Reactions, key: &str) -> Option<&'a Reaction> {
         "agent-needs-input" => r.agent_needs_input.as_ref(),
         "agent-exited" => r.agent_exited.as_ref(),
         "pr-closed" => r.pr_closed.as_ref(),
+        "overlap" => r.overlap.as_ref(),
         _ => None,
     }
 }
@@ -113,7 +114,22 @@ async fn due(s: &Session, st: &SessionStatus, tracked: &Tracked) -> Vec<Due> {
             });
         }
     }
+    out.extend(overlap_due(s, st));
     out
+}
+
+/// `overlap`: the branch changes files other live sessions change too; one event per distinct
+/// set of sessions and files.
+fn overlap_due(s: &Session, st: &SessionStatus) -> Option<Due> {
+    let c = condition::find(&st.conditions, types::OVERLAPPING).filter(|c| c.status == ConditionStatus::True)?;
+    let others: Vec<&str> = st.overlaps.iter().map(|o| o.session.as_str()).collect();
+    Some(Due {
+        key: "overlap",
+        fingerprint: super::overlap::fingerprint(&st.overlaps),
+        title: format!("session {} changes the same files as {}", s.metadata.name, others.join(", ")),
+        evidence: c.message.clone(),
+        ids: None,
+    })
 }
 
 async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, out: &mut Vec<Due>) {
