@@ -528,4 +528,48 @@ mod tests {
             tokio::time::timeout(Duration::from_secs(10), t).await.expect("stops").unwrap();
         }
     }
+
+    #[tokio::test]
+    async fn a_session_whose_changed_files_change_wakes_its_siblings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let w = WriteOptions::default();
+        for name in ["a", "b", "elsewhere"] {
+            let project = if name == "elsewhere" { "other" } else { "demo" };
+            let s = json!({"metadata": {"name": name}, "spec": {"project": project, "prompt": "p"}});
+            store.create(Kind::Session, s, w).await.unwrap();
+        }
+        let metrics = Metrics::new().unwrap();
+        let (stop, stop_rx) = watch::channel(false);
+        let stopped = move || {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }
+        };
+        let (projects, _p, p_task) = recording::<Project>(&store, "projects", &metrics, stopped());
+        let (sessions, mut reconciled_sessions, s_task) = recording::<Session>(&store, "sessions", &metrics, stopped());
+        let mut router = Router::new(projects, sessions);
+        let with_files = |name: &str, project: &str, files: &[&str]| {
+            json!({"metadata": {"name": name}, "spec": {"project": project},
+                "status": {"phase": "Working", "changedFiles": {"headSha": "h", "baseSha": "b", "files": files, "count": files.len()}}})
+        };
+        router.route(Kind::Session, EventKind::Added, &with_files("a", "demo", &["x.rs"]));
+        router.route(Kind::Session, EventKind::Added, &with_files("elsewhere", "other", &["x.rs"]));
+        reconciled(&mut reconciled_sessions, &["a", "elsewhere"]).await.expect("their own changes");
+        // b publishes its files: a, of the same project, is woken to compare them with its own.
+        router.route(Kind::Session, EventKind::Modified, &with_files("b", "demo", &["x.rs"]));
+        reconciled(&mut reconciled_sessions, &["a", "b"]).await.expect("b's sibling woken");
+        // b's files change again: a is woken again.
+        router.route(Kind::Session, EventKind::Modified, &with_files("b", "demo", &["y.rs"]));
+        reconciled(&mut reconciled_sessions, &["a"]).await.expect("woken by the new files");
+        // b is deleted: what it published is gone, so a is woken once more.
+        router.route(Kind::Session, EventKind::Deleted, &with_files("b", "demo", &["y.rs"]));
+        reconciled(&mut reconciled_sessions, &["a"]).await.expect("woken by the deletion");
+
+        let _ = stop.send(true);
+        for t in [p_task, s_task] {
+            tokio::time::timeout(Duration::from_secs(10), t).await.expect("stops").unwrap();
+        }
+    }
 }

@@ -34,6 +34,7 @@ mod github_feedback;
 mod github_loop;
 mod logs;
 mod observability;
+mod overlap;
 mod ratelimit;
 mod receivers;
 mod standin;
