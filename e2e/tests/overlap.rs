@@ -18,7 +18,7 @@ const STEP: Duration = Duration::from_secs(60);
 /// How soon a quiet session hears of a sibling's change.
 const WAKE: Duration = Duration::from_secs(30);
 
-fn overlapping<'a>(o: &'a Value) -> (&'a str, &'a str, &'a str) {
+fn overlapping(o: &Value) -> (&str, &str, &str) {
     let c = condition(o, "Overlapping");
     let field = |k: &str| c.and_then(|c| c[k].as_str()).unwrap_or("");
     (field("status"), field("reason"), field("message"))
