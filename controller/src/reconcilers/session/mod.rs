@@ -56,17 +56,33 @@ pub async fn reconcile(s: Arc<Session>, ctx: Arc<Ctx>) -> Result<Action, Error> 
         return Ok(Action::await_change());
     }
     let mut st = s.status.clone();
-    let result = drive(&s, &ctx, &mut st).await;
+    let mut tally = reactions::Tally::default();
+    let result = drive(&s, &ctx, &mut st, &mut tally).await;
     st.observed_generation = s.metadata.generation;
     st.phase = Some(st.derive_phase(s.spec.stopped, false));
-    let mut written = (*s).clone();
-    if st != s.status {
-        written.status = st;
-        written = ctx.store.update_status_typed(&written).await?;
-    }
+    let written = write_status(&ctx.store, &ctx.metrics, &s, st, tally).await?;
     // Notifications and merges are carried out only once the status recording them is written.
     let later = effects::run(written, &ctx).await?;
     result.map(|a| earliest(a, later))
+}
+
+/// Writes `st` as the status of `s` when it changed, then counts the reactions it records: a
+/// write refused for a newer status (409) records nothing and counts nothing, and the reconcile
+/// that decides again on the newer status counts what it records.
+async fn write_status(
+    store: &aoctl_store::Store,
+    metrics: &crate::metrics::Metrics,
+    s: &Session,
+    st: SessionStatus,
+    tally: reactions::Tally,
+) -> Result<Session, StoreError> {
+    let mut written = s.clone();
+    if st != s.status {
+        written.status = st;
+        written = store.update_status_typed(&written).await?;
+    }
+    tally.count(metrics);
+    Ok(written)
 }
 
 pub fn error_policy(_s: Arc<Session>, error: &Error, _ctx: Arc<Ctx>) -> Action {
@@ -82,7 +98,7 @@ pub fn branch_of(s: &Session, p: &Project) -> String {
     })
 }
 
-async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action, Error> {
+async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus, tally: &mut reactions::Tally) -> Result<Action, Error> {
     let project = match ctx.store.get_typed::<Project>(&s.spec.project).await {
         Ok(p) => p,
         Err(StoreError::NotFound { .. }) => {
@@ -214,7 +230,7 @@ async fn drive(s: &Session, ctx: &Ctx, st: &mut SessionStatus) -> Result<Action,
         launch::Running::Wait(action) => action,
     };
     let tracked = pr::track(s, &project, &ws, ctx, st).await?;
-    let timers = reactions::react(s, &project, &tracked, ctx, st).await?;
+    let timers = reactions::react(s, &project, &tracked, ctx, st, tally).await?;
     Ok(earliest(earliest(running, tracked.next), timers))
 }
 
