@@ -175,13 +175,13 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, out: &mut Vec<
         });
     }
     if f.reviews.state == ReviewState::ChangesRequested {
-        let users: Vec<&str> = f
-            .reviews
-            .items
-            .iter()
-            .filter(|r| r.state.eq_ignore_ascii_case("CHANGES_REQUESTED"))
-            .map(|r| r.user.as_str())
-            .collect();
+        let mut users: Vec<&str> = vec![];
+        let asking = f.reviews.items.iter().filter(|r| r.state.eq_ignore_ascii_case("CHANGES_REQUESTED"));
+        for user in asking.map(|r| r.user.as_str()) {
+            if !users.contains(&user) {
+                users.push(user);
+            }
+        }
         let title = format!("changes requested on PR #{n} by {}", users.join(", "));
         // Only what was not passed on yet; with nothing new the episode goes on unchanged.
         match messages::new_feedback(&f.reviews, st.feedback.as_ref()) {

@@ -242,6 +242,20 @@ async fn changes_requested_ends_on_approval_or_another_review_state() {
 }
 
 #[tokio::test]
+async fn a_reviewer_who_requested_changes_twice_is_named_once() {
+    let mut f = facts("a1", ChecksState::Passing, 0);
+    f.reviews.state = ReviewState::ChangesRequested;
+    review(&mut f, 1, "CHANGES_REQUESTED");
+    review(&mut f, 2, "CHANGES_REQUESTED");
+    f.reviews.items.push(Review { id: 3, user: "hubot".into(), state: "CHANGES_REQUESTED".into(), body: "no".into() });
+    let tracked = Tracked { client: None, facts: None, webhook_at: None, next: None };
+    let mut out = vec![];
+    pr_due(&f, &SessionStatus::default(), &tracked, &mut out).await;
+    let titles: Vec<&str> = out.iter().map(|d| d.title.as_str()).collect();
+    assert_eq!(titles, ["changes requested on PR #7 by octo, hubot"]);
+}
+
+#[tokio::test]
 async fn merge_conflicts_last_while_mergeability_is_computed_and_end_when_mergeable() {
     let all = Reactions::defaults();
     let mut st = SessionStatus::default();
