@@ -32,6 +32,7 @@ mod docker_sessions;
 mod escalation;
 mod github_feedback;
 mod github_loop;
+mod github_waiting;
 mod logs;
 mod observability;
 mod overlap;
