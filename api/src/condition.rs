@@ -44,6 +44,9 @@ pub mod types {
     /// Session with `spec.issue`: whether the tracker issue is still open (`False`, reason
     /// `IssueClosed`, once it is closed).
     pub const ISSUE_OPEN: &str = "IssueOpen";
+    /// Session: its branch changes files that another live session of its project changes too
+    /// (`True`, reason `FilesOverlap`, naming the files and the sessions; `False`, `NoOverlap`).
+    pub const OVERLAPPING: &str = "Overlapping";
     /// Project: its `budget` is spent; new sessions wait.
     pub const BUDGET_SPENT: &str = "BudgetSpent";
 }

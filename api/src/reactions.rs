@@ -76,6 +76,10 @@ pub struct Reactions {
     pub agent_exited: Option<Reaction>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pr_closed: Option<Reaction>,
+    /// The session's branch changes files another live session of the project changes too
+    /// (`Overlapping`). Off unless configured; its action is `notify`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<Reaction>,
 }
 
 impl Reactions {
@@ -103,6 +107,7 @@ impl Reactions {
             agent_needs_input: r(None, Notify, None, None, None),
             agent_exited: r(None, Notify, None, None, None),
             pr_closed: r(None, Notify, None, None, None),
+            overlap: None,
         }
     }
 
@@ -133,6 +138,7 @@ impl Reactions {
             agent_needs_input: one(&self.agent_needs_input, &over.agent_needs_input),
             agent_exited: one(&self.agent_exited, &over.agent_exited),
             pr_closed: one(&self.pr_closed, &over.pr_closed),
+            overlap: one(&self.overlap, &over.overlap),
         }
     }
 }
@@ -150,5 +156,12 @@ mod tests {
         assert_eq!(ci.retries, Some(5));
         assert_eq!(ci.action, Some(ReactionAction::SendToAgent));
         assert_eq!(ci.escalate_after, Some(Duration::from_secs(1800)));
+    }
+
+    #[test]
+    fn overlap_is_off_unless_configured() {
+        assert_eq!(Reactions::defaults().overlap, None);
+        let over = Reactions { overlap: Some(Reaction::default()), ..Default::default() };
+        assert_eq!(Reactions::defaults().overlay(&over).overlap, Some(Reaction::default()));
     }
 }

@@ -353,6 +353,46 @@ pub struct SessionStatus {
     /// Tokens and cost, where the agent reports them (Claude Code, Codex).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The files the session's branch changes since it left its base, published for the other
+    /// sessions of the project to compare with their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_files: Option<ChangedFiles>,
+    /// The other live sessions of the project whose branches change some of the same files, by
+    /// session name (the `Overlapping` condition words them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overlaps: Vec<Overlap>,
+}
+
+/// The files a branch changes: its head's tree against the tree of its merge base with the base
+/// branch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChangedFiles {
+    /// The branch head the files were computed for.
+    pub head_sha: String,
+    /// The base branch's commit they were computed against.
+    pub base_sha: String,
+    /// The changed paths, sorted; the first [`ChangedFiles::MAX_FILES`] of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// How many paths changed in all (more than `files` holds when it is cut).
+    #[serde(default)]
+    pub count: u32,
+}
+
+impl ChangedFiles {
+    /// The most paths a status publishes.
+    pub const MAX_FILES: usize = 200;
+}
+
+/// Files that another session's branch changes too.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Overlap {
+    /// The other session.
+    pub session: String,
+    /// The paths both branches change, sorted.
+    pub files: Vec<String>,
 }
 
 /// Tokens an agent used and what they cost, as the agent itself recorded them.
@@ -569,6 +609,10 @@ pub mod reasons {
     pub const WORKSPACE_MISSING: &str = "WorkspaceMissing";
     /// `RuntimeReady=False`: `spec.stopped` is true.
     pub const STOPPED: &str = "Stopped";
+    /// `Overlapping=True`: another live session of the project changes some of the same files.
+    pub const FILES_OVERLAP: &str = "FilesOverlap";
+    /// `Overlapping=False`: no other live session of the project changes the same files.
+    pub const NO_OVERLAP: &str = "NoOverlap";
     /// `IssueOpen=False`: the session's tracker issue (`spec.issue`) was closed.
     pub const ISSUE_CLOSED: &str = "IssueClosed";
     /// `RuntimeReady=False`: the agent cannot be launched as configured.

@@ -124,6 +124,12 @@ pub fn columns(kind: Kind) -> Vec<ColumnDefinition> {
             column("Activity", "string", 1, "status.activity.state"),
             column("Restarts", "integer", 1, "status.runtime.restarts"),
             column("PR", "string", 1, "status.pullRequest number and state"),
+            column(
+                "Overlaps",
+                "string",
+                1,
+                "status.overlaps: the other sessions changing the same files, and how many",
+            ),
         ],
         Kind::Event => vec![
             column("Last Seen", "string", 0, "Time since lastTimestamp"),
@@ -218,6 +224,16 @@ pub fn cells(kind: Kind, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
         }
         Kind::Session => {
             let runtime = field(status, "runtime").unwrap_or(&NULL);
+            let overlaps = field(status, "overlaps").and_then(Value::as_array).filter(|o| !o.is_empty()).map(|o| {
+                let names: Vec<String> = o
+                    .iter()
+                    .map(|o| {
+                        let files = field(o, "files").and_then(Value::as_array).map_or(0, Vec::len);
+                        format!("{}({files})", str_at(o, &["session"]).unwrap_or_default())
+                    })
+                    .collect();
+                names.join(",")
+            });
             let pr = field(status, "pullRequest").unwrap_or(&NULL);
             let pr = field(pr, "number").and_then(Value::as_u64).map(|n| match str_at(pr, &["state"]) {
                 Some(state) => format!("#{n} {state}"),
@@ -234,6 +250,7 @@ pub fn cells(kind: Kind, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 s(status, &["activity", "state"]).unwrap_or_else(none).into(),
                 field(runtime, "restarts").and_then(Value::as_u64).unwrap_or(0).into(),
                 pr.unwrap_or_else(none).into(),
+                overlaps.unwrap_or_else(none).into(),
             ]
         }
         Kind::Event => {
@@ -420,7 +437,7 @@ mod tests {
         assert_eq!(names(Kind::Project, 0), ["NAME", "PATH", "BRANCH", "READY", "AGE"]);
         assert_eq!(names(Kind::Project, 1)[5..], ["REPO", "REASON"]);
         assert_eq!(names(Kind::Session, 0), ["NAME", "PROJECT", "AGENT", "PHASE", "BRANCH", "AGE"]);
-        assert_eq!(names(Kind::Session, 1)[6..], ["RUNTIME", "ACTIVITY", "RESTARTS", "PR"]);
+        assert_eq!(names(Kind::Session, 1)[6..], ["RUNTIME", "ACTIVITY", "RESTARTS", "PR", "OVERLAPS"]);
         assert_eq!(names(Kind::Event, 0), ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
         assert_eq!(names(Kind::Event, 1)[5..], ["SOURCE", "FIRST SEEN", "COUNT", "NAME"]);
         for kind in Kind::ALL {
@@ -440,7 +457,8 @@ mod tests {
             "spec": {"project": "demo", "agent": "aider", "branch": "demo/fix"},
             "status": {"phase": "Working", "workspace": {"path": "/w", "branch": "demo/fix-2"},
                 "runtime": {"kind": "tmux", "handle": "h", "restarts": 2},
-                "pullRequest": {"number": 7, "url": "u", "state": "open", "checks": "none", "review": "none"}}});
+                "pullRequest": {"number": 7, "url": "u", "state": "open", "checks": "none", "review": "none"},
+                "overlaps": [{"session": "other-1", "files": ["a.rs", "b.rs"]}, {"session": "z", "files": ["a.rs"]}]}});
         assert_eq!(
             cells(Kind::Session, &s, now),
             [
@@ -453,7 +471,8 @@ mod tests {
                 json!("tmux"),
                 json!("<none>"),
                 json!(2),
-                json!("#7 open")
+                json!("#7 open"),
+                json!("other-1(2),z(1)")
             ]
         );
         let pending = json!({"metadata": {"name": "new", "deletionTimestamp": created},
@@ -461,7 +480,7 @@ mod tests {
         let c = cells(Kind::Session, &pending, now);
         assert_eq!(c[2..5], [json!("custom:./bot"), json!("Terminating"), json!("<none>")]);
         assert_eq!(c[5], "<unknown>");
-        assert_eq!(c[6..], [json!("process"), json!("<none>"), json!(0), json!("<none>")]);
+        assert_eq!(c[6..], [json!("process"), json!("<none>"), json!(0), json!("<none>"), json!("<none>")]);
     }
 
     #[test]

@@ -268,8 +268,9 @@ async fn route_changes(
 
 /// What `route_changes` knows of the objects: a Project's change triggers its own key and its
 /// Sessions' keys (they wait for it); a Session's triggers its own key, its Project's (which
-/// counts them) and its siblings' (a session that stops holding a slot under
-/// `maxConcurrentSessions` frees it for them).
+/// counts them) and its siblings' when a session that stops holding a slot under
+/// `maxConcurrentSessions` frees it for them, or when the files it publishes as changed
+/// (`status.changedFiles`, see `session::overlap`) change, so each sibling words its own overlap.
 struct Router {
     projects: Trigger,
     sessions: Trigger,
@@ -279,11 +280,20 @@ struct Router {
     seen: HashMap<String, (Option<serde_json::Value>, Option<serde_json::Value>)>,
     /// Whether each session held a slot when last seen.
     holding: HashMap<String, bool>,
+    /// The changed files each live session published when last seen.
+    published: HashMap<String, serde_json::Value>,
 }
 
 impl Router {
     fn new(projects: Trigger, sessions: Trigger) -> Router {
-        Router { projects, sessions, by_project: HashMap::new(), seen: HashMap::new(), holding: HashMap::new() }
+        Router {
+            projects,
+            sessions,
+            by_project: HashMap::new(),
+            seen: HashMap::new(),
+            holding: HashMap::new(),
+            published: HashMap::new(),
+        }
     }
 
     fn route(&mut self, kind: Kind, type_: EventKind, obj: &serde_json::Value) {
@@ -328,7 +338,13 @@ impl Router {
                     self.holding.insert(name.clone(), holds)
                 };
                 let frees = !holds && held.unwrap_or(type_ != EventKind::Added);
-                if frees {
+                let files = (type_ != EventKind::Deleted).then(|| session::overlap::published(obj)).flatten();
+                let before = match files {
+                    Some(f) => self.published.insert(name.clone(), f.clone()),
+                    None => self.published.remove(&name),
+                };
+                let files_moved = before.as_ref() != files;
+                if frees || files_moved {
                     for s in siblings.iter().filter(|s| **s != name) {
                         self.sessions.trigger(s);
                     }
@@ -349,6 +365,7 @@ impl Router {
         self.by_project.clear();
         self.seen.clear();
         self.holding.clear();
+        self.published.clear();
         for s in &sessions {
             // A session seen for the first time that does not hold a slot may have freed one.
             self.route(Kind::Session, EventKind::Modified, s);
@@ -511,6 +528,50 @@ mod tests {
 
         let _ = stop.send(true);
         for t in [router, p_task, s_task] {
+            tokio::time::timeout(Duration::from_secs(10), t).await.expect("stops").unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_whose_changed_files_change_wakes_its_siblings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let w = WriteOptions::default();
+        for name in ["a", "b", "elsewhere"] {
+            let project = if name == "elsewhere" { "other" } else { "demo" };
+            let s = json!({"metadata": {"name": name}, "spec": {"project": project, "prompt": "p"}});
+            store.create(Kind::Session, s, w).await.unwrap();
+        }
+        let metrics = Metrics::new().unwrap();
+        let (stop, stop_rx) = watch::channel(false);
+        let stopped = move || {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }
+        };
+        let (projects, _p, p_task) = recording::<Project>(&store, "projects", &metrics, stopped());
+        let (sessions, mut reconciled_sessions, s_task) = recording::<Session>(&store, "sessions", &metrics, stopped());
+        let mut router = Router::new(projects, sessions);
+        let with_files = |name: &str, project: &str, files: &[&str]| {
+            json!({"metadata": {"name": name}, "spec": {"project": project},
+                "status": {"phase": "Working", "changedFiles": {"headSha": "h", "baseSha": "b", "files": files, "count": files.len()}}})
+        };
+        router.route(Kind::Session, EventKind::Added, &with_files("a", "demo", &["x.rs"]));
+        router.route(Kind::Session, EventKind::Added, &with_files("elsewhere", "other", &["x.rs"]));
+        reconciled(&mut reconciled_sessions, &["a", "elsewhere"]).await.expect("their own changes");
+        // b publishes its files: a, of the same project, is woken to compare them with its own.
+        router.route(Kind::Session, EventKind::Modified, &with_files("b", "demo", &["x.rs"]));
+        reconciled(&mut reconciled_sessions, &["a", "b"]).await.expect("b's sibling woken");
+        // b's files change again: a is woken again.
+        router.route(Kind::Session, EventKind::Modified, &with_files("b", "demo", &["y.rs"]));
+        reconciled(&mut reconciled_sessions, &["a"]).await.expect("woken by the new files");
+        // b is deleted: what it published is gone, so a is woken once more.
+        router.route(Kind::Session, EventKind::Deleted, &with_files("b", "demo", &["y.rs"]));
+        reconciled(&mut reconciled_sessions, &["a"]).await.expect("woken by the deletion");
+
+        let _ = stop.send(true);
+        for t in [p_task, s_task] {
             tokio::time::timeout(Duration::from_secs(10), t).await.expect("stops").unwrap();
         }
     }

@@ -383,7 +383,8 @@ async fn lists_are_stored_bytes_and_tables_are_what_get_prints() {
             ("Runtime", 1),
             ("Activity", 1),
             ("Restarts", 1),
-            ("PR", 1)
+            ("PR", 1),
+            ("Overlaps", 1)
         ]
     );
     let table_rows = table["rows"].as_array().expect("rows");
@@ -394,7 +395,7 @@ async fn lists_are_stored_bytes_and_tables_are_what_get_prints() {
         let branch = item["status"]["workspace"]["branch"].as_str().expect("a workspace branch");
         assert_eq!(cells[..5], [json!(name), json!("shop"), json!("aider"), json!("Stopped"), json!(branch)]);
         assert!(cells[5].as_str().is_some_and(|a| a.ends_with('s') || a.ends_with('m')), "age: {row}");
-        assert_eq!(cells[6..], [json!("<none>"), json!("<none>"), json!(0), json!("<none>")], "{row}");
+        assert_eq!(cells[6..], [json!("<none>"), json!("<none>"), json!(0), json!("<none>"), json!("<none>")], "{row}");
         // Kubernetes' default: each row carries the object's metadata.
         assert_eq!(row["object"]["kind"], "PartialObjectMetadata");
         assert_eq!(row["object"]["metadata"], item["metadata"]);
@@ -435,9 +436,9 @@ async fn lists_are_stored_bytes_and_tables_are_what_get_prints() {
     }
     let out = server.aoctl(&["get", "sessions", "-o", "wide", "-l", "team=web"]);
     let printed = rows(out.ok());
-    assert_eq!(printed[0][6..], ["RUNTIME", "ACTIVITY", "RESTARTS", "PR"], "{out}");
+    assert_eq!(printed[0][6..], ["RUNTIME", "ACTIVITY", "RESTARTS", "PR", "OVERLAPS"], "{out}");
     assert_eq!(printed.iter().skip(1).map(|r| r[0].as_str()).collect::<Vec<_>>(), ["cart", "zz-last"], "{out}");
-    assert_eq!(printed[1][6..], ["<none>", "<none>", "0", "<none>"], "{out}");
+    assert_eq!(printed[1][6..], ["<none>", "<none>", "0", "<none>", "<none>"], "{out}");
     let out = server.aoctl(&["get", "projects,sessions", "-o", "name", "-l", "team!=web"]);
     assert_eq!(out.ok().stdout, "project/shop\nsession/api-docs\n", "{out}");
     let out = server.aoctl(&["get", "sessions", "-l", "team=nobody"]);

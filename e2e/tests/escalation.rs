@@ -166,14 +166,8 @@ async fn a_notification_recorded_before_a_kill9_is_delivered_once_after_the_rest
     let _cleanup = Cleanup::new(&gh.server);
     let rx = Receiver::start().await;
     rx.set(Mode::Fail);
-    let reactions = json!({"ci-failed": {"action": "notify"}});
-    gh.server.create("projects", &project(&gh, reactions, json!([{"type": "webhook", "url": rx.url("/hook")}]))).await;
-    gh.project_ready(PROJECT).await;
     let name = "outbox";
-    gh.server.create("sessions", &session(name, PROJECT, "Fix the login redirect loop", json!({}))).await;
-    gh.server.wait_for("sessions", name, READY, |o| is(o, "PullRequestOpen", "True")).await;
-    let sha = head(&gh.repos.bare, &format!("{PROJECT}/{name}")).expect("the agent pushed its branch");
-    delivered(&gh.standin.check_run(&sha, "ci", "failure", FAILING_LOG).await, 202);
+    notified_ci_failure(&gh, name, json!([{"type": "webhook", "url": rx.url("/hook")}])).await;
 
     // Recorded, tried and refused by the receiver: the record waits in status for its next attempt.
     let s = gh
@@ -276,13 +270,8 @@ async fn desktop_and_command_notifiers_get_the_notification_with_its_key() {
     let told = dir.path().join("told.json");
     let command = json!(["sh", "-c", format!("cat > '{}'", told.display())]);
     let notifiers = json!([{"type": "desktop"}, {"type": "command", "command": command}]);
-    gh.server.create("projects", &project(&gh, json!({"ci-failed": {"action": "notify"}}), notifiers)).await;
-    gh.project_ready(PROJECT).await;
     let name = "desk";
-    gh.server.create("sessions", &session(name, PROJECT, "Fix the login redirect loop", json!({}))).await;
-    gh.server.wait_for("sessions", name, READY, |o| is(o, "PullRequestOpen", "True")).await;
-    let sha = head(&gh.repos.bare, &format!("{PROJECT}/{name}")).expect("the agent pushed its branch");
-    delivered(&gh.standin.check_run(&sha, "ci", "failure", FAILING_LOG).await, 202);
+    let sha = notified_ci_failure(&gh, name, notifiers).await;
     let s = gh
         .server
         .wait_for("sessions", name, STEP, |o| records(o).first().is_some_and(|r| r["deliveredAt"].is_string()))
@@ -298,4 +287,16 @@ async fn desktop_and_command_notifiers_get_the_notification_with_its_key() {
         (&got["idempotencyKey"], &got["reaction"], &got["session"]),
         (&json!(key), &json!("ci-failed"), &json!(name))
     );
+}
+
+/// A project whose `ci-failed` reaction notifies `notifiers`, a session `name` of it with its PR
+/// open, and a failing check on the PR's head; the head's sha.
+async fn notified_ci_failure(gh: &Gh, name: &str, notifiers: Value) -> String {
+    gh.server.create("projects", &project(gh, json!({"ci-failed": {"action": "notify"}}), notifiers)).await;
+    gh.project_ready(PROJECT).await;
+    gh.server.create("sessions", &session(name, PROJECT, "Fix the login redirect loop", json!({}))).await;
+    gh.server.wait_for("sessions", name, READY, |o| is(o, "PullRequestOpen", "True")).await;
+    let sha = head(&gh.repos.bare, &format!("{PROJECT}/{name}")).expect("the agent pushed its branch");
+    delivered(&gh.standin.check_run(&sha, "ci", "failure", FAILING_LOG).await, 202);
+    sha
 }

@@ -5,31 +5,12 @@
 //! once space returns, and no resourceVersion is ever given out twice, across a restart too.
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::disk::fill;
 use crate::harness::{project, rv_num, session, tmpfs_refused, Options, Server, WatchStream, API, NO_REPO};
-
-/// Fills the filesystem of `dir` with one file until the kernel refuses more; returns the file.
-fn fill(dir: &Path) -> PathBuf {
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).expect("create the filler");
-    for size in [1 << 20, 1 << 12, 1] {
-        let chunk = vec![0x5a_u8; size];
-        loop {
-            match f.write(&chunk) {
-                Ok(n) if n == chunk.len() => {}
-                Ok(_) => break,
-                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-                Err(e) => panic!("fill {}: {e}", path.display()),
-            }
-        }
-    }
-    path
-}
 
 fn name_of(obj: &Value) -> &str {
     obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()

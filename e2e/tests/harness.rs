@@ -260,28 +260,7 @@ pub struct Options {
     pub tmpfs_mib: Option<u32>,
 }
 
-/// Mounts a tmpfs of `mib` MiB on `dir` (which must exist). Needs root or CAP_SYS_ADMIN.
-pub fn mount_tmpfs(dir: &Path, mib: u32) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let target = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    let opts = std::ffi::CString::new(format!("size={mib}m,mode=0700")).map_err(std::io::Error::other)?;
-    // SAFETY: every pointer is a NUL-terminated string that outlives the call.
-    let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, opts.as_ptr().cast()) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// Unmounts what is mounted on `dir`, lazily (open files do not keep it busy).
-pub fn unmount(dir: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    if let Ok(target) = std::ffi::CString::new(dir.as_os_str().as_bytes()) {
-        // SAFETY: a NUL-terminated path.
-        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-    }
-}
+pub use crate::disk::{mount_tmpfs, unmount};
 
 /// Why a tmpfs cannot be mounted here, if it cannot: only a refusal of the permission counts, so
 /// a test that needs one skips only where mounting is impossible.

@@ -2,6 +2,8 @@
 //! data dir, driven over HTTP and through its CLI, with real git repositories. The bad-input
 //! corpus is in e2e/corpus/. Each test starts its own server, so tests run in parallel.
 
+#[path = "../support/disk.rs"]
+mod disk;
 mod harness;
 
 mod auth;
@@ -30,8 +32,10 @@ mod docker_sessions;
 mod escalation;
 mod github_feedback;
 mod github_loop;
+mod github_waiting;
 mod logs;
 mod observability;
+mod overlap;
 mod ratelimit;
 mod receivers;
 mod standin;

@@ -198,6 +198,30 @@ pub fn conflicting_files(root: &Path, ours: &str, theirs: &str) -> Result<Vec<St
     Ok(files)
 }
 
+/// The paths commit `head` changes since it left `base` (both SHAs present in the repository at
+/// `root`): the diff of the tree of their merge base against `head`'s tree, computed in memory with
+/// libgit2. A deleted or renamed file counts under its old path and a renamed one under its new
+/// path too; sorted, each once. Empty when `head` is `base` or behind it.
+pub fn changed_files(root: &Path, head: &str, base: &str) -> Result<Vec<String>, GitError> {
+    let err = |e: git2::Error| GitError::Git { path: root.to_path_buf(), source: e };
+    let repo = Repository::open(root).map_err(err)?;
+    let oid = |sha: &str| git2::Oid::from_str(sha).map_err(err);
+    let (head, base) = (oid(head)?, oid(base)?);
+    let fork = repo.merge_base(head, base).map_err(err)?;
+    let tree = |oid: git2::Oid| repo.find_commit(oid).and_then(|c| c.tree()).map_err(err);
+    let (old, new) = (tree(fork)?, tree(head)?);
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None).map_err(err)?;
+    let mut files = std::collections::BTreeSet::new();
+    for delta in diff.deltas() {
+        for file in [delta.old_file(), delta.new_file()] {
+            if let Some(path) = file.path().filter(|_| !file.id().is_zero()) {
+                files.insert(path.to_string_lossy().into_owned());
+            }
+        }
+    }
+    Ok(files.into_iter().collect())
+}
+
 /// Clones `url` into `dest` with the `git` command (which has every transport and credential helper).
 pub fn clone(url: &str, dest: &Path) -> Result<(), GitError> {
     let out = Command::new("git")
@@ -256,6 +280,46 @@ mod tests {
         let old = inspect(&dir).unwrap().head_sha.unwrap();
         assert!(conflicting_files(&dir, &topic, &old).unwrap().is_empty(), "merges cleanly with the old base");
         assert_eq!(fetch_branch(&dir, "origin", "gone").unwrap_err().reason(), "FetchFailed");
+    }
+
+    #[test]
+    fn names_the_files_a_branch_changes_since_its_merge_base() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q", "-b", "main"]);
+        let commit = |file: &str, text: Option<&str>| {
+            match text {
+                Some(t) => {
+                    std::fs::create_dir_all(dir.join(file).parent().unwrap()).unwrap();
+                    std::fs::write(dir.join(file), t).unwrap();
+                    git(dir, &["add", file]);
+                }
+                None => git(dir, &["rm", "-q", file]),
+            }
+            git(dir, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", file]);
+            inspect(dir).unwrap().head_sha.unwrap()
+        };
+        commit("a.txt", Some("one\n"));
+        let base = commit("gone.txt", Some("soon removed\n"));
+        git(dir, &["checkout", "-q", "-b", "topic"]);
+        assert!(changed_files(dir, &base, &base).unwrap().is_empty(), "nothing changed yet");
+        commit("src/new.rs", Some("fn main() {}\n"));
+        commit("a.txt", Some("two\n"));
+        let topic = commit("gone.txt", None);
+        let want = ["a.txt", "gone.txt", "src/new.rs"].map(String::from).to_vec();
+        assert_eq!(changed_files(dir, &topic, &base).unwrap(), want);
+
+        // The base moves on, touching a file of its own: only the branch's changes count.
+        git(dir, &["checkout", "-q", "main"]);
+        let moved = commit("main-only.txt", Some("on main\n"));
+        assert_eq!(changed_files(dir, &topic, &moved).unwrap(), want);
+
+        // A change undone by a later commit is no change.
+        git(dir, &["checkout", "-q", "topic"]);
+        let undone = commit("a.txt", Some("one\n"));
+        assert_eq!(changed_files(dir, &undone, &moved).unwrap(), ["gone.txt", "src/new.rs"]);
+        assert!(changed_files(dir, &moved, &undone).unwrap().contains(&"main-only.txt".to_string()));
+        assert_eq!(changed_files(dir, "0123", &base).unwrap_err().reason(), "GitError");
     }
 
     #[test]

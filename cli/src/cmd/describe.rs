@@ -177,6 +177,27 @@ fn status_section(kind: Kind, o: &Value, now: DateTime<Utc>) -> String {
                 }
                 st.add("Pull Request", &line);
             }
+            if let Some(count) = o.pointer("/status/changedFiles/count").and_then(Value::as_u64) {
+                let files = strings(o.pointer("/status/changedFiles/files"));
+                let mut line = format!("{count} file(s)");
+                if !files.is_empty() {
+                    let shown = files.iter().take(5).map(String::as_str).collect::<Vec<_>>().join(", ");
+                    let _ = write!(line, ": {shown}");
+                    if count > 5 {
+                        line.push_str(", …");
+                    }
+                }
+                st.add("Changed Files", &line);
+            }
+            let overlaps = o.pointer("/status/overlaps").and_then(Value::as_array).cloned().unwrap_or_default();
+            let overlaps: Vec<String> = overlaps
+                .iter()
+                .map(|v| {
+                    let files = strings(v.get("files")).join(", ");
+                    format!("session {}: {files}", str_at(v, "/session").unwrap_or_default())
+                })
+                .collect();
+            st.list("Overlaps", overlaps);
         }
         Kind::Event => {}
     }
@@ -299,5 +320,16 @@ mod tests {
         assert!(text.contains("  Phase:                Working\n  Observed Generation:  2\n  Workspace:            /w (branch demo/fix)\n"), "{text}");
         assert!(text.contains("  TYPE   STATUS  REASON   AGE"), "{text}");
         assert!(text.contains("  Normal  Started  0s (x2 over 30s)  session-controller  go\n"), "{text}");
+        assert!(!text.contains("Overlaps"), "{text}");
+    }
+
+    #[test]
+    fn describes_the_files_a_session_shares_with_others() {
+        let o = json!({"kind": "Session", "metadata": {"name": "fix"}, "spec": {"project": "demo"},
+            "status": {"changedFiles": {"headSha": "h", "baseSha": "b", "files": ["a.rs", "b.rs"], "count": 2},
+                "overlaps": [{"session": "other-1", "files": ["a.rs", "b.rs"]}, {"session": "z", "files": ["b.rs"]}]}});
+        let text = describe(Kind::Session, &o, &[], Utc::now());
+        assert!(text.contains("  Changed Files:  2 file(s): a.rs, b.rs\n"), "{text}");
+        assert!(text.contains("  Overlaps:\n    session other-1: a.rs, b.rs\n    session z: b.rs\n"), "{text}");
     }
 }

@@ -345,7 +345,7 @@ mod tests {
             ["session/fix", "demo", "aider", "Working", "demo/fix-2", "45s"]
         );
         let w = row(Kind::Session, &s, true, false, now);
-        assert_eq!(&w[6..], ["tmux", "<none>", "2", "#7 open"]);
+        assert_eq!(&w[6..], ["tmux", "<none>", "2", "#7 open", "<none>"]);
         assert_eq!(header(Kind::Session, true).len(), w.len());
     }
 
@@ -409,8 +409,10 @@ mod tests {
              bb    web      codex  Stopped  web/bb  3m20s\n"
         );
         let wide_out = print_tables(&both[1..], Some(OutputFormat::Wide)).unwrap();
-        assert!(wide_out.starts_with("NAME  PROJECT  AGENT  PHASE    BRANCH  AGE    RUNTIME  ACTIVITY  RESTARTS  PR\n"));
-        assert!(wide_out.ends_with("3m20s  tmux     <none>    3         <none>\n"), "{wide_out}");
+        assert!(wide_out.starts_with(
+            "NAME  PROJECT  AGENT  PHASE    BRANCH  AGE    RUNTIME  ACTIVITY  RESTARTS  PR      OVERLAPS\n"
+        ));
+        assert!(wide_out.ends_with("3m20s  tmux     <none>    3         <none>  <none>\n"), "{wide_out}");
         assert_eq!(print_tables(&both, Some(OutputFormat::Name)).unwrap(), "project/web\nsession/a\nsession/bb\n");
         let empty = [table(Kind::Event, &[]), table(Kind::Session, &sessions[..1])];
         assert_eq!(

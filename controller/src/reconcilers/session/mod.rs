@@ -16,6 +16,7 @@ mod effects;
 pub mod gc;
 mod launch;
 mod messages;
+pub mod overlap;
 pub mod pr;
 mod reactions;
 mod state;
@@ -74,8 +75,9 @@ pub(crate) fn cond(
 pub async fn reconcile(s: Arc<Session>, ctx: Arc<Context>) -> Result<Action, Error> {
     step!(finalizer(&s, &ctx).await);
     let mut st = s.status.clone();
-    let result = drive(&s, &ctx, &mut st).await;
-    let written = write_status(&s, &ctx, st).await?;
+    let mut tally = reactions::Tally::default();
+    let result = drive(&s, &ctx, &mut st, &mut tally).await;
+    let written = write_status(&ctx.store, &ctx.metrics, &s, st, tally).await?;
     // Notifications and merges are carried out only once the status recording them is written.
     let later = effects::run(written, &ctx).await?;
     result.map(|a| earliest(a, later))
@@ -109,22 +111,36 @@ async fn finalizer(s: &Session, ctx: &Context) -> Step {
     Ok(Continue(()))
 }
 
-/// Writes the status the steps left, with the phase it implies, when it changed.
-async fn write_status(s: &Session, ctx: &Context, mut st: SessionStatus) -> Result<Session, Error> {
+/// Writes the status the steps left, with the phase it implies, when it changed; then counts the
+/// reactions it records. A write refused for a newer status (409) records nothing and counts
+/// nothing, and the reconcile that decides again on the newer status counts what it records.
+async fn write_status(
+    store: &aoctl_store::Store,
+    metrics: &crate::metrics::Metrics,
+    s: &Session,
+    mut st: SessionStatus,
+    tally: reactions::Tally,
+) -> Result<Session, StoreError> {
     st.observed_generation = s.metadata.generation;
     st.phase = Some(st.derive_phase(s.spec.stopped, false));
     let mut written = s.clone();
     if st != s.status {
         written.status = st;
-        written = ctx.store.update_status_typed(&written).await?;
+        written = store.update_status_typed(&written).await?;
     }
+    tally.count(metrics);
     Ok(written)
 }
 
 /// The steps of a session with its project.
-async fn drive(s: &Session, ctx: &Context, st: &mut SessionStatus) -> Result<Action, Error> {
+async fn drive(
+    s: &Session,
+    ctx: &Context,
+    st: &mut SessionStatus,
+    tally: &mut reactions::Tally,
+) -> Result<Action, Error> {
     let project = step!(project(s, ctx, st).await);
-    Reconcile::new(s, ctx, project, st).run().await
+    Reconcile::new(s, ctx, project, st, tally).run().await
 }
 
 /// The session's project, once it is Ready.
@@ -157,19 +173,34 @@ pub(super) struct Reconcile<'a> {
     runtime_kind: RuntimeKind,
     /// Whether a rate-limited session whose limit reset may take a slot again.
     slot_free: bool,
+    /// The reactions recorded, counted in the metrics once the status is written.
+    tally: &'a mut reactions::Tally,
 }
 
 impl<'a> Reconcile<'a> {
-    fn new(s: &'a Session, ctx: &'a Context, project: Project, st: &'a mut SessionStatus) -> Reconcile<'a> {
+    fn new(
+        s: &'a Session,
+        ctx: &'a Context,
+        project: Project,
+        st: &'a mut SessionStatus,
+        tally: &'a mut reactions::Tally,
+    ) -> Reconcile<'a> {
         let defaults = project.spec.defaults.as_ref();
         let runtime_kind = s.spec.runtime.or(defaults.and_then(|d| d.runtime)).unwrap_or(RuntimeKind::Tmux);
-        Reconcile { s, ctx, project, st, runtime_kind, slot_free: true }
+        Reconcile { s, ctx, project, st, runtime_kind, slot_free: true, tally }
+    }
+
+    /// The branch the session's work is compared with: `spec.baseRef`, else the project's default.
+    fn base_ref(&self) -> String {
+        self.s.spec.base_ref.clone().or(self.project.status.default_branch.clone()).unwrap_or_else(|| "main".into())
     }
 
     async fn run(mut self) -> Result<Action, Error> {
         step!(self.slot().await);
         step!(self.budget().await);
         let ws = step!(self.workspace().await);
+        // Before the stop: a stopped session's branch still overlaps its siblings'.
+        self.overlap(&ws).await?;
         step!(self.stopped().await);
         let prompt = step!(self.first_prompt_text().await);
         let agent = self.agent(&ws, &prompt).await?;
@@ -180,7 +211,13 @@ impl<'a> Reconcile<'a> {
 
     /// Acts on the reactions that are due: how soon a timer (escalation) needs another look.
     async fn reactions(&mut self, tracked: &pr::Tracked) -> Result<Option<Duration>, Error> {
-        reactions::react(self.s, &self.project, tracked, self.ctx, self.st).await
+        reactions::react(self.s, &self.project, tracked, self.ctx, self.st, self.tally).await
+    }
+
+    /// The files the session's branch changes, and which of them its live siblings change too.
+    async fn overlap(&mut self, ws: &WorkspaceInfo) -> Result<(), Error> {
+        let base_ref = self.base_ref();
+        overlap::observe(self.s, &self.project, ws, &base_ref, self.ctx, self.st).await
     }
 
     /// The agent's part: when it ends early, the pull request and reactions are still looked at.
@@ -227,6 +264,7 @@ impl<'a> Reconcile<'a> {
 
     /// The session's checkout, made (again) when it is missing.
     async fn workspace(&mut self) -> Step<WorkspaceInfo> {
+        let base_ref = self.base_ref();
         let (s, ctx, project) = (self.s, self.ctx, &self.project);
         let st = &mut *self.st;
         let kind = s
@@ -239,12 +277,7 @@ impl<'a> Reconcile<'a> {
             session: s.metadata.name.clone(),
             repo: project.spec.path.clone().into(),
             branch: branch_of(s, project),
-            base_ref: s
-                .spec
-                .base_ref
-                .clone()
-                .or(project.status.default_branch.clone())
-                .unwrap_or_else(|| "main".into()),
+            base_ref,
             kind,
             setup: project.spec.setup.clone(),
             // A container gets a sandboxed checkout: nothing of the main repository is writable in it.

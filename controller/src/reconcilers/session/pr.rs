@@ -345,7 +345,7 @@ fn set_conditions(s: &Session, st: &mut SessionStatus, pr: &PullRequest, checks:
 
 /// The repository the session's branch is read and pushed from: the main repository for a
 /// sandboxed checkout (never the sandbox, whose config and hooks are the agent's), else the workspace.
-fn branch_repo(ws: &WorkspaceInfo) -> std::path::PathBuf {
+pub(super) fn branch_repo(ws: &WorkspaceInfo) -> std::path::PathBuf {
     ws.sandbox.as_ref().map_or_else(|| ws.path.clone(), |sb| sb.repo.clone())
 }
 

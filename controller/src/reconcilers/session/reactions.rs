@@ -9,6 +9,7 @@
 //! screen that waits for a person. Notifications and merges are recorded in status here and
 //! carried out by `effects` after that status is written.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aoctl_api::condition::{self, types};
@@ -58,6 +59,7 @@ fn config<'a>(r: &'a Reactions, key: &str) -> Option<&'a Reaction> {
         "agent-needs-input" => r.agent_needs_input.as_ref(),
         "agent-exited" => r.agent_exited.as_ref(),
         "pr-closed" => r.pr_closed.as_ref(),
+        "overlap" => r.overlap.as_ref(),
         _ => None,
     }
 }
@@ -112,7 +114,22 @@ async fn due(s: &Session, st: &SessionStatus, tracked: &Tracked) -> Vec<Due> {
             });
         }
     }
+    out.extend(overlap_due(s, st));
     out
+}
+
+/// `overlap`: the branch changes files other live sessions change too; one event per distinct
+/// set of sessions and files.
+fn overlap_due(s: &Session, st: &SessionStatus) -> Option<Due> {
+    let c = condition::find(&st.conditions, types::OVERLAPPING).filter(|c| c.status == ConditionStatus::True)?;
+    let others: Vec<&str> = st.overlaps.iter().map(|o| o.session.as_str()).collect();
+    Some(Due {
+        key: "overlap",
+        fingerprint: super::overlap::fingerprint(&st.overlaps),
+        title: format!("session {} changes the same files as {}", s.metadata.name, others.join(", ")),
+        evidence: c.message.clone(),
+        ids: None,
+    })
 }
 
 async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, out: &mut Vec<Due>) {
@@ -157,13 +174,13 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, out: &mut Vec<
         });
     }
     if f.reviews.state == ReviewState::ChangesRequested {
-        let users: Vec<&str> = f
-            .reviews
-            .items
-            .iter()
-            .filter(|r| r.state.eq_ignore_ascii_case("CHANGES_REQUESTED"))
-            .map(|r| r.user.as_str())
-            .collect();
+        let mut users: Vec<&str> = vec![];
+        let asking = f.reviews.items.iter().filter(|r| r.state.eq_ignore_ascii_case("CHANGES_REQUESTED"));
+        for user in asking.map(|r| r.user.as_str()) {
+            if !users.contains(&user) {
+                users.push(user);
+            }
+        }
         let title = format!("changes requested on PR #{n} by {}", users.join(", "));
         // Only what was not passed on yet; with nothing new the episode goes on unchanged.
         match messages::new_feedback(&f.reviews, st.feedback.as_ref()) {
@@ -228,14 +245,92 @@ fn message(d: &Due, cfg: &Reaction) -> String {
 /// Whether an episode of `key` with no event due now is still open: a ci-failed episode lasts
 /// while the PR is open and its checks have not passed (a pushed head whose checks are pending or
 /// not yet reported does not end it); a merge-conflicts episode lasts while GitHub is still
-/// computing mergeability. The others end as soon as their condition no longer holds.
+/// computing mergeability. The others end as soon as their condition no longer holds. While the
+/// pull request is not known (GitHub unavailable, or not read yet since a restart), an episode
+/// about it is not known to be resolved either: it lasts.
 fn lasts(key: &str, facts: Option<&Facts>) -> bool {
-    let Some(f) = facts.filter(|f| f.pr.state == PullRequestState::Open) else { return false };
+    let Some(f) = facts else { return PR_KEYS.contains(&key) };
+    if f.pr.state != PullRequestState::Open {
+        return false;
+    }
     match key {
         "ci-failed" => f.checks.state != ChecksState::Passing,
         "merge-conflicts" => f.pr.mergeable.is_none(),
         _ => false,
     }
+}
+
+/// The reactions to events of the pull request.
+const PR_KEYS: &[&str] = &["ci-failed", "changes-requested", "merge-conflicts", "approved-and-green", "pr-closed"];
+
+/// What one reconcile does about a reaction, decided with no IO by [`plan`].
+#[derive(Debug, PartialEq)]
+enum Decision {
+    /// A new event of the episode of `key` to act on: a message, a notification or a merge.
+    Act(&'static str),
+    /// The episode of `key` escalates now, for `why`; `event` when a due event made it.
+    Escalate { key: String, why: String, event: bool },
+}
+
+/// The episode rules of one reconcile, given the events due now (key and fingerprint): ends the
+/// episodes whose condition is resolved, begins those of keys due for the first time, and decides
+/// on each new event and each open episode's `escalateAfter`. Returns the decisions in order and
+/// how soon a timer needs another look. An escalation is recorded in `reactions` here; an act is
+/// recorded by [`delivered`] once it is carried out.
+fn plan(
+    reactions: &mut BTreeMap<String, ReactionStatus>,
+    due: &[(&'static str, &str)],
+    all: &Reactions,
+    facts: Option<&Facts>,
+    now: Time,
+) -> (Vec<Decision>, Option<Duration>) {
+    // An episode ends when its condition is resolved; the next occurrence starts a new one.
+    reactions.retain(|k, _| due.iter().any(|(d, _)| d == k) || lasts(k, facts));
+    let mut out = vec![];
+    let mut next = None;
+    for (key, fingerprint) in due {
+        let Some(cfg) = config(all, key) else { continue };
+        let rs = reactions.entry(key.to_string()).or_default();
+        if rs.episode.is_none() {
+            rs.episode = Some(episode_id(key, now, fingerprint));
+            rs.since = Some(now);
+        }
+        if rs.last_fingerprint.as_deref() != Some(fingerprint) {
+            let limit = cfg.retries.map(|r| r + 1);
+            if action_of(cfg) == ReactionAction::SendToAgent && limit.is_some_and(|l| rs.attempts >= l) {
+                // The agent had its messages and the condition came back: a person is told, once.
+                rs.last_fingerprint = Some(fingerprint.to_string());
+                if !rs.escalated {
+                    rs.escalated = true;
+                    let why = format!("still unresolved after {} messages to the agent", rs.attempts);
+                    out.push(Decision::Escalate { key: key.to_string(), why, event: true });
+                }
+            } else {
+                out.push(Decision::Act(key));
+            }
+        }
+    }
+    // Every open episode, with a new event or not (a pushed fix whose checks have not reported).
+    for (key, rs) in reactions.iter_mut() {
+        let Some(after) = config(all, key).and_then(|c| c.escalate_after) else { continue };
+        let (Some(since), false) = (rs.since, rs.escalated) else { continue };
+        let waited = (now.0 - since.0).to_std().unwrap_or_default();
+        if waited >= after.as_std() {
+            rs.escalated = true;
+            let event = due.iter().any(|(d, _)| d == key);
+            out.push(Decision::Escalate { key: key.clone(), why: format!("unresolved for {after}"), event });
+        } else {
+            next = min(next, after.as_std() - waited);
+        }
+    }
+    (out, next)
+}
+
+/// Records in the episode that its event `fingerprint` was acted on at `now`.
+fn delivered(rs: &mut ReactionStatus, fingerprint: &str, now: Time) {
+    rs.attempts += 1;
+    rs.last_fingerprint = Some(fingerprint.to_string());
+    rs.last_at = Some(now);
 }
 
 /// The action a reaction takes.
@@ -260,13 +355,15 @@ fn event_key(s: &Session, key: &str, rs: &ReactionStatus, kind: &str) -> String 
 
 /// Decides on every due reaction and on the episodes still open; returns how soon a timer
 /// (escalation) needs another look. Notifications and merges are only recorded here, in `st`:
-/// they are carried out (`effects`) once the status that records them is written.
+/// they are carried out (`effects`) once the status that records them is written, and what is
+/// counted in the metrics goes to `tally`, counted then too.
 pub(super) async fn react(
     s: &Session,
     project: &Project,
     tracked: &Tracked,
     ctx: &Ctx,
     st: &mut SessionStatus,
+    tally: &mut Tally,
 ) -> Result<Option<Duration>, Error> {
     let all = effective(s, project);
     let now = Time::now();
@@ -275,39 +372,49 @@ pub(super) async fn react(
         let keys: Vec<&str> = due.iter().map(|d| d.key).collect();
         tracing::debug!(due = ?keys, "reactions due");
     }
-    let mut next: Option<Duration> = None;
-    // An episode ends when its condition is resolved; the next occurrence starts a new one.
-    let facts = tracked.facts.as_deref();
-    st.reactions.retain(|k, _| due.iter().any(|d| d.key == k) || lasts(k, facts));
-    let mut seen = vec![];
-    for d in &due {
-        seen.push(d.key);
-        let Some(cfg) = config(&all, d.key) else { continue };
-        let mut rs = st.reactions.remove(d.key).unwrap_or_default();
-        if rs.episode.is_none() {
-            rs.episode = Some(episode_id(d.key, now, &d.fingerprint));
-            rs.since = Some(now);
+    let events: Vec<(&'static str, &str)> = due.iter().map(|d| (d.key, d.fingerprint.as_str())).collect();
+    let mut reactions = std::mem::take(&mut st.reactions);
+    let (decisions, mut next) = plan(&mut reactions, &events, &all, tracked.facts.as_deref(), now);
+    st.reactions = reactions;
+    for decision in decisions {
+        match decision {
+            Decision::Act(key) => {
+                let (Some(d), Some(cfg)) = (due.iter().find(|d| d.key == key), config(&all, key)) else { continue };
+                let Some(mut rs) = st.reactions.remove(key) else { continue };
+                act(s, project, tracked, ctx, st, d, cfg, &mut rs, &mut next, tally).await;
+                st.reactions.insert(key.to_string(), rs);
+            }
+            Decision::Escalate { key, why, event } => {
+                let d = due.iter().find(|d| d.key == key).filter(|_| event);
+                escalate(s, project, st, &key, d, &why, tally);
+            }
         }
-        if rs.last_fingerprint.as_deref() != Some(&d.fingerprint) {
-            act(s, project, tracked, ctx, st, d, cfg, &mut rs, &mut next).await;
-        }
-        timer(s, project, ctx, st, d.key, Some(d), cfg, &mut rs, now, &mut next);
-        st.reactions.insert(d.key.to_string(), rs);
-    }
-    // Open episodes with nothing new (a pushed fix whose checks have not reported yet).
-    let open: Vec<String> = st.reactions.keys().filter(|k| !seen.contains(&k.as_str())).cloned().collect();
-    for key in open {
-        let Some(cfg) = config(&all, &key) else { continue };
-        let Some(mut rs) = st.reactions.remove(&key) else { continue };
-        timer(s, project, ctx, st, &key, None, cfg, &mut rs, now, &mut next);
-        st.reactions.insert(key, rs);
     }
     refused_merge(s, st);
     Ok(next)
 }
 
+/// Reaction outcomes to count in `aoctl_reactions_total` once the status recording them is
+/// written: a write that fails (a newer status, 409) records nothing, and the reconcile that
+/// decides again counts them then.
+#[derive(Debug, Default)]
+pub(super) struct Tally(Vec<(String, &'static str, &'static str)>);
+
+impl Tally {
+    fn add(&mut self, key: &str, action: &'static str, result: &'static str) {
+        self.0.push((key.to_string(), action, result));
+    }
+
+    /// Counts everything tallied; called once the status is written.
+    pub(super) fn count(self, metrics: &crate::metrics::Metrics) {
+        for (key, action, result) in self.0 {
+            metrics.reactions.with_label_values(&[&key, action, result]).inc();
+        }
+    }
+}
+
 /// Acts on a new event of an episode: types it into the agent, records a notification, or
-/// records a merge — or escalates when the agent already had its `retries`.
+/// records a merge.
 #[allow(clippy::too_many_arguments)]
 async fn act(
     s: &Session,
@@ -319,20 +426,11 @@ async fn act(
     cfg: &Reaction,
     rs: &mut ReactionStatus,
     next: &mut Option<Duration>,
+    tally: &mut Tally,
 ) {
     let now = Time::now();
     let action = action_of(cfg);
     let label = action_name(action);
-    let limit = cfg.retries.map(|r| r + 1);
-    if action == ReactionAction::SendToAgent && limit.is_some_and(|l| rs.attempts >= l) {
-        // The agent had its messages and the condition came back: a person is told, once.
-        rs.last_fingerprint = Some(d.fingerprint.clone());
-        if !rs.escalated {
-            let why = format!("still unresolved after {} messages to the agent", rs.attempts);
-            escalate(s, project, ctx, st, d.key, Some(d), rs, &why);
-        }
-        return;
-    }
     let done = match action {
         ReactionAction::SendToAgent => send(s, project, tracked, ctx, st, d, cfg).await,
         ReactionAction::Notify => {
@@ -356,18 +454,17 @@ async fn act(
     match done {
         Ok(true) => {
             if action != ReactionAction::Merge {
-                ctx.metrics.reactions.with_label_values(&[d.key, label, "success"]).inc();
+                tally.add(d.key, label, "success");
             }
             if let Some((reviews, comments)) = &d.ids {
                 st.feedback.get_or_insert_default().remember(reviews, comments);
             }
-            rs.attempts += 1;
-            rs.last_fingerprint = Some(d.fingerprint.clone());
-            rs.last_at = Some(now);
+            delivered(rs, &d.fingerprint, now);
         }
         // Not deliverable yet (no running agent): the reaction stays due.
         Ok(false) => *next = min(*next, Duration::from_secs(5)),
         Err(e) => {
+            // A failure happened whether or not the status is written: counted at once.
             ctx.metrics.reactions.with_label_values(&[d.key, label, "error"]).inc();
             ctx.recorder.publish(s, EventType::Warning, "ReactionFailed", &format!("{}: {e}", d.key)).await;
             *next = min(*next, Duration::from_secs(10));
@@ -375,28 +472,6 @@ async fn act(
     }
 }
 
-/// `escalateAfter`: escalates an episode open for longer, else asks to look again when it is due.
-#[allow(clippy::too_many_arguments)]
-fn timer(
-    s: &Session,
-    project: &Project,
-    ctx: &Ctx,
-    st: &mut SessionStatus,
-    key: &str,
-    d: Option<&Due>,
-    cfg: &Reaction,
-    rs: &mut ReactionStatus,
-    now: Time,
-    next: &mut Option<Duration>,
-) {
-    let (Some(after), Some(since), false) = (cfg.escalate_after, rs.since, rs.escalated) else { return };
-    let waited = (now.0 - since.0).to_std().unwrap_or_default();
-    if waited >= after.as_std() {
-        escalate(s, project, ctx, st, key, d, rs, &format!("unresolved for {after}"));
-    } else {
-        *next = min(*next, after.as_std() - waited);
-    }
-}
 fn min(a: Option<Duration>, b: Duration) -> Option<Duration> {
     Some(a.map_or(b, |a| a.min(b)))
 }
@@ -411,23 +486,22 @@ fn escalation_title(s: &Session, key: &str, d: Option<&Due>, why: &str) -> Strin
     format!("{what} (escalated: {why})")
 }
 
-/// Records the episode's one escalation to the notifiers in `st`.
-#[allow(clippy::too_many_arguments)]
+/// Records the episode's one escalation to the notifiers in `st` (decided by [`plan`]).
 fn escalate(
     s: &Session,
     project: &Project,
-    ctx: &Ctx,
     st: &mut SessionStatus,
     key: &str,
     d: Option<&Due>,
-    rs: &mut ReactionStatus,
     why: &str,
+    tally: &mut Tally,
 ) {
-    rs.escalated = true;
-    ctx.metrics.reactions.with_label_values(&[key, "notify", "escalated"]).inc();
+    let Some(rs) = st.reactions.get(key) else { return };
+    let event = event_key(s, key, rs, "escalation");
+    tally.add(key, "notify", "escalated");
     let evidence = d.map(|d| d.evidence.clone()).unwrap_or_default();
     let n = notify::record(
-        event_key(s, key, rs, "escalation"),
+        event,
         key,
         escalation_title(s, key, d, why),
         evidence,
@@ -547,3 +621,7 @@ fn notify_reaction_waits_for_person(s: &Session, project: &Project, st: &mut Ses
         notify::enqueue(&mut st.notifications, n);
     }
 }
+
+#[cfg(test)]
+#[path = "tests_reactions.rs"]
+mod tests;

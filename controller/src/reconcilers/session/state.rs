@@ -46,6 +46,8 @@ pub(super) struct UsageRead {
 pub(super) struct Memory {
     /// `queues` as of a store resourceVersion.
     pub queues: Option<(u64, Arc<Queues>)>,
+    /// The live sessions' changed files as of a store resourceVersion (see `overlap.rs`).
+    pub published: Option<(u64, Arc<super::overlap::Published>)>,
     /// Per session: the last look at its agent.
     pub observations: HashMap<String, Observation>,
     /// Per session: its pull request.

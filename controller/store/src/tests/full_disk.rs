@@ -2,15 +2,13 @@
 //! root or CAP_SYS_ADMIN; without them the test says so on stderr and does nothing), filled by a
 //! file until the kernel answers ENOSPC, then freed by removing the file.
 
-use std::ffi::CString;
-use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use aoctl_api::Kind;
 use serde_json::json;
 
+use super::disk::{fill, mount_tmpfs, unmount};
 use super::*;
 use crate::{EventKind, Selector, StoreError};
 
@@ -23,19 +21,14 @@ impl Tmpfs {
     /// Mounts a tmpfs of `mib` MiB; `None` (said on stderr) when this process may not mount.
     pub(super) fn mount(mib: u32) -> Option<Tmpfs> {
         let dir = tmp();
-        let target = CString::new(dir.path().as_os_str().as_bytes()).expect("a path without NUL");
-        let opts = CString::new(format!("size={mib}m,mode=0700")).expect("options");
-        // SAFETY: every pointer is a NUL-terminated string that outlives the call.
-        let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, opts.as_ptr().cast()) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EPERM) {
+        match mount_tmpfs(dir.path(), mib) {
+            Ok(()) => Some(Tmpfs { dir }),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                 eprintln!("SKIPPED: the full-disk test cannot mount a tmpfs here ({e}); run it as root");
-                return None;
+                None
             }
-            panic!("mount a tmpfs on {}: {e}", dir.path().display());
+            Err(e) => panic!("mount a tmpfs on {}: {e}", dir.path().display()),
         }
-        Some(Tmpfs { dir })
     }
 
     pub(super) fn path(&self) -> &Path {
@@ -45,28 +38,8 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let target = CString::new(self.dir.path().as_os_str().as_bytes()).expect("a path without NUL");
-        // SAFETY: a NUL-terminated path; a lazy unmount also works while files are open.
-        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        unmount(self.dir.path());
     }
-}
-
-/// Fills the filesystem of `dir` with one file until the kernel refuses more; returns the file.
-pub(super) fn fill(dir: &Path) -> PathBuf {
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).expect("create the filler");
-    for size in [1 << 20, 1 << 12, 1] {
-        let chunk = vec![0x5a_u8; size];
-        loop {
-            match f.write(&chunk) {
-                Ok(n) if n == chunk.len() => {}
-                Ok(_) => break,
-                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-                Err(e) => panic!("fill {}: {e}", path.display()),
-            }
-        }
-    }
-    path
 }
 
 /// A session whose prompt takes `kib` KiB, so that storing it needs new space.

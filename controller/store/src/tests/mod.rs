@@ -1,6 +1,8 @@
 //! Tests of the store against a real sled database in a temporary directory.
 
 mod crud;
+#[path = "../../../../e2e/support/disk.rs"]
+mod disk;
 mod full_disk;
 mod lifecycle;
 mod watching;

@@ -1,0 +1,215 @@
+//! Overlap: the files a session's branch changes (`status.changedFiles`, diffed with libgit2 only
+//! when its head or its base moved) and the other live sessions of its project that change some
+//! of the same files (`status.overlaps` and the `Overlapping` condition). Each session diffs only
+//! its own branch and reads its siblings' published lists from the store, so no reconciler writes
+//! another object's status; `serve::Router` wakes the siblings when a session's list changes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use aoctl_api::condition::types;
+use aoctl_api::project::Project;
+use aoctl_api::session::{reasons, ChangedFiles, Overlap, Phase};
+use aoctl_api::{ConditionStatus, Kind, Session, SessionStatus};
+use aoctl_runtimes::git;
+use aoctl_runtimes::workspace::WorkspaceInfo;
+use aoctl_store::Selector;
+use serde_json::Value;
+
+use super::context::Context;
+use super::{cond, pr, Error};
+
+/// How many files and sessions the condition's message names before it counts the rest.
+const NAMED: usize = 3;
+
+/// The changed files a stored Session publishes for its siblings: `None` unless it is live (not
+/// being deleted, not merged or closed) and has computed them.
+pub fn published(o: &Value) -> Option<&Value> {
+    let deleting = o.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
+    let phase = o.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default();
+    let finished = [Phase::Merged, Phase::Closed].iter().any(|p| p.as_str() == phase);
+    o.pointer("/status/changedFiles/files").filter(|_| !deleting && !finished)
+}
+
+/// Per project, the live sessions' published files by session name.
+pub(super) type Published = HashMap<String, BTreeMap<String, Vec<String>>>;
+
+/// Records the files the branch changes and the sessions that change some of them too.
+pub(super) async fn observe(
+    s: &Session,
+    project: &Project,
+    ws: &WorkspaceInfo,
+    base_ref: &str,
+    ctx: &Context,
+    st: &mut SessionStatus,
+) -> Result<(), Error> {
+    let Some(head) = ws.head_sha.clone() else { return Ok(()) };
+    let (root, base_name) = (pr::branch_repo(ws), base_ref.to_string());
+    let known = st.changed_files.clone();
+    let changed = tokio::task::spawn_blocking(move || -> Result<ChangedFiles, git::GitError> {
+        let base = git::resolve_branch(&root, &base_name)?;
+        if let Some(known) = known.filter(|k| k.head_sha == head && k.base_sha == base) {
+            // Neither the branch nor its base moved: nothing to diff.
+            return Ok(known);
+        }
+        let files = git::changed_files(&root, &head, &base)?;
+        let count = u32::try_from(files.len()).unwrap_or(u32::MAX);
+        let files = files.into_iter().take(ChangedFiles::MAX_FILES).collect();
+        Ok(ChangedFiles { head_sha: head, base_sha: base, files, count })
+    })
+    .await?;
+    let changed = match changed {
+        Ok(c) => c,
+        Err(e) => {
+            st.changed_files = None;
+            st.overlaps.clear();
+            cond(st, s, types::OVERLAPPING, ConditionStatus::Unknown, e.reason(), e.to_string());
+            return Ok(());
+        }
+    };
+    let all = published_by_project(ctx).await?;
+    let siblings = all.get(&project.metadata.name).into_iter().flatten().filter(|(n, _)| **n != s.metadata.name);
+    st.overlaps = overlaps(&changed.files, siblings);
+    st.changed_files = Some(changed);
+    if st.overlaps.is_empty() {
+        let msg = "no other session of the project changes the files this branch changes";
+        cond(st, s, types::OVERLAPPING, ConditionStatus::False, reasons::NO_OVERLAP, msg);
+    } else {
+        let msg = message(&st.overlaps);
+        cond(st, s, types::OVERLAPPING, ConditionStatus::True, reasons::FILES_OVERLAP, msg);
+    }
+    Ok(())
+}
+
+/// The siblings whose files meet `own`, by session name, each with the shared files (sorted).
+pub(super) fn overlaps<'a>(
+    own: &[String],
+    siblings: impl Iterator<Item = (&'a String, &'a Vec<String>)>,
+) -> Vec<Overlap> {
+    let own: BTreeSet<&String> = own.iter().collect();
+    let mut out: Vec<Overlap> = siblings
+        .filter_map(|(name, files)| {
+            let shared: BTreeSet<&String> = files.iter().filter(|f| own.contains(f)).collect();
+            let files = shared.into_iter().cloned().collect::<Vec<_>>();
+            (!files.is_empty()).then(|| Overlap { session: name.clone(), files })
+        })
+        .collect();
+    out.sort_by(|a, b| a.session.cmp(&b.session));
+    out
+}
+
+/// The `Overlapping` message: per session, the first shared files and how many more, e.g.
+/// `src/a.rs, src/b.rs also changed by session other-1 (and 2 more files)`.
+pub(super) fn message(overlaps: &[Overlap]) -> String {
+    let mut parts: Vec<String> = overlaps
+        .iter()
+        .take(NAMED)
+        .map(|o| {
+            let named = o.files.iter().take(NAMED).map(String::as_str).collect::<Vec<_>>().join(", ");
+            let mut part = format!("{named} also changed by session {}", o.session);
+            match o.files.len().saturating_sub(NAMED) {
+                0 => {}
+                1 => part.push_str(" (and 1 more file)"),
+                n => part.push_str(&format!(" (and {n} more files)")),
+            }
+            part
+        })
+        .collect();
+    match overlaps.len().saturating_sub(NAMED) {
+        0 => {}
+        1 => parts.push("and 1 more session".into()),
+        n => parts.push(format!("and {n} more sessions")),
+    }
+    parts.join("; ")
+}
+
+/// What identifies one overlap: the sessions and the files they share, sorted.
+pub(super) fn fingerprint(overlaps: &[Overlap]) -> String {
+    overlaps.iter().map(|o| format!("{}:{}", o.session, o.files.join(","))).collect::<Vec<_>>().join(";")
+}
+
+/// The live sessions' published files by project, read once per store resourceVersion, so a
+/// resync of n sessions lists them once rather than n times.
+async fn published_by_project(ctx: &Context) -> Result<Arc<Published>, Error> {
+    let now = ctx.store.resource_version();
+    if let Some((at, p)) = &ctx.state.lock().published {
+        if *at == now {
+            return Ok(p.clone());
+        }
+    }
+    let (all, at) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
+    let mut by_project: Published = HashMap::new();
+    for o in all.iter().map(|o| o.object()) {
+        let text = |p: &str| o.pointer(p).and_then(Value::as_str);
+        let (Some(project), Some(name), Some(files)) = (text("/spec/project"), text("/metadata/name"), published(o))
+        else {
+            continue;
+        };
+        let files = files.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
+        by_project.entry(project.to_string()).or_default().insert(name.to_string(), files);
+    }
+    let p = Arc::new(by_project);
+    ctx.state.lock().published = Some((at, p.clone()));
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn paths(p: &[&str]) -> Vec<String> {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn overlaps_name_the_shared_files_per_session() {
+        let own = paths(&["notes/a.md", "src/a.rs", "src/b.rs"]);
+        let siblings: BTreeMap<String, Vec<String>> = [
+            ("z-last".to_string(), paths(&["src/b.rs"])),
+            ("other-1".to_string(), paths(&["src/a.rs", "src/b.rs", "src/c.rs"])),
+            ("apart".to_string(), paths(&["notes/apart.md"])),
+        ]
+        .into();
+        let found = overlaps(&own, siblings.iter());
+        assert_eq!(
+            found,
+            [
+                Overlap { session: "other-1".into(), files: paths(&["src/a.rs", "src/b.rs"]) },
+                Overlap { session: "z-last".into(), files: paths(&["src/b.rs"]) },
+            ]
+        );
+        assert_eq!(
+            message(&found),
+            "src/a.rs, src/b.rs also changed by session other-1; src/b.rs also changed by session z-last"
+        );
+        assert_eq!(fingerprint(&found), "other-1:src/a.rs,src/b.rs;z-last:src/b.rs");
+        assert!(overlaps(&[], siblings.iter()).is_empty());
+    }
+
+    #[test]
+    fn messages_count_what_they_do_not_name() {
+        let one = |s: &str, n: usize| Overlap { session: s.into(), files: (0..n).map(|i| format!("f{i}")).collect() };
+        assert_eq!(message(&[one("other-1", 5)]), "f0, f1, f2 also changed by session other-1 (and 2 more files)");
+        assert_eq!(message(&[one("x", 4)]), "f0, f1, f2 also changed by session x (and 1 more file)");
+        let many = [one("a", 1), one("b", 1), one("c", 1), one("d", 1), one("e", 1)];
+        assert_eq!(
+            message(&many),
+            "f0 also changed by session a; f0 also changed by session b; f0 also changed by session c; and 2 more sessions"
+        );
+    }
+
+    #[test]
+    fn only_live_sessions_publish() {
+        let files = json!({"status": {"phase": "Working", "changedFiles": {"headSha": "h", "baseSha": "b",
+            "files": ["a"], "count": 1}}});
+        assert_eq!(published(&files), Some(&json!(["a"])));
+        let mut merged = files.clone();
+        merged["status"]["phase"] = json!("Merged");
+        assert_eq!(published(&merged), None);
+        let mut deleting = files.clone();
+        deleting["metadata"] = json!({"deletionTimestamp": "2024-01-01T00:00:00Z"});
+        assert_eq!(published(&deleting), None);
+        assert_eq!(published(&json!({"status": {"phase": "Working"}})), None);
+    }
+}
