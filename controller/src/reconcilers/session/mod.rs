@@ -30,7 +30,7 @@ use crate::context::Ctx;
 /// Name of this controller in metrics and events.
 pub const NAME: &str = "session";
 /// Held while the controller still has a runtime or workspace to clean up.
-pub const FINALIZER: &str = "ao.dev/session-cleanup";
+pub const FINALIZER: &str = aoctl_api::finalizers::SESSION_CLEANUP;
 
 /// Sets a condition stamped with the session's generation.
 pub(crate) fn cond(
