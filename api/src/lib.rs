@@ -1,17 +1,20 @@
 //! Resource types of aoctl: metadata, `Project`, `Session`, `Event`, conditions, durations,
-//! quantities, validation, JSON Schema and the API's envelopes (`Status`, watch lines, lists).
+//! quantities, validation, defaults, selectors, finalizer names, JSON Schema and the API's envelopes
+//! (`Status`, watch lines, lists, tables).
 //! This crate does no IO.
 
 pub mod condition;
 pub mod decode;
 pub mod duration;
 pub mod event;
+pub mod finalizers;
 pub mod meta;
 pub mod notification;
 pub mod project;
 pub mod quantity;
 pub mod reactions;
 pub mod schema;
+pub mod selector;
 pub mod session;
 pub mod table;
 pub mod validate;

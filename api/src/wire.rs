@@ -1,11 +1,14 @@
 //! The envelopes of the HTTP API, in Kubernetes' shapes, shared by the server and its clients:
 //! the `Status` body of every error (and of actions that return no object), the lines of a watch
-//! stream, and lists.
+//! stream and their bookmarks, lists, the bodies of deletes and of a session's input, the
+//! `/version` document and the answers to webhooks. Tables are in [`crate::table`].
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::{Kind, API_VERSION};
 
 /// `kind` of a [`Status`].
 pub const STATUS_KIND: &str = "Status";
@@ -167,8 +170,96 @@ pub struct List<T = Value> {
     pub kind: String,
     #[serde(default)]
     pub metadata: ListMeta,
-    #[serde(default = "Vec::new")]
+    /// A `null` list reads as empty.
+    #[serde(default = "Vec::new", deserialize_with = "null_is_empty", bound(deserialize = "T: Deserialize<'de>"))]
     pub items: Vec<T>,
+}
+
+impl<T> List<T> {
+    /// The list of `items` of `kind`, current at resourceVersion `rv`.
+    pub fn new(kind: Kind, rv: u64, items: Vec<T>) -> List<T> {
+        List {
+            api_version: API_VERSION.to_string(),
+            kind: kind.list_kind().to_string(),
+            metadata: ListMeta { resource_version: rv.to_string() },
+            items,
+        }
+    }
+}
+
+fn null_is_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// The object of a `BOOKMARK` watch line: the watched kind with only `metadata.resourceVersion`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bookmark {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ListMeta,
+}
+
+impl Bookmark {
+    /// A bookmark of a watch of `kind` that has seen every change up to `rv`.
+    pub fn new(kind: Kind, rv: u64) -> Bookmark {
+        Bookmark {
+            api_version: API_VERSION.to_string(),
+            kind: kind.as_str().to_string(),
+            metadata: ListMeta { resource_version: rv.to_string() },
+        }
+    }
+}
+
+/// The body of a delete (`DeleteOptions`), optional; of its fields aoctl reads only the
+/// resourceVersion precondition and ignores the others.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preconditions: Option<Preconditions>,
+}
+
+/// What must hold of the object for a delete to go ahead.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preconditions {
+    /// The object's current resourceVersion; another one fails the delete with 409.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+}
+
+/// The body of `POST …/sessions/{name}/input`: the text to type into the agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputRequest {
+    pub text: String,
+}
+
+/// The `/version` document.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Version {
+    /// The server's version.
+    #[serde(default)]
+    pub version: String,
+    /// The API group version it serves.
+    #[serde(default)]
+    pub api_version: String,
+    /// `os/arch` of the server.
+    #[serde(default)]
+    pub platform: String,
+}
+
+/// What a webhook delivery is answered with: what was done with it, and the sessions it woke.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WebhookAnswer {
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Vec<String>>,
 }
 
 #[cfg(test)]
@@ -216,5 +307,34 @@ mod tests {
         let back: WatchLine = serde_json::from_str(r#"{"type":"DELETED","object":{"a":1}}"#).unwrap();
         assert_eq!(back.type_, WatchEventType::Deleted);
         assert!(serde_json::from_str::<WatchLine>(r#"{"type":"RENAMED","object":{}}"#).is_err());
+    }
+
+    #[test]
+    fn lists_and_bookmarks_have_kubernetes_shape() {
+        let l = List::new(Kind::Session, 7, vec![json!({"a": 1})]);
+        assert_eq!(
+            serde_json::to_string(&l).unwrap(),
+            r#"{"apiVersion":"ao.dev/v1alpha1","kind":"SessionList","metadata":{"resourceVersion":"7"},"items":[{"a":1}]}"#
+        );
+        let back: List = serde_json::from_str(r#"{"items":null,"metadata":{"resourceVersion":"3"}}"#).unwrap();
+        assert_eq!((back.items.len(), back.metadata.resource_version.as_str()), (0, "3"));
+        assert!(serde_json::from_str::<List>(r#"{"items":{}}"#).is_err());
+        let b = serde_json::to_value(Bookmark::new(Kind::Project, 9)).unwrap();
+        assert_eq!(
+            b,
+            json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"resourceVersion": "9"}})
+        );
+    }
+
+    #[test]
+    fn delete_options_and_input_bodies() {
+        let d: DeleteOptions =
+            serde_json::from_str(r#"{"preconditions":{"resourceVersion":"4"},"propagationPolicy":"Foreground"}"#)
+                .unwrap();
+        assert_eq!(d.preconditions.and_then(|p| p.resource_version).as_deref(), Some("4"));
+        assert_eq!(serde_json::from_str::<DeleteOptions>("{}").unwrap(), DeleteOptions::default());
+        let i = InputRequest { text: "hi".into() };
+        assert_eq!(serde_json::to_string(&i).unwrap(), r#"{"text":"hi"}"#);
+        assert!(serde_json::from_str::<InputRequest>(r#"{"text":"hi","x":1}"#).is_err());
     }
 }

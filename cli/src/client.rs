@@ -1,10 +1,11 @@
-//! Typed HTTP client of the aoctl server: objects as JSON values, Kubernetes-style `Status`
-//! errors, and newline-delimited watch streams.
+//! Typed HTTP client of the aoctl server: objects as JSON values, the API's envelopes (lists,
+//! tables, `Status`, watch lines, `/version`) as the api crate's wire types, and
+//! newline-delimited watch streams.
 
 use std::time::Duration;
 
 use aoctl_api::table::{self, Table};
-use aoctl_api::wire::{WatchEventType, WatchLine};
+use aoctl_api::wire::{Bookmark, InputRequest, List, Version, WatchEventType, WatchLine};
 use aoctl_api::Kind;
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde_json::Value;
@@ -132,15 +133,9 @@ impl TextStream {
 }
 
 /// The items and resourceVersion of a list response.
-fn object_list(mut v: Value) -> Result<ObjectList, String> {
-    let items = match v.get_mut("items").map(Value::take) {
-        Some(Value::Array(a)) => a,
-        Some(Value::Null) | None => vec![],
-        Some(_) => return Err("`items` is not a list".into()),
-    };
-    let resource_version =
-        v.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-    Ok(ObjectList { resource_version, items })
+fn object_list(bytes: &[u8]) -> Result<ObjectList, String> {
+    let list: List = serde_json::from_slice(bytes).map_err(|e| format!("not a list: {e}"))?;
+    Ok(ObjectList { resource_version: list.metadata.resource_version, items: list.items })
 }
 
 /// Parses `{"type": …, "object": …}`.
@@ -150,9 +145,10 @@ pub fn parse_watch_line(line: &[u8]) -> Result<WatchEvent, String> {
         WatchEventType::Added => WatchEvent::Added(l.object),
         WatchEventType::Modified => WatchEvent::Modified(l.object),
         WatchEventType::Deleted => WatchEvent::Deleted(l.object),
-        WatchEventType::Bookmark => WatchEvent::Bookmark(
-            l.object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string(),
-        ),
+        WatchEventType::Bookmark => {
+            let b: Bookmark = serde_json::from_value(l.object).map_err(|e| format!("bad bookmark: {e}"))?;
+            WatchEvent::Bookmark(b.metadata.resource_version)
+        }
         WatchEventType::Error => WatchEvent::Error(serde_json::from_value(l.object).unwrap_or_default()),
     })
 }
@@ -268,7 +264,9 @@ impl Client {
         let url = self.resource_url(kind, None, None);
         let shown = url.to_string();
         let v = self.json(Method::GET, url, None, &params.query()).await?;
-        object_list(v).map_err(|detail| ClientError::Invalid { url: shown, detail })
+        let list: List =
+            serde_json::from_value(v).map_err(|e| ClientError::Invalid { url: shown, detail: e.to_string() })?;
+        Ok(ObjectList { resource_version: list.metadata.resource_version, items: list.items })
     }
 
     /// The objects of `kind` as a table with every column (`-o wide` ones too) and no objects,
@@ -293,7 +291,7 @@ impl Client {
         if is_table {
             return serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()));
         }
-        let list = object_list(serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?).map_err(invalid)?;
+        let list = object_list(&bytes).map_err(invalid)?;
         let mut items = list.items;
         items.sort_by(|a, b| crate::object::name(a).cmp(crate::object::name(b)));
         let now = chrono::Utc::now();
@@ -370,11 +368,12 @@ impl Client {
         Ok(TextStream { response, url: shown })
     }
 
-    /// Types `text` into a session's agent; the server answers once delivery was verified, with
-    /// a `Status` whose message says what was delivered.
-    pub async fn send_input(&self, session: &str, text: &str) -> Result<Value, ClientError> {
+    /// Types `text` into a session's agent; the server answers once delivery was verified (or
+    /// the message was queued), with a `Status` whose message says what was done.
+    pub async fn send_input(&self, session: &str, text: &str) -> Result<Status, ClientError> {
         let url = self.resource_url(Kind::Session, Some(session), Some("input"));
-        self.json(Method::POST, url, Some(&serde_json::json!({ "text": text })), &[]).await
+        let body = serde_json::to_value(InputRequest { text: text.to_string() }).expect("an input body serialises");
+        self.typed(Method::POST, url, Some(&body)).await
     }
 
     /// Succeeds when `path` (`healthz` or `readyz`) answers 200 within `timeout`.
@@ -383,8 +382,20 @@ impl Client {
     }
 
     /// The server's `/version` document.
-    pub async fn version(&self) -> Result<Value, ClientError> {
-        self.json(Method::GET, self.url(&["version"]), None, &[]).await
+    pub async fn version(&self) -> Result<Version, ClientError> {
+        self.typed(Method::GET, self.url(&["version"]), None).await
+    }
+
+    /// A JSON answer read as one of the API's envelopes.
+    async fn typed<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&Value>,
+    ) -> Result<T, ClientError> {
+        let shown = url.to_string();
+        let v = self.json(method, url, body, &[]).await?;
+        serde_json::from_value(v).map_err(|e| ClientError::Invalid { url: shown, detail: e.to_string() })
     }
 }
 
@@ -468,6 +479,10 @@ mod tests {
         let e = parse_watch_line(br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"gone"}}"#);
         assert!(matches!(e.unwrap(), WatchEvent::Error(s) if s.code == 410));
         assert!(parse_watch_line(b"{\"type\":\"NOPE\"}").is_err());
+        assert!(parse_watch_line(br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":7}}}"#).is_err());
+        let l = object_list(br#"{"kind":"SessionList","metadata":{"resourceVersion":"3"},"items":null}"#).unwrap();
+        assert_eq!((l.resource_version.as_str(), l.items.len()), ("3", 0));
+        assert!(object_list(br#"{"items":{}}"#).is_err());
     }
 
     #[test]

@@ -5,8 +5,6 @@
 
 use std::process::ExitCode;
 
-use serde_json::Value;
-
 use super::{emit, text_arg};
 use crate::args::SendArgs;
 use crate::client::Client;
@@ -14,9 +12,8 @@ use crate::client::Client;
 pub async fn run(client: &Client, a: SendArgs) -> anyhow::Result<ExitCode> {
     let text = text_arg(&a.text)?;
     let answer = client.send_input(&a.session, &text).await?;
-    let message = answer.get("message").and_then(Value::as_str).filter(|m| !m.is_empty());
-    let shown = match message {
-        Some(m) => m.to_string(),
+    let shown = match Some(answer.message).filter(|m| !m.is_empty()) {
+        Some(m) => m,
         None => format!("delivered {} characters to session \"{}\"", text.chars().count(), a.session),
     };
     emit(&format!("{shown}\n"));

@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use serde_json::Value;
-
 use super::emit;
 use crate::client::{Client, ClientError};
 
@@ -11,8 +9,8 @@ pub async fn run(client: &Client) -> anyhow::Result<ExitCode> {
     emit(&format!("client: {} ({})\n", env!("CARGO_PKG_VERSION"), aoctl_api::API_VERSION));
     let server = match client.version().await {
         Ok(v) => {
-            let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("unknown").to_string();
-            format!("{} ({})", s("version"), s("apiVersion"))
+            let s = |f: &str| if f.is_empty() { "unknown".to_string() } else { f.to_string() };
+            format!("{} ({})", s(&v.version), s(&v.api_version))
         }
         Err(e @ ClientError::Unreachable { .. }) => format!("unreachable ({e})"),
         Err(e) => format!("error ({e})"),

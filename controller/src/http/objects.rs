@@ -3,10 +3,13 @@
 use std::collections::HashMap;
 
 use aoctl_api::decode::{decode_json, AnyObject};
+use aoctl_api::finalizers;
+use aoctl_api::selector::{FieldSelector, Selector};
 use aoctl_api::table::{self, IncludeObject};
 use aoctl_api::validate::validate_conditions;
+use aoctl_api::wire::{DeleteOptions, List};
 use aoctl_api::{FieldError, Kind, OwnerReference, Project, Session, API_VERSION};
-use aoctl_store::{Deleted, Selector, StoreError, StoredObject, WriteOptions};
+use aoctl_store::{Deleted, StoreError, StoredObject, WriteOptions};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -51,43 +54,11 @@ impl Params {
 
     pub fn fields(&self) -> Result<FieldSelector, AppError> {
         FieldSelector::parse(self.field_selector.as_deref().unwrap_or(""))
+            .map_err(|e| AppError::BadRequest(format!("fieldSelector: {e}")))
     }
 
     fn is_watch(&self) -> bool {
         matches!(self.watch.as_deref(), Some("true" | "1"))
-    }
-}
-
-/// `fieldSelector`: `path=value`, `path==value` or `path!=value` terms on dotted JSON paths.
-#[derive(Debug, Default)]
-pub struct FieldSelector(Vec<(String, bool, String)>);
-
-impl FieldSelector {
-    pub fn parse(s: &str) -> Result<FieldSelector, AppError> {
-        let mut terms = vec![];
-        for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let (path, eq, value) = if let Some((p, v)) = term.split_once("!=") {
-                (p, false, v)
-            } else if let Some((p, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-                (p, true, v)
-            } else {
-                return Err(AppError::BadRequest(format!("fieldSelector: `{term}` is not of the form path=value")));
-            };
-            terms.push((path.trim().to_string(), eq, value.trim().to_string()));
-        }
-        Ok(FieldSelector(terms))
-    }
-
-    pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(path, eq, want)| {
-            let got = obj.pointer(&format!("/{}", path.replace('.', "/")));
-            let got = match got {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
-                Some(v) => v.to_string(),
-            };
-            (got == *want) == *eq
-        })
     }
 }
 
@@ -182,20 +153,15 @@ fn table_response<'a>(
     ([(axum::http::header::CONTENT_TYPE, table::TABLE_MEDIA_TYPE)], body).into_response()
 }
 
-/// A list, `{"apiVersion", "kind", "metadata": {"resourceVersion"}, "items"}`, with each item
-/// spliced in as the store encoded it: no object is copied or encoded again. The bytes are those
-/// `serde_json::to_vec` writes for the same list built as a value.
+/// A list ([`List`]) with each item spliced in as the store encoded it: no object is copied or
+/// encoded again. The envelope is the api's `List` with no items, encoded, and the items go
+/// between its brackets, so the bytes are those `serde_json::to_vec` writes for the whole list.
 fn list_body(kind: Kind, rv: u64, items: &[StoredObject]) -> Vec<u8> {
+    let envelope = serde_json::to_vec(&List::<Value>::new(kind, rv, vec![])).expect("lists serialise");
+    let open = envelope.strip_suffix(b"]}").expect("a list ends with its items");
     let size = items.iter().map(|o| o.json().len() + 1).sum::<usize>();
-    let mut out = Vec::with_capacity(size + 128);
-    let string = |out: &mut Vec<u8>, s: &str| serde_json::to_writer(out, s).expect("strings serialise");
-    out.extend_from_slice(b"{\"apiVersion\":");
-    string(&mut out, API_VERSION);
-    out.extend_from_slice(b",\"kind\":");
-    string(&mut out, kind.list_kind());
-    out.extend_from_slice(b",\"metadata\":{\"resourceVersion\":");
-    string(&mut out, &rv.to_string());
-    out.extend_from_slice(b"},\"items\":[");
+    let mut out = Vec::with_capacity(open.len() + size + 2);
+    out.extend_from_slice(open);
     for (i, o) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -270,9 +236,8 @@ async fn admit(state: &AppState, obj: &mut AnyObject, creating: bool) -> Result<
     };
     // The session controller cleans up before a Session goes; holding its finalizer from the
     // start saves the controller a write and a round trip on every spawn.
-    let finalizer = crate::reconcilers::session::FINALIZER;
-    if creating && !s.metadata.finalizers.iter().any(|f| f == finalizer) {
-        s.metadata.finalizers.push(finalizer.to_string());
+    if creating && !finalizers::holds(&s.metadata.finalizers, finalizers::SESSION_CLEANUP) {
+        s.metadata.finalizers.push(finalizers::SESSION_CLEANUP.to_string());
     }
     let uid = project.metadata.uid.clone().unwrap_or_default();
     let refs = &mut s.metadata.owner_references;
@@ -403,13 +368,10 @@ pub async fn delete(
     body: Bytes,
 ) -> Result<Response, AppError> {
     let (kind, opts) = write_request(&plural, params, None)?;
-    // Optional DeleteOptions body: {"preconditions": {"resourceVersion": "…"}}.
-    let precondition = if body.is_empty() {
-        None
-    } else {
-        let v: Value = decode_json(&body).map_err(AppError::Decode)?;
-        v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string)
-    };
+    // An optional DeleteOptions body: {"preconditions": {"resourceVersion": "…"}}.
+    let options: DeleteOptions =
+        if body.is_empty() { DeleteOptions::default() } else { decode_json(&body).map_err(AppError::Decode)? };
+    let precondition = options.preconditions.and_then(|p| p.resource_version);
     Ok(match state.store.delete(kind, &name, precondition.as_deref(), opts).await? {
         Deleted::Gone(obj) => (StatusCode::OK, Json(obj)).into_response(),
         Deleted::Terminating(obj) => (StatusCode::ACCEPTED, Json(obj)).into_response(),
@@ -450,6 +412,7 @@ mod tests {
     use super::*;
     use aoctl_store::{Store, WriteOptions};
     use axum::http::HeaderValue;
+    use serde_json::json;
 
     /// The list spliced from stored encodings is byte for byte the list built as a value.
     #[tokio::test]
@@ -468,13 +431,7 @@ mod tests {
             let selector = Selector::parse(selector).unwrap();
             let (stored, rv) = store.list_stored(Kind::Project, &selector).await.unwrap();
             let (values, _) = store.list(Kind::Project, &selector).await.unwrap();
-            let want = serde_json::to_vec(&json!({
-                "apiVersion": API_VERSION,
-                "kind": "ProjectList",
-                "metadata": {"resourceVersion": rv.to_string()},
-                "items": values,
-            }))
-            .unwrap();
+            let want = serde_json::to_vec(&List::new(Kind::Project, rv, values)).unwrap();
             assert_eq!(
                 String::from_utf8(list_body(Kind::Project, rv, &stored)).unwrap(),
                 String::from_utf8(want).unwrap()

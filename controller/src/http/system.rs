@@ -2,11 +2,11 @@
 
 use std::sync::atomic::Ordering;
 
+use aoctl_api::wire::Version;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
-use serde_json::json;
 
 use super::{AppError, AppState};
 
@@ -29,10 +29,10 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
     Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], state.metrics.render()))
 }
 
-pub async fn version() -> Json<serde_json::Value> {
-    Json(json!({
-        "version": crate::VERSION,
-        "apiVersion": aoctl_api::API_VERSION,
-        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
-    }))
+pub async fn version() -> Json<Version> {
+    Json(Version {
+        version: crate::VERSION.to_string(),
+        api_version: aoctl_api::API_VERSION.to_string(),
+        platform: format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
 }

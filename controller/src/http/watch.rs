@@ -3,14 +3,13 @@
 
 use std::time::Duration;
 
-use aoctl_api::wire::{WatchEventType, WatchLine};
-use aoctl_api::{Kind, API_VERSION};
+use aoctl_api::wire::{Bookmark, WatchEventType, WatchLine};
+use aoctl_api::Kind;
 use aoctl_store::{EventKind, StoreError};
 use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -77,11 +76,7 @@ pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Respo
                         return;
                     };
                     last = ev.rv;
-                    let labels = ev.object.pointer("/metadata/labels").and_then(Value::as_object);
-                    let labels: std::collections::BTreeMap<String, String> = labels
-                        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
-                        .unwrap_or_default();
-                    if !selector.matches(&labels) || !fields.matches(&ev.object) {
+                    if !selector.matches_object(&ev.object) || !fields.matches(&ev.object) {
                         continue;
                     }
                     let type_ = match ev.kind_ {
@@ -94,8 +89,7 @@ pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Respo
                     }
                 }
                 _ = tick.tick() => {
-                    let bookmark = json!({"apiVersion": API_VERSION, "kind": kind.as_str(), "metadata": {"resourceVersion": last.to_string()}});
-                    if tx.send(line(WatchEventType::Bookmark, &bookmark)).await.is_err() {
+                    if tx.send(line(WatchEventType::Bookmark, &Bookmark::new(kind, last))).await.is_err() {
                         return;
                     }
                 }

@@ -7,6 +7,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
+use aoctl_api::wire::WebhookAnswer;
 use aoctl_api::{Project, Session};
 use aoctl_github::webhook::{self, WebhookEvent};
 use aoctl_store::Selector;
@@ -14,7 +15,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{AppError, AppState};
 use crate::github::webhook_secret;
@@ -55,7 +56,7 @@ pub async fn github(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), AppError> {
+) -> Result<(StatusCode, Json<WebhookAnswer>), AppError> {
     let event = header(&headers, "x-github-event")
         .ok_or_else(|| AppError::BadRequest("the X-GitHub-Event header is missing".into()))?
         .to_string();
@@ -87,13 +88,13 @@ pub async fn github(
     if !state.deliveries.take(delivery) {
         tracing::info!(delivery, event = %event, "replayed webhook delivery ignored");
         let message = format!("delivery `{delivery}` was already received; ignored");
-        return Ok((StatusCode::OK, Json(json!({"message": message}))));
+        return Ok((StatusCode::OK, Json(answer(message))));
     }
     let parsed = webhook::parse(&event, &body).map_err(|e| AppError::BadRequest(e.to_string()))?;
     let ev = match parsed {
-        WebhookEvent::Ping { .. } => return Ok((StatusCode::OK, Json(json!({"message": "pong"})))),
+        WebhookEvent::Ping { .. } => return Ok((StatusCode::OK, Json(answer("pong")))),
         WebhookEvent::Unknown(e) => {
-            return Ok((StatusCode::ACCEPTED, Json(json!({"message": format!("event `{e}` is not used; ignored")}))))
+            return Ok((StatusCode::ACCEPTED, Json(answer(format!("event `{e}` is not used; ignored")))))
         }
         WebhookEvent::Repository(ev) => ev,
     };
@@ -111,7 +112,12 @@ pub async fn github(
     }
     tracing::debug!(event = %event, sessions = ?triggered, "webhook");
     let message = format!("`{event}` concerns {} session(s)", triggered.len());
-    Ok((StatusCode::ACCEPTED, Json(json!({"message": message, "sessions": triggered}))))
+    Ok((StatusCode::ACCEPTED, Json(WebhookAnswer { message, sessions: Some(triggered) })))
+}
+
+/// An answer that names no sessions.
+fn answer(message: impl Into<String>) -> WebhookAnswer {
+    WebhookAnswer { message: message.into(), sessions: None }
 }
 
 #[cfg(test)]

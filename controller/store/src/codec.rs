@@ -3,8 +3,8 @@
 use aoctl_api::Kind;
 use serde_json::{Map, Value};
 
+use crate::backend::EventKind;
 use crate::error::StoreError;
-use crate::watch::EventKind;
 
 /// Name of the tree holding the newest version of every object, keyed by `Kind/name`.
 pub(crate) const OBJECTS: &str = "objects";

@@ -1,16 +1,17 @@
-//! The durable object store of aoctl: objects of every kind in sled, with the apiserver's rules
-//! (uid, resourceVersion, generation, finalizers, cascading deletion) and gap-free watches.
+//! The durable object store of aoctl: objects of every kind with the apiserver's rules (uid,
+//! resourceVersion, generation, finalizers, cascading deletion) and gap-free watches.
 //!
-//! Writes go to one writer thread that commits them in batches, each in a single sled transaction
-//! followed by one flush, so resourceVersion order is commit order is watch order, and a write is
-//! on disk before it is acknowledged. Reads are served from an in-memory copy of the published state,
-//! and a batch is published only once it is on disk: a write the disk refused (a full disk, say)
-//! is seen by no reader and no watch, its versions were never shown to anyone, and the store
-//! writes again as soon as the disk does, without a restart ([`Store::writable`]).
+//! [`ObjectStore`] is what a backend implements; [`SledStore`] keeps the objects in sled on the
+//! local disk. Callers hold a [`Store`], a cheap handle on one backend that adds the reads of
+//! plain values and the typed helpers. The `contract` module (with the `contract` feature) is the
+//! test suite every backend passes.
 
+mod backend;
 mod codec;
+#[cfg(any(test, feature = "contract"))]
+pub mod contract;
 mod error;
-mod selector;
+mod sled_store;
 mod state;
 mod tx;
 mod watch;
@@ -20,21 +21,16 @@ mod writer;
 mod tests;
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 
 use aoctl_api::{Kind, Resource};
 use serde_json::Value;
-use tokio::sync::{broadcast, oneshot};
 
+pub use aoctl_api::selector::{FieldSelector, Requirement, Selector};
+pub use backend::{EventKind, ObjectStore, StoredObject, Watch, WatchEvent, WatchStream};
 pub use error::{StoreError, CONFLICT_MESSAGE};
-pub use selector::{Requirement, Selector};
-pub use state::{StoreConfig, StoredObject};
-pub use watch::{EventKind, Watch, WatchEvent};
-
-use state::Shared;
-use writer::{Op, Reply, Request, Writer};
+pub use sled_store::SledStore;
+pub use state::StoreConfig;
 
 /// Options of a write.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -75,27 +71,10 @@ impl Deleted {
     }
 }
 
-/// A handle on the store; clones share it.
+/// A handle on a store backend; clones share it.
 #[derive(Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    shared: Arc<Shared>,
-    requests: Option<mpsc::Sender<Request>>,
-    events: broadcast::Sender<WatchEvent>,
-    writer: Option<JoinHandle<()>>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Closing the queue stops the writer once it has served what was queued.
-        self.requests.take();
-        if let Some(w) = self.writer.take() {
-            let _ = w.join();
-        }
-    }
+    backend: Arc<dyn ObjectStore>,
 }
 
 impl std::fmt::Debug for Store {
@@ -104,100 +83,74 @@ impl std::fmt::Debug for Store {
     }
 }
 
-fn closed() -> StoreError {
-    StoreError::Storage("the store is closed".into())
-}
-
 fn decode<T: Resource>(v: Value) -> Result<T, StoreError> {
     aoctl_api::decode::from_value(v).map_err(|e| StoreError::Storage(format!("stored object does not decode: {e}")))
 }
 
 impl Store {
-    /// Opens (or creates) the store in `dir` with the default settings.
+    /// A handle on `backend`.
+    pub fn new(backend: impl ObjectStore) -> Store {
+        Store { backend: Arc::new(backend) }
+    }
+
+    /// Opens (or creates) the sled store in `dir` with the default settings.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         Store::open_with(dir, StoreConfig::default())
     }
 
-    /// Opens (or creates) the store in `dir`.
+    /// Opens (or creates) the sled store in `dir`.
     pub fn open_with(dir: &Path, config: StoreConfig) -> Result<Store, StoreError> {
-        let shared = Arc::new(Shared::open(dir, config)?);
-        let (events, _) = broadcast::channel(shared.config.watch_buffer.max(1));
-        let (requests, rx) = mpsc::channel();
-        let w = Writer::new(shared.clone(), rx, events.clone());
-        let writer = std::thread::Builder::new()
-            .name("aoctl-store-writer".into())
-            .spawn(move || w.run())
-            .map_err(|e| StoreError::Storage(format!("cannot start the store writer: {e}")))?;
-        Ok(Store { inner: Arc::new(Inner { shared, requests: Some(requests), events, writer: Some(writer) }) })
-    }
-
-    /// The settings the store was opened with.
-    pub fn config(&self) -> &StoreConfig {
-        &self.inner.shared.config
+        Ok(Store::new(SledStore::open(dir, config)?))
     }
 
     /// The newest resourceVersion visible to reads and watches.
     pub fn resource_version(&self) -> u64 {
-        self.inner.shared.published_rv()
+        self.backend.resource_version()
     }
 
     /// Whether the store can write: the error of the last write its disk refused, while no write
-    /// has succeeded since. The store tries a small write every second meanwhile.
+    /// has succeeded since.
     pub fn writable(&self) -> Result<(), StoreError> {
-        match self.inner.shared.unwritable() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.backend.writable()
     }
 
     /// The oldest resourceVersion a watch may still start from.
     pub fn oldest_resource_version(&self) -> u64 {
-        self.inner.shared.compacted.load(Ordering::Acquire)
+        self.backend.oldest_resource_version()
     }
 
     pub async fn get(&self, kind: Kind, name: &str) -> Result<Value, StoreError> {
-        let cache = self.inner.shared.read();
-        cache.get(kind, name).map(|o| Value::clone(o)).ok_or_else(|| StoreError::not_found(kind, name))
+        Ok(self.backend.get_stored(kind, name).await?.object().clone())
     }
 
     /// The objects of `kind` matching `selector`, sorted by name, and the resourceVersion they are
     /// current at; a watch from that resourceVersion misses nothing.
     pub async fn list(&self, kind: Kind, selector: &Selector) -> Result<(Vec<Value>, u64), StoreError> {
-        let cache = self.inner.shared.read();
-        let items = cache
-            .map(kind)
-            .values()
-            .map(StoredObject::object)
-            .filter(|o| selector.matches_object(o))
-            .cloned()
-            .collect();
-        Ok((items, cache.rv))
+        let (items, rv) = self.backend.list_stored(kind, selector).await?;
+        Ok((items.iter().map(|o| o.object().clone()).collect(), rv))
     }
 
     /// `get`, as the stored object: the value and its JSON encoding, shared, not copied.
     pub async fn get_stored(&self, kind: Kind, name: &str) -> Result<StoredObject, StoreError> {
-        let cache = self.inner.shared.read();
-        cache.map(kind).get(name).cloned().ok_or_else(|| StoreError::not_found(kind, name))
+        self.backend.get_stored(kind, name).await
     }
 
     /// `list`, as stored objects: the values and their JSON encodings, shared, not copied, so a
     /// reader can answer with the bytes rather than encode every object again.
     pub async fn list_stored(&self, kind: Kind, selector: &Selector) -> Result<(Vec<StoredObject>, u64), StoreError> {
-        let cache = self.inner.shared.read();
-        let items = cache.map(kind).values().filter(|o| selector.matches_object(o.object())).cloned().collect();
-        Ok((items, cache.rv))
+        self.backend.list_stored(kind, selector).await
     }
 
     /// Creates an object; the store assigns uid, resourceVersion, generation and creationTimestamp
     /// and drops any status.
     pub async fn create(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError> {
-        self.object(Op::Create { kind, obj }, opts).await
+        self.backend.create(kind, obj, opts).await
     }
 
     /// Replaces labels, annotations, finalizers, ownerReferences and spec of an existing object.
     /// A `metadata.resourceVersion` in the body is a precondition.
     pub async fn update(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError> {
-        self.object(Op::Update { kind, obj }, opts).await
+        self.backend.update(kind, obj, opts).await
     }
 
     /// Replaces the status of an object, optionally on the condition that it is at `rv`.
@@ -209,8 +162,20 @@ impl Store {
         rv: Option<&str>,
         opts: WriteOptions,
     ) -> Result<Value, StoreError> {
-        let op = Op::UpdateStatus { kind, name: name.to_string(), status, rv: rv.map(str::to_string) };
-        self.object(op, opts).await
+        self.backend.update_status(kind, name, status, rv, opts).await
+    }
+
+    /// Replaces `metadata.finalizers` of an object and nothing else, optionally on the condition
+    /// that it is at `rv`; an object being deleted goes with its last finalizer.
+    pub async fn update_finalizers(
+        &self,
+        kind: Kind,
+        name: &str,
+        finalizers: Vec<String>,
+        rv: Option<&str>,
+        opts: WriteOptions,
+    ) -> Result<Value, StoreError> {
+        self.backend.update_finalizers(kind, name, finalizers, rv, opts).await
     }
 
     /// Deletes an object, or marks it for deletion while finalizers remain; objects it owns follow.
@@ -221,21 +186,13 @@ impl Store {
         rv: Option<&str>,
         opts: WriteOptions,
     ) -> Result<Deleted, StoreError> {
-        match self.submit(Op::Delete { kind, name: name.to_string(), rv: rv.map(str::to_string) }, opts).await? {
-            Reply::Deleted(d) => Ok(d),
-            Reply::Object(_) => Err(StoreError::Storage("unexpected reply to a delete".into())),
-        }
+        self.backend.delete(kind, name, rv, opts).await
     }
 
     /// Every change to objects of `kinds` (all kinds when empty) after resourceVersion `from`.
     /// Fails with `Gone` when some of those changes are no longer in the log.
     pub fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError> {
-        let rx = self.inner.events.subscribe();
-        let compacted = self.inner.shared.compacted.load(Ordering::Acquire);
-        if from < compacted {
-            return Err(StoreError::Gone { from, oldest: compacted + 1 });
-        }
-        Ok(Watch::new(self.inner.shared.clone(), rx, kinds, from))
+        self.backend.watch(kinds, from)
     }
 
     pub async fn get_typed<T: Resource>(&self, name: &str) -> Result<T, StoreError> {
@@ -263,23 +220,11 @@ impl Store {
         decode(self.update_status(T::KIND, obj.name(), status, rv, WriteOptions::default()).await?)
     }
 
-    async fn object(&self, op: Op, opts: WriteOptions) -> Result<Value, StoreError> {
-        match self.submit(op, opts).await? {
-            Reply::Object(v) => Ok(v),
-            Reply::Deleted(d) => Ok(d.into_object()),
-        }
-    }
-
-    /// Queues a write for the writer and waits until it is committed and flushed (or refused).
-    async fn submit(&self, op: Op, opts: WriteOptions) -> Result<Reply, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        let requests = self.inner.requests.as_ref().ok_or_else(closed)?;
-        requests.send(Request { op, dry_run: opts.dry_run, reply }).map_err(|_| closed())?;
-        rx.await.map_err(|_| StoreError::Storage("the store writer stopped".into()))?
-    }
-
-    #[cfg(test)]
-    pub(crate) fn shared(&self) -> &Shared {
-        &self.inner.shared
+    /// Writes the finalizers of a typed object and nothing else, with its resourceVersion (if
+    /// any) as precondition.
+    pub async fn update_finalizers_typed<T: Resource>(&self, obj: &T) -> Result<T, StoreError> {
+        let meta = obj.meta();
+        let (finalizers, rv) = (meta.finalizers.clone(), meta.resource_version.as_deref());
+        decode(self.update_finalizers(T::KIND, obj.name(), finalizers, rv, WriteOptions::default()).await?)
     }
 }

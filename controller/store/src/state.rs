@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use aoctl_api::Kind;
 use serde_json::Value;
 
+use crate::backend::StoredObject;
 use crate::codec::{self, kind_index, object_rv, parse_object_key, parse_rv_key};
 use crate::error::StoreError;
 
@@ -32,34 +33,6 @@ pub struct StoreConfig {
 impl Default for StoreConfig {
     fn default() -> StoreConfig {
         StoreConfig { log_retention: 10_000, max_events: 1000, watch_buffer: 4096, max_batch: 256 }
-    }
-}
-
-/// An object as stored: its value and its JSON encoding, the very bytes in sled, so that a read
-/// can answer with the bytes instead of encoding the value again. Clones share both.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StoredObject {
-    object: Arc<Value>,
-    json: Arc<[u8]>,
-}
-
-impl StoredObject {
-    /// Pairs a value with its encoding; `json` must be the JSON of `object`.
-    pub(crate) fn new(object: Arc<Value>, json: Arc<[u8]>) -> StoredObject {
-        StoredObject { object, json }
-    }
-
-    pub fn object(&self) -> &Value {
-        &self.object
-    }
-
-    pub(crate) fn object_arc(&self) -> &Arc<Value> {
-        &self.object
-    }
-
-    /// The object as the compact JSON the store wrote, `serde_json::to_vec(self.object())`.
-    pub fn json(&self) -> &[u8] {
-        &self.json
     }
 }
 

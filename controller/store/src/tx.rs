@@ -9,10 +9,10 @@ use aoctl_api::{Kind, ObjectMeta, Time, API_VERSION};
 use rand::Rng;
 use serde_json::{Map, Value};
 
+use crate::backend::EventKind;
 use crate::codec::{has_finalizers, is_owned_by, meta_str, set_meta};
 use crate::error::StoreError;
 use crate::state::Cache;
-use crate::watch::EventKind;
 use crate::Deleted;
 
 /// Staged objects by kind and name; `None` marks a removal.
@@ -196,6 +196,33 @@ impl<'a> Tx<'a> {
         }
         if obj == *stored {
             return Ok(obj);
+        }
+        Ok(self.put(kind, name, obj, EventKind::Modified))
+    }
+
+    /// Replaces `metadata.finalizers` and nothing else; an object being deleted goes with its
+    /// last finalizer.
+    pub fn update_finalizers(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        finalizers: Vec<String>,
+        rv: Option<&str>,
+    ) -> Result<Value, StoreError> {
+        let stored = self.get_existing(kind, name)?;
+        check_rv(kind, name, &stored, rv)?;
+        let mut meta = stored_meta(&stored)?;
+        meta.finalizers = finalizers;
+        check_meta(&meta)?;
+        let mut obj = Value::clone(&stored);
+        set_meta_all(&mut obj, &meta)?;
+        if obj == *stored {
+            return Ok(obj);
+        }
+        if meta.deletion_timestamp.is_some() && meta.finalizers.is_empty() {
+            let last = self.remove(kind, name, obj);
+            self.cascade(meta.uid.as_deref())?;
+            return Ok(last);
         }
         Ok(self.put(kind, name, obj, EventKind::Modified))
     }

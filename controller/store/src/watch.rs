@@ -1,14 +1,16 @@
-//! Watches: every change after a resourceVersion, replayed from the log and then followed live.
+//! The sled store's watches: every change after a resourceVersion, replayed from the log and then
+//! followed live.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use aoctl_api::Kind;
-use serde_json::Value;
+use async_trait::async_trait;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::backend::{WatchEvent, WatchStream};
 use crate::codec::{kind_index, log_header, log_object, parse_rv_key, rv_key};
 use crate::error::StoreError;
 use crate::state::Shared;
@@ -16,26 +18,8 @@ use crate::state::Shared;
 /// How many log entries a catching-up watch reads at a time.
 const REPLAY_CHUNK: u64 = 256;
 
-/// The type of a change, as a watch reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EventKind {
-    Added,
-    Modified,
-    Deleted,
-}
-
-/// One committed change. For `Deleted`, `object` is the last state, carrying the deletion's resourceVersion.
-#[derive(Clone, Debug, PartialEq)]
-pub struct WatchEvent {
-    pub kind_: EventKind,
-    pub kind: Kind,
-    pub object: Arc<Value>,
-    pub rv: u64,
-}
-
-/// A stream of the changes with a resourceVersion above a starting point, for some kinds, in order,
-/// each exactly once. `next` is cancel-safe, so it may be raced against a timer to send bookmarks.
-pub struct Watch {
+/// A watch of the sled store: the log replayed in chunks, then the live broadcast.
+pub(crate) struct LogWatch {
     shared: Arc<Shared>,
     rx: broadcast::Receiver<WatchEvent>,
     kinds: [bool; 3],
@@ -48,14 +32,14 @@ pub struct Watch {
     done: bool,
 }
 
-impl Watch {
-    pub(crate) fn new(shared: Arc<Shared>, rx: broadcast::Receiver<WatchEvent>, kinds: &[Kind], from: u64) -> Watch {
+impl LogWatch {
+    pub(crate) fn new(shared: Arc<Shared>, rx: broadcast::Receiver<WatchEvent>, kinds: &[Kind], from: u64) -> LogWatch {
         let mut wanted = [kinds.is_empty(); 3];
         for k in kinds {
             wanted[kind_index(*k)] = true;
         }
         let published = shared.rv.load(Ordering::Acquire);
-        Watch {
+        LogWatch {
             shared,
             rx,
             kinds: wanted,
@@ -67,9 +51,42 @@ impl Watch {
         }
     }
 
+    /// Reads the next stretch of the log into `pending`; a missing entry means it was compacted.
+    fn replay_chunk(&mut self) -> Result<(), StoreError> {
+        let end = self.catch_up_to.min(self.last + REPLAY_CHUNK);
+        // Held while reading, so the writer never reopens the database under a replay.
+        let db = self.shared.db();
+        let db = db.as_ref().ok_or_else(|| match self.shared.unwritable() {
+            Some(e) => e,
+            None => StoreError::Unavailable("the store's database is being reopened".into()),
+        })?;
+        for item in db.log.range(rv_key(self.last + 1)..=rv_key(end)) {
+            let (k, v) = item?;
+            let rv = parse_rv_key(&k)?;
+            if rv != self.last + 1 {
+                break;
+            }
+            let (kind_, kind) = log_header(&v)?;
+            if self.kinds[kind_index(kind)] {
+                self.pending.push_back(WatchEvent { kind_, kind, object: Arc::new(log_object(&v)?), rv });
+            }
+            self.last = rv;
+        }
+        if self.last < end {
+            return Err(StoreError::Gone {
+                from: self.last,
+                oldest: self.shared.compacted.load(Ordering::Acquire) + 1,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl WatchStream for LogWatch {
     /// The next change, or `None` when the store closed or the watch fell behind the retained log
     /// (then `error` says `Gone`).
-    pub async fn next(&mut self) -> Option<WatchEvent> {
+    async fn next(&mut self) -> Option<WatchEvent> {
         loop {
             if let Some(e) = self.pending.pop_front() {
                 return Some(e);
@@ -106,42 +123,12 @@ impl Watch {
     }
 
     /// The resourceVersion up to which this watch has seen every change; a bookmark may carry it.
-    pub fn resource_version(&self) -> u64 {
+    fn resource_version(&self) -> u64 {
         self.last
     }
 
     /// Why the stream ended early: `Gone` when changes it still needed were compacted.
-    pub fn error(&self) -> Option<&StoreError> {
+    fn error(&self) -> Option<&StoreError> {
         self.error.as_ref()
-    }
-
-    /// Reads the next stretch of the log into `pending`; a missing entry means it was compacted.
-    fn replay_chunk(&mut self) -> Result<(), StoreError> {
-        let end = self.catch_up_to.min(self.last + REPLAY_CHUNK);
-        // Held while reading, so the writer never reopens the database under a replay.
-        let db = self.shared.db();
-        let db = db.as_ref().ok_or_else(|| match self.shared.unwritable() {
-            Some(e) => e,
-            None => StoreError::Unavailable("the store's database is being reopened".into()),
-        })?;
-        for item in db.log.range(rv_key(self.last + 1)..=rv_key(end)) {
-            let (k, v) = item?;
-            let rv = parse_rv_key(&k)?;
-            if rv != self.last + 1 {
-                break;
-            }
-            let (kind_, kind) = log_header(&v)?;
-            if self.kinds[kind_index(kind)] {
-                self.pending.push_back(WatchEvent { kind_, kind, object: Arc::new(log_object(&v)?), rv });
-            }
-            self.last = rv;
-        }
-        if self.last < end {
-            return Err(StoreError::Gone {
-                from: self.last,
-                oldest: self.shared.compacted.load(Ordering::Acquire) + 1,
-            });
-        }
-        Ok(())
     }
 }

@@ -18,13 +18,13 @@ use sled::transaction::ConflictableTransactionError;
 use sled::Transactional;
 use tokio::sync::{broadcast, oneshot};
 
+use crate::backend::{EventKind, StoredObject, WatchEvent};
 use crate::codec::{
     encode_log, log_header, log_object, object_key, object_rv, parse_rv_key, rv_key, PROBE_KEY, RV_KEY,
 };
 use crate::error::StoreError;
-use crate::state::{Cache, Db, Loaded, Shared, StoredObject};
+use crate::state::{Cache, Db, Loaded, Shared};
 use crate::tx::{Change, Overlay, Tx};
-use crate::watch::{EventKind, WatchEvent};
 use crate::Deleted;
 
 /// A write the store was asked for.
@@ -32,6 +32,7 @@ pub(crate) enum Op {
     Create { kind: Kind, obj: Value },
     Update { kind: Kind, obj: Value },
     UpdateStatus { kind: Kind, name: String, status: Value, rv: Option<String> },
+    UpdateFinalizers { kind: Kind, name: String, finalizers: Vec<String>, rv: Option<String> },
     Delete { kind: Kind, name: String, rv: Option<String> },
 }
 
@@ -391,6 +392,9 @@ fn apply(tx: &mut Tx<'_>, op: Op) -> Result<Reply, StoreError> {
         Op::Update { kind, obj } => tx.update(kind, obj).map(Reply::Object),
         Op::UpdateStatus { kind, name, status, rv } => {
             tx.update_status(kind, &name, status, rv.as_deref()).map(Reply::Object)
+        }
+        Op::UpdateFinalizers { kind, name, finalizers, rv } => {
+            tx.update_finalizers(kind, &name, finalizers, rv.as_deref()).map(Reply::Object)
         }
         Op::Delete { kind, name, rv } => tx.delete(kind, &name, rv.as_deref()).map(Reply::Deleted),
     }

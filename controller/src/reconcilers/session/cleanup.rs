@@ -47,6 +47,6 @@ pub(super) async fn finalize(s: &Session, ctx: &Context) -> Result<Action, Error
     ctx.recorder.publish(s, EventType::Normal, "CleanedUp", &format!("{what}; the branch is kept")).await;
     let mut next = s.clone();
     next.metadata.finalizers.retain(|f| f != FINALIZER);
-    ctx.store.update_typed(&next).await?;
+    ctx.store.update_finalizers_typed(&next).await?;
     Ok(Action::await_change())
 }

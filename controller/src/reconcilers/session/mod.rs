@@ -45,7 +45,7 @@ pub use state::{Observation, PrMemo, State};
 /// Name of this controller in metrics and events.
 pub const NAME: &str = "session";
 /// Held while the controller still has a runtime or workspace to clean up.
-pub const FINALIZER: &str = "ao.dev/session-cleanup";
+pub const FINALIZER: &str = aoctl_api::finalizers::SESSION_CLEANUP;
 
 /// What a step returns: go on (with what it found), or end with this action.
 type Step<T = ()> = Result<ControlFlow<Action, T>, Error>;
@@ -102,10 +102,10 @@ async fn finalizer(s: &Session, ctx: &Context) -> Step {
         return cleanup::finalize(s, ctx).await.map(Break);
     }
     if !s.metadata.finalizers.iter().any(|f| f == FINALIZER) {
-        // The update carries the resourceVersion we read, so it cannot overwrite a newer spec.
+        // Only the finalizers are written, with the resourceVersion we read.
         let mut next = s.clone();
         next.metadata.finalizers.push(FINALIZER.to_string());
-        ctx.store.update_typed(&next).await?;
+        ctx.store.update_finalizers_typed(&next).await?;
         return Ok(Break(Action::await_change()));
     }
     Ok(Continue(()))

@@ -91,10 +91,10 @@ async fn a_terminating_owner_still_cascades() {
 #[tokio::test]
 async fn dry_run_changes_nothing() {
     let dir = tmp();
-    let store = open(dir.path());
+    let (sled, store) = open_sled(dir.path(), StoreConfig::default());
     let p = store.create(Kind::Project, project("demo"), W).await.unwrap();
     let s = store.create(Kind::Session, owned_session("a", &p), W).await.unwrap();
-    let before = store.shared().dump();
+    let before = sled.shared().dump();
     let rv_before = store.resource_version();
     let mut w = store.watch(&[], rv_before).unwrap();
     let dry = WriteOptions::DRY_RUN;
@@ -114,7 +114,7 @@ async fn dry_run_changes_nothing() {
     ev["metadata"]["name"] = json!("ev");
     store.create(Kind::Event, ev, dry).await.unwrap();
 
-    assert_eq!(store.shared().dump(), before);
+    assert_eq!(sled.shared().dump(), before);
     assert_eq!(store.resource_version(), rv_before);
     assert_eq!(store.get(Kind::Session, "a").await.unwrap(), s);
     assert!(next_soon(&mut w).await.is_none());

@@ -1,5 +1,6 @@
 //! Tests of the store against a real sled database in a temporary directory.
 
+mod contract;
 mod crud;
 #[path = "../../../../e2e/support/disk.rs"]
 mod disk;
@@ -13,7 +14,7 @@ use std::time::Duration;
 use aoctl_api::{Event, EventType, InvolvedObject, Time};
 use serde_json::{json, Value};
 
-use crate::{Store, StoreConfig, Watch, WatchEvent, WriteOptions};
+use crate::{SledStore, Store, StoreConfig, Watch, WatchEvent, WriteOptions};
 
 pub(super) const W: WriteOptions = WriteOptions { dry_run: false };
 
@@ -27,6 +28,12 @@ pub(super) fn open(dir: &Path) -> Store {
 
 pub(super) fn open_with(dir: &Path, config: StoreConfig) -> Store {
     Store::open_with(dir, config).expect("the store opens")
+}
+
+/// The sled store itself, for tests that look at what it keeps on disk, and a handle on it.
+pub(super) fn open_sled(dir: &Path, config: StoreConfig) -> (SledStore, Store) {
+    let sled = SledStore::open(dir, config).expect("the store opens");
+    (sled.clone(), Store::new(sled))
 }
 
 pub(super) fn project(name: &str) -> Value {

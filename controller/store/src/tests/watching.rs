@@ -12,7 +12,7 @@ use crate::{EventKind, Selector, StoreConfig, StoreError};
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn watch_from_a_list_sees_every_later_change_once_in_order() {
     let dir = tmp();
-    let store = open(dir.path());
+    let (sled, store) = open_sled(dir.path(), StoreConfig::default());
     for i in 0..5 {
         store.create(Kind::Session, session(&format!("pre-{i}"), "demo"), W).await.unwrap();
     }
@@ -52,7 +52,7 @@ async fn watch_from_a_list_sees_every_later_change_once_in_order() {
         assert_eq!(rv(&e.object), e.rv);
     }
     // The same sequence is in the log.
-    let logged: Vec<(u64, EventKind)> = store
+    let logged: Vec<(u64, EventKind)> = sled
         .shared()
         .handles()
         .log
@@ -69,7 +69,7 @@ async fn watch_from_a_list_sees_every_later_change_once_in_order() {
 #[tokio::test]
 async fn compacted_resource_versions_are_gone() {
     let dir = tmp();
-    let store = open_with(dir.path(), StoreConfig { log_retention: 5, ..StoreConfig::default() });
+    let (sled, store) = open_sled(dir.path(), StoreConfig { log_retention: 5, ..StoreConfig::default() });
     for i in 0..20 {
         store.create(Kind::Project, project(&format!("p{i}")), W).await.unwrap();
     }
@@ -87,11 +87,11 @@ async fn compacted_resource_versions_are_gone() {
         got.push(w.next().await.unwrap().rv);
     }
     assert_eq!(got, (16..=20).collect::<Vec<_>>());
-    assert_eq!(store.shared().handles().log.len(), 5);
+    assert_eq!(sled.shared().handles().log.len(), 5);
 
     // After a reopen, the compaction point is read back from the log.
     drop(w);
-    drop(store);
+    drop((sled, store));
     let store = open_with(dir.path(), StoreConfig { log_retention: 5, ..StoreConfig::default() });
     assert!(matches!(store.watch(&[], 14), Err(StoreError::Gone { .. })));
     store.watch(&[], 15).unwrap();

@@ -1,9 +1,10 @@
-//! Label selectors in the Kubernetes syntax: `a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`.
+//! Selectors of lists and watches, in the Kubernetes syntax: label selectors (`a=b`, `a!=b`,
+//! `a in (x,y)`, `a notin (x)`, `a`, `!a`) and field selectors (`path=value`, `path!=value`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use aoctl_api::validate::{label_key, label_value};
+use crate::validate::{label_key, label_value};
 use serde_json::Value;
 
 /// One condition on the labels of an object.
@@ -130,6 +131,57 @@ impl std::str::FromStr for Selector {
     type Err = String;
     fn from_str(s: &str) -> Result<Selector, String> {
         Selector::parse(s)
+    }
+}
+
+/// A field selector: `path=value`, `path==value` or `path!=value` terms on dotted JSON paths
+/// (`metadata.name`, `spec.project`), all of which must hold; the empty one matches everything. A
+/// missing or null field reads as the empty string, a string as itself, anything else as its JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldSelector {
+    terms: Vec<FieldTerm>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FieldTerm {
+    path: String,
+    equals: bool,
+    value: String,
+}
+
+impl FieldSelector {
+    /// Parses a comma-separated list of terms. An empty string selects everything.
+    pub fn parse(s: &str) -> Result<FieldSelector, String> {
+        let mut terms = vec![];
+        for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let (path, equals, value) = if let Some((p, v)) = term.split_once("!=") {
+                (p, false, v)
+            } else if let Some((p, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                (p, true, v)
+            } else {
+                return Err(format!("`{term}` is not of the form path=value"));
+            };
+            terms.push(FieldTerm { path: path.trim().to_string(), equals, value: value.trim().to_string() });
+        }
+        Ok(FieldSelector { terms })
+    }
+
+    /// Whether this selector matches every object.
+    pub fn is_everything(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// Whether a JSON object satisfies every term.
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.terms.iter().all(|t| {
+            let got = obj.pointer(&format!("/{}", t.path.replace('.', "/")));
+            let got = match got {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(v) => v.to_string(),
+            };
+            (got == t.value) == t.equals
+        })
     }
 }
 
@@ -369,5 +421,25 @@ mod tests {
         ] {
             assert_eq!(Selector::parse(s).unwrap().matches_object(&odd), want, "{s}");
         }
+    }
+
+    #[test]
+    fn field_selectors_read_dotted_paths() {
+        let obj = serde_json::json!({"metadata": {"name": "x"}, "spec": {"project": "web", "stopped": true}});
+        for (s, want) in [
+            ("", true),
+            ("metadata.name=x", true),
+            ("metadata.name==x, spec.project=web", true),
+            ("metadata.name!=x", false),
+            ("spec.stopped=true", true),
+            ("spec.branch=", true),
+            ("spec.branch!=", false),
+            ("spec.project=api", false),
+        ] {
+            assert_eq!(FieldSelector::parse(s).unwrap().matches(&obj), want, "{s}");
+        }
+        assert!(FieldSelector::parse(" , ").unwrap().is_everything());
+        let e = FieldSelector::parse("metadata.name").unwrap_err();
+        assert!(e.contains("`metadata.name` is not of the form path=value"), "{e}");
     }
 }

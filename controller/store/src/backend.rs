@@ -1,0 +1,168 @@
+//! The interface of a store backend ([`ObjectStore`]) and the types it speaks: stored objects,
+//! watch events and watches. The sled store implements it; another backend (etcd, say) implements
+//! the same methods with the same rules and passes the same contract suite (`contract`).
+
+use std::sync::Arc;
+
+use aoctl_api::selector::Selector;
+use aoctl_api::Kind;
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::{Deleted, StoreError, WriteOptions};
+
+/// What every backend of the store provides. The rules are those of the apiserver (DESIGN §3):
+/// only the backend assigns uid, resourceVersion, generation and timestamps; a non-empty
+/// resourceVersion precondition that is not the stored one fails with `Conflict`; `generation`
+/// moves only with spec; spec, status and finalizers are written through separate methods, each
+/// touching nothing else; a delete of an object with finalizers sets `deletionTimestamp`, and the
+/// object goes when its last finalizer is removed; a watch from any retained resourceVersion
+/// sees every later change once, in order, and one from an older one fails with `Gone`.
+#[async_trait]
+pub trait ObjectStore: Send + Sync + 'static {
+    /// The newest resourceVersion visible to reads and watches.
+    fn resource_version(&self) -> u64;
+
+    /// The oldest resourceVersion a watch may still start from.
+    fn oldest_resource_version(&self) -> u64;
+
+    /// Whether the backend can write now; the error says why not.
+    fn writable(&self) -> Result<(), StoreError>;
+
+    /// One object, with its encoding.
+    async fn get_stored(&self, kind: Kind, name: &str) -> Result<StoredObject, StoreError>;
+
+    /// The objects of `kind` matching `selector`, sorted by name, and the resourceVersion they are
+    /// current at; a watch from that resourceVersion misses nothing.
+    async fn list_stored(&self, kind: Kind, selector: &Selector) -> Result<(Vec<StoredObject>, u64), StoreError>;
+
+    /// Creates an object; the backend assigns uid, resourceVersion, generation and
+    /// creationTimestamp (or a name, from `generateName`) and drops any status.
+    async fn create(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError>;
+
+    /// Replaces labels, annotations, finalizers, ownerReferences and spec of an existing object.
+    /// A `metadata.resourceVersion` in the body is a precondition.
+    async fn update(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError>;
+
+    /// Replaces the status of an object, optionally on the condition that it is at `rv`.
+    async fn update_status(
+        &self,
+        kind: Kind,
+        name: &str,
+        status: Value,
+        rv: Option<&str>,
+        opts: WriteOptions,
+    ) -> Result<Value, StoreError>;
+
+    /// Replaces `metadata.finalizers` of an object and nothing else, optionally on the condition
+    /// that it is at `rv`. Removing the last finalizer of an object being deleted removes it.
+    async fn update_finalizers(
+        &self,
+        kind: Kind,
+        name: &str,
+        finalizers: Vec<String>,
+        rv: Option<&str>,
+        opts: WriteOptions,
+    ) -> Result<Value, StoreError>;
+
+    /// Deletes an object, or marks it for deletion while finalizers remain; objects it owns follow.
+    async fn delete(&self, kind: Kind, name: &str, rv: Option<&str>, opts: WriteOptions)
+        -> Result<Deleted, StoreError>;
+
+    /// Every change to objects of `kinds` (all kinds when empty) after resourceVersion `from`.
+    /// Fails with `Gone` when some of those changes are no longer retained.
+    fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError>;
+}
+
+/// An object as stored: its value and its JSON encoding, so that a read can answer with the
+/// bytes instead of encoding the value again. Clones share both.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredObject {
+    object: Arc<Value>,
+    json: Arc<[u8]>,
+}
+
+impl StoredObject {
+    /// Pairs a value with its encoding; `json` must be the compact JSON of `object`.
+    pub(crate) fn new(object: Arc<Value>, json: Arc<[u8]>) -> StoredObject {
+        StoredObject { object, json }
+    }
+
+    /// A value with the encoding `serde_json::to_vec` gives it.
+    pub fn encode(object: Value) -> StoredObject {
+        let json = serde_json::to_vec(&object).expect("values serialise");
+        StoredObject { object: Arc::new(object), json: Arc::from(json) }
+    }
+
+    pub fn object(&self) -> &Value {
+        &self.object
+    }
+
+    pub(crate) fn object_arc(&self) -> &Arc<Value> {
+        &self.object
+    }
+
+    /// The object as the compact JSON the store wrote, `serde_json::to_vec(self.object())`.
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+}
+
+/// The type of a change, as a watch reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One committed change. For `Deleted`, `object` is the last state, carrying the deletion's resourceVersion.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatchEvent {
+    pub kind_: EventKind,
+    pub kind: Kind,
+    pub object: Arc<Value>,
+    pub rv: u64,
+}
+
+/// What a backend's watch implements; [`Watch`] wraps it.
+#[async_trait]
+pub trait WatchStream: Send {
+    /// The next change, or `None` when the stream ended (then `error` may say why). Must be
+    /// cancel-safe: a change is never lost because a call was dropped before it returned.
+    async fn next(&mut self) -> Option<WatchEvent>;
+
+    /// The resourceVersion up to which every change has been seen.
+    fn resource_version(&self) -> u64;
+
+    /// Why the stream ended early: `Gone` when changes it still needed are no longer retained.
+    fn error(&self) -> Option<&StoreError>;
+}
+
+/// A stream of the changes with a resourceVersion above a starting point, for some kinds, in order,
+/// each exactly once. `next` is cancel-safe, so it may be raced against a timer to send bookmarks.
+pub struct Watch {
+    stream: Box<dyn WatchStream>,
+}
+
+impl Watch {
+    pub fn new(stream: impl WatchStream + 'static) -> Watch {
+        Watch { stream: Box::new(stream) }
+    }
+
+    /// The next change, or `None` when the store closed or the watch fell behind the retained
+    /// changes (then `error` says `Gone`).
+    pub async fn next(&mut self) -> Option<WatchEvent> {
+        self.stream.next().await
+    }
+
+    /// The resourceVersion up to which this watch has seen every change; a bookmark may carry it.
+    pub fn resource_version(&self) -> u64 {
+        self.stream.resource_version()
+    }
+
+    /// Why the stream ended early: `Gone` when changes it still needed were compacted.
+    pub fn error(&self) -> Option<&StoreError> {
+        self.stream.error()
+    }
+}
