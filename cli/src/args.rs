@@ -11,7 +11,7 @@ use aoctl_api::Kind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 /// Parses the command line and checks it; exits with status 2 on a usage error.
-pub fn parse() -> Cli {
+pub(crate) fn parse() -> Cli {
     let cli = Cli::parse();
     if let Err(msg) = cli.check() {
         Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg).exit();
@@ -22,7 +22,7 @@ pub fn parse() -> Cli {
 /// aoctl runs coding agents as Kubernetes-style resources; this is its command-line client.
 #[derive(Debug, Parser)]
 #[command(name = "aoctl", version, about, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub global: Global,
     #[command(subcommand)]
@@ -31,7 +31,7 @@ pub struct Cli {
 
 /// Flags every verb accepts.
 #[derive(Debug, Args)]
-pub struct Global {
+pub(crate) struct Global {
     /// URL of the aoctl server.
     #[arg(long, global = true, env = "AOCTL_SERVER", default_value = "http://127.0.0.1:7420", value_name = "URL")]
     pub server: String,
@@ -45,7 +45,7 @@ pub struct Global {
 
 impl Global {
     /// The data directory: the flag, else `$XDG_DATA_HOME/aoctl`, else `~/.local/share/aoctl`.
-    pub fn data_dir(&self) -> Result<PathBuf, String> {
+    pub(crate) fn data_dir(&self) -> Result<PathBuf, String> {
         if let Some(d) = self.data_dir.as_ref().filter(|d| !d.as_os_str().is_empty()) {
             return Ok(d.clone());
         }
@@ -61,7 +61,7 @@ impl Global {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the controller and its HTTP API in the foreground.
     Serve(ServeArgs),
     /// Start a background server if none answers, and register the repository as a Project.
@@ -99,7 +99,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on; non-loopback addresses need --token-file.
     #[arg(long, default_value = "127.0.0.1:7420", value_name = "ADDR")]
     pub listen: SocketAddr,
@@ -116,20 +116,20 @@ pub struct ServeArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     Pretty,
     Json,
 }
 
 #[derive(Debug, Args)]
-pub struct UpArgs {
+pub(crate) struct UpArgs {
     /// A local repository path, or a git URL to clone into the data directory.
     #[arg(default_value = ".", value_name = "PATH|URL")]
     pub target: String,
 }
 
 #[derive(Debug, Args)]
-pub struct ApplyArgs {
+pub(crate) struct ApplyArgs {
     /// Manifest file, directory of *.yaml|*.yml|*.json, or `-` for stdin; may be repeated.
     #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
     pub filenames: Vec<String>,
@@ -152,7 +152,7 @@ pub struct ApplyArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct GetArgs {
+pub(crate) struct GetArgs {
     /// Kinds to list, comma separated: projects, sessions, events (or proj, sess, ev).
     #[arg(value_parser = parse_kinds, value_name = "KINDS")]
     pub kinds: KindList,
@@ -170,7 +170,7 @@ pub struct GetArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     Wide,
     Yaml,
     Json,
@@ -178,7 +178,7 @@ pub enum OutputFormat {
 }
 
 #[derive(Debug, Args)]
-pub struct DescribeArgs {
+pub(crate) struct DescribeArgs {
     /// project or session.
     #[arg(value_parser = parse_writable_kind, value_name = "KIND")]
     pub kind: Kind,
@@ -186,7 +186,7 @@ pub struct DescribeArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DeleteArgs {
+pub(crate) struct DeleteArgs {
     /// project or session.
     #[arg(value_parser = parse_writable_kind, value_name = "KIND", required_unless_present = "filenames")]
     pub kind: Option<Kind>,
@@ -206,7 +206,7 @@ pub struct DeleteArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// Manifest file, directory or `-`; may be repeated.
     #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
     pub filenames: Vec<String>,
@@ -216,7 +216,7 @@ pub struct DiffArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct LogsArgs {
+pub(crate) struct LogsArgs {
     /// Name of the session.
     #[arg(value_name = "SESSION")]
     pub session: String,
@@ -229,7 +229,7 @@ pub struct LogsArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct SendArgs {
+pub(crate) struct SendArgs {
     /// Name of the session.
     #[arg(value_name = "SESSION")]
     pub session: String,
@@ -239,14 +239,14 @@ pub struct SendArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct AttachArgs {
+pub(crate) struct AttachArgs {
     /// Name of the session.
     #[arg(value_name = "SESSION")]
     pub session: String,
 }
 
 #[derive(Debug, Args)]
-pub struct SpawnArgs {
+pub(crate) struct SpawnArgs {
     /// Project the session works on.
     #[arg(long, value_parser = parse_name, value_name = "PROJECT")]
     pub project: String,
@@ -272,13 +272,13 @@ pub struct SpawnArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CompletionArgs {
+pub(crate) struct CompletionArgs {
     #[arg(value_enum)]
     pub shell: Shell,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Shell {
+pub(crate) enum Shell {
     Bash,
     Zsh,
     Fish,
@@ -286,7 +286,7 @@ pub enum Shell {
 
 /// One or more kinds, in the order given, without repeats.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KindList(pub Vec<Kind>);
+pub(crate) struct KindList(pub Vec<Kind>);
 
 impl FromStr for KindList {
     type Err = String;

@@ -11,7 +11,7 @@ use super::{emit, text_arg};
 use crate::args::SendArgs;
 use crate::client::Client;
 
-pub async fn run(client: &Client, a: SendArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client, a: SendArgs) -> anyhow::Result<ExitCode> {
     let text = text_arg(&a.text)?;
     let answer = client.send_input(&a.session, &text).await?;
     let message = answer.get("message").and_then(Value::as_str).filter(|m| !m.is_empty());

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use crate::args::{Global, ServeArgs};
 
-pub async fn run(g: &Global, a: ServeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(g: &Global, a: ServeArgs) -> anyhow::Result<ExitCode> {
     let data_dir = g.data_dir().map_err(anyhow::Error::msg)?;
     let opts = aoctl_controller::ServeOptions {
         listen: a.listen,

@@ -63,7 +63,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Agent {
     /// The streams of container `id`: attached when `attach` is set (before the container starts,
     /// or while it runs), with the screen seeded from the transcript's end when `seed` is set.
-    pub async fn open(
+    pub(super) async fn open(
         docker: &Docker,
         id: &str,
         meta: &Meta,
@@ -93,7 +93,7 @@ impl Agent {
     }
 
     /// Opens the attach connection: a writer task for input, a reader task for the screen.
-    pub async fn attach(&self, docker: &Docker) -> Result<(), bollard::errors::Error> {
+    pub(super) async fn attach(&self, docker: &Docker) -> Result<(), bollard::errors::Error> {
         let options = AttachContainerOptions {
             detach_keys: Some(DETACH_KEYS.into()),
             logs: false,
@@ -133,7 +133,7 @@ impl Agent {
     }
 
     /// Whether the attach connection is open.
-    pub fn attached(&self) -> bool {
+    pub(super) fn attached(&self) -> bool {
         let tasks = lock(&self.attach_tasks);
         lock(&self.input).as_ref().is_some_and(|tx| !tx.is_closed())
             && !tasks.is_empty()
@@ -141,7 +141,7 @@ impl Agent {
     }
 
     /// Starts the log follower appending this container's output to `meta.transcript`.
-    pub fn follow(&self, docker: &Docker, meta: &Meta) {
+    pub(super) fn follow(&self, docker: &Docker, meta: &Meta) {
         let task = tokio::spawn(follow(docker.clone(), self.id.clone(), meta.transcript.clone(), meta.offset));
         if let Some(old) = lock(&self.follower).replace(task) {
             old.abort();
@@ -150,7 +150,7 @@ impl Agent {
 
     /// Waits up to `timeout` for the log follower to write the container's last output, then
     /// closes everything.
-    pub async fn finish(&self, timeout: Duration) {
+    pub(super) async fn finish(&self, timeout: Duration) {
         let follower = lock(&self.follower).take();
         if let Some(mut task) = follower {
             if tokio::time::timeout(timeout, &mut task).await.is_err() {
@@ -163,19 +163,19 @@ impl Agent {
     }
 
     /// Queues `bytes` for the container's input.
-    pub fn write(&self, op: &'static str, bytes: Vec<u8>) -> Result<(), RuntimeError> {
+    pub(super) fn write(&self, op: &'static str, bytes: Vec<u8>) -> Result<(), RuntimeError> {
         let input = lock(&self.input);
         let tx = input.as_ref().ok_or_else(|| failed(op, "not attached to the container's input"))?;
         tx.send(bytes).map_err(|_| failed(op, "the container's input is closed"))
     }
 
     /// The screen as plain text.
-    pub fn contents(&self) -> String {
+    pub(super) fn contents(&self) -> String {
         lock(&self.terminal).screen().contents()
     }
 
     /// Whether the agent asked for application cursor keys.
-    pub fn application_cursor(&self) -> bool {
+    pub(super) fn application_cursor(&self) -> bool {
         lock(&self.terminal).screen().application_cursor()
     }
 }
