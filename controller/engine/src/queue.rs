@@ -17,7 +17,7 @@ use crate::metrics::QueueMetrics;
 
 /// A queue of keys waiting to be reconciled.
 #[derive(Debug, Default)]
-pub struct WorkQueue {
+pub(crate) struct WorkQueue {
     inner: Mutex<Inner>,
     /// Wakes workers waiting in [`WorkQueue::pop`].
     notify: Notify,
@@ -42,18 +42,19 @@ struct Inner {
 
 impl WorkQueue {
     /// Creates an empty queue without metrics.
-    pub fn new() -> WorkQueue {
+    #[cfg(test)]
+    pub(crate) fn new() -> WorkQueue {
         WorkQueue::default()
     }
 
     /// Creates an empty queue that reports its depth, adds and queue times.
-    pub fn with_metrics(metrics: QueueMetrics) -> WorkQueue {
+    pub(crate) fn with_metrics(metrics: QueueMetrics) -> WorkQueue {
         metrics.depth.set(0);
         WorkQueue { metrics: Some(metrics), ..WorkQueue::default() }
     }
 
     /// Adds `key`; a key that is already waiting is not added twice, and adds after shutdown are ignored.
-    pub fn add(&self, key: &str) {
+    pub(crate) fn add(&self, key: &str) {
         let mut inner = self.lock();
         if self.add_locked(&mut inner, key, Instant::now()) {
             self.notify.notify_one();
@@ -61,7 +62,7 @@ impl WorkQueue {
     }
 
     /// Adds `key` after `delay`; of two pending delayed adds of one key the earlier deadline wins.
-    pub fn add_after(&self, key: &str, delay: Duration) {
+    pub(crate) fn add_after(&self, key: &str, delay: Duration) {
         if delay.is_zero() {
             self.add(key);
             return;
@@ -83,7 +84,7 @@ impl WorkQueue {
     /// Waits for a key and marks it processing; returns `None` once the queue shuts down.
     ///
     /// The caller must call [`WorkQueue::done`] with the key when it has finished with it.
-    pub async fn pop(&self) -> Option<String> {
+    pub(crate) async fn pop(&self) -> Option<String> {
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
@@ -123,7 +124,7 @@ impl WorkQueue {
     }
 
     /// Marks `key` as no longer processing, and queues it again if it was added meanwhile.
-    pub fn done(&self, key: &str) {
+    pub(crate) fn done(&self, key: &str) {
         let mut inner = self.lock();
         inner.processing.remove(key);
         if inner.dirty.contains_key(key) && !inner.shutting_down {
@@ -133,29 +134,26 @@ impl WorkQueue {
     }
 
     /// Returns the number of keys waiting for a worker, including keys added while they were processing.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().dirty.len()
     }
 
     /// Returns whether no key is waiting for a worker.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Returns the number of keys whose delayed add is pending.
-    pub fn delayed_len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn delayed_len(&self) -> usize {
         self.lock().deadlines.len()
     }
 
     /// Stops handing out keys and ignores further adds; waiting [`WorkQueue::pop`] calls return `None`.
-    pub fn shut_down(&self) {
+    pub(crate) fn shut_down(&self) {
         self.lock().shutting_down = true;
         self.notify.notify_waiters();
-    }
-
-    /// Returns whether [`WorkQueue::shut_down`] was called.
-    pub fn is_shutting_down(&self) -> bool {
-        self.lock().shutting_down
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

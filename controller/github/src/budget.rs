@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::error::Error;
 
 /// Calls are held back when this few requests remain in the window, unless told otherwise.
-pub const DEFAULT_FLOOR: u32 = 50;
+pub(crate) const DEFAULT_FLOOR: u32 = 50;
 
 /// How many URLs the conditional-request cache remembers.
 const CACHE_CAPACITY: usize = 1024;
@@ -25,8 +25,8 @@ const CACHE_CAPACITY: usize = 1024;
 /// Identifies one budget: the API URL and a SHA-256 prefix of the token (never the token itself).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BudgetKey {
-    pub api_url: String,
-    pub token_hash: String,
+    pub(crate) api_url: String,
+    pub(crate) token_hash: String,
 }
 
 impl BudgetKey {
@@ -45,7 +45,7 @@ pub struct RequestRecord<'a> {
     /// The endpoint template, e.g. `GET /repos/{owner}/{repo}/pulls`.
     pub endpoint: &'a str,
     /// The HTTP status code; `None` when no answer came (timeout, connection error).
-    pub code: Option<u16>,
+    pub(crate) code: Option<u16>,
 }
 
 impl RequestRecord<'_> {
@@ -72,9 +72,9 @@ pub struct Stats {
     /// Calls refused (or that waited) because the budget was blocked; nothing was sent for them.
     pub refused: u64,
     /// `X-RateLimit-Remaining` as last seen, counted down locally when an answer lacks it.
-    pub remaining: Option<u32>,
+    pub(crate) remaining: Option<u32>,
     /// `X-RateLimit-Limit` as last seen.
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
 }
 
 #[derive(Default)]
@@ -148,7 +148,8 @@ impl Budget {
     }
 
     /// Lets a blocked call wait up to `max_wait` for the block to end instead of failing at once.
-    pub fn with_max_wait(mut self, max_wait: Duration) -> Budget {
+    #[cfg(test)]
+    pub(crate) fn with_max_wait(mut self, max_wait: Duration) -> Budget {
         self.max_wait = max_wait;
         self
     }
@@ -162,11 +163,6 @@ impl Budget {
     /// `X-RateLimit-Remaining` as last seen; `None` before the first answer or after a reset.
     pub fn remaining(&self) -> Option<u32> {
         lock(&self.state).remaining
-    }
-
-    /// When the current rate-limit window resets, as last seen.
-    pub fn reset_at(&self) -> Option<DateTime<Utc>> {
-        lock(&self.state).reset_at
     }
 
     /// Until when calls are held back, if they are now.

@@ -84,15 +84,6 @@ pub enum AgentError {
 }
 
 impl AgentError {
-    /// The CamelCase reason used in conditions.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            AgentError::Unknown(_) => "UnknownAgent",
-            AgentError::EmptyCommand => "AgentConfigInvalid",
-            AgentError::Io { .. } => "AgentConfigIOError",
-            AgentError::Json { .. } | AgentError::Shape { .. } => "AgentConfigUnreadable",
-        }
-    }
 }
 
 /// Renders the command that starts a new conversation. Pure: reads and writes nothing.

@@ -55,10 +55,10 @@ pub(super) fn owner_hash(owner: &str) -> String {
 /// What the runtime needs to follow a container's output, recorded in its labels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Meta {
-    pub transcript: PathBuf,
-    pub offset: u64,
-    pub cols: u16,
-    pub rows: u16,
+    pub(crate) transcript: PathBuf,
+    pub(crate) offset: u64,
+    pub(crate) cols: u16,
+    pub(crate) rows: u16,
 }
 
 impl Meta {

@@ -225,22 +225,13 @@ impl DockerRuntime {
     }
 
     /// The engine address given to `connect`, `None` for the default engine.
-    pub fn host(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn host(&self) -> Option<&str> {
         self.host.as_deref()
     }
 
-    /// The engine address in use.
-    pub fn address(&self) -> &str {
-        &self.address
-    }
-
-    /// The owner id given to `connect`.
-    pub fn owner(&self) -> &str {
-        &self.owner
-    }
-
     /// The container of session `session`: `aoctl-<owner hash>-<session>`.
-    pub fn container_name(&self, session: &str) -> String {
+    pub(crate) fn container_name(&self, session: &str) -> String {
         format!("{}{session}", self.prefix)
     }
 

@@ -47,7 +47,7 @@ const RECONNECT: Duration = Duration::from_secs(1);
 /// The streams of one container.
 pub(super) struct Agent {
     /// The container's id: a container re-created under the same name is another agent.
-    pub id: String,
+    pub(crate) id: String,
     terminal: Arc<Mutex<vt100::Parser<Replies>>>,
     /// Bytes for the attach connection's writer; `None` when not attached.
     input: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,

@@ -57,7 +57,7 @@ impl Stamp {
 /// A workspace found complete by a full check, and what that check relied on.
 #[derive(Clone, Debug)]
 pub(super) struct Memo {
-    pub rec: WorkspaceRecord,
+    pub(crate) rec: WorkspaceRecord,
     record: Stamp,
     /// `<workspace>/.git`: a file naming the git folder for worktrees, the git folder for clones.
     dot_git: Stamp,

@@ -30,10 +30,11 @@ use aoctl_api::session::WorkspaceKind;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use sandbox::{Sandbox, CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
+pub use sandbox::Sandbox;
+pub(crate) use sandbox::{CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
 
 /// How long one setup command may run before it is killed.
-pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+pub(crate) const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// What the controller asks for: one session's checkout.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,14 +57,14 @@ pub struct WorkspaceRequest {
 /// A workspace ready for an agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkspaceInfo {
-    pub project: String,
-    pub session: String,
+    pub(crate) project: String,
+    pub(crate) session: String,
     pub path: PathBuf,
     /// The branch checked out in the workspace.
     pub branch: String,
     pub head_sha: Option<String>,
     /// The `PORT` the session's servers should listen on.
-    pub port: u16,
+    pub(crate) port: u16,
     /// Whether this call created the checkout.
     pub created: bool,
     /// For a sandboxed checkout, what its container mounts and where its branch goes.
@@ -86,45 +87,45 @@ pub struct WorkspaceRecord {
     pub project: String,
     pub session: String,
     pub path: PathBuf,
-    pub repo: PathBuf,
-    pub branch: String,
-    pub base_ref: String,
-    pub kind: WorkspaceKind,
+    pub(crate) repo: PathBuf,
+    pub(crate) branch: String,
+    pub(crate) base_ref: String,
+    pub(crate) kind: WorkspaceKind,
     /// The worktree's name in the main repository's `.git/worktrees/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worktree_name: Option<String>,
-    pub port: u16,
-    pub setup_done: bool,
-    pub created_at: DateTime<Utc>,
+    pub(crate) worktree_name: Option<String>,
+    pub(crate) port: u16,
+    pub(crate) setup_done: bool,
+    pub(crate) created_at: DateTime<Utc>,
     /// Whether the checkout is complete: written `false` before anything is created and `true`
     /// once it is. A record that still says `false` was left by an interrupted creation, whose
     /// leftovers are ours to remove since no agent has used them. Absent in records written
     /// before this field existed; those set `setup_done` only after a complete checkout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkout_done: Option<bool>,
+    pub(crate) checkout_done: Option<bool>,
     /// The commit the creation in progress made the branch at, written just before the branch is
     /// made: an interrupted creation deletes that branch again if it still points there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch_made_at: Option<String>,
+    pub(crate) branch_made_at: Option<String>,
     /// A sandboxed checkout: its git folder is `<session>.git` next to the workspace.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub sandbox: bool,
+    pub(crate) sandbox: bool,
 }
 
 impl WorkspaceRecord {
     /// Whether the checkout was completed (see `checkout_done`).
-    pub fn is_checkout_done(&self) -> bool {
+    pub(crate) fn is_checkout_done(&self) -> bool {
         self.checkout_done.unwrap_or(self.setup_done)
     }
 
     /// The environment the session's processes get: `PORT`, `AOCTL_SESSION`, `AOCTL_PROJECT`.
-    pub fn env(&self) -> BTreeMap<String, String> {
+    pub(crate) fn env(&self) -> BTreeMap<String, String> {
         env(&self.project, &self.session, self.port)
     }
 }
 
 /// `PORT`, `AOCTL_SESSION` and `AOCTL_PROJECT` for a session.
-pub fn env(project: &str, session: &str, port: u16) -> BTreeMap<String, String> {
+pub(crate) fn env(project: &str, session: &str, port: u16) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("AOCTL_PROJECT".to_string(), project.to_string()),
         ("AOCTL_SESSION".to_string(), session.to_string()),
@@ -221,7 +222,8 @@ impl Workspaces {
     }
 
     /// Changes how long one setup command may run.
-    pub fn with_setup_timeout(mut self, timeout: Duration) -> Workspaces {
+    #[cfg(test)]
+    pub(crate) fn with_setup_timeout(mut self, timeout: Duration) -> Workspaces {
         self.setup_timeout = timeout;
         self
     }
@@ -492,7 +494,8 @@ impl Workspaces {
     }
 
     /// The record of one session's workspace, when there is one.
-    pub fn get(&self, project: &str, session: &str) -> Option<WorkspaceRecord> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, project: &str, session: &str) -> Option<WorkspaceRecord> {
         check_name(project).ok()?;
         check_name(session).ok()?;
         self.read_record(project, session).unwrap_or_else(|e| {
@@ -502,7 +505,8 @@ impl Workspaces {
     }
 
     /// How many `ensure` calls so far took the full check, which opens repositories.
-    pub fn full_checks(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn full_checks(&self) -> u64 {
         self.full_checks.load(Ordering::Relaxed)
     }
 
