@@ -7,9 +7,9 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -55,7 +55,7 @@ impl WorkQueue {
 
     /// Adds `key`; a key that is already waiting is not added twice, and adds after shutdown are ignored.
     pub(crate) fn add(&self, key: &str) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         if self.add_locked(&mut inner, key, Instant::now()) {
             self.notify.notify_one();
         }
@@ -67,7 +67,7 @@ impl WorkQueue {
             self.add(key);
             return;
         }
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         if inner.shutting_down {
             return;
         }
@@ -90,7 +90,7 @@ impl WorkQueue {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let wake_at = {
-                let mut inner = self.lock();
+                let mut inner = self.inner.lock();
                 if inner.shutting_down {
                     return None;
                 }
@@ -125,7 +125,7 @@ impl WorkQueue {
 
     /// Marks `key` as no longer processing, and queues it again if it was added meanwhile.
     pub(crate) fn done(&self, key: &str) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         inner.processing.remove(key);
         if inner.dirty.contains_key(key) && !inner.shutting_down {
             inner.ready.push_back(key.to_owned());
@@ -135,7 +135,7 @@ impl WorkQueue {
 
     /// Returns the number of keys waiting for a worker, including keys added while they were processing.
     pub(crate) fn len(&self) -> usize {
-        self.lock().dirty.len()
+        self.inner.lock().dirty.len()
     }
 
     /// Returns whether no key is waiting for a worker.
@@ -147,17 +147,13 @@ impl WorkQueue {
     /// Returns the number of keys whose delayed add is pending.
     #[cfg(test)]
     pub(crate) fn delayed_len(&self) -> usize {
-        self.lock().deadlines.len()
+        self.inner.lock().deadlines.len()
     }
 
     /// Stops handing out keys and ignores further adds; waiting [`WorkQueue::pop`] calls return `None`.
     pub(crate) fn shut_down(&self) {
-        self.lock().shutting_down = true;
+        self.inner.lock().shutting_down = true;
         self.notify.notify_waiters();
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Adds `key` under the lock; returns whether it became ready for a worker.

@@ -6,9 +6,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use bytes::Bytes;
 use chrono::{DateTime, TimeZone, Utc};
 use http::HeaderMap;
@@ -112,7 +113,7 @@ pub struct Budget {
 
 impl fmt::Debug for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let st = lock(&self.state);
+        let st = self.state.lock();
         f.debug_struct("Budget")
             .field("floor", &self.floor)
             .field("max_wait", &self.max_wait)
@@ -162,17 +163,17 @@ impl Budget {
 
     /// `X-RateLimit-Remaining` as last seen; `None` before the first answer or after a reset.
     pub fn remaining(&self) -> Option<u32> {
-        lock(&self.state).remaining
+        self.state.lock().remaining
     }
 
     /// Until when calls are held back, if they are now.
     pub fn blocked_until(&self) -> Option<DateTime<Utc>> {
-        self.block(&mut lock(&self.state), Utc::now())
+        self.block(&mut self.state.lock(), Utc::now())
     }
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
-        let st = lock(&self.state);
+        let st = self.state.lock();
         Stats {
             requests: st.requests.clone(),
             not_modified: st.not_modified,
@@ -204,7 +205,7 @@ impl Budget {
         loop {
             let now = Utc::now();
             let until = {
-                let mut st = lock(&self.state);
+                let mut st = self.state.lock();
                 let until = self.block(&mut st, now);
                 if until.is_some() {
                     st.refused += 1;
@@ -222,14 +223,14 @@ impl Budget {
 
     /// Holds every call back until `until`.
     pub(crate) fn block_until(&self, until: DateTime<Utc>) {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         st.blocked_until = st.blocked_until.max(Some(until));
     }
 
     /// Records one request and the rate-limit headers of its answer.
     pub(crate) fn observe(&self, endpoint: &'static str, code: Option<u16>, headers: Option<&HeaderMap>) {
         {
-            let mut st = lock(&self.state);
+            let mut st = self.state.lock();
             *st.requests.entry((endpoint.to_string(), code_label(code))).or_default() += 1;
             if code == Some(304) {
                 st.not_modified += 1;
@@ -255,7 +256,7 @@ impl Budget {
 
     /// The ETag and body last seen for `url`.
     pub(crate) fn cached(&self, url: &str) -> Option<(String, Bytes)> {
-        let mut cache = lock(&self.cache);
+        let mut cache = self.cache.lock();
         cache.tick += 1;
         let tick = cache.tick;
         let entry = cache.entries.get_mut(url)?;
@@ -265,7 +266,7 @@ impl Budget {
 
     /// Remembers the ETag and body of `url`, forgetting the least recently used URL when full.
     pub(crate) fn store(&self, url: &str, etag: String, body: Bytes) {
-        let mut cache = lock(&self.cache);
+        let mut cache = self.cache.lock();
         cache.tick += 1;
         let used = cache.tick;
         if cache.entries.len() >= CACHE_CAPACITY && !cache.entries.contains_key(url) {
@@ -277,9 +278,6 @@ impl Budget {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 pub(crate) fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
     headers.get(name)?.to_str().ok()?.trim().parse().ok()

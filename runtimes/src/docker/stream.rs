@@ -13,9 +13,10 @@
 //! asks only for entries since the last timestamp it wrote and drops those not newer.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use bollard::query_parameters::{AttachContainerOptions, InspectContainerOptions, LogsOptions};
 use bollard::Docker;
 use futures::StreamExt;
@@ -55,10 +56,6 @@ pub(super) struct Agent {
     follower: Mutex<Option<JoinHandle<()>>>,
 }
 
-/// Locks `m`, ignoring poisoning: every critical section leaves its data consistent.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 impl Agent {
     /// The streams of container `id`: attached when `attach` is set (before the container starts,
@@ -116,7 +113,7 @@ impl Agent {
         let reader = tokio::spawn(async move {
             while let Some(Ok(chunk)) = output.next().await {
                 let answer = {
-                    let mut parser = lock(&terminal);
+                    let mut parser = terminal.lock();
                     parser.process(&chunk.into_bytes());
                     std::mem::take(&mut parser.callbacks_mut().0)
                 };
@@ -125,8 +122,8 @@ impl Agent {
                 }
             }
         });
-        *lock(&self.input) = Some(tx);
-        for old in std::mem::replace(&mut *lock(&self.attach_tasks), vec![writer, reader]) {
+        *self.input.lock() = Some(tx);
+        for old in std::mem::replace(&mut *self.attach_tasks.lock(), vec![writer, reader]) {
             old.abort();
         }
         Ok(())
@@ -134,8 +131,8 @@ impl Agent {
 
     /// Whether the attach connection is open.
     pub(super) fn attached(&self) -> bool {
-        let tasks = lock(&self.attach_tasks);
-        lock(&self.input).as_ref().is_some_and(|tx| !tx.is_closed())
+        let tasks = self.attach_tasks.lock();
+        self.input.lock().as_ref().is_some_and(|tx| !tx.is_closed())
             && !tasks.is_empty()
             && tasks.iter().all(|t| !t.is_finished())
     }
@@ -143,7 +140,7 @@ impl Agent {
     /// Starts the log follower appending this container's output to `meta.transcript`.
     pub(super) fn follow(&self, docker: &Docker, meta: &Meta) {
         let task = tokio::spawn(follow(docker.clone(), self.id.clone(), meta.transcript.clone(), meta.offset));
-        if let Some(old) = lock(&self.follower).replace(task) {
+        if let Some(old) = self.follower.lock().replace(task) {
             old.abort();
         }
     }
@@ -151,38 +148,38 @@ impl Agent {
     /// Waits up to `timeout` for the log follower to write the container's last output, then
     /// closes everything.
     pub(super) async fn finish(&self, timeout: Duration) {
-        let follower = lock(&self.follower).take();
+        let follower = self.follower.lock().take();
         if let Some(mut task) = follower {
             if tokio::time::timeout(timeout, &mut task).await.is_err() {
                 task.abort();
             }
         }
-        for task in lock(&self.attach_tasks).drain(..) {
+        for task in self.attach_tasks.lock().drain(..) {
             task.abort();
         }
     }
 
     /// Queues `bytes` for the container's input.
     pub(super) fn write(&self, op: &'static str, bytes: Vec<u8>) -> Result<(), RuntimeError> {
-        let input = lock(&self.input);
+        let input = self.input.lock();
         let tx = input.as_ref().ok_or_else(|| failed(op, "not attached to the container's input"))?;
         tx.send(bytes).map_err(|_| failed(op, "the container's input is closed"))
     }
 
     /// The screen as plain text.
     pub(super) fn contents(&self) -> String {
-        lock(&self.terminal).screen().contents()
+        self.terminal.lock().screen().contents()
     }
 
     /// Whether the agent asked for application cursor keys.
     pub(super) fn application_cursor(&self) -> bool {
-        lock(&self.terminal).screen().application_cursor()
+        self.terminal.lock().screen().application_cursor()
     }
 }
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        for task in lock(&self.attach_tasks).iter().chain(lock(&self.follower).as_ref()) {
+        for task in self.attach_tasks.lock().iter().chain(self.follower.lock().as_ref()) {
             task.abort();
         }
     }
@@ -195,7 +192,7 @@ impl Terminal for Agent {
     async fn type_text(&self, text: &str, paste: bool) -> Result<(), RuntimeError> {
         let bytes = if paste {
             let body = text.replace('\n', "\r");
-            if lock(&self.terminal).screen().bracketed_paste() {
+            if self.terminal.lock().screen().bracketed_paste() {
                 format!("\x1b[200~{body}\x1b[201~")
             } else {
                 body
@@ -213,7 +210,7 @@ impl Terminal for Agent {
     }
 
     async fn screen(&self) -> Result<Screen, RuntimeError> {
-        let parser = lock(&self.terminal);
+        let parser = self.terminal.lock();
         let screen = parser.screen();
         let (row, col) = screen.cursor_position();
         let (_, cols) = screen.size();
