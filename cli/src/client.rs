@@ -95,7 +95,7 @@ impl Watch {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                return parse_watch_line(&line).map(Some).map_err(|detail| self.invalid(detail));
+                return parse_watch_line(&line).map(Some).map_err(|e| self.invalid(e.to_string()));
             }
             let chunk = self.response.chunk().await.map_err(|e| self.invalid(error_detail(&e)))?;
             match chunk {
@@ -103,7 +103,7 @@ impl Watch {
                 None if self.buf.iter().all(u8::is_ascii_whitespace) => return Ok(None),
                 None => {
                     let line = std::mem::take(&mut self.buf);
-                    return parse_watch_line(&line).map(Some).map_err(|detail| self.invalid(detail));
+                    return parse_watch_line(&line).map(Some).map_err(|e| self.invalid(e.to_string()));
                 }
             }
         }
@@ -131,12 +131,21 @@ impl TextStream {
     }
 }
 
+/// What is wrong with a list or a watch event the server sent.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    #[error("`items` is not a list")]
+    ItemsNotAList,
+    #[error("bad watch event: {0}")]
+    WatchEvent(serde_json::Error),
+}
+
 /// The items and resourceVersion of a list response.
-fn object_list(mut v: Value) -> Result<ObjectList, String> {
+fn object_list(mut v: Value) -> Result<ObjectList, BodyError> {
     let items = match v.get_mut("items").map(Value::take) {
         Some(Value::Array(a)) => a,
         Some(Value::Null) | None => vec![],
-        Some(_) => return Err("`items` is not a list".into()),
+        Some(_) => return Err(BodyError::ItemsNotAList),
     };
     let resource_version =
         v.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -144,8 +153,8 @@ fn object_list(mut v: Value) -> Result<ObjectList, String> {
 }
 
 /// Parses `{"type": …, "object": …}`.
-pub(crate) fn parse_watch_line(line: &[u8]) -> Result<WatchEvent, String> {
-    let l: WatchLine = serde_json::from_slice(line).map_err(|e| format!("bad watch event: {e}"))?;
+pub(crate) fn parse_watch_line(line: &[u8]) -> Result<WatchEvent, BodyError> {
+    let l: WatchLine = serde_json::from_slice(line).map_err(BodyError::WatchEvent)?;
     Ok(match l.type_ {
         WatchEventType::Added => WatchEvent::Added(l.object),
         WatchEventType::Modified => WatchEvent::Modified(l.object),
@@ -268,7 +277,7 @@ impl Client {
         let url = self.resource_url(kind, None, None);
         let shown = url.to_string();
         let v = self.json(Method::GET, url, None, &params.query()).await?;
-        object_list(v).map_err(|detail| ClientError::Invalid { url: shown, detail })
+        object_list(v).map_err(|e| ClientError::Invalid { url: shown, detail: e.to_string() })
     }
 
     /// The objects of `kind` as a table with every column (`-o wide` ones too) and no objects,
@@ -293,7 +302,8 @@ impl Client {
         if is_table {
             return serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()));
         }
-        let list = object_list(serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?).map_err(invalid)?;
+        let list = object_list(serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?)
+            .map_err(|e| invalid(e.to_string()))?;
         let mut items = list.items;
         items.sort_by(|a, b| crate::object::name(a).cmp(crate::object::name(b)));
         let now = chrono::Utc::now();

@@ -29,7 +29,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 pub(crate) async fn run(g: &Global, a: UpArgs) -> anyhow::Result<ExitCode> {
     // The open endpoints tell whether a server runs; its token exists once it has started.
     let probe = Client::new(&g.server, None)?;
-    let data_dir = g.data_dir().map_err(anyhow::Error::msg)?;
+    let data_dir = g.data_dir()?;
 
     let path = if is_url(&a.target) { clone_into(&a.target, &data_dir).await? } else { PathBuf::from(&a.target) };
     let info = tokio::task::spawn_blocking(move || git::inspect(&path)).await??;

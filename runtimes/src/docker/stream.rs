@@ -248,6 +248,15 @@ async fn follow(docker: Docker, id: String, transcript: PathBuf, offset: u64) {
     }
 }
 
+/// Why following a container's log stopped before its end.
+#[derive(Debug, thiserror::Error)]
+enum FollowError {
+    #[error("{}: {source}", path.display())]
+    Transcript { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Logs(#[from] bollard::errors::Error),
+}
+
 /// One log request, followed to its end; `Err` when the stream broke.
 async fn follow_once(
     docker: &Docker,
@@ -255,8 +264,8 @@ async fn follow_once(
     transcript: &Path,
     offset: u64,
     last: &mut Option<String>,
-) -> Result<(), String> {
-    let io = |e: std::io::Error| format!("{}: {e}", transcript.display());
+) -> Result<(), FollowError> {
+    let io = |source: std::io::Error| FollowError::Transcript { path: transcript.to_path_buf(), source };
     if let Some(dir) = transcript.parent().filter(|d| !d.as_os_str().is_empty()) {
         tokio::fs::create_dir_all(dir).await.map_err(io)?;
     }
@@ -271,7 +280,7 @@ async fn follow_once(
         LogsOptions { follow: true, stdout: true, stderr: true, since, until: 0, timestamps: true, tail: "all".into() };
     let mut logs = docker.logs(id, Some(options));
     while let Some(item) = logs.next().await {
-        let bytes = item.map_err(|e| e.to_string())?.into_bytes();
+        let bytes = item?.into_bytes();
         let (stamp, content) = split_timestamp(&bytes);
         if let (Some(stamp), Some(seen)) = (stamp, last.as_deref()) {
             // Fixed-width UTC timestamps sort as text.
