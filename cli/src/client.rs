@@ -315,7 +315,13 @@ impl Client {
     }
 
     /// Replaces spec and metadata; `metadata.resourceVersion` of `obj` is a precondition.
-    pub(crate) async fn replace(&self, kind: Kind, name: &str, obj: &Value, dry_run: bool) -> Result<Value, ClientError> {
+    pub(crate) async fn replace(
+        &self,
+        kind: Kind,
+        name: &str,
+        obj: &Value,
+        dry_run: bool,
+    ) -> Result<Value, ClientError> {
         self.json(Method::PUT, self.resource_url(kind, Some(name), None), Some(obj), dry_run_query(dry_run)).await
     }
 
@@ -342,7 +348,12 @@ impl Client {
     }
 
     /// Opens a watch of `kind` from `resource_version` (exclusive).
-    pub(crate) async fn watch(&self, kind: Kind, params: &ListParams, resource_version: &str) -> Result<Watch, ClientError> {
+    pub(crate) async fn watch(
+        &self,
+        kind: Kind,
+        params: &ListParams,
+        resource_version: &str,
+    ) -> Result<Watch, ClientError> {
         let url = self.resource_url(kind, None, None);
         let shown = url.to_string();
         let mut query = params.query();
@@ -356,7 +367,12 @@ impl Client {
 
     /// A session's transcript as text, the last `tail_lines` lines when given; with `follow`, the
     /// stream stays open and brings new output until the session is deleted.
-    pub(crate) async fn log(&self, session: &str, tail_lines: Option<usize>, follow: bool) -> Result<TextStream, ClientError> {
+    pub(crate) async fn log(
+        &self,
+        session: &str,
+        tail_lines: Option<usize>,
+        follow: bool,
+    ) -> Result<TextStream, ClientError> {
         let url = self.resource_url(Kind::Session, Some(session), Some("log"));
         let shown = url.to_string();
         let tail = tail_lines.map(|n| n.to_string());

@@ -465,7 +465,13 @@ impl Server {
     /// Like `send`, for a body the server may refuse before reading it all (413): the server
     /// answers and closes, and the client can see the closed connection before the answer. A
     /// transport error is tried again, a few times; an answer is returned as it is.
-    pub(crate) async fn send_oversized(&self, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> Resp {
+    pub(crate) async fn send_oversized(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> Resp {
         let mut last = String::new();
         // A connection of its own: the server closes it after refusing, and a pooled one would
         // fail the next request of the test.
@@ -517,7 +523,13 @@ impl Server {
     }
 
     /// Polls an object until `pred` holds; panics with the last state after `timeout`.
-    pub(crate) async fn wait_for(&self, plural: &str, name: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn wait_for(
+        &self,
+        plural: &str,
+        name: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + timeout;
         loop {
             let obj = self.object(plural, name).await.unwrap_or(Value::Null);

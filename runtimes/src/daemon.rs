@@ -92,7 +92,12 @@ pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path, pid_file: &
 
 /// Starts a background process; not supported on this platform.
 #[cfg(not(unix))]
-pub(crate) fn spawn_detached(_program: &Path, _args: &[OsString], _log: &Path, _pid_file: &Path) -> Result<u32, DaemonError> {
+pub(crate) fn spawn_detached(
+    _program: &Path,
+    _args: &[OsString],
+    _log: &Path,
+    _pid_file: &Path,
+) -> Result<u32, DaemonError> {
     Err(DaemonError::Unsupported)
 }
 

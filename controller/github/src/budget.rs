@@ -9,10 +9,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use bytes::Bytes;
 use chrono::{DateTime, TimeZone, Utc};
 use http::HeaderMap;
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::error::Error;
@@ -277,7 +277,6 @@ impl Budget {
         cache.entries.insert(url.to_string(), CacheEntry { etag, body, used });
     }
 }
-
 
 pub(crate) fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
     headers.get(name)?.to_str().ok()?.trim().parse().ok()

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use aoctl_api::session::ActivityState;
+use parking_lot::Mutex;
 use regex::Regex;
 
 use super::adapter::{Adapter, Dialog};

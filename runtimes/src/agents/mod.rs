@@ -83,8 +83,7 @@ pub enum AgentError {
     Shape { path: PathBuf, key: String, expected: &'static str },
 }
 
-impl AgentError {
-}
+impl AgentError {}
 
 /// Renders the command that starts a new conversation. Pure: reads and writes nothing.
 pub fn render(input: &RenderInput) -> Result<Launch, AgentError> {

@@ -49,7 +49,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use aoctl_api::session::RuntimeKind;
 use bollard::errors::Error as EngineError;
 use bollard::models::{ContainerState, ContainerStateStatusEnum, ContainerSummaryStateEnum};
@@ -58,6 +57,7 @@ use bollard::query_parameters::{
     ResizeContainerTTYOptions, StopContainerOptions,
 };
 use bollard::{Docker, API_DEFAULT_VERSION};
+use parking_lot::Mutex;
 
 use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
 use crate::tmux::delivery;
@@ -97,7 +97,6 @@ pub struct DockerRuntime {
     /// Held while streams are opened, so two calls never follow one container twice.
     adopting: tokio::sync::Mutex<()>,
 }
-
 
 fn failed(op: &'static str, message: impl std::fmt::Display) -> RuntimeError {
     RuntimeError::Failed { runtime: RUNTIME, op, message: message.to_string() }

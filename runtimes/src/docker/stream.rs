@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use bollard::query_parameters::{AttachContainerOptions, InspectContainerOptions, LogsOptions};
 use bollard::Docker;
 use futures::StreamExt;
+use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -55,7 +55,6 @@ pub(super) struct Agent {
     attach_tasks: Mutex<Vec<JoinHandle<()>>>,
     follower: Mutex<Option<JoinHandle<()>>>,
 }
-
 
 impl Agent {
     /// The streams of container `id`: attached when `attach` is set (before the container starts,

@@ -23,8 +23,8 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use aoctl_api::session::RuntimeKind;
+use parking_lot::Mutex;
 use portable_pty::{Child, CommandBuilder, MasterPty, PtySize};
 
 use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
@@ -54,7 +54,6 @@ struct Agent {
     input: Sender<Vec<u8>>,
     terminal: Arc<Mutex<vt100::Parser<Replies>>>,
 }
-
 
 fn failed(op: &'static str, message: impl std::fmt::Display) -> RuntimeError {
     RuntimeError::Failed { runtime: RUNTIME, op, message: message.to_string() }

@@ -25,10 +25,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
 use aoctl_api::project::SetupSpec;
 use aoctl_api::session::WorkspaceKind;
 use chrono::{DateTime, Utc};
+use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 pub use sandbox::Sandbox;
@@ -601,7 +601,6 @@ impl Workspaces {
         fs::rename(&tmp, &file).map_err(WorkspaceError::io(&file))
     }
 }
-
 
 /// Refuses names that could leave the root; the API already checks they are DNS-1123 labels.
 fn check_name(name: &str) -> Result<(), WorkspaceError> {
