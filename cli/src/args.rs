@@ -11,18 +11,44 @@ use aoctl_api::Kind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 /// Parses the command line and checks it; exits with status 2 on a usage error.
-pub fn parse() -> Cli {
+pub(crate) fn parse() -> Cli {
     let cli = Cli::parse();
-    if let Err(msg) = cli.check() {
-        Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg).exit();
+    if let Err(e) = cli.check() {
+        Cli::command().error(clap::error::ErrorKind::ArgumentConflict, e).exit();
     }
     cli
+}
+
+/// A flag's value, or a combination of flags, that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArgError {
+    #[error("unknown kind `{0}`; known kinds: projects (proj), sessions (sess), events (ev)")]
+    UnknownKind(String),
+    #[error("unknown kind `{0}`; expected project or session")]
+    NotWritable(String),
+    #[error("unknown agent `{given}`; did you mean `{near}`?")]
+    AgentNearMiss { given: String, near: String },
+    #[error("unknown agent `{0}`; built-in agents: {list}", list = BUILTIN_AGENTS.join(", "))]
+    UnknownAgent(String),
+    #[error("unknown runtime `{0}`; expected tmux, process or docker")]
+    UnknownRuntime(String),
+    #[error("`{0}` is not KEY=VALUE")]
+    NotKeyValue(String),
+    /// A duration, name or label the API's own checks refuse; the message is theirs.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("a NAME can be given with one kind only")]
+    NameWithKinds,
+    #[error("--watch works with one kind only")]
+    WatchWithKinds,
+    #[error("cannot find a data directory: set --data-dir or AOCTL_DATA_DIR")]
+    NoDataDir,
 }
 
 /// aoctl runs coding agents as Kubernetes-style resources; this is its command-line client.
 #[derive(Debug, Parser)]
 #[command(name = "aoctl", version, about, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub global: Global,
     #[command(subcommand)]
@@ -31,7 +57,7 @@ pub struct Cli {
 
 /// Flags every verb accepts.
 #[derive(Debug, Args)]
-pub struct Global {
+pub(crate) struct Global {
     /// URL of the aoctl server.
     #[arg(long, global = true, env = "AOCTL_SERVER", default_value = "http://127.0.0.1:7420", value_name = "URL")]
     pub server: String,
@@ -45,7 +71,7 @@ pub struct Global {
 
 impl Global {
     /// The data directory: the flag, else `$XDG_DATA_HOME/aoctl`, else `~/.local/share/aoctl`.
-    pub fn data_dir(&self) -> Result<PathBuf, String> {
+    pub(crate) fn data_dir(&self) -> Result<PathBuf, ArgError> {
         if let Some(d) = self.data_dir.as_ref().filter(|d| !d.as_os_str().is_empty()) {
             return Ok(d.clone());
         }
@@ -56,12 +82,12 @@ impl Global {
         if let Some(home) = env_dir("HOME") {
             return Ok(home.join(".local/share/aoctl"));
         }
-        Err("cannot find a data directory: set --data-dir or AOCTL_DATA_DIR".into())
+        Err(ArgError::NoDataDir)
     }
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the controller and its HTTP API in the foreground.
     Serve(ServeArgs),
     /// Start a background server if none answers, and register the repository as a Project.
@@ -99,7 +125,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on; non-loopback addresses need --token-file.
     #[arg(long, default_value = "127.0.0.1:7420", value_name = "ADDR")]
     pub listen: SocketAddr,
@@ -116,20 +142,20 @@ pub struct ServeArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     Pretty,
     Json,
 }
 
 #[derive(Debug, Args)]
-pub struct UpArgs {
+pub(crate) struct UpArgs {
     /// A local repository path, or a git URL to clone into the data directory.
     #[arg(default_value = ".", value_name = "PATH|URL")]
     pub target: String,
 }
 
 #[derive(Debug, Args)]
-pub struct ApplyArgs {
+pub(crate) struct ApplyArgs {
     /// Manifest file, directory of *.yaml|*.yml|*.json, or `-` for stdin; may be repeated.
     #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
     pub filenames: Vec<String>,
@@ -152,7 +178,7 @@ pub struct ApplyArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct GetArgs {
+pub(crate) struct GetArgs {
     /// Kinds to list, comma separated: projects, sessions, events (or proj, sess, ev).
     #[arg(value_parser = parse_kinds, value_name = "KINDS")]
     pub kinds: KindList,
@@ -170,7 +196,7 @@ pub struct GetArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     Wide,
     Yaml,
     Json,
@@ -178,7 +204,7 @@ pub enum OutputFormat {
 }
 
 #[derive(Debug, Args)]
-pub struct DescribeArgs {
+pub(crate) struct DescribeArgs {
     /// project or session.
     #[arg(value_parser = parse_writable_kind, value_name = "KIND")]
     pub kind: Kind,
@@ -186,7 +212,7 @@ pub struct DescribeArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DeleteArgs {
+pub(crate) struct DeleteArgs {
     /// project or session.
     #[arg(value_parser = parse_writable_kind, value_name = "KIND", required_unless_present = "filenames")]
     pub kind: Option<Kind>,
@@ -206,7 +232,7 @@ pub struct DeleteArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// Manifest file, directory or `-`; may be repeated.
     #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
     pub filenames: Vec<String>,
@@ -216,7 +242,7 @@ pub struct DiffArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct LogsArgs {
+pub(crate) struct LogsArgs {
     /// Name of the session.
     #[arg(value_name = "SESSION")]
     pub session: String,
@@ -229,7 +255,7 @@ pub struct LogsArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct SendArgs {
+pub(crate) struct SendArgs {
     /// Name of the session.
     #[arg(value_name = "SESSION")]
     pub session: String,
@@ -239,14 +265,14 @@ pub struct SendArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct AttachArgs {
+pub(crate) struct AttachArgs {
     /// Name of the session.
     #[arg(value_name = "SESSION")]
     pub session: String,
 }
 
 #[derive(Debug, Args)]
-pub struct SpawnArgs {
+pub(crate) struct SpawnArgs {
     /// Project the session works on.
     #[arg(long, value_parser = parse_name, value_name = "PROJECT")]
     pub project: String,
@@ -272,13 +298,13 @@ pub struct SpawnArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CompletionArgs {
+pub(crate) struct CompletionArgs {
     #[arg(value_enum)]
     pub shell: Shell,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Shell {
+pub(crate) enum Shell {
     Bash,
     Zsh,
     Fish,
@@ -286,17 +312,15 @@ pub enum Shell {
 
 /// One or more kinds, in the order given, without repeats.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KindList(pub Vec<Kind>);
+pub(crate) struct KindList(pub Vec<Kind>);
 
 impl FromStr for KindList {
-    type Err = String;
+    type Err = ArgError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut kinds = vec![];
         for part in s.split(',') {
-            let kind = Kind::parse(part.trim()).ok_or_else(|| {
-                format!("unknown kind `{part}`; known kinds: projects (proj), sessions (sess), events (ev)")
-            })?;
+            let kind = Kind::parse(part.trim()).ok_or_else(|| ArgError::UnknownKind(part.to_string()))?;
             if !kinds.contains(&kind) {
                 kinds.push(kind);
             }
@@ -305,59 +329,59 @@ impl FromStr for KindList {
     }
 }
 
-fn parse_kinds(s: &str) -> Result<KindList, String> {
+fn parse_kinds(s: &str) -> Result<KindList, ArgError> {
     s.parse()
 }
 
-fn parse_writable_kind(s: &str) -> Result<Kind, String> {
+fn parse_writable_kind(s: &str) -> Result<Kind, ArgError> {
     match Kind::parse(s) {
         Some(k) if k.has_spec() => Ok(k),
-        _ => Err(format!("unknown kind `{s}`; expected project or session")),
+        _ => Err(ArgError::NotWritable(s.to_string())),
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    aoctl_api::Duration::from_str(s).map(|d| d.as_std())
+fn parse_duration(s: &str) -> Result<Duration, ArgError> {
+    aoctl_api::Duration::from_str(s).map(|d| d.as_std()).map_err(ArgError::Invalid)
 }
 
-fn parse_name(s: &str) -> Result<String, String> {
-    aoctl_api::validate::dns1123_label(s).map(|()| s.to_string())
+fn parse_name(s: &str) -> Result<String, ArgError> {
+    aoctl_api::validate::dns1123_label(s).map(|()| s.to_string()).map_err(ArgError::Invalid)
 }
 
 /// A built-in agent name; a near miss is answered with the closest name.
-fn parse_agent(s: &str) -> Result<String, String> {
+fn parse_agent(s: &str) -> Result<String, ArgError> {
     if BUILTIN_AGENTS.contains(&s) {
         return Ok(s.to_string());
     }
     Err(match aoctl_api::decode::suggest(s, BUILTIN_AGENTS) {
-        Some(near) => format!("unknown agent `{s}`; did you mean `{near}`?"),
-        None => format!("unknown agent `{s}`; built-in agents: {}", BUILTIN_AGENTS.join(", ")),
+        Some(near) => ArgError::AgentNearMiss { given: s.to_string(), near: near.to_string() },
+        None => ArgError::UnknownAgent(s.to_string()),
     })
 }
 
-fn parse_runtime(s: &str) -> Result<RuntimeKind, String> {
+fn parse_runtime(s: &str) -> Result<RuntimeKind, ArgError> {
     [RuntimeKind::Tmux, RuntimeKind::Process, RuntimeKind::Docker]
         .into_iter()
         .find(|k| k.as_str() == s)
-        .ok_or_else(|| format!("unknown runtime `{s}`; expected tmux, process or docker"))
+        .ok_or_else(|| ArgError::UnknownRuntime(s.to_string()))
 }
 
-fn parse_label(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}` is not KEY=VALUE"))?;
-    aoctl_api::validate::label_key(k)?;
-    aoctl_api::validate::label_value(v)?;
+fn parse_label(s: &str) -> Result<(String, String), ArgError> {
+    let (k, v) = s.split_once('=').ok_or_else(|| ArgError::NotKeyValue(s.to_string()))?;
+    aoctl_api::validate::label_key(k).map_err(ArgError::Invalid)?;
+    aoctl_api::validate::label_value(v).map_err(ArgError::Invalid)?;
     Ok((k.to_string(), v.to_string()))
 }
 
 impl Cli {
     /// Checks rules across flags; the message is for a usage error.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ArgError> {
         if let Command::Get(g) = &self.command {
             if g.kinds.0.len() > 1 && g.name.is_some() {
-                return Err("a NAME can be given with one kind only".into());
+                return Err(ArgError::NameWithKinds);
             }
             if g.kinds.0.len() > 1 && g.watch {
-                return Err("--watch works with one kind only".into());
+                return Err(ArgError::WatchWithKinds);
             }
         }
         Ok(())
@@ -372,7 +396,7 @@ mod tests {
     fn kind_lists() {
         assert_eq!("projects,sessions".parse::<KindList>().unwrap().0, vec![Kind::Project, Kind::Session]);
         assert_eq!("sess,ev,session".parse::<KindList>().unwrap().0, vec![Kind::Session, Kind::Event]);
-        let e = "projects,pods".parse::<KindList>().unwrap_err();
+        let e = "projects,pods".parse::<KindList>().unwrap_err().to_string();
         assert!(e.contains("unknown kind `pods`"), "{e}");
         assert!("".parse::<KindList>().is_err());
     }

@@ -15,7 +15,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     /// The server answered with an error `Status`.
     #[error("{0}")]
     Api(Box<Status>),
@@ -31,37 +31,37 @@ pub enum ClientError {
 
 impl ClientError {
     /// The HTTP status code of a server-side error.
-    pub fn code(&self) -> Option<u16> {
+    pub(crate) fn code(&self) -> Option<u16> {
         match self {
             ClientError::Api(s) => Some(s.code),
             _ => None,
         }
     }
 
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         self.code() == Some(404)
     }
 }
 
-pub use aoctl_api::wire::Status;
+pub(crate) use aoctl_api::wire::Status;
 
 /// A list response: its items and the resource version to watch from.
 #[derive(Clone, Debug, Default)]
-pub struct ObjectList {
+pub(crate) struct ObjectList {
     pub resource_version: String,
     pub items: Vec<Value>,
 }
 
 /// Filters of a list or watch.
 #[derive(Clone, Debug, Default)]
-pub struct ListParams {
+pub(crate) struct ListParams {
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
 }
 
 /// The result of a delete.
 #[derive(Clone, Debug)]
-pub enum Deleted {
+pub(crate) enum Deleted {
     /// The object is gone (200).
     Gone,
     /// Finalizers remain; the object now carries `deletionTimestamp` (202).
@@ -70,7 +70,7 @@ pub enum Deleted {
 
 /// One line of a watch stream.
 #[derive(Clone, Debug)]
-pub enum WatchEvent {
+pub(crate) enum WatchEvent {
     Added(Value),
     Modified(Value),
     Deleted(Value),
@@ -81,7 +81,7 @@ pub enum WatchEvent {
 }
 
 /// An open watch; yields events until the server closes it.
-pub struct Watch {
+pub(crate) struct Watch {
     response: Response,
     url: String,
     buf: Vec<u8>,
@@ -89,14 +89,14 @@ pub struct Watch {
 
 impl Watch {
     /// The next event; `None` when the server closed the stream.
-    pub async fn next(&mut self) -> Result<Option<WatchEvent>, ClientError> {
+    pub(crate) async fn next(&mut self) -> Result<Option<WatchEvent>, ClientError> {
         loop {
             if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.buf.drain(..=i).collect();
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                return parse_watch_line(&line).map(Some).map_err(|detail| self.invalid(detail));
+                return parse_watch_line(&line).map(Some).map_err(|e| self.invalid(e.to_string()));
             }
             let chunk = self.response.chunk().await.map_err(|e| self.invalid(error_detail(&e)))?;
             match chunk {
@@ -104,7 +104,7 @@ impl Watch {
                 None if self.buf.iter().all(u8::is_ascii_whitespace) => return Ok(None),
                 None => {
                     let line = std::mem::take(&mut self.buf);
-                    return parse_watch_line(&line).map(Some).map_err(|detail| self.invalid(detail));
+                    return parse_watch_line(&line).map(Some).map_err(|e| self.invalid(e.to_string()));
                 }
             }
         }
@@ -116,7 +116,7 @@ impl Watch {
 }
 
 /// A text response read as it arrives: a session's log, which `follow` keeps open.
-pub struct TextStream {
+pub(crate) struct TextStream {
     response: Response,
     url: String,
 }
@@ -124,7 +124,7 @@ pub struct TextStream {
 impl TextStream {
     /// The next piece of text, as the server sent it (it may end inside a UTF-8 character);
     /// `None` when the server closed the stream.
-    pub async fn next(&mut self) -> Result<Option<Vec<u8>>, ClientError> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Vec<u8>>, ClientError> {
         match self.response.chunk().await {
             Ok(c) => Ok(c.map(|c| c.to_vec())),
             Err(e) => Err(ClientError::Invalid { url: self.url.clone(), detail: error_detail(&e) }),
@@ -132,21 +132,32 @@ impl TextStream {
     }
 }
 
+/// What is wrong with a list or a watch event the server sent.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    #[error("not a list: {0}")]
+    NotAList(serde_json::Error),
+    #[error("bad watch event: {0}")]
+    WatchEvent(serde_json::Error),
+    #[error("bad bookmark: {0}")]
+    Bookmark(serde_json::Error),
+}
+
 /// The items and resourceVersion of a list response.
-fn object_list(bytes: &[u8]) -> Result<ObjectList, String> {
-    let list: List = serde_json::from_slice(bytes).map_err(|e| format!("not a list: {e}"))?;
+fn object_list(bytes: &[u8]) -> Result<ObjectList, BodyError> {
+    let list: List = serde_json::from_slice(bytes).map_err(BodyError::NotAList)?;
     Ok(ObjectList { resource_version: list.metadata.resource_version, items: list.items })
 }
 
 /// Parses `{"type": …, "object": …}`.
-pub fn parse_watch_line(line: &[u8]) -> Result<WatchEvent, String> {
-    let l: WatchLine = serde_json::from_slice(line).map_err(|e| format!("bad watch event: {e}"))?;
+pub(crate) fn parse_watch_line(line: &[u8]) -> Result<WatchEvent, BodyError> {
+    let l: WatchLine = serde_json::from_slice(line).map_err(BodyError::WatchEvent)?;
     Ok(match l.type_ {
         WatchEventType::Added => WatchEvent::Added(l.object),
         WatchEventType::Modified => WatchEvent::Modified(l.object),
         WatchEventType::Deleted => WatchEvent::Deleted(l.object),
         WatchEventType::Bookmark => {
-            let b: Bookmark = serde_json::from_value(l.object).map_err(|e| format!("bad bookmark: {e}"))?;
+            let b: Bookmark = serde_json::from_value(l.object).map_err(BodyError::Bookmark)?;
             WatchEvent::Bookmark(b.metadata.resource_version)
         }
         WatchEventType::Error => WatchEvent::Error(serde_json::from_value(l.object).unwrap_or_default()),
@@ -155,14 +166,14 @@ pub fn parse_watch_line(line: &[u8]) -> Result<WatchEvent, String> {
 
 /// Client of one server.
 #[derive(Clone, Debug)]
-pub struct Client {
+pub(crate) struct Client {
     http: reqwest::Client,
     base: Url,
     token: Option<String>,
 }
 
 impl Client {
-    pub fn new(server: &str, token: Option<String>) -> Result<Client, ClientError> {
+    pub(crate) fn new(server: &str, token: Option<String>) -> Result<Client, ClientError> {
         let bad = |detail: String| ClientError::BadUrl { url: server.to_string(), detail };
         let base = Url::parse(server).map_err(|e| bad(e.to_string()))?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
@@ -177,7 +188,7 @@ impl Client {
     }
 
     /// The server's base URL.
-    pub fn server(&self) -> &Url {
+    pub(crate) fn server(&self) -> &Url {
         &self.base
     }
 
@@ -256,11 +267,11 @@ impl Client {
         Ok((code, v))
     }
 
-    pub async fn get(&self, kind: Kind, name: &str) -> Result<Value, ClientError> {
+    pub(crate) async fn get(&self, kind: Kind, name: &str) -> Result<Value, ClientError> {
         self.json(Method::GET, self.resource_url(kind, Some(name), None), None, &[]).await
     }
 
-    pub async fn list(&self, kind: Kind, params: &ListParams) -> Result<ObjectList, ClientError> {
+    pub(crate) async fn list(&self, kind: Kind, params: &ListParams) -> Result<ObjectList, ClientError> {
         let url = self.resource_url(kind, None, None);
         let shown = url.to_string();
         let v = self.json(Method::GET, url, None, &params.query()).await?;
@@ -273,7 +284,7 @@ impl Client {
     /// built by the server (Kubernetes' `Table`): 1,000 sessions are about 95 kB of cells instead
     /// of 1.5 MB of objects to read. For a server that answers with a plain list, the same table
     /// is built here.
-    pub async fn table(&self, kind: Kind, params: &ListParams) -> Result<Table, ClientError> {
+    pub(crate) async fn table(&self, kind: Kind, params: &ListParams) -> Result<Table, ClientError> {
         let url = self.resource_url(kind, None, None);
         let shown = url.to_string();
         let mut query = params.query();
@@ -291,24 +302,30 @@ impl Client {
         if is_table {
             return serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()));
         }
-        let list = object_list(&bytes).map_err(invalid)?;
+        let list = object_list(&bytes).map_err(|e| invalid(e.to_string()))?;
         let mut items = list.items;
         items.sort_by(|a, b| crate::object::name(a).cmp(crate::object::name(b)));
         let now = chrono::Utc::now();
         Ok(table::table(kind, &items, &list.resource_version, now, table::IncludeObject::None))
     }
 
-    pub async fn create(&self, kind: Kind, obj: &Value, dry_run: bool) -> Result<Value, ClientError> {
+    pub(crate) async fn create(&self, kind: Kind, obj: &Value, dry_run: bool) -> Result<Value, ClientError> {
         self.json(Method::POST, self.resource_url(kind, None, None), Some(obj), dry_run_query(dry_run)).await
     }
 
     /// Replaces spec and metadata; `metadata.resourceVersion` of `obj` is a precondition.
-    pub async fn replace(&self, kind: Kind, name: &str, obj: &Value, dry_run: bool) -> Result<Value, ClientError> {
+    pub(crate) async fn replace(
+        &self,
+        kind: Kind,
+        name: &str,
+        obj: &Value,
+        dry_run: bool,
+    ) -> Result<Value, ClientError> {
         self.json(Method::PUT, self.resource_url(kind, Some(name), None), Some(obj), dry_run_query(dry_run)).await
     }
 
     /// Applies a JSON merge patch (RFC 7386).
-    pub async fn merge_patch(&self, kind: Kind, name: &str, patch: &Value) -> Result<Value, ClientError> {
+    pub(crate) async fn merge_patch(&self, kind: Kind, name: &str, patch: &Value) -> Result<Value, ClientError> {
         let url = self.resource_url(kind, Some(name), None);
         let shown = url.to_string();
         let resp = self
@@ -323,14 +340,19 @@ impl Client {
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Invalid { url: shown, detail: e.to_string() })
     }
 
-    pub async fn delete(&self, kind: Kind, name: &str, dry_run: bool) -> Result<Deleted, ClientError> {
+    pub(crate) async fn delete(&self, kind: Kind, name: &str, dry_run: bool) -> Result<Deleted, ClientError> {
         let url = self.resource_url(kind, Some(name), None);
         let (code, _) = self.json_with_code(Method::DELETE, url, None, dry_run_query(dry_run)).await?;
         Ok(if code == StatusCode::ACCEPTED { Deleted::Terminating } else { Deleted::Gone })
     }
 
     /// Opens a watch of `kind` from `resource_version` (exclusive).
-    pub async fn watch(&self, kind: Kind, params: &ListParams, resource_version: &str) -> Result<Watch, ClientError> {
+    pub(crate) async fn watch(
+        &self,
+        kind: Kind,
+        params: &ListParams,
+        resource_version: &str,
+    ) -> Result<Watch, ClientError> {
         let url = self.resource_url(kind, None, None);
         let shown = url.to_string();
         let mut query = params.query();
@@ -344,7 +366,12 @@ impl Client {
 
     /// A session's transcript as text, the last `tail_lines` lines when given; with `follow`, the
     /// stream stays open and brings new output until the session is deleted.
-    pub async fn log(&self, session: &str, tail_lines: Option<usize>, follow: bool) -> Result<TextStream, ClientError> {
+    pub(crate) async fn log(
+        &self,
+        session: &str,
+        tail_lines: Option<usize>,
+        follow: bool,
+    ) -> Result<TextStream, ClientError> {
         let url = self.resource_url(Kind::Session, Some(session), Some("log"));
         let shown = url.to_string();
         let tail = tail_lines.map(|n| n.to_string());
@@ -370,19 +397,19 @@ impl Client {
 
     /// Types `text` into a session's agent; the server answers once delivery was verified (or
     /// the message was queued), with a `Status` whose message says what was done.
-    pub async fn send_input(&self, session: &str, text: &str) -> Result<Status, ClientError> {
+    pub(crate) async fn send_input(&self, session: &str, text: &str) -> Result<Status, ClientError> {
         let url = self.resource_url(Kind::Session, Some(session), Some("input"));
         let body = serde_json::to_value(InputRequest { text: text.to_string() }).expect("an input body serialises");
         self.typed(Method::POST, url, Some(&body)).await
     }
 
     /// Succeeds when `path` (`healthz` or `readyz`) answers 200 within `timeout`.
-    pub async fn probe(&self, path: &str, timeout: Duration) -> Result<(), ClientError> {
+    pub(crate) async fn probe(&self, path: &str, timeout: Duration) -> Result<(), ClientError> {
         self.send(Method::GET, self.url(&[path]), |r| r.timeout(timeout)).await.map(drop)
     }
 
     /// The server's `/version` document.
-    pub async fn version(&self) -> Result<Version, ClientError> {
+    pub(crate) async fn version(&self) -> Result<Version, ClientError> {
         self.typed(Method::GET, self.url(&["version"]), None).await
     }
 

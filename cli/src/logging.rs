@@ -7,7 +7,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command, LogFormat};
 
-pub fn init(cli: &Cli) {
+pub(crate) fn init(cli: &Cli) {
     let (default, format) = match &cli.command {
         Command::Serve(s) => ("info", s.log_format),
         _ => ("warn", LogFormat::Pretty),

@@ -10,7 +10,7 @@ use aoctl_api::{AnyObject, DecodeError, Kind};
 
 /// One decoded object and where it came from.
 #[derive(Clone, Debug)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     pub object: AnyObject,
     /// File name, or `-` for stdin.
     pub source: String,
@@ -19,18 +19,18 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         self.object.kind()
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.object.meta().name
     }
 }
 
 /// Why manifests could not be read. A decode error is shown as it is: it names file, line and field.
 #[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
+pub(crate) enum ManifestError {
     #[error(transparent)]
     Decode(#[from] DecodeError),
     #[error("{path}: {source}")]
@@ -47,7 +47,7 @@ pub enum ManifestError {
 
 /// Reads and decodes every manifest under `paths` (`-` is stdin), then orders them for applying:
 /// Projects before Sessions, otherwise in file order. Fails, having sent nothing, on the first error.
-pub fn load(paths: &[String], recursive: bool) -> Result<Vec<Manifest>, ManifestError> {
+pub(crate) fn load(paths: &[String], recursive: bool) -> Result<Vec<Manifest>, ManifestError> {
     let mut out = vec![];
     for path in paths {
         let sources = if path == "-" {
@@ -102,12 +102,12 @@ fn check_names(list: &[Manifest]) -> Result<(), ManifestError> {
 }
 
 /// Projects first, as sessions refer to them; the order within a kind is kept.
-pub fn sort_for_apply(list: &mut [Manifest]) {
+pub(crate) fn sort_for_apply(list: &mut [Manifest]) {
     list.sort_by_key(|m| kind_rank(m.kind()));
 }
 
 /// Sessions first, so that their project is deleted last.
-pub fn sort_for_delete(list: &mut [Manifest]) {
+pub(crate) fn sort_for_delete(list: &mut [Manifest]) {
     list.sort_by_key(|m| std::cmp::Reverse(kind_rank(m.kind())));
 }
 

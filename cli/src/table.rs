@@ -5,13 +5,13 @@
 use comfy_table::{presets, CellAlignment, Table};
 
 /// Ages are written by the same function the server's tables use.
-pub use aoctl_api::table::age;
+pub(crate) use aoctl_api::table::age;
 
 /// Columns are separated by this many spaces.
 const GAP: u16 = 2;
 
 /// Renders a table; every line ends with a newline and carries no trailing spaces.
-pub fn render<S: AsRef<str>>(header: &[S], rows: &[Vec<String>]) -> String {
+pub(crate) fn render<S: AsRef<str>>(header: &[S], rows: &[Vec<String>]) -> String {
     let header: Vec<String> = header.iter().map(|h| h.as_ref().to_ascii_uppercase()).collect();
     let rows: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|c| clean(c)).collect()).collect();
     match render_ascii(&header, &rows) {
@@ -75,13 +75,13 @@ fn render_any(header: &[String], rows: &[Vec<String>]) -> String {
 /// Prints rows one at a time under a table already printed (`get -w`), keeping its column widths
 /// where the new cells fit.
 #[derive(Clone, Debug)]
-pub struct RowPrinter {
+pub(crate) struct RowPrinter {
     widths: Vec<usize>,
 }
 
 impl RowPrinter {
     /// Remembers the widths of a table with this header and these rows.
-    pub fn new<S: AsRef<str>>(header: &[S], rows: &[Vec<String>]) -> RowPrinter {
+    pub(crate) fn new<S: AsRef<str>>(header: &[S], rows: &[Vec<String>]) -> RowPrinter {
         let mut widths: Vec<usize> = header.iter().map(|h| h.as_ref().chars().count()).collect();
         for row in rows {
             for (w, c) in widths.iter_mut().zip(row) {
@@ -92,7 +92,7 @@ impl RowPrinter {
     }
 
     /// One row, padded to the remembered widths, with a trailing newline.
-    pub fn row(&self, cells: &[String]) -> String {
+    pub(crate) fn row(&self, cells: &[String]) -> String {
         let mut line = String::new();
         for (i, cell) in cells.iter().enumerate() {
             let cell = clean(cell);
@@ -110,7 +110,7 @@ impl RowPrinter {
 }
 
 /// Makes text safe for one table cell: no line breaks, no control characters (terminal escapes).
-pub fn clean(s: &str) -> String {
+pub(crate) fn clean(s: &str) -> String {
     s.chars().map(|c| if c == '\n' || c == '\t' || c == '\r' { ' ' } else { c }).filter(|c| !c.is_control()).collect()
 }
 

@@ -12,7 +12,7 @@ use crate::object;
 
 /// Where an object stands relative to what is awaited.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Check {
+pub(crate) enum Check {
     /// Reached; the note says how (e.g. `ready`).
     Done(String),
     /// Not yet; the note says why, for the timeout message.
@@ -22,7 +22,7 @@ pub enum Check {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum WaitError {
+pub(crate) enum WaitError {
     #[error(transparent)]
     Client(#[from] ClientError),
     #[error("{reference}: {why}")]
@@ -33,7 +33,7 @@ pub enum WaitError {
 
 /// Waits until `check` says `Done` for every name of `kind` (`None`: the object does not exist).
 /// Returns each name with its note, in name order.
-pub async fn wait_for(
+pub(crate) async fn wait_for(
     client: &Client,
     kind: Kind,
     names: &[String],
@@ -131,7 +131,7 @@ fn settled(kind: Kind, state: &BTreeMap<String, Check>) -> Result<bool, WaitErro
 }
 
 /// Phases in which a session is not expected to change without outside help.
-pub const SETTLED_PHASES: &[&str] = &[
+pub(crate) const SETTLED_PHASES: &[&str] = &[
     "Queued",
     "Working",
     "Idle",
@@ -148,7 +148,7 @@ pub const SETTLED_PHASES: &[&str] = &[
 ];
 
 /// `apply --wait`: Projects until `Ready=True`; Sessions until `Ready=True` or a settled phase.
-pub fn ready(kind: Kind, obj: Option<&Value>) -> Check {
+pub(crate) fn ready(kind: Kind, obj: Option<&Value>) -> Check {
     let Some(obj) = obj else { return Check::Failed("was deleted while waiting".into()) };
     if object::status_is_stale(obj) {
         return Check::Pending("status not yet observed".into());
@@ -184,7 +184,7 @@ pub fn ready(kind: Kind, obj: Option<&Value>) -> Check {
 }
 
 /// `delete --wait`: until the object is gone.
-pub fn gone(obj: Option<&Value>) -> Check {
+pub(crate) fn gone(obj: Option<&Value>) -> Check {
     match obj {
         None => Check::Done("deleted".into()),
         Some(o) => {

@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Mounts a tmpfs of `mib` MiB on `dir` (which must exist).
-pub fn mount_tmpfs(dir: &Path, mib: u32) -> std::io::Result<()> {
+pub(crate) fn mount_tmpfs(dir: &Path, mib: u32) -> std::io::Result<()> {
     let target = CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
     let opts = CString::new(format!("size={mib}m,mode=0700")).map_err(std::io::Error::other)?;
     // SAFETY: every pointer is a NUL-terminated string that outlives the call.
@@ -21,7 +21,7 @@ pub fn mount_tmpfs(dir: &Path, mib: u32) -> std::io::Result<()> {
 }
 
 /// Unmounts what is mounted on `dir`, lazily (open files do not keep it busy).
-pub fn unmount(dir: &Path) {
+pub(crate) fn unmount(dir: &Path) {
     if let Ok(target) = CString::new(dir.as_os_str().as_bytes()) {
         // SAFETY: a NUL-terminated path.
         unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
@@ -29,7 +29,7 @@ pub fn unmount(dir: &Path) {
 }
 
 /// Fills the filesystem of `dir` with one file until the kernel refuses more; returns the file.
-pub fn fill(dir: &Path) -> PathBuf {
+pub(crate) fn fill(dir: &Path) -> PathBuf {
     let path = dir.join("filler");
     let mut f = std::fs::File::create(&path).expect("create the filler");
     for size in [1 << 20, 1 << 12, 1] {

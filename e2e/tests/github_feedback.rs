@@ -11,13 +11,13 @@ use serde_json::{json, Value};
 use crate::lifecycle::{events, eventually, git, transcript, Cleanup, READY};
 use crate::standin::{count, delivered, head, is, session, Gh, REPO};
 
-pub const PROJECT: &str = "widgets";
+pub(crate) const PROJECT: &str = "widgets";
 /// How long one step may take.
-pub const STEP: Duration = Duration::from_secs(30);
-pub const REVIEWER: &str = "octo-reviewer";
+pub(crate) const STEP: Duration = Duration::from_secs(30);
+pub(crate) const REVIEWER: &str = "octo-reviewer";
 
 /// Starts the world with `reactions` on the project and one session; waits for its pull request.
-pub async fn open_pr(name: &str, reactions: Value, extra: Value) -> (Gh, u64) {
+pub(crate) async fn open_pr(name: &str, reactions: Value, extra: Value) -> (Gh, u64) {
     let gh = Gh::start(REPO, true).await;
     gh.server.create("projects", &gh.project(PROJECT, REPO, "2s", reactions)).await;
     gh.project_ready(PROJECT).await;
@@ -28,7 +28,7 @@ pub async fn open_pr(name: &str, reactions: Value, extra: Value) -> (Gh, u64) {
 }
 
 /// Waits until the session's transcript holds `needle`.
-pub async fn heard(gh: &Gh, name: &str, needle: &str) -> String {
+pub(crate) async fn heard(gh: &Gh, name: &str, needle: &str) -> String {
     eventually(STEP, &format!("the agent's transcript showing {needle:?}"), || {
         let t = transcript(&gh.server, name);
         if t.contains(needle) {
@@ -41,7 +41,7 @@ pub async fn heard(gh: &Gh, name: &str, needle: &str) -> String {
 }
 
 /// Waits until the session's branch in origin.git moves away from `old`.
-pub async fn pushed_after(gh: &Gh, branch: &str, old: &str) -> String {
+pub(crate) async fn pushed_after(gh: &Gh, branch: &str, old: &str) -> String {
     eventually(STEP, "the agent's commit pushed to origin", || match head(&gh.repos.bare, branch) {
         Some(h) if h != old => Ok(h),
         other => Err(format!("{other:?}")),
@@ -50,7 +50,7 @@ pub async fn pushed_after(gh: &Gh, branch: &str, old: &str) -> String {
 }
 
 /// The session's events as (reason, message).
-pub async fn reasons(gh: &Gh, name: &str) -> Vec<(String, String)> {
+pub(crate) async fn reasons(gh: &Gh, name: &str) -> Vec<(String, String)> {
     events(&gh.server, name)
         .await
         .iter()
@@ -176,7 +176,7 @@ redirect loop detected: /login -> /home -> /login
 error: test failed, to rerun pass `--lib`";
 
 /// Waits until the session has an event with `reason`; its message.
-pub async fn event(gh: &Gh, name: &str, reason: &str) -> String {
+pub(crate) async fn event(gh: &Gh, name: &str, reason: &str) -> String {
     let deadline = Instant::now() + STEP;
     loop {
         let all = reasons(gh, name).await;

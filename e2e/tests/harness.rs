@@ -11,19 +11,19 @@ use serde_json::{json, Value};
 use tempfile::TempDir;
 
 /// The binary under test; Cargo builds it before this test target.
-pub const BIN: &str = env!("CARGO_BIN_EXE_aoctl");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_aoctl");
 /// Prefix of every resource path.
-pub const API: &str = "/apis/ao.dev/v1alpha1";
+pub(crate) const API: &str = "/apis/ao.dev/v1alpha1";
 /// A project path that does not exist: its project never becomes Ready, so no agent starts for
 /// its sessions, and once the controllers have recorded that they leave its objects alone.
-pub const NO_REPO: &str = "/nonexistent/aoctl-e2e/repo";
+pub(crate) const NO_REPO: &str = "/nonexistent/aoctl-e2e/repo";
 /// How long a server has to answer `/readyz`.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long one CLI invocation may take.
 const CLI_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A free TCP port on the loopback interface (bound, read and released).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     l.local_addr().expect("local address").port()
 }
@@ -35,7 +35,7 @@ const SCRUBBED: &[&str] =
     &["AOCTL_SERVER", "AOCTL_TOKEN", "AOCTL_DATA_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "RUST_LOG", "GIT_DIR", "CI"];
 
 /// A command for the binary with a scrubbed environment and a throwaway HOME.
-pub fn command(home: &Path) -> Command {
+pub(crate) fn command(home: &Path) -> Command {
     let mut cmd = Command::new(BIN);
     for v in SCRUBBED {
         cmd.env_remove(v);
@@ -46,7 +46,7 @@ pub fn command(home: &Path) -> Command {
 
 /// What a finished CLI invocation printed and how it exited.
 #[derive(Clone, Debug)]
-pub struct Out {
+pub(crate) struct Out {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -55,14 +55,14 @@ pub struct Out {
 impl Out {
     /// Panics, showing everything, unless the command exited 0.
     #[track_caller]
-    pub fn ok(&self) -> &Out {
+    pub(crate) fn ok(&self) -> &Out {
         assert_eq!(self.code, 0, "expected success:\n{self}");
         self
     }
 
     /// Panics unless the command exited with `code`.
     #[track_caller]
-    pub fn code(&self, code: i32) -> &Out {
+    pub(crate) fn code(&self, code: i32) -> &Out {
         assert_eq!(self.code, code, "expected exit status {code}:\n{self}");
         self
     }
@@ -75,13 +75,13 @@ impl std::fmt::Display for Out {
 }
 
 /// Runs a prepared command to completion with optional stdin, killing it after `CLI_TIMEOUT`.
-pub fn run(cmd: Command, stdin: Option<&str>) -> Out {
+pub(crate) fn run(cmd: Command, stdin: Option<&str>) -> Out {
     run_for(cmd, stdin, CLI_TIMEOUT)
 }
 
 /// Like [`run`], killing the command after `timeout`; its output is read as it comes, so a
 /// command that prints a lot never blocks on a full pipe.
-pub fn run_for(mut cmd: Command, stdin: Option<&str>, timeout: Duration) -> Out {
+pub(crate) fn run_for(mut cmd: Command, stdin: Option<&str>, timeout: Duration) -> Out {
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{cmd:?} cannot start: {e}"));
@@ -119,14 +119,14 @@ pub fn run_for(mut cmd: Command, stdin: Option<&str>, timeout: Duration) -> Out 
 }
 
 /// A long-running CLI process (such as `get -w`) whose stdout lines arrive on a channel.
-pub struct Streaming {
+pub(crate) struct Streaming {
     child: Child,
     lines: mpsc::Receiver<String>,
     pub seen: Vec<String>,
 }
 
 impl Streaming {
-    pub fn spawn(mut cmd: Command) -> Streaming {
+    pub(crate) fn spawn(mut cmd: Command) -> Streaming {
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
         let mut child = cmd.spawn().expect("aoctl starts");
         let stdout = child.stdout.take().expect("stdout is piped");
@@ -144,7 +144,7 @@ impl Streaming {
 
     /// Waits for a line satisfying `pred`; panics with everything seen after `timeout`.
     #[track_caller]
-    pub fn wait_line(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_line(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -169,7 +169,7 @@ impl Drop for Streaming {
 }
 
 /// Creates a git repository at `parent/name` with one commit on `branch`.
-pub fn git_repo(parent: &Path, name: &str, branch: &str) -> PathBuf {
+pub(crate) fn git_repo(parent: &Path, name: &str, branch: &str) -> PathBuf {
     let dir = parent.join(name);
     std::fs::create_dir_all(&dir).expect("create repository folder");
     let git = |args: &[&str]| {
@@ -192,53 +192,53 @@ pub fn git_repo(parent: &Path, name: &str, branch: &str) -> PathBuf {
 }
 
 /// A Project manifest as JSON.
-pub fn project(name: &str, path: &str) -> Value {
+pub(crate) fn project(name: &str, path: &str) -> Value {
     json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": name}, "spec": {"path": path}})
 }
 
 /// A Session manifest as JSON.
-pub fn session(name: &str, project: &str, prompt: &str) -> Value {
+pub(crate) fn session(name: &str, project: &str, prompt: &str) -> Value {
     json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": name},
         "spec": {"project": project, "prompt": prompt}})
 }
 
 /// The `metadata.resourceVersion` of an object.
-pub fn rv(obj: &Value) -> String {
+pub(crate) fn rv(obj: &Value) -> String {
     obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
 /// A resourceVersion as a number, for ordering (the store's are decimal counters).
-pub fn rv_num(obj: &Value) -> u64 {
+pub(crate) fn rv_num(obj: &Value) -> u64 {
     rv(obj).parse().unwrap_or_else(|_| panic!("resourceVersion is not a counter: {obj}"))
 }
 
 /// An HTTP response: status code and body.
 #[derive(Clone, Debug)]
-pub struct Resp {
+pub(crate) struct Resp {
     pub code: u16,
     pub body: Vec<u8>,
 }
 
 impl Resp {
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
     /// The body as JSON; `Null` when it is not JSON.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
     }
 
     /// Panics unless the code is `code`; returns the JSON body.
     #[track_caller]
-    pub fn expect(&self, code: u16) -> Value {
+    pub(crate) fn expect(&self, code: u16) -> Value {
         assert_eq!(self.code, code, "unexpected response: {}", self.text());
         self.json()
     }
 
     /// Panics unless this is a Kubernetes-style `Status` error with this code and reason.
     #[track_caller]
-    pub fn expect_status(&self, code: u16, reason: &str) -> Value {
+    pub(crate) fn expect_status(&self, code: u16, reason: &str) -> Value {
         let v = self.json();
         assert_eq!(self.code, code, "unexpected response: {}", self.text());
         assert_eq!(v["kind"], "Status", "not a Status body: {}", self.text());
@@ -251,7 +251,7 @@ impl Resp {
 
 /// How to start a server.
 #[derive(Clone, Debug, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Address to listen on; `127.0.0.1` when empty.
     pub host: String,
     /// A bearer token, written to a file passed as `--token-file`.
@@ -260,11 +260,11 @@ pub struct Options {
     pub tmpfs_mib: Option<u32>,
 }
 
-pub use crate::disk::{mount_tmpfs, unmount};
+pub(crate) use crate::disk::{mount_tmpfs, unmount};
 
 /// Why a tmpfs cannot be mounted here, if it cannot: only a refusal of the permission counts, so
 /// a test that needs one skips only where mounting is impossible.
-pub fn tmpfs_refused() -> Option<std::io::Error> {
+pub(crate) fn tmpfs_refused() -> Option<std::io::Error> {
     let dir = tempfile::tempdir().expect("tempdir");
     match mount_tmpfs(dir.path(), 1) {
         Ok(()) => {
@@ -277,7 +277,7 @@ pub fn tmpfs_refused() -> Option<std::io::Error> {
 }
 
 /// A running `aoctl serve`, killed when dropped. Its data dir, log and HOME live in a tempdir.
-pub struct Server {
+pub(crate) struct Server {
     pub tmp: TempDir,
     pub data_dir: PathBuf,
     pub home: PathBuf,
@@ -293,7 +293,7 @@ pub struct Server {
 
 /// The token a server keeps in `data_dir` (made at its first start; it exists once `/readyz`
 /// answers).
-pub fn token_of(data_dir: &Path) -> String {
+pub(crate) fn token_of(data_dir: &Path) -> String {
     let path = data_dir.join("token");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let token = text.trim().to_string();
@@ -302,11 +302,11 @@ pub fn token_of(data_dir: &Path) -> String {
 }
 
 impl Server {
-    pub async fn start() -> Server {
+    pub(crate) async fn start() -> Server {
         Server::start_with(Options::default()).await
     }
 
-    pub async fn start_with(opts: Options) -> Server {
+    pub(crate) async fn start_with(opts: Options) -> Server {
         let tmp = tempfile::Builder::new().prefix("aoctl-e2e-").tempdir().expect("tempdir");
         let home = tmp.path().join("home");
         std::fs::create_dir_all(&home).expect("create HOME");
@@ -393,12 +393,12 @@ impl Server {
     }
 
     /// Everything the server logged so far (all its runs).
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// SIGKILL, then reap: no shutdown code runs.
-    pub fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
             // SAFETY: the pid is that of our own child, which has not been reaped yet.
             unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
@@ -407,17 +407,17 @@ impl Server {
     }
 
     /// Starts the server again on the same data dir (and port, when it is still free).
-    pub async fn restart(&mut self) {
+    pub(crate) async fn restart(&mut self) {
         self.kill9();
         self.launch(false).await;
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
     /// A request with the server's token (none before it is known: `/readyz` needs none).
-    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let r = self.http.request(method, self.url(path));
         if self.token.is_empty() {
             r
@@ -427,7 +427,7 @@ impl Server {
     }
 
     /// Sends a request with a raw body and content type.
-    pub async fn send(&self, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> Resp {
+    pub(crate) async fn send(&self, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> Resp {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("HTTP method");
         let mut r = self.request(method, path);
         if let Some(ct) = content_type {
@@ -444,7 +444,13 @@ impl Server {
     /// Like `send`, for a body the server may refuse before reading it all (413): the server
     /// answers and closes, and the client can see the closed connection before the answer. A
     /// transport error is tried again, a few times; an answer is returned as it is.
-    pub async fn send_oversized(&self, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> Resp {
+    pub(crate) async fn send_oversized(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> Resp {
         let mut last = String::new();
         // A connection of its own: the server closes it after refusing, and a pooled one would
         // fail the next request of the test.
@@ -472,22 +478,22 @@ impl Server {
         Ok(Resp { code, body: resp.bytes().await?.to_vec() })
     }
 
-    pub async fn get_path(&self, path: &str) -> Resp {
+    pub(crate) async fn get_path(&self, path: &str) -> Resp {
         self.send("GET", path, None, vec![]).await
     }
 
-    pub async fn json(&self, method: &str, path: &str, body: &Value) -> Resp {
+    pub(crate) async fn json(&self, method: &str, path: &str, body: &Value) -> Resp {
         let ct = if method == "PATCH" { "application/merge-patch+json" } else { "application/json" };
         self.send(method, path, Some(ct), serde_json::to_vec(body).expect("JSON")).await
     }
 
     /// Creates an object through the API; panics unless 201.
-    pub async fn create(&self, plural: &str, obj: &Value) -> Value {
+    pub(crate) async fn create(&self, plural: &str, obj: &Value) -> Value {
         self.json("POST", &format!("{API}/{plural}"), obj).await.expect(201)
     }
 
     /// Reads an object; `None` on 404.
-    pub async fn object(&self, plural: &str, name: &str) -> Option<Value> {
+    pub(crate) async fn object(&self, plural: &str, name: &str) -> Option<Value> {
         let r = self.get_path(&format!("{API}/{plural}/{name}")).await;
         match r.code {
             404 => None,
@@ -496,7 +502,13 @@ impl Server {
     }
 
     /// Polls an object until `pred` holds; panics with the last state after `timeout`.
-    pub async fn wait_for(&self, plural: &str, name: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn wait_for(
+        &self,
+        plural: &str,
+        name: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + timeout;
         loop {
             let obj = self.object(plural, name).await.unwrap_or(Value::Null);
@@ -511,14 +523,14 @@ impl Server {
     }
 
     /// The list of a kind as returned, byte for byte.
-    pub async fn list_bytes(&self, plural: &str) -> Vec<u8> {
+    pub(crate) async fn list_bytes(&self, plural: &str) -> Vec<u8> {
         let r = self.get_path(&format!("{API}/{plural}")).await;
         assert_eq!(r.code, 200, "list {plural}: {}", r.text());
         r.body
     }
 
     /// The resourceVersion of a list of this kind.
-    pub async fn list_rv(&self, plural: &str) -> String {
+    pub(crate) async fn list_rv(&self, plural: &str) -> String {
         self.get_path(&format!("{API}/{plural}")).await.expect(200)["metadata"]["resourceVersion"]
             .as_str()
             .expect("list resourceVersion")
@@ -526,7 +538,7 @@ impl Server {
     }
 
     /// The lists of projects, sessions and events, byte for byte, one after the other.
-    pub async fn dump(&self) -> Vec<u8> {
+    pub(crate) async fn dump(&self) -> Vec<u8> {
         let mut out = vec![];
         for plural in ["projects", "sessions", "events"] {
             out.extend_from_slice(plural.as_bytes());
@@ -540,7 +552,7 @@ impl Server {
     /// Waits until the controllers are done reacting: the dump stays the same for 1.36 s, longer
     /// than an agent's output can defer its session's next look (the transcript watcher wakes a
     /// session at most once a second, and always once after its last output). Returns it.
-    pub async fn settle(&self) -> Vec<u8> {
+    pub(crate) async fn settle(&self) -> Vec<u8> {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut last = self.dump().await;
         let mut same = 0;
@@ -559,21 +571,21 @@ impl Server {
     }
 
     /// A CLI invocation against this server.
-    pub fn cli(&self) -> Command {
+    pub(crate) fn cli(&self) -> Command {
         let mut cmd = command(&self.home);
         cmd.env("AOCTL_SERVER", &self.base).env("AOCTL_DATA_DIR", &self.data_dir);
         cmd
     }
 
     /// Runs `aoctl ARGS` against this server.
-    pub fn aoctl(&self, args: &[&str]) -> Out {
+    pub(crate) fn aoctl(&self, args: &[&str]) -> Out {
         let mut cmd = self.cli();
         cmd.args(args);
         run(cmd, None)
     }
 
     /// Runs `aoctl ARGS` with `stdin` as standard input.
-    pub fn aoctl_stdin(&self, args: &[&str], stdin: &str) -> Out {
+    pub(crate) fn aoctl_stdin(&self, args: &[&str], stdin: &str) -> Out {
         let mut cmd = self.cli();
         cmd.args(args);
         run(cmd, Some(stdin))
@@ -598,14 +610,14 @@ impl Drop for Server {
 }
 
 /// Reads newline-delimited JSON events from a watch response.
-pub struct WatchStream {
+pub(crate) struct WatchStream {
     resp: reqwest::Response,
     buf: Vec<u8>,
 }
 
 impl WatchStream {
     /// Opens `path` (which carries `watch=true`); panics unless 200.
-    pub async fn open(server: &Server, path: &str) -> WatchStream {
+    pub(crate) async fn open(server: &Server, path: &str) -> WatchStream {
         let http = reqwest::Client::new();
         let resp = http.get(server.url(path)).bearer_auth(&server.token).send().await.expect("watch request");
         assert_eq!(resp.status().as_u16(), 200, "watch {path}");
@@ -613,7 +625,7 @@ impl WatchStream {
     }
 
     /// The next event, `None` when the stream ended; panics after `timeout` without one.
-    pub async fn next(&mut self, timeout: Duration) -> Option<Value> {
+    pub(crate) async fn next(&mut self, timeout: Duration) -> Option<Value> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
@@ -642,7 +654,7 @@ impl Server {
     /// Like [`Server::start`], with `env` added to the server's environment, which the agents'
     /// tmux server and the agents inherit (say, a `PATH` holding an agent CLI the test installed).
     /// A [`Server::restart`] starts the process without them.
-    pub async fn start_with_env(env: &[(&str, &std::ffi::OsStr)]) -> Server {
+    pub(crate) async fn start_with_env(env: &[(&str, &std::ffi::OsStr)]) -> Server {
         let tmp = tempfile::Builder::new().prefix("aoctl-e2e-").tempdir().expect("tempdir");
         let home = tmp.path().join("home");
         std::fs::create_dir_all(&home).expect("create HOME");
@@ -685,7 +697,7 @@ impl Server {
     /// Kills the server with SIGKILL and starts it again on the same data dir and port with `env`
     /// added to its environment (what [`Server::start_with_env`] gave the first run), waiting until
     /// it is ready. The port is kept so that webhooks aimed at it still arrive.
-    pub async fn restart_with_env(&mut self, env: &[(&str, &std::ffi::OsStr)]) {
+    pub(crate) async fn restart_with_env(&mut self, env: &[(&str, &std::ffi::OsStr)]) {
         self.kill9();
         for _ in 0..20 {
             let mut cmd = command(&self.home);

@@ -18,9 +18,9 @@ const WRAPPER: &str = include_str!("../agents/lifecycle-agent");
 /// The scripted agent the wrapper starts, committed as `scripts/demo-agent`.
 const DEMO_AGENT: &str = include_str!("../agents/demo-agent");
 /// The agent's command, relative to the worktree it runs in.
-pub const AGENT: &str = "./scripts/agent.sh";
+pub(crate) const AGENT: &str = "./scripts/agent.sh";
 /// How long sessions get to become Ready on a busy two-core machine.
-pub const READY: Duration = Duration::from_secs(60);
+pub(crate) const READY: Duration = Duration::from_secs(60);
 
 /// A git command in `dir` with a fixed identity and no user or system configuration.
 fn git_cmd(dir: &Path, args: &[&str]) -> Command {
@@ -38,25 +38,25 @@ fn git_cmd(dir: &Path, args: &[&str]) -> Command {
 
 /// Runs git in `dir`; its trimmed standard output. Panics when git fails.
 #[track_caller]
-pub fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = git_cmd(dir, args).output().expect("git runs");
     assert!(out.status.success(), "git {args:?} in {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// Whether git succeeds in `dir`.
-pub fn git_ok(dir: &Path, args: &[&str]) -> bool {
+pub(crate) fn git_ok(dir: &Path, args: &[&str]) -> bool {
     git_out(dir, args).is_some()
 }
 
 /// Git's trimmed standard output in `dir`, `None` when it fails.
-pub fn git_out(dir: &Path, args: &[&str]) -> Option<String> {
+pub(crate) fn git_out(dir: &Path, args: &[&str]) -> Option<String> {
     let out = git_cmd(dir, args).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// A repository `parent/name` on `main` whose second commit adds the scripted agent.
-pub fn agent_repo(parent: &Path, name: &str) -> PathBuf {
+pub(crate) fn agent_repo(parent: &Path, name: &str) -> PathBuf {
     let repo = git_repo(parent, name, "main");
     let scripts = repo.join("scripts");
     fs::create_dir_all(&scripts).expect("create scripts/");
@@ -71,7 +71,7 @@ pub fn agent_repo(parent: &Path, name: &str) -> PathBuf {
 }
 
 /// A word no other process on the machine has among its arguments.
-pub fn token(tag: &str) -> String {
+pub(crate) fn token(tag: &str) -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     format!("e2e-{tag}-{}-{nanos}", std::process::id())
 }
@@ -84,7 +84,7 @@ fn merge(target: &mut Value, extra: Value) {
 }
 
 /// A Project manifest for `repo`, with `extra` fields in its spec.
-pub fn project(name: &str, repo: &Path, extra: Value) -> Value {
+pub(crate) fn project(name: &str, repo: &Path, extra: Value) -> Value {
     let mut p = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": name},
         "spec": {"path": repo}});
     merge(&mut p["spec"], extra);
@@ -93,7 +93,7 @@ pub fn project(name: &str, repo: &Path, extra: Value) -> Value {
 
 /// A Session manifest running the scripted agent with `token` in its arguments, with `extra`
 /// fields in its spec. Its prompt is `Task of <name>`.
-pub fn session(name: &str, project: &str, token: &str, extra: Value) -> Value {
+pub(crate) fn session(name: &str, project: &str, token: &str, extra: Value) -> Value {
     let mut s = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": name},
         "spec": {"project": project, "prompt": format!("Task of {name}"),
             "agent": {"command": [AGENT, "{promptFile}", token]}}});
@@ -102,31 +102,31 @@ pub fn session(name: &str, project: &str, token: &str, extra: Value) -> Value {
 }
 
 /// Writes `docs` as one multi-document YAML file; its path as a string.
-pub fn write_manifest(path: &Path, docs: &[Value]) -> String {
+pub(crate) fn write_manifest(path: &Path, docs: &[Value]) -> String {
     let text: Vec<String> = docs.iter().map(|d| serde_yaml_ng::to_string(d).expect("YAML")).collect();
     fs::write(path, text.join("---\n")).expect("write manifest");
     path.to_str().expect("UTF-8 path").to_string()
 }
 
 /// The condition `type_` of an object.
-pub fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+pub(crate) fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
     obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_)
 }
 
 /// Whether the condition `type_` is True.
-pub fn is_true(obj: &Value, type_: &str) -> bool {
+pub(crate) fn is_true(obj: &Value, type_: &str) -> bool {
     condition(obj, type_).is_some_and(|c| c["status"] == "True")
 }
 
-pub fn ready(obj: &Value) -> bool {
+pub(crate) fn ready(obj: &Value) -> bool {
     is_true(obj, "Ready")
 }
 
-pub fn phase(obj: &Value) -> &str {
+pub(crate) fn phase(obj: &Value) -> &str {
     obj.pointer("/status/phase").and_then(Value::as_str).unwrap_or("")
 }
 
-pub fn restarts(obj: &Value) -> u64 {
+pub(crate) fn restarts(obj: &Value) -> u64 {
     obj.pointer("/status/runtime/restarts").and_then(Value::as_u64).unwrap_or(0)
 }
 
@@ -143,7 +143,7 @@ fn summary(name: &str, obj: &Value) -> String {
 }
 
 /// Polls the session list until `pred` holds for every one of `names`; their objects, in order.
-pub async fn wait_all(
+pub(crate) async fn wait_all(
     server: &Server,
     names: &[&str],
     timeout: Duration,
@@ -170,7 +170,7 @@ pub async fn wait_all(
 }
 
 /// Polls `probe` until it returns `Ok`; panics with its last `Err` after `timeout`.
-pub async fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
+pub(crate) async fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         match probe() {
@@ -182,12 +182,12 @@ pub async fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut(
 }
 
 /// The author and subject of the newest commit on `branch`.
-pub fn tip(repo: &Path, branch: &str) -> Option<String> {
+pub(crate) fn tip(repo: &Path, branch: &str) -> Option<String> {
     git_out(repo, &["log", "-1", "--format=%an|%s", branch, "--"]).filter(|t| !t.is_empty())
 }
 
 /// Waits until the scripted agent's commit is the tip of the session's branch.
-pub async fn agent_committed(repo: &Path, branch: &str, session: &str) {
+pub(crate) async fn agent_committed(repo: &Path, branch: &str, session: &str) {
     let want = format!("demo-agent|{session}: Task of {session}");
     eventually(READY, &format!("the agent's commit on {branch}"), || match tip(repo, branch) {
         Some(t) if t == want => Ok(()),
@@ -197,7 +197,7 @@ pub async fn agent_committed(repo: &Path, branch: &str, session: &str) {
 }
 
 /// The Events about one session, oldest first.
-pub async fn events(server: &Server, session: &str) -> Vec<Value> {
+pub(crate) async fn events(server: &Server, session: &str) -> Vec<Value> {
     let list = server.get_path(&format!("{API}/events")).await.expect(200);
     let items = list["items"].as_array().cloned().unwrap_or_default();
     items
@@ -207,22 +207,22 @@ pub async fn events(server: &Server, session: &str) -> Vec<Value> {
 }
 
 /// The event of a session with this reason, if any.
-pub async fn event(server: &Server, session: &str, reason: &str) -> Option<Value> {
+pub(crate) async fn event(server: &Server, session: &str, reason: &str) -> Option<Value> {
     events(server, session).await.into_iter().find(|e| e["reason"] == reason)
 }
 
 /// The folder of a session's workspace.
-pub fn workspace(server: &Server, project: &str, session: &str) -> PathBuf {
+pub(crate) fn workspace(server: &Server, project: &str, session: &str) -> PathBuf {
     server.data_dir.join("workspaces").join(project).join(session)
 }
 
 /// A session's transcript, as the controller writes it.
-pub fn transcript(server: &Server, session: &str) -> String {
+pub(crate) fn transcript(server: &Server, session: &str) -> String {
     fs::read_to_string(server.data_dir.join("sessions").join(session).join("transcript.log")).unwrap_or_default()
 }
 
 /// The main repository's worktrees as (path, branch), the main checkout first.
-pub fn worktrees(repo: &Path) -> Vec<(PathBuf, String)> {
+pub(crate) fn worktrees(repo: &Path) -> Vec<(PathBuf, String)> {
     let text = git(repo, &["worktree", "list", "--porcelain"]);
     text.split("\n\n")
         .filter_map(|block| {
@@ -241,18 +241,18 @@ pub fn worktrees(repo: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// The lines of a launch log written by the scripted agent.
-pub fn launches(log: &Path) -> Vec<String> {
+pub(crate) fn launches(log: &Path) -> Vec<String> {
     fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
 }
 
 /// How many launches of `session` the log records.
-pub fn launch_count(log: &Path, session: &str) -> usize {
+pub(crate) fn launch_count(log: &Path, session: &str) -> usize {
     launches(log).iter().filter(|l| *l == session).count()
 }
 
 /// Waits until the launch log records `n` launches of `session` (an agent logs its launch a moment
 /// after its runtime started it).
-pub async fn launched(log: &Path, session: &str, n: usize) {
+pub(crate) async fn launched(log: &Path, session: &str, n: usize) {
     eventually(Duration::from_secs(10), &format!("{n} launches of {session}"), || match launch_count(log, session) {
         c if c == n => Ok(()),
         c => Err(format!("{c} launches: {:?}", launches(log))),
@@ -261,16 +261,16 @@ pub async fn launched(log: &Path, session: &str, n: usize) {
 }
 
 /// The agents' tmux server of one data dir.
-pub struct Tmux {
+pub(crate) struct Tmux {
     pub sock: PathBuf,
 }
 
 impl Tmux {
-    pub fn of(server: &Server) -> Tmux {
+    pub(crate) fn of(server: &Server) -> Tmux {
         Tmux { sock: server.data_dir.join("tmux.sock") }
     }
 
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         Command::new("tmux")
             .arg("-S")
             .arg(&self.sock)
@@ -282,7 +282,7 @@ impl Tmux {
     }
 
     /// The names of its sessions, sorted; none when the server is not running.
-    pub fn sessions(&self) -> Vec<String> {
+    pub(crate) fn sessions(&self) -> Vec<String> {
         let out = self.run(&["list-sessions", "-F", "#{session_name}"]);
         let mut names: Vec<String> = if out.status.success() {
             String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
@@ -293,22 +293,22 @@ impl Tmux {
         names
     }
 
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.run(&["has-session", "-t", &format!("={name}")]).status.success()
     }
 
     /// The pid of the process the session's pane runs.
-    pub fn pane_pid(&self, name: &str) -> Option<u32> {
+    pub(crate) fn pane_pid(&self, name: &str) -> Option<u32> {
         let out = self.run(&["display-message", "-p", "-t", &format!("={name}:"), "#{pane_pid}"]);
         String::from_utf8_lossy(&out.stdout).trim().parse().ok().filter(|_| out.status.success())
     }
 
     /// What the session's pane shows.
-    pub fn capture(&self, name: &str) -> String {
+    pub(crate) fn capture(&self, name: &str) -> String {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", &format!("={name}:")]).stdout).into_owned()
     }
 
-    pub fn kill_server(&self) {
+    pub(crate) fn kill_server(&self) {
         let _ = self.run(&["kill-server"]);
     }
 }
@@ -328,7 +328,7 @@ fn parent_of(pid: u32) -> Option<u32> {
 /// Live processes with `token` as one of their arguments, other than tmux (whose server repeats
 /// the command line of the session it was started for) and other than shells forked from a match
 /// (a script's command substitutions).
-pub fn processes_with(token: &str) -> Vec<u32> {
+pub(crate) fn processes_with(token: &str) -> Vec<u32> {
     let matching: HashSet<u32> = fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -347,7 +347,7 @@ pub fn processes_with(token: &str) -> Vec<u32> {
 }
 
 /// The current directory of a process.
-pub fn cwd_of(pid: u32) -> Option<PathBuf> {
+pub(crate) fn cwd_of(pid: u32) -> Option<PathBuf> {
     fs::read_link(format!("/proc/{pid}/cwd")).ok()
 }
 
@@ -368,19 +368,19 @@ fn run_for(mut cmd: Command, timeout: Duration) -> Option<Output> {
 
 /// Deletes every session through the CLI and stops the agents' tmux server when dropped, so that
 /// a failing test leaves no agent behind. Drop it before the server: declare it after.
-pub struct Cleanup {
+pub(crate) struct Cleanup {
     base: String,
     home: PathBuf,
     data_dir: PathBuf,
 }
 
 impl Cleanup {
-    pub fn new(server: &Server) -> Cleanup {
+    pub(crate) fn new(server: &Server) -> Cleanup {
         Cleanup { base: server.base.clone(), home: server.home.clone(), data_dir: server.data_dir.clone() }
     }
 
     /// Follows a server restarted on another port.
-    pub fn retarget(&mut self, server: &Server) {
+    pub(crate) fn retarget(&mut self, server: &Server) {
         self.base = server.base.clone();
     }
 
@@ -412,7 +412,7 @@ impl Cleanup {
     /// Deletes every session and checks that nothing of them is left: no tmux session, no
     /// workspace folder, no per-session files.
     #[track_caller]
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.delete_all().unwrap_or_else(|e| panic!("deleting the sessions at the end: {e}"));
         let tmux = Tmux { sock: self.data_dir.join("tmux.sock") };
         assert_eq!(tmux.sessions(), Vec::<String>::new(), "tmux sessions left after deleting every session");

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 /// How the receiver answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Ok,
     Fail,
     /// Requests wait unanswered until the mode changes; then they get 503 (their sender is gone).
@@ -22,7 +22,7 @@ pub enum Mode {
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
-pub struct Hit {
+pub(crate) struct Hit {
     pub path: String,
     pub key: Option<String>,
     pub body: Value,
@@ -36,7 +36,7 @@ struct Shared {
     mode: watch::Sender<Mode>,
 }
 
-pub struct Receiver {
+pub(crate) struct Receiver {
     base: String,
     shared: Shared,
     task: tokio::task::JoinHandle<()>,
@@ -70,7 +70,7 @@ async fn record(State(sh): State<Shared>, uri: Uri, headers: HeaderMap, body: By
 }
 
 impl Receiver {
-    pub async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the receiver");
         let base = format!("http://{}", listener.local_addr().expect("receiver address"));
         let shared = Shared { hits: Arc::new(Mutex::new(vec![])), mode: watch::channel(Mode::Ok).0 };
@@ -81,20 +81,20 @@ impl Receiver {
         Receiver { base, shared, task }
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    pub fn set(&self, mode: Mode) {
+    pub(crate) fn set(&self, mode: Mode) {
         self.shared.mode.send_replace(mode);
     }
 
-    pub fn hits(&self) -> Vec<Hit> {
+    pub(crate) fn hits(&self) -> Vec<Hit> {
         self.shared.hits.lock().unwrap().clone()
     }
 
     /// The requests to `path` answered with a 2xx: the deliveries the receiver acknowledged.
-    pub fn acked(&self, path: &str) -> Vec<Hit> {
+    pub(crate) fn acked(&self, path: &str) -> Vec<Hit> {
         self.hits().into_iter().filter(|h| h.path == path && (200..300).contains(&h.answered)).collect()
     }
 }
@@ -107,7 +107,7 @@ impl Drop for Receiver {
 
 /// A desktop session for `notify-send`: Xvfb, a private D-Bus session bus, the dunst notification
 /// server on both, and `dbus-monitor` recording every `Notify` call. Stopped when dropped.
-pub struct Desktop {
+pub(crate) struct Desktop {
     pub bus: String,
     monitor_log: std::path::PathBuf,
     children: Vec<std::process::Child>,
@@ -115,7 +115,7 @@ pub struct Desktop {
 
 impl Desktop {
     /// `None` when one of the programs is not installed.
-    pub fn start(dir: &std::path::Path) -> Option<Desktop> {
+    pub(crate) fn start(dir: &std::path::Path) -> Option<Desktop> {
         use std::io::{BufRead, BufReader};
         use std::process::{Command, Stdio};
         let have = |p: &str| {
@@ -182,7 +182,7 @@ impl Desktop {
     }
 
     /// What `dbus-monitor` recorded so far.
-    pub fn calls(&self) -> String {
+    pub(crate) fn calls(&self) -> String {
         std::fs::read_to_string(&self.monitor_log).unwrap_or_default()
     }
 }

@@ -19,11 +19,11 @@ use crate::harness::{Server, API};
 use crate::lifecycle::{git, git_out};
 
 /// The token the stand-in requires and the server reads from `GITHUB_TOKEN`.
-pub const TOKEN: &str = "ghp_e2eStandInToken0123456789";
+pub(crate) const TOKEN: &str = "ghp_e2eStandInToken0123456789";
 /// The webhook secret the stand-in signs with and the server reads from `AOCTL_WEBHOOK_SECRET`.
-pub const SECRET: &str = "e2e-webhook-secret";
+pub(crate) const SECRET: &str = "e2e-webhook-secret";
 /// The repository of the pull-request tests.
-pub const REPO: &str = "acme/widgets";
+pub(crate) const REPO: &str = "acme/widgets";
 /// The scripted agent, committed as `scripts/agent.sh`.
 const DEMO_AGENT: &str = include_str!("../agents/demo-agent");
 /// How long the stand-in may take to print its port.
@@ -49,12 +49,12 @@ fn ensure_node_modules() {
 }
 
 /// The server environment that lets it talk to the stand-in and check its webhooks.
-pub fn gh_env() -> [(&'static str, &'static OsStr); 2] {
+pub(crate) fn gh_env() -> [(&'static str, &'static OsStr); 2] {
     [("GITHUB_TOKEN", OsStr::new(TOKEN)), ("AOCTL_WEBHOOK_SECRET", OsStr::new(SECRET))]
 }
 
 /// `sha256=<hex>`: the `X-Hub-Signature-256` of `body` under `secret`, computed by openssl.
-pub fn sign(secret: &str, body: &[u8]) -> String {
+pub(crate) fn sign(secret: &str, body: &[u8]) -> String {
     use std::io::Write;
     let mut child = Command::new("openssl")
         .args(["dgst", "-sha256", "-hmac", secret])
@@ -73,7 +73,7 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
 }
 
 /// A running `node server.js`, killed when dropped.
-pub struct StandIn {
+pub(crate) struct StandIn {
     child: Child,
     pub base: String,
     log: PathBuf,
@@ -84,7 +84,7 @@ impl StandIn {
     /// Starts the stand-in for `repo` backed by the bare repository `git_dir`, requiring
     /// [`TOKEN`]; with `webhook_url`, every action it announces is POSTed there signed with
     /// [`SECRET`]. Its stderr goes to `dir/standin.log`.
-    pub fn start(dir: &Path, repo: &str, git_dir: &Path, webhook_url: Option<&str>) -> StandIn {
+    pub(crate) fn start(dir: &Path, repo: &str, git_dir: &Path, webhook_url: Option<&str>) -> StandIn {
         ensure_node_modules();
         let log = dir.join("standin.log");
         let mut cmd = Command::new("node");
@@ -114,12 +114,12 @@ impl StandIn {
         s
     }
 
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Sends a request to the stand-in; the status and the JSON body (`Null` when not JSON).
-    pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    pub(crate) async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("HTTP method");
         let mut r = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(TOKEN);
         if let Some(b) = body {
@@ -132,36 +132,36 @@ impl StandIn {
     }
 
     /// A control or API call that must succeed; its JSON body.
-    pub async fn ok(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+    pub(crate) async fn ok(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
         let (code, v) = self.call(method, path, body).await;
         assert!((200..300).contains(&code), "stand-in {method} {path} answered {code}: {v:#}");
         v
     }
 
     /// Adds a completed check run to `sha`; the stand-in's answer, with its webhook deliveries.
-    pub async fn check_run(&self, sha: &str, name: &str, conclusion: &str, log: &str) -> Value {
+    pub(crate) async fn check_run(&self, sha: &str, name: &str, conclusion: &str, log: &str) -> Value {
         let body = json!({"sha": sha, "name": name, "conclusion": conclusion, "log": log});
         self.ok("POST", "/_standin/check-runs", Some(&body)).await
     }
 
     /// Submits a review of pull request `number`.
-    pub async fn review(&self, number: u64, user: &str, state: &str, body: &str, comments: Value) -> Value {
+    pub(crate) async fn review(&self, number: u64, user: &str, state: &str, body: &str, comments: Value) -> Value {
         let req = json!({"number": number, "user": user, "state": state, "body": body, "comments": comments});
         self.ok("POST", "/_standin/reviews", Some(&req)).await
     }
 
     /// The stand-in's state of the first repository.
-    pub async fn repo_state(&self) -> Value {
+    pub(crate) async fn repo_state(&self) -> Value {
         self.ok("GET", "/_standin/state", None).await["repos"][0].clone()
     }
 
     /// Every pull request of the first repository.
-    pub async fn pulls(&self) -> Vec<Value> {
+    pub(crate) async fn pulls(&self) -> Vec<Value> {
         self.repo_state().await["pulls"].as_array().cloned().unwrap_or_default()
     }
 
     /// The request counters: `{total, counted, byRoute}`.
-    pub async fn requests(&self) -> Value {
+    pub(crate) async fn requests(&self) -> Value {
         self.ok("GET", "/_standin/requests", None).await
     }
 }
@@ -178,7 +178,7 @@ impl Drop for StandIn {
 
 /// Every delivery in a stand-in answer was accepted with `code`.
 #[track_caller]
-pub fn delivered(answer: &Value, code: u64) {
+pub(crate) fn delivered(answer: &Value, code: u64) {
     let deliveries = answer["deliveries"].as_array().cloned().unwrap_or_default();
     assert!(!deliveries.is_empty(), "no webhook deliveries: {answer:#}");
     for d in &deliveries {
@@ -187,14 +187,14 @@ pub fn delivered(answer: &Value, code: u64) {
 }
 
 /// The bare `origin.git` and the clone the project works in.
-pub struct Repos {
+pub(crate) struct Repos {
     pub bare: PathBuf,
     pub clone: PathBuf,
 }
 
 /// Creates `parent/origin.git` whose `main` has one commit with `README.md` and the scripted agent
 /// as `scripts/agent.sh`, and clones it to `parent/widgets`.
-pub fn repos(parent: &Path) -> Repos {
+pub(crate) fn repos(parent: &Path) -> Repos {
     let bare = parent.join("origin.git");
     fs::create_dir_all(&bare).expect("create origin.git");
     git(&bare, &["init", "-q", "--bare", "-b", "main"]);
@@ -214,19 +214,19 @@ pub fn repos(parent: &Path) -> Repos {
 }
 
 /// The commit `branch` points at in a repository, if it exists.
-pub fn head(repo: &Path, branch: &str) -> Option<String> {
+pub(crate) fn head(repo: &Path, branch: &str) -> Option<String> {
     git_out(repo, &["rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")]).filter(|s| !s.is_empty())
 }
 
 /// Records the JSON bodies POSTed to it: the target of a project's `webhook` notifier.
-pub struct Notifications {
+pub(crate) struct Notifications {
     pub url: String,
     bodies: Arc<Mutex<Vec<Value>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Notifications {
-    pub async fn start() -> Notifications {
+    pub(crate) async fn start() -> Notifications {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the receiver");
         let url = format!("http://{}/hook", listener.local_addr().expect("receiver address"));
         let bodies = Arc::new(Mutex::new(vec![]));
@@ -247,7 +247,7 @@ impl Notifications {
     }
 
     /// The bodies received so far.
-    pub fn bodies(&self) -> Vec<Value> {
+    pub(crate) fn bodies(&self) -> Vec<Value> {
         self.bodies.lock().unwrap().clone()
     }
 }
@@ -282,7 +282,7 @@ async fn read_request(conn: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
 /// One pull-request test's world: an aoctl server with the GitHub environment, the repositories,
 /// the stand-in and the notification receiver. The server is dropped (and its agents' tmux
 /// server stopped) before the stand-in.
-pub struct Gh {
+pub(crate) struct Gh {
     pub server: Server,
     pub standin: StandIn,
     pub repos: Repos,
@@ -291,12 +291,12 @@ pub struct Gh {
 
 impl Gh {
     /// Starts everything; with `webhooks`, the stand-in announces its actions to the server.
-    pub async fn start(repo: &str, webhooks: bool) -> Gh {
+    pub(crate) async fn start(repo: &str, webhooks: bool) -> Gh {
         Gh::start_with_env(repo, webhooks, &[]).await
     }
 
     /// Like [`Gh::start`], the server also getting `extra` in its environment.
-    pub async fn start_with_env(repo: &str, webhooks: bool, extra: &[(&str, &OsStr)]) -> Gh {
+    pub(crate) async fn start_with_env(repo: &str, webhooks: bool, extra: &[(&str, &OsStr)]) -> Gh {
         let mut env: Vec<(&str, &OsStr)> = gh_env().to_vec();
         env.extend_from_slice(extra);
         let server = Server::start_with_env(&env).await;
@@ -308,7 +308,7 @@ impl Gh {
     }
 
     /// A Project for the clone on `repo`, polling GitHub every `poll`, with `reactions`.
-    pub fn project(&self, name: &str, repo: &str, poll: &str, reactions: Value) -> Value {
+    pub(crate) fn project(&self, name: &str, repo: &str, poll: &str, reactions: Value) -> Value {
         json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": name},
             "spec": {"path": self.repos.clone, "repo": repo,
                 "github": {"apiUrl": self.standin.base, "pollInterval": poll},
@@ -317,18 +317,18 @@ impl Gh {
     }
 
     /// SIGKILL and restart of the server, with the GitHub environment, on the same port.
-    pub async fn restart(&mut self) {
+    pub(crate) async fn restart(&mut self) {
         self.server.restart_with_env(&gh_env()).await;
     }
 
     /// Waits until the project is Ready.
-    pub async fn project_ready(&self, name: &str) {
+    pub(crate) async fn project_ready(&self, name: &str) {
         self.server.wait_for("projects", name, Duration::from_secs(30), |p| is(p, "Ready", "True")).await;
     }
 }
 
 /// A Session running the scripted agent that wants a pull request, with `extra` in its spec.
-pub fn session(name: &str, project: &str, prompt: &str, extra: Value) -> Value {
+pub(crate) fn session(name: &str, project: &str, prompt: &str, extra: Value) -> Value {
     let mut s = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": name},
         "spec": {"project": project, "prompt": prompt,
             "agent": {"command": ["./scripts/agent.sh", "{promptFile}"]},
@@ -340,7 +340,7 @@ pub fn session(name: &str, project: &str, prompt: &str, extra: Value) -> Value {
 }
 
 /// The condition `type_` of an object, or `Null`.
-pub fn cond(obj: &Value, type_: &str) -> Value {
+pub(crate) fn cond(obj: &Value, type_: &str) -> Value {
     obj.pointer("/status/conditions")
         .and_then(Value::as_array)
         .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
@@ -349,18 +349,18 @@ pub fn cond(obj: &Value, type_: &str) -> Value {
 }
 
 /// Whether the condition `type_` has this status.
-pub fn is(obj: &Value, type_: &str, status: &str) -> bool {
+pub(crate) fn is(obj: &Value, type_: &str, status: &str) -> bool {
     cond(obj, type_)["status"] == status
 }
 
 /// Whether the condition `type_` has this status and reason.
-pub fn has(obj: &Value, type_: &str, status: &str, reason: &str) -> bool {
+pub(crate) fn has(obj: &Value, type_: &str, status: &str, reason: &str) -> bool {
     let c = cond(obj, type_);
     c["status"] == status && c["reason"] == reason
 }
 
 /// The sum of the samples of metric `name` (exactly) whose labels include every pair of `labels`.
-pub async fn metric(server: &Server, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) async fn metric(server: &Server, name: &str, labels: &[(&str, &str)]) -> f64 {
     let text = server.get_path("/metrics").await.text();
     text.lines()
         .filter(|l| !l.starts_with('#'))
@@ -371,11 +371,11 @@ pub async fn metric(server: &Server, name: &str, labels: &[(&str, &str)]) -> f64
 }
 
 /// How many times `needle` occurs in `text`.
-pub fn count(text: &str, needle: &str) -> usize {
+pub(crate) fn count(text: &str, needle: &str) -> usize {
     text.matches(needle).count()
 }
 
 /// The session object; panics when it does not exist.
-pub async fn get_session(server: &Server, name: &str) -> Value {
+pub(crate) async fn get_session(server: &Server, name: &str) -> Value {
     server.get_path(&format!("{API}/sessions/{name}")).await.expect(200)
 }

@@ -15,7 +15,7 @@ const OBJECTS: usize = 5;
 
 /// One acknowledged change: the watch must report it as `type_` with exactly this object.
 #[derive(Clone, Debug)]
-pub struct Change {
+pub(crate) struct Change {
     pub type_: &'static str,
     pub object: Value,
 }
@@ -88,7 +88,7 @@ async fn writer(server: &Server, w: usize) -> Written {
 }
 
 /// The names of the objects of some changes.
-pub fn names(changes: &BTreeMap<u64, Change>) -> BTreeSet<String> {
+pub(crate) fn names(changes: &BTreeMap<u64, Change>) -> BTreeSet<String> {
     changes.values().map(|c| c.object["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect()
 }
 
@@ -98,7 +98,7 @@ fn name_of(ev: &Value) -> String {
 
 /// Reads events (skipping bookmarks) until every wanted resourceVersion was seen and every
 /// terminating session is gone; returns them.
-pub async fn read_until(
+pub(crate) async fn read_until(
     stream: &mut WatchStream,
     wanted: &BTreeMap<u64, Change>,
     terminating: &BTreeSet<String>,
@@ -135,7 +135,7 @@ pub async fn read_until(
 
 /// Checks what a watch delivered against what the writers were told. Events nobody was told of
 /// may only be the session controller's writes to `ours`.
-pub fn check(
+pub(crate) fn check(
     what: &str,
     seen: &[(u64, Value)],
     wanted: &BTreeMap<u64, Change>,

@@ -92,7 +92,12 @@ pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path, pid_file: &
 
 /// Starts a background process; not supported on this platform.
 #[cfg(not(unix))]
-pub fn spawn_detached(_program: &Path, _args: &[OsString], _log: &Path, _pid_file: &Path) -> Result<u32, DaemonError> {
+pub(crate) fn spawn_detached(
+    _program: &Path,
+    _args: &[OsString],
+    _log: &Path,
+    _pid_file: &Path,
+) -> Result<u32, DaemonError> {
     Err(DaemonError::Unsupported)
 }
 
@@ -140,7 +145,7 @@ pub fn is_alive(pid: u32) -> bool {
 
 /// Whether a process exists; always false on this platform.
 #[cfg(not(unix))]
-pub fn is_alive(_pid: u32) -> bool {
+pub(crate) fn is_alive(_pid: u32) -> bool {
     false
 }
 
@@ -173,7 +178,7 @@ pub fn stop(pid_file: &Path, grace: Duration) -> Result<Option<u32>, DaemonError
 
 /// Stops a background process; not supported on this platform.
 #[cfg(not(unix))]
-pub fn stop(_pid_file: &Path, _grace: Duration) -> Result<Option<u32>, DaemonError> {
+pub(crate) fn stop(_pid_file: &Path, _grace: Duration) -> Result<Option<u32>, DaemonError> {
     Err(DaemonError::Unsupported)
 }
 

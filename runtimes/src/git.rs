@@ -13,8 +13,8 @@ pub struct RepoInfo {
     /// `origin/HEAD`'s branch, else `main` or `master` when present, else the checked-out branch.
     pub default_branch: Option<String>,
     /// Commit HEAD points at; none in an empty repository.
-    pub head_sha: Option<String>,
-    pub origin_url: Option<String>,
+    pub(crate) head_sha: Option<String>,
+    pub(crate) origin_url: Option<String>,
     /// `owner/name` when origin is on github.com.
     pub github_repo: Option<String>,
 }
@@ -104,7 +104,7 @@ pub fn resolve_branch(root: &Path, branch: &str) -> Result<String, GitError> {
 }
 
 /// `owner/name` of a github.com remote URL in https, ssh or scp-like form.
-pub fn github_repo_of(url: &str) -> Option<String> {
+pub(crate) fn github_repo_of(url: &str) -> Option<String> {
     let rest =
         ["https://github.com/", "http://github.com/", "ssh://git@github.com/", "git@github.com:", "git://github.com/"]
             .iter()

@@ -1,7 +1,6 @@
 //! Where aoctl touches the machine: git repositories and workspaces (git2), the runtimes agents
 //! run in (tmux, a PTY the controller owns), the agent adapters, and background processes. Only
 //! this crate spawns processes.
-
 pub mod agents;
 #[cfg(all(test, unix))]
 mod contract_tests;
@@ -10,7 +9,7 @@ pub mod docker;
 pub mod git;
 pub mod notify;
 pub mod process;
-pub mod runtime;
+mod runtime;
 pub mod secret;
 mod terminal;
 pub mod tmux;

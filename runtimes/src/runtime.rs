@@ -54,15 +54,15 @@ pub enum Probe {
 #[derive(Clone, Debug, PartialEq)]
 pub struct InputStyle {
     /// Multi-line text goes in as one bracketed paste so the agent receives one message.
-    pub bracketed_paste: bool,
+    pub(crate) bracketed_paste: bool,
     /// Pause between the text and the submitting key (some agents turn an immediate Enter into a newline).
-    pub submit_delay: Duration,
+    pub(crate) submit_delay: Duration,
     /// The key that submits, in tmux key syntax (`Enter`, `C-m`).
     pub submit_key: String,
     /// How long delivery is checked before the submit key is sent again.
-    pub verify_timeout: Duration,
+    pub(crate) verify_timeout: Duration,
     /// How many times the submit key is retried.
-    pub retries: u32,
+    pub(crate) retries: u32,
 }
 
 impl Default for InputStyle {

@@ -22,7 +22,7 @@ const ATTEMPTS: usize = 5;
 
 /// What applying one object did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Created,
     Configured,
     Unchanged,
@@ -38,7 +38,7 @@ impl fmt::Display for Outcome {
     }
 }
 
-pub async fn run(client: &Client, a: ApplyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client, a: ApplyArgs) -> anyhow::Result<ExitCode> {
     let manifests = manifest::load(&a.filenames, a.recursive)?;
     let suffix = if a.dry_run { " (dry run)" } else { "" };
     let mut applied: Vec<(Kind, String)> = vec![];
@@ -81,17 +81,17 @@ pub async fn run(client: &Client, a: ApplyArgs) -> anyhow::Result<ExitCode> {
 /// not exist yet, so such a Session, already validated locally when its manifest was read, is
 /// reported as the manifest has it.
 #[derive(Default)]
-pub struct PendingProjects(HashSet<String>);
+pub(crate) struct PendingProjects(HashSet<String>);
 
 impl PendingProjects {
-    pub fn note(&mut self, kind: Kind, name: &str, outcome: Outcome) {
+    pub(crate) fn note(&mut self, kind: Kind, name: &str, outcome: Outcome) {
         if kind == Kind::Project && outcome == Outcome::Created {
             self.0.insert(name.to_string());
         }
     }
 
     /// Whether the server refused `desired` only because its project is one of these.
-    pub fn excuses(&self, kind: Kind, desired: &Value, err: &ClientError) -> bool {
+    pub(crate) fn excuses(&self, kind: Kind, desired: &Value, err: &ClientError) -> bool {
         let ClientError::Api(status) = err else { return false };
         let causes = status.details.as_ref().map(|d| d.causes.as_slice()).unwrap_or_default();
         kind == Kind::Session
@@ -108,7 +108,7 @@ fn location(m: &Manifest) -> String {
 
 /// The body sent for a manifest: its JSON without `status`, annotated with itself (compact JSON)
 /// as the last-applied configuration.
-pub fn desired(obj: &AnyObject) -> Value {
+pub(crate) fn desired(obj: &AnyObject) -> Value {
     let mut v = obj.to_value();
     if let Some(o) = v.as_object_mut() {
         o.remove("status");
@@ -134,7 +134,7 @@ pub fn desired(obj: &AnyObject) -> Value {
 
 /// `desired` made ready to replace `live`: the live resourceVersion as precondition, and the
 /// live finalizers and owner references when the manifest names none (controllers own those).
-pub fn merge_live(desired: &Value, live: &Value) -> Value {
+pub(crate) fn merge_live(desired: &Value, live: &Value) -> Value {
     let mut v = desired.clone();
     let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) else { return v };
     meta.insert("resourceVersion".into(), Value::String(object::resource_version(live).to_string()));
@@ -152,7 +152,7 @@ pub fn merge_live(desired: &Value, live: &Value) -> Value {
 }
 
 /// Whether two versions of an object agree on everything users write.
-pub fn same_content(a: &Value, b: &Value) -> bool {
+pub(crate) fn same_content(a: &Value, b: &Value) -> bool {
     let pick = |v: &Value| {
         let m = |k: &str| v.pointer(&format!("/metadata/{k}")).cloned().filter(|x| !is_empty(x));
         (m("labels"), m("annotations"), m("finalizers"), m("ownerReferences"), v.get("spec").cloned())
@@ -170,7 +170,7 @@ fn is_empty(v: &Value) -> bool {
 }
 
 /// Creates the object, or replaces the live one; retries when another writer got there first.
-pub async fn apply_one(
+pub(crate) async fn apply_one(
     client: &Client,
     kind: Kind,
     name: &str,

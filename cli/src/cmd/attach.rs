@@ -16,7 +16,7 @@ use crate::args::AttachArgs;
 use crate::client::Client;
 use crate::object;
 
-pub async fn run(client: &Client, a: AttachArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client, a: AttachArgs) -> anyhow::Result<ExitCode> {
     let session = client.get(Kind::Session, &a.session).await?;
     let argv = attach_command(&session)?;
     let e = daemon::exec_replace(&argv);
@@ -24,7 +24,7 @@ pub async fn run(client: &Client, a: AttachArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The session's attach command, or why there is none.
-pub fn attach_command(session: &Value) -> anyhow::Result<Vec<String>> {
+pub(crate) fn attach_command(session: &Value) -> anyhow::Result<Vec<String>> {
     let name = object::name(session);
     // A stopped session's runtime is gone; an exited agent's screen stays, and can be looked at.
     let stopped = object::condition(session, types::RUNTIME_READY)

@@ -6,7 +6,7 @@ use clap::CommandFactory;
 
 use crate::args::{Cli, CompletionArgs, Shell};
 
-pub fn run(a: CompletionArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(a: CompletionArgs) -> anyhow::Result<ExitCode> {
     let shell = match a.shell {
         Shell::Bash => clap_complete::Shell::Bash,
         Shell::Zsh => clap_complete::Shell::Zsh,

@@ -12,7 +12,7 @@ use crate::manifest;
 use crate::object;
 use crate::wait;
 
-pub async fn run(client: &Client, a: DeleteArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client, a: DeleteArgs) -> anyhow::Result<ExitCode> {
     let targets: Vec<(Kind, String)> = match a.kind {
         Some(kind) => a.names.iter().map(|n| (kind, n.clone())).collect(),
         None => {

@@ -17,7 +17,7 @@ use crate::table;
 /// How many of the object's events are shown.
 const EVENTS: usize = 10;
 
-pub async fn run(client: &Client, a: DescribeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client, a: DescribeArgs) -> anyhow::Result<ExitCode> {
     let obj = client.get(a.kind, &a.name).await?;
     let events = events_of(client, a.kind, &a.name).await?;
     emit(&describe(a.kind, &obj, &events, Utc::now()));
@@ -43,7 +43,7 @@ async fn events_of(client: &Client, kind: Kind, name: &str) -> anyhow::Result<Ve
 }
 
 /// The whole description.
-pub fn describe(kind: Kind, o: &Value, events: &[Value], now: DateTime<Utc>) -> String {
+pub(crate) fn describe(kind: Kind, o: &Value, events: &[Value], now: DateTime<Utc>) -> String {
     let mut out = String::new();
     let top = |out: &mut String, label: &str, value: &str| {
         let _ = writeln!(out, "{:<14}{value}", format!("{label}:"));

@@ -14,7 +14,7 @@ use crate::client::{Client, ClientError};
 use crate::manifest;
 use crate::object;
 
-pub async fn run(client: &Client, a: DiffArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client, a: DiffArgs) -> anyhow::Result<ExitCode> {
     let manifests = match manifest::load(&a.filenames, a.recursive) {
         Ok(m) => m,
         Err(e) => {
@@ -76,7 +76,7 @@ fn diffable(v: &Value) -> String {
 }
 
 /// The unified diff between the live object (absent: new) and the merged one; empty when equal.
-pub fn unified(reference: &str, live: Option<&Value>, merged: &Value) -> String {
+pub(crate) fn unified(reference: &str, live: Option<&Value>, merged: &Value) -> String {
     let old = live.map(diffable).unwrap_or_default();
     let new = diffable(merged);
     if old == new {

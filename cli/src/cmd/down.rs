@@ -13,8 +13,8 @@ use crate::args::Global;
 /// How long the server gets to shut down after SIGTERM before SIGKILL.
 const GRACE: Duration = Duration::from_secs(10);
 
-pub fn run(g: &Global) -> anyhow::Result<ExitCode> {
-    let pid_file = g.data_dir().map_err(anyhow::Error::msg)?.join(super::up::PID_FILE);
+pub(crate) fn run(g: &Global) -> anyhow::Result<ExitCode> {
+    let pid_file = g.data_dir()?.join(super::up::PID_FILE);
     let Some(pid) = daemon::read_pid(&pid_file)? else {
         bail!("no background server: {} does not exist", pid_file.display());
     };

@@ -16,7 +16,7 @@ use crate::client::{Client, ListParams, WatchEvent};
 use crate::object;
 use crate::table::{self, RowPrinter};
 
-pub async fn run(client: &Client, a: GetArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client, a: GetArgs) -> anyhow::Result<ExitCode> {
     let params = ListParams { label_selector: a.selector.clone(), field_selector: None };
     let kinds = a.kinds.0;
     let now = Utc::now();
@@ -159,13 +159,13 @@ fn sort_items(kind: Kind, items: &mut [Value]) {
 }
 
 /// The column titles of a kind.
-pub fn header(kind: Kind, wide: bool) -> Vec<String> {
+pub(crate) fn header(kind: Kind, wide: bool) -> Vec<String> {
     let columns = aoctl_api::table::columns(kind);
     columns.into_iter().filter(|c| wide || c.priority == 0).map(|c| c.name.to_ascii_uppercase()).collect()
 }
 
 /// The cells of one object; `prefix` writes names as `kind/name`.
-pub fn row(kind: Kind, o: &Value, wide: bool, prefix: bool, now: DateTime<Utc>) -> Vec<String> {
+pub(crate) fn row(kind: Kind, o: &Value, wide: bool, prefix: bool, now: DateTime<Utc>) -> Vec<String> {
     let columns = aoctl_api::table::columns(kind);
     let cells = aoctl_api::table::cells(kind, o, now);
     columns

@@ -8,7 +8,7 @@ use super::emit_bytes;
 use crate::args::LogsArgs;
 use crate::client::Client;
 
-pub async fn run(client: &Client, a: LogsArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client, a: LogsArgs) -> anyhow::Result<ExitCode> {
     let mut stream = client.log(&a.session, a.tail, a.follow).await?;
     let copy = async {
         while let Some(chunk) = stream.next().await? {

@@ -1,19 +1,19 @@
 //! One module per verb; `run` hands the parsed command line to it.
 
-pub mod apply;
-pub mod attach;
-pub mod completion;
-pub mod delete;
-pub mod describe;
-pub mod diff;
-pub mod down;
-pub mod get;
-pub mod logs;
-pub mod send;
-pub mod serve;
-pub mod spawn;
-pub mod up;
-pub mod version;
+pub(crate) mod apply;
+pub(crate) mod attach;
+pub(crate) mod completion;
+pub(crate) mod delete;
+pub(crate) mod describe;
+pub(crate) mod diff;
+pub(crate) mod down;
+pub(crate) mod get;
+pub(crate) mod logs;
+pub(crate) mod send;
+pub(crate) mod serve;
+pub(crate) mod spawn;
+pub(crate) mod up;
+pub(crate) mod version;
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -25,7 +25,7 @@ use crate::client::{Client, ClientError};
 
 /// Runs one verb. `Ok` carries the exit status for verbs whose success has several outcomes
 /// (`diff`: 1 when there are differences).
-pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let Cli { global, command } = cli;
     match command {
         Command::Serve(a) => serve::run(&global, a).await,
@@ -48,7 +48,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// A client of `--server` with the bearer token: `--token` / `AOCTL_TOKEN`, else, for a server on
 /// this machine, the one it keeps in the data directory. A remote server is never sent the local
 /// token.
-pub fn client(g: &Global) -> Result<Client, ClientError> {
+pub(crate) fn client(g: &Global) -> Result<Client, ClientError> {
     let local = g.token.clone().filter(|t| !t.is_empty()).or_else(|| {
         let url = reqwest::Url::parse(&g.server).ok()?;
         let host = url.host_str()?.trim_start_matches('[').trim_end_matches(']');
@@ -62,12 +62,12 @@ pub fn client(g: &Global) -> Result<Client, ClientError> {
 
 /// Writes to stdout and flushes, so that watches show up at once. When the reader has gone away
 /// (`aoctl get -w | head`), there is nothing left to do: exit quietly.
-pub fn emit(text: &str) {
+pub(crate) fn emit(text: &str) {
     emit_bytes(text.as_bytes());
 }
 
 /// `emit` for bytes that need not be whole UTF-8 characters, such as pieces of a streamed log.
-pub fn emit_bytes(bytes: &[u8]) {
+pub(crate) fn emit_bytes(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -80,7 +80,7 @@ pub fn emit_bytes(bytes: &[u8]) {
 
 /// A TEXT or PROMPT argument: itself, or for `-` all of stdin, less one trailing newline (the
 /// one `echo` and editors add); the lines before it are kept as they are.
-pub fn text_arg(arg: &str) -> anyhow::Result<String> {
+pub(crate) fn text_arg(arg: &str) -> anyhow::Result<String> {
     if arg != "-" {
         return Ok(arg.to_string());
     }
@@ -90,7 +90,7 @@ pub fn text_arg(arg: &str) -> anyhow::Result<String> {
 }
 
 /// `text` without one trailing `\n` or `\r\n`.
-pub fn strip_one_newline(text: &str) -> &str {
+pub(crate) fn strip_one_newline(text: &str) -> &str {
     text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(text)
 }
 

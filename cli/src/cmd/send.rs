@@ -9,7 +9,7 @@ use super::{emit, text_arg};
 use crate::args::SendArgs;
 use crate::client::Client;
 
-pub async fn run(client: &Client, a: SendArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client, a: SendArgs) -> anyhow::Result<ExitCode> {
     let text = text_arg(&a.text)?;
     let answer = client.send_input(&a.session, &text).await?;
     let shown = match Some(answer.message).filter(|m| !m.is_empty()) {

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use crate::args::{Global, ServeArgs};
 
-pub async fn run(g: &Global, a: ServeArgs) -> anyhow::Result<ExitCode> {
-    let data_dir = g.data_dir().map_err(anyhow::Error::msg)?;
+pub(crate) async fn run(g: &Global, a: ServeArgs) -> anyhow::Result<ExitCode> {
+    let data_dir = g.data_dir()?;
     let opts = aoctl_controller::ServeOptions {
         listen: a.listen,
         data_dir,

@@ -18,7 +18,7 @@ use crate::wait;
 /// Longest `generateName` the server takes: the store appends five characters to it.
 const MAX_GENERATE_NAME: usize = 58;
 
-pub async fn run(client: &Client, a: SpawnArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client, a: SpawnArgs) -> anyhow::Result<ExitCode> {
     let prompt = text_arg(&a.prompt)?;
     if prompt.trim().is_empty() {
         bail!("the prompt is empty");
@@ -44,7 +44,7 @@ pub async fn run(client: &Client, a: SpawnArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The Session the flags describe; the project's defaults fill in what they leave out.
-pub fn session(a: &SpawnArgs, prompt: &str) -> Session {
+pub(crate) fn session(a: &SpawnArgs, prompt: &str) -> Session {
     let mut s = Session::new(a.name.as_deref().unwrap_or_default(), &a.project, prompt);
     if a.name.is_none() {
         s.metadata.generate_name = Some(generate_name(&a.project));

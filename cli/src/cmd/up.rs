@@ -20,16 +20,16 @@ use crate::client::Client;
 use crate::object;
 
 /// Pid file of the background server, in the data directory.
-pub const PID_FILE: &str = "serve.pid";
+pub(crate) const PID_FILE: &str = "serve.pid";
 /// Log of the background server, in the data directory.
-pub const LOG_FILE: &str = "serve.log";
+pub(crate) const LOG_FILE: &str = "serve.log";
 /// How long a starting server has to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
-pub async fn run(g: &Global, a: UpArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(g: &Global, a: UpArgs) -> anyhow::Result<ExitCode> {
     // The open endpoints tell whether a server runs; its token exists once it has started.
     let probe = Client::new(&g.server, None)?;
-    let data_dir = g.data_dir().map_err(anyhow::Error::msg)?;
+    let data_dir = g.data_dir()?;
 
     let path = if is_url(&a.target) { clone_into(&a.target, &data_dir).await? } else { PathBuf::from(&a.target) };
     let info = tokio::task::spawn_blocking(move || git::inspect(&path)).await??;
@@ -77,7 +77,7 @@ async fn clone_into(url: &str, data_dir: &Path) -> anyhow::Result<PathBuf> {
 
 /// A DNS-1123 label made from a folder name: lower case, runs of other characters as one `-`,
 /// at most 63 characters; `project` when nothing is left.
-pub fn sanitize_name(s: &str) -> String {
+pub(crate) fn sanitize_name(s: &str) -> String {
     let mut out = String::new();
     for c in s.chars().flat_map(char::to_lowercase) {
         if c.is_ascii_lowercase() || c.is_ascii_digit() {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use super::emit;
 use crate::client::{Client, ClientError};
 
-pub async fn run(client: &Client) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(client: &Client) -> anyhow::Result<ExitCode> {
     emit(&format!("client: {} ({})\n", env!("CARGO_PKG_VERSION"), aoctl_api::API_VERSION));
     let server = match client.version().await {
         Ok(v) => {

@@ -1,9 +1,9 @@
 //! Per-key exponential backoff with jitter for keys whose reconcile failed.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use rand::Rng;
 
 /// The jitter as a fraction of the delay: a delay `d` becomes a random value in `[d * 0.9, d * 1.1]`.
@@ -31,7 +31,7 @@ impl Backoff {
 
     /// Counts a failure of `key` and returns the number of failures before this one.
     pub(crate) fn record_failure(&self, key: &str) -> u32 {
-        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut failures = self.failures.lock();
         let count = failures.entry(key.to_owned()).or_insert(0);
         let previous = *count;
         *count = count.saturating_add(1);
@@ -40,13 +40,13 @@ impl Backoff {
 
     /// Forgets the failures of `key`, after a success or when its object is gone.
     pub(crate) fn reset(&self, key: &str) {
-        self.failures.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
+        self.failures.lock().remove(key);
     }
 
     /// Returns the number of consecutive failures of `key`.
     #[cfg(test)]
     pub(crate) fn failures(&self, key: &str) -> u32 {
-        self.failures.lock().unwrap_or_else(PoisonError::into_inner).get(key).copied().unwrap_or(0)
+        self.failures.lock().get(key).copied().unwrap_or(0)
     }
 }
 

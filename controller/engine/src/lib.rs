@@ -1,21 +1,19 @@
 //! The aoctl reconcile engine: a kube-runtime-style controller loop for aoctl's resources.
 //!
-//! A [`Controller`] owns a [`WorkQueue`] of object keys. Watchers and other sources enqueue keys
+//! A [`Controller`] owns a workqueue of object keys. Watchers and other sources enqueue keys
 //! through a cheap, cloneable [`Trigger`]; [`Controller::run`] lists every key once, then starts a
 //! bounded pool of workers that fetch the newest object for a key and reconcile it. A key is never
 //! reconciled by two workers at once, triggers coalesce, errors back off per key, and every key is
 //! re-enqueued periodically (resync).
-
 mod backoff;
 mod controller;
-pub mod metrics;
-pub mod queue;
+mod metrics;
+mod queue;
 
 use std::time::Duration;
 
 pub use controller::{Controller, Trigger};
 pub use metrics::Metrics;
-pub use queue::WorkQueue;
 
 /// What the engine does with a key after its reconcile returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

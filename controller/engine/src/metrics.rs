@@ -110,7 +110,7 @@ impl Metrics {
     }
 
     /// Creates every label set of the controller `name`, so that each series exists at zero from the start.
-    pub fn init_controller(&self, name: &str) {
+    pub(crate) fn init_controller(&self, name: &str) {
         self.controller(name);
     }
 
@@ -166,7 +166,7 @@ impl ControllerMetrics {
 
 /// The workqueue series of one controller.
 #[derive(Debug, Clone)]
-pub struct QueueMetrics {
+pub(crate) struct QueueMetrics {
     pub(crate) depth: IntGauge,
     pub(crate) adds: IntCounter,
     pub(crate) queue_duration: Histogram,
@@ -174,7 +174,8 @@ pub struct QueueMetrics {
 
 impl QueueMetrics {
     /// Returns the workqueue series of the controller `name` in `metrics`.
-    pub fn new(metrics: &Metrics, name: &str) -> QueueMetrics {
+    #[cfg(test)]
+    pub(crate) fn new(metrics: &Metrics, name: &str) -> QueueMetrics {
         metrics.controller(name).queue
     }
 }

@@ -7,9 +7,9 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -17,7 +17,7 @@ use crate::metrics::QueueMetrics;
 
 /// A queue of keys waiting to be reconciled.
 #[derive(Debug, Default)]
-pub struct WorkQueue {
+pub(crate) struct WorkQueue {
     inner: Mutex<Inner>,
     /// Wakes workers waiting in [`WorkQueue::pop`].
     notify: Notify,
@@ -42,31 +42,32 @@ struct Inner {
 
 impl WorkQueue {
     /// Creates an empty queue without metrics.
-    pub fn new() -> WorkQueue {
+    #[cfg(test)]
+    pub(crate) fn new() -> WorkQueue {
         WorkQueue::default()
     }
 
     /// Creates an empty queue that reports its depth, adds and queue times.
-    pub fn with_metrics(metrics: QueueMetrics) -> WorkQueue {
+    pub(crate) fn with_metrics(metrics: QueueMetrics) -> WorkQueue {
         metrics.depth.set(0);
         WorkQueue { metrics: Some(metrics), ..WorkQueue::default() }
     }
 
     /// Adds `key`; a key that is already waiting is not added twice, and adds after shutdown are ignored.
-    pub fn add(&self, key: &str) {
-        let mut inner = self.lock();
+    pub(crate) fn add(&self, key: &str) {
+        let mut inner = self.inner.lock();
         if self.add_locked(&mut inner, key, Instant::now()) {
             self.notify.notify_one();
         }
     }
 
     /// Adds `key` after `delay`; of two pending delayed adds of one key the earlier deadline wins.
-    pub fn add_after(&self, key: &str, delay: Duration) {
+    pub(crate) fn add_after(&self, key: &str, delay: Duration) {
         if delay.is_zero() {
             self.add(key);
             return;
         }
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         if inner.shutting_down {
             return;
         }
@@ -83,13 +84,13 @@ impl WorkQueue {
     /// Waits for a key and marks it processing; returns `None` once the queue shuts down.
     ///
     /// The caller must call [`WorkQueue::done`] with the key when it has finished with it.
-    pub async fn pop(&self) -> Option<String> {
+    pub(crate) async fn pop(&self) -> Option<String> {
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             let wake_at = {
-                let mut inner = self.lock();
+                let mut inner = self.inner.lock();
                 if inner.shutting_down {
                     return None;
                 }
@@ -123,8 +124,8 @@ impl WorkQueue {
     }
 
     /// Marks `key` as no longer processing, and queues it again if it was added meanwhile.
-    pub fn done(&self, key: &str) {
-        let mut inner = self.lock();
+    pub(crate) fn done(&self, key: &str) {
+        let mut inner = self.inner.lock();
         inner.processing.remove(key);
         if inner.dirty.contains_key(key) && !inner.shutting_down {
             inner.ready.push_back(key.to_owned());
@@ -133,33 +134,26 @@ impl WorkQueue {
     }
 
     /// Returns the number of keys waiting for a worker, including keys added while they were processing.
-    pub fn len(&self) -> usize {
-        self.lock().dirty.len()
+    pub(crate) fn len(&self) -> usize {
+        self.inner.lock().dirty.len()
     }
 
     /// Returns whether no key is waiting for a worker.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Returns the number of keys whose delayed add is pending.
-    pub fn delayed_len(&self) -> usize {
-        self.lock().deadlines.len()
+    #[cfg(test)]
+    pub(crate) fn delayed_len(&self) -> usize {
+        self.inner.lock().deadlines.len()
     }
 
     /// Stops handing out keys and ignores further adds; waiting [`WorkQueue::pop`] calls return `None`.
-    pub fn shut_down(&self) {
-        self.lock().shutting_down = true;
+    pub(crate) fn shut_down(&self) {
+        self.inner.lock().shutting_down = true;
         self.notify.notify_waiters();
-    }
-
-    /// Returns whether [`WorkQueue::shut_down`] was called.
-    pub fn is_shutting_down(&self) -> bool {
-        self.lock().shutting_down
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Adds `key` under the lock; returns whether it became ready for a worker.

@@ -6,18 +6,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::{DateTime, TimeZone, Utc};
 use http::HeaderMap;
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::error::Error;
 
 /// Calls are held back when this few requests remain in the window, unless told otherwise.
-pub const DEFAULT_FLOOR: u32 = 50;
+pub(crate) const DEFAULT_FLOOR: u32 = 50;
 
 /// How many URLs the conditional-request cache remembers.
 const CACHE_CAPACITY: usize = 1024;
@@ -25,8 +26,8 @@ const CACHE_CAPACITY: usize = 1024;
 /// Identifies one budget: the API URL and a SHA-256 prefix of the token (never the token itself).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BudgetKey {
-    pub api_url: String,
-    pub token_hash: String,
+    pub(crate) api_url: String,
+    pub(crate) token_hash: String,
 }
 
 impl BudgetKey {
@@ -45,7 +46,7 @@ pub struct RequestRecord<'a> {
     /// The endpoint template, e.g. `GET /repos/{owner}/{repo}/pulls`.
     pub endpoint: &'a str,
     /// The HTTP status code; `None` when no answer came (timeout, connection error).
-    pub code: Option<u16>,
+    pub(crate) code: Option<u16>,
 }
 
 impl RequestRecord<'_> {
@@ -72,9 +73,9 @@ pub struct Stats {
     /// Calls refused (or that waited) because the budget was blocked; nothing was sent for them.
     pub refused: u64,
     /// `X-RateLimit-Remaining` as last seen, counted down locally when an answer lacks it.
-    pub remaining: Option<u32>,
+    pub(crate) remaining: Option<u32>,
     /// `X-RateLimit-Limit` as last seen.
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
 }
 
 #[derive(Default)]
@@ -112,7 +113,7 @@ pub struct Budget {
 
 impl fmt::Debug for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let st = lock(&self.state);
+        let st = self.state.lock();
         f.debug_struct("Budget")
             .field("floor", &self.floor)
             .field("max_wait", &self.max_wait)
@@ -148,7 +149,8 @@ impl Budget {
     }
 
     /// Lets a blocked call wait up to `max_wait` for the block to end instead of failing at once.
-    pub fn with_max_wait(mut self, max_wait: Duration) -> Budget {
+    #[cfg(test)]
+    pub(crate) fn with_max_wait(mut self, max_wait: Duration) -> Budget {
         self.max_wait = max_wait;
         self
     }
@@ -161,22 +163,17 @@ impl Budget {
 
     /// `X-RateLimit-Remaining` as last seen; `None` before the first answer or after a reset.
     pub fn remaining(&self) -> Option<u32> {
-        lock(&self.state).remaining
-    }
-
-    /// When the current rate-limit window resets, as last seen.
-    pub fn reset_at(&self) -> Option<DateTime<Utc>> {
-        lock(&self.state).reset_at
+        self.state.lock().remaining
     }
 
     /// Until when calls are held back, if they are now.
     pub fn blocked_until(&self) -> Option<DateTime<Utc>> {
-        self.block(&mut lock(&self.state), Utc::now())
+        self.block(&mut self.state.lock(), Utc::now())
     }
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
-        let st = lock(&self.state);
+        let st = self.state.lock();
         Stats {
             requests: st.requests.clone(),
             not_modified: st.not_modified,
@@ -208,7 +205,7 @@ impl Budget {
         loop {
             let now = Utc::now();
             let until = {
-                let mut st = lock(&self.state);
+                let mut st = self.state.lock();
                 let until = self.block(&mut st, now);
                 if until.is_some() {
                     st.refused += 1;
@@ -226,14 +223,14 @@ impl Budget {
 
     /// Holds every call back until `until`.
     pub(crate) fn block_until(&self, until: DateTime<Utc>) {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         st.blocked_until = st.blocked_until.max(Some(until));
     }
 
     /// Records one request and the rate-limit headers of its answer.
     pub(crate) fn observe(&self, endpoint: &'static str, code: Option<u16>, headers: Option<&HeaderMap>) {
         {
-            let mut st = lock(&self.state);
+            let mut st = self.state.lock();
             *st.requests.entry((endpoint.to_string(), code_label(code))).or_default() += 1;
             if code == Some(304) {
                 st.not_modified += 1;
@@ -259,7 +256,7 @@ impl Budget {
 
     /// The ETag and body last seen for `url`.
     pub(crate) fn cached(&self, url: &str) -> Option<(String, Bytes)> {
-        let mut cache = lock(&self.cache);
+        let mut cache = self.cache.lock();
         cache.tick += 1;
         let tick = cache.tick;
         let entry = cache.entries.get_mut(url)?;
@@ -269,7 +266,7 @@ impl Budget {
 
     /// Remembers the ETag and body of `url`, forgetting the least recently used URL when full.
     pub(crate) fn store(&self, url: &str, etag: String, body: Bytes) {
-        let mut cache = lock(&self.cache);
+        let mut cache = self.cache.lock();
         cache.tick += 1;
         let used = cache.tick;
         if cache.entries.len() >= CACHE_CAPACITY && !cache.entries.contains_key(url) {
@@ -279,10 +276,6 @@ impl Budget {
         }
         cache.entries.insert(url.to_string(), CacheEntry { etag, body, used });
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 pub(crate) fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {

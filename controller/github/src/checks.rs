@@ -18,10 +18,10 @@ const RERUN_JOB: &str = "POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun"
 pub const ACTIONS_APP: &str = "github-actions";
 
 /// Lines kept from the end of a log.
-pub const LOG_TAIL_LINES: usize = 50;
+pub(crate) const LOG_TAIL_LINES: usize = 50;
 
 /// Bytes kept from the end of a log.
-pub const LOG_TAIL_BYTES: usize = 8 * 1024;
+pub(crate) const LOG_TAIL_BYTES: usize = 8 * 1024;
 
 /// Bytes of a job log read into memory: its end, enough for [`LOG_TAIL_LINES`] long lines.
 const LOG_READ_BYTES: usize = 256 * 1024;
@@ -270,7 +270,7 @@ pub fn flaky_cause(log_tail: &str) -> Option<&'static str> {
 
 /// The last `max_lines` lines of a log, at most `max_bytes` long, with ANSI escapes, GitHub's
 /// leading timestamps, `##[group]` markers and trailing blank lines removed.
-pub fn log_tail(raw: &str, max_lines: usize, max_bytes: usize) -> String {
+pub(crate) fn log_tail(raw: &str, max_lines: usize, max_bytes: usize) -> String {
     let lines: Vec<String> = raw
         .trim_start_matches('\u{feff}')
         .lines()

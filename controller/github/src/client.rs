@@ -19,7 +19,7 @@ use crate::error::Error;
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
 
 /// How long one request (connection, answer and body) may take.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// At most this many pages are read from a paginated list.
 const MAX_PAGES: usize = 10;
@@ -58,9 +58,9 @@ pub(crate) enum Read {
 
 /// An answer with its body read.
 pub(crate) struct Reply {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Bytes,
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
 }
 
 impl Client {

@@ -7,7 +7,6 @@
 //! the end of the rate-limit window and after secondary limits, and each request is counted by
 //! endpoint template and status code for the controller's metrics. This crate does no IO other
 //! than HTTP to the configured API URL.
-
 mod budget;
 mod checks;
 mod client;
@@ -16,10 +15,9 @@ mod pulls;
 mod reviews;
 pub mod webhook;
 
-pub use budget::{Budget, BudgetKey, Observer, RequestRecord, Stats, DEFAULT_FLOOR};
-pub use checks::{flaky_cause, log_tail, CheckKind, Checks, FailingCheck, ACTIONS_APP, LOG_TAIL_BYTES, LOG_TAIL_LINES};
-pub use client::{Client, DEFAULT_API_URL, DEFAULT_TIMEOUT};
+pub use budget::{Budget, BudgetKey, Observer, RequestRecord, Stats};
+pub use checks::{flaky_cause, CheckKind, Checks, FailingCheck, ACTIONS_APP};
+pub use client::{Client, DEFAULT_API_URL};
 pub use error::Error;
 pub use pulls::{Issue, MergeMethod, PullRequest};
-pub use reviews::{review_state, Review, ReviewComment, Reviews};
-pub use webhook::{verify_signature, WebhookEvent};
+pub use reviews::{Review, ReviewComment, Reviews};

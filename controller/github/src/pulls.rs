@@ -63,7 +63,7 @@ pub enum MergeMethod {
 }
 
 impl MergeMethod {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             MergeMethod::Merge => "merge",
             MergeMethod::Squash => "squash",

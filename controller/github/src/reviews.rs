@@ -123,7 +123,7 @@ impl Client {
 /// changes or dismissal counts (a later plain comment does not undo an approval); any request
 /// for changes wins, then any approval. Reviews without a decision make `pending`; no reviews
 /// at all make `none`.
-pub fn review_state(items: &[Review]) -> ReviewState {
+pub(crate) fn review_state(items: &[Review]) -> ReviewState {
     let mut decisions: HashMap<&str, &str> = HashMap::new();
     let mut any = false;
     for review in items {

@@ -5,12 +5,6 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
-/// The header that carries the HMAC-SHA256 of the body.
-pub const SIGNATURE_HEADER: &str = "X-Hub-Signature-256";
-
-/// The header that names the event.
-pub const EVENT_HEADER: &str = "X-GitHub-Event";
-
 /// Whether `header_value` (`sha256=<hex>`) is the HMAC-SHA256 of `body` under `secret`,
 /// compared in constant time.
 pub fn verify_signature(secret: &[u8], body: &[u8], header_value: &str) -> bool {
@@ -76,8 +70,8 @@ impl RepositoryEvent {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid `{event}` webhook payload: {message}")]
 pub struct ParseError {
-    pub event: String,
-    pub message: String,
+    pub(crate) event: String,
+    pub(crate) message: String,
 }
 
 impl ParseError {
@@ -176,7 +170,7 @@ struct Payload {
 }
 
 /// The events that can concern a session.
-pub const EVENTS: &[&str] = &[
+pub(crate) const EVENTS: &[&str] = &[
     "pull_request",
     "pull_request_review",
     "pull_request_review_comment",

@@ -10,10 +10,11 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use aoctl_api::session::ActivityState;
+use parking_lot::Mutex;
 use regex::Regex;
 
 use super::adapter::{Adapter, Dialog};
@@ -298,7 +299,7 @@ fn choose(
 /// A regular expression from the table, compiled once.
 pub(super) fn regex(pattern: &'static str) -> Option<&'static Regex> {
     static CACHE: OnceLock<Mutex<HashMap<&'static str, Option<&'static Regex>>>> = OnceLock::new();
-    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let mut cache = CACHE.get_or_init(Default::default).lock();
     *cache.entry(pattern).or_insert_with(|| match Regex::new(pattern) {
         Ok(re) => Some(Box::leak(Box::new(re))),
         Err(e) => {

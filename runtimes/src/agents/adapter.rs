@@ -21,23 +21,23 @@ pub enum PromptVia {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Input {
     /// Multi-line text goes in as one bracketed paste.
-    pub bracketed_paste: bool,
+    pub(crate) bracketed_paste: bool,
     /// Pause between the text and the submit key, in milliseconds.
-    pub submit_delay_ms: u64,
+    pub(crate) submit_delay_ms: u64,
     /// The submit key in tmux key syntax.
-    pub submit_key: &'static str,
+    pub(crate) submit_key: &'static str,
     /// A pattern on the end of a message that opens a popup swallowing the submit key; a message
     /// that matches gets a trailing space.
-    pub popup_guard: Option<&'static str>,
+    pub(crate) popup_guard: Option<&'static str>,
     /// Multi-line text is wrapped in a tagged brace block (`{tag`, the lines, `tag}`) and typed
     /// line by line, for agents that take a multi-line message that way and read no paste typed
     /// while they are busy (aider).
-    pub tagged_braces: bool,
+    pub(crate) tagged_braces: bool,
 }
 
 impl Input {
     /// Bracketed paste, a short pause, then Enter.
-    pub const DEFAULT: Input = Input {
+    pub(crate) const DEFAULT: Input = Input {
         bracketed_paste: true,
         submit_delay_ms: 150,
         submit_key: "Enter",
@@ -54,14 +54,14 @@ pub struct Cues {
     /// The agent waits at its own prompt (used for evidence and to tell a dead menu from a live one).
     pub idle: &'static [&'static str],
     /// The agent is busy (spinner, interrupt hint). Generic cues are always added.
-    pub working: &'static [&'static str],
+    pub(crate) working: &'static [&'static str],
     /// The agent asks a question only a person should answer. Generic cues are always added.
     pub needs_input: &'static [&'static str],
 }
 
 impl Cues {
     /// No agent-specific cues: only the generic ones apply.
-    pub const NONE: Cues = Cues { ready: &[], idle: &[], working: &[], needs_input: &[] };
+    pub(crate) const NONE: Cues = Cues { ready: &[], idle: &[], working: &[], needs_input: &[] };
 }
 
 /// A screen the controller answers by itself, such as "trust this folder?".
@@ -74,24 +74,24 @@ impl Cues {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dialog {
     /// Short name for events: `trust-folder`, `bypass-warning`, `theme`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Regular expression over the last lines of the screen.
-    pub pattern: &'static str,
+    pub(crate) pattern: &'static str,
     /// Keys sent to answer it when `choose` is `None`, in tmux key syntax.
-    pub keys: &'static [&'static str],
+    pub(crate) keys: &'static [&'static str],
     /// A regular expression over an option's text (without its marker or `1.` number) naming the
     /// option to select.
-    pub choose: Option<&'static str>,
+    pub(crate) choose: Option<&'static str>,
 }
 
 impl Dialog {
     /// A dialog answered by selecting the option whose text matches `option`.
-    pub const fn choose(name: &'static str, pattern: &'static str, option: &'static str) -> Dialog {
+    pub(crate) const fn choose(name: &'static str, pattern: &'static str, option: &'static str) -> Dialog {
         Dialog { name, pattern, keys: &[], choose: Some(option) }
     }
 
     /// A dialog answered by sending `keys`.
-    pub const fn keys(name: &'static str, pattern: &'static str, keys: &'static [&'static str]) -> Dialog {
+    pub(crate) const fn keys(name: &'static str, pattern: &'static str, keys: &'static [&'static str]) -> Dialog {
         Dialog { name, pattern, keys, choose: None }
     }
 }
@@ -123,33 +123,33 @@ pub struct Adapter {
     /// The executable, looked up on `PATH`.
     pub binary: &'static str,
     /// Arguments that always follow the binary.
-    pub args: &'static [&'static str],
+    pub(crate) args: &'static [&'static str],
     /// How the first prompt is given.
-    pub prompt: PromptVia,
+    pub(crate) prompt: PromptVia,
     /// Arguments added for `permissions: bypass`.
-    pub bypass_args: &'static [&'static str],
+    pub(crate) bypass_args: &'static [&'static str],
     /// Environment added for `permissions: bypass`.
-    pub bypass_env: &'static [(&'static str, &'static str)],
+    pub(crate) bypass_env: &'static [(&'static str, &'static str)],
     /// Environment added for `permissions: bypass` when the controller runs as root.
-    pub root_bypass_env: &'static [(&'static str, &'static str)],
+    pub(crate) root_bypass_env: &'static [(&'static str, &'static str)],
     /// Environment always added.
-    pub env: &'static [(&'static str, &'static str)],
+    pub(crate) env: &'static [(&'static str, &'static str)],
     /// How text is typed.
-    pub input: Input,
+    pub(crate) input: Input,
     /// What the screen looks like.
     pub cues: Cues,
     /// Screens answered without asking anyone.
-    pub dialogs: &'static [Dialog],
+    pub(crate) dialogs: &'static [Dialog],
     /// Arguments, placed after `args`, that continue the agent's last conversation in the
     /// workdir instead of starting a new one; `None` when the CLI has no such form.
-    pub resume: Option<&'static [&'static str]>,
+    pub(crate) resume: Option<&'static [&'static str]>,
     /// Edits of the agent's own configuration that pre-trust the workspaces root or the workdir.
-    pub home: &'static [HomeEdit],
+    pub(crate) home: &'static [HomeEdit],
 }
 
 impl Adapter {
     /// An empty row; table rows fill in what they need with `..Adapter::BASE`.
-    pub const BASE: Adapter = Adapter {
+    pub(crate) const BASE: Adapter = Adapter {
         name: "",
         binary: "",
         args: &[],

@@ -5,8 +5,8 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::adapter::{Adapter, HomeEdit, JsonLit};
@@ -30,7 +30,7 @@ pub fn prepare_home(adapter: &Adapter, home: &Path, workspaces_root: &Path, work
     if !places.contains(&resolved) {
         places.push(resolved);
     }
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = LOCK.lock();
     let mut files: Vec<&'static str> = Vec::new();
     for edit in adapter.home {
         if !files.contains(&file_of(edit)) {

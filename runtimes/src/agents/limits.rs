@@ -34,7 +34,7 @@ use super::adapter::Adapter;
 /// How many non-blank lines from the bottom of the screen are searched for a limit message.
 const LIMIT_LINES: usize = 12;
 /// When the reset cannot be read from the message, the agent is resumed after this long.
-pub const FALLBACK_RETRY: Duration = Duration::from_secs(15 * 60);
+pub(crate) const FALLBACK_RETRY: Duration = Duration::from_secs(15 * 60);
 /// Starts the message that resumes an agent after its limit reset; a limit shown above a line
 /// holding it is an old one.
 pub const RESUME_MARKER: &str = "[aoctl:rate-limit:";
@@ -49,7 +49,7 @@ pub struct Limit {
     /// When the limit resets.
     pub resets_at: DateTime<Utc>,
     /// Whether `resets_at` was read from the message (else it is `now` + [`FALLBACK_RETRY`]).
-    pub reset_known: bool,
+    pub(crate) reset_known: bool,
     /// The agent retries by itself (an API rate limit it backs off from): nothing needs typing
     /// at the reset.
     pub agent_retries: bool,
@@ -169,7 +169,7 @@ fn cut(s: &str) -> String {
 /// ("try again at Jul 5th, 2026 8:19 PM") or a clock time, with or without a zone ("resets 3pm
 /// (America/New_York)", "reset at 1pm (Etc/GMT+5)", "try again at 6:00 PM"). A clock time is its
 /// next occurrence after `now`. `None` when the text states no reset this reads.
-pub fn parse_reset(text: &str, now: DateTime<Utc>, local: FixedOffset) -> Option<DateTime<Utc>> {
+pub(crate) fn parse_reset(text: &str, now: DateTime<Utc>, local: FixedOffset) -> Option<DateTime<Utc>> {
     static EPOCH: OnceLock<Regex> = OnceLock::new();
     static IN_SECS: OnceLock<Regex> = OnceLock::new();
     static RELATIVE: OnceLock<Regex> = OnceLock::new();

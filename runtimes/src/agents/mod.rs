@@ -83,17 +83,7 @@ pub enum AgentError {
     Shape { path: PathBuf, key: String, expected: &'static str },
 }
 
-impl AgentError {
-    /// The CamelCase reason used in conditions.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            AgentError::Unknown(_) => "UnknownAgent",
-            AgentError::EmptyCommand => "AgentConfigInvalid",
-            AgentError::Io { .. } => "AgentConfigIOError",
-            AgentError::Json { .. } | AgentError::Shape { .. } => "AgentConfigUnreadable",
-        }
-    }
-}
+impl AgentError {}
 
 /// Renders the command that starts a new conversation. Pure: reads and writes nothing.
 pub fn render(input: &RenderInput) -> Result<Launch, AgentError> {

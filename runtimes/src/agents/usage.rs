@@ -32,13 +32,13 @@ const CLAUDE_DEPTH: usize = 3;
 const CODEX_DEPTH: usize = 4;
 
 /// The folder name Claude Code gives a working directory.
-pub fn claude_folder_name(cwd: &str) -> String {
+pub(crate) fn claude_folder_name(cwd: &str) -> String {
     cwd.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect()
 }
 
 /// Adds the usage of one Claude Code conversation file's `text` to `total`; `seen` holds the
 /// responses already counted (across files: a resumed conversation repeats earlier lines).
-pub fn add_claude(text: &str, seen: &mut HashSet<String>, total: &mut Usage) {
+pub(crate) fn add_claude(text: &str, seen: &mut HashSet<String>, total: &mut Usage) {
     for line in text.lines().filter(|l| l.contains("\"usage\"")) {
         let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
         if v.get("type").and_then(Value::as_str) != Some("assistant") {
@@ -68,7 +68,7 @@ pub fn add_claude(text: &str, seen: &mut HashSet<String>, total: &mut Usage) {
 }
 
 /// The working directory and the final cumulative usage of one Codex rollout file.
-pub fn parse_codex(text: &str) -> (Option<String>, Option<Usage>) {
+pub(crate) fn parse_codex(text: &str) -> (Option<String>, Option<Usage>) {
     let mut cwd = None;
     let mut last = None;
     for line in text.lines() {

@@ -55,15 +55,15 @@ pub(super) fn owner_hash(owner: &str) -> String {
 /// What the runtime needs to follow a container's output, recorded in its labels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Meta {
-    pub transcript: PathBuf,
-    pub offset: u64,
-    pub cols: u16,
-    pub rows: u16,
+    pub(crate) transcript: PathBuf,
+    pub(crate) offset: u64,
+    pub(crate) cols: u16,
+    pub(crate) rows: u16,
 }
 
 impl Meta {
     /// Reads the labels written by [`create_body`]; `None` for a container aoctl did not create.
-    pub fn from_labels(labels: &HashMap<String, String>) -> Option<Meta> {
+    pub(super) fn from_labels(labels: &HashMap<String, String>) -> Option<Meta> {
         if labels.get(LABEL_MANAGED_BY).map(String::as_str) != Some(MANAGED_BY) {
             return None;
         }
@@ -209,7 +209,7 @@ pub(super) struct PathMap {
 
 impl PathMap {
     /// Host folder `host` (one spelling of it: as given, absolute, resolved) is `target` inside.
-    pub fn add(&mut self, host: &Path, target: &'static str) {
+    pub(super) fn add(&mut self, host: &Path, target: &'static str) {
         let Some(host) = host.to_str().map(|d| d.trim_end_matches('/')).filter(|d| !d.is_empty()) else { return };
         if !self.dirs.iter().any(|(d, _)| d == host) {
             self.dirs.push((host.to_string(), target));
@@ -218,7 +218,7 @@ impl PathMap {
 
     /// `s` as the container sees it: a host path in a mounted folder becomes the same path under
     /// its mount point (the deepest folder wins); anything else is unchanged.
-    pub fn apply(&self, s: &str) -> String {
+    pub(super) fn apply(&self, s: &str) -> String {
         let hit = self
             .dirs
             .iter()

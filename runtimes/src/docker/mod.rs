@@ -46,7 +46,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::session::RuntimeKind;
@@ -57,6 +57,7 @@ use bollard::query_parameters::{
     ResizeContainerTTYOptions, StopContainerOptions,
 };
 use bollard::{Docker, API_DEFAULT_VERSION};
+use parking_lot::Mutex;
 
 use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
 use crate::tmux::delivery;
@@ -95,11 +96,6 @@ pub struct DockerRuntime {
     agents: Mutex<HashMap<String, Arc<Agent>>>,
     /// Held while streams are opened, so two calls never follow one container twice.
     adopting: tokio::sync::Mutex<()>,
-}
-
-/// Locks `m`, ignoring poisoning: every critical section leaves its data consistent.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn failed(op: &'static str, message: impl std::fmt::Display) -> RuntimeError {
@@ -225,22 +221,13 @@ impl DockerRuntime {
     }
 
     /// The engine address given to `connect`, `None` for the default engine.
-    pub fn host(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn host(&self) -> Option<&str> {
         self.host.as_deref()
     }
 
-    /// The engine address in use.
-    pub fn address(&self) -> &str {
-        &self.address
-    }
-
-    /// The owner id given to `connect`.
-    pub fn owner(&self) -> &str {
-        &self.owner
-    }
-
     /// The container of session `session`: `aoctl-<owner hash>-<session>`.
-    pub fn container_name(&self, session: &str) -> String {
+    pub(crate) fn container_name(&self, session: &str) -> String {
         format!("{}{session}", self.prefix)
     }
 
@@ -279,7 +266,7 @@ impl DockerRuntime {
     }
 
     fn get(&self, name: &str) -> Option<Arc<Agent>> {
-        lock(&self.agents).get(name).cloned()
+        self.agents.lock().get(name).cloned()
     }
 
     async fn inspect(
@@ -322,7 +309,7 @@ impl DockerRuntime {
             Arc::new(Agent::open(&self.docker, id, &meta, running, true).await.map_err(|e| self.engine("attach", e))?);
         agent.follow(&self.docker, &meta);
         tracing::debug!(runtime = RUNTIME, container = name, running, "following an existing container");
-        lock(&self.agents).insert(name.to_string(), agent.clone());
+        self.agents.lock().insert(name.to_string(), agent.clone());
         Ok(Some(agent))
     }
 
@@ -346,7 +333,7 @@ impl DockerRuntime {
     /// controller's container is left alone.
     async fn remove(&self, op: &'static str, name: &str) -> Result<(), RuntimeError> {
         let Some(c) = self.inspect(op, name).await? else {
-            lock(&self.agents).remove(name);
+            self.agents.lock().remove(name);
             return Ok(());
         };
         let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
@@ -359,7 +346,7 @@ impl DockerRuntime {
             );
             return Ok(());
         }
-        let agent = lock(&self.agents).remove(name);
+        let agent = self.agents.lock().remove(name);
         let stop = StopContainerOptions { signal: None, t: Some(STOP_GRACE) };
         match self.docker.stop_container(name, Some(stop)).await {
             Ok(()) => {}
@@ -428,7 +415,7 @@ impl DockerRuntime {
             tracing::debug!(runtime = RUNTIME, container = name, error = %e, "cannot set the terminal size");
         }
         agent.follow(&self.docker, &meta);
-        lock(&self.agents).insert(name.to_string(), agent);
+        self.agents.lock().insert(name.to_string(), agent);
         Ok(())
     }
 }
@@ -474,7 +461,7 @@ impl Runtime for DockerRuntime {
         let found = self.inspect("probe", &handle.0).await?;
         let labels = found.as_ref().and_then(|c| c.config.as_ref()).and_then(|c| c.labels.clone()).unwrap_or_default();
         let Some(c) = found.filter(|_| !self.foreign(&labels)) else {
-            lock(&self.agents).remove(&handle.0);
+            self.agents.lock().remove(&handle.0);
             return Ok(Probe::Missing);
         };
         let probe = probe_of(c.state.as_ref());

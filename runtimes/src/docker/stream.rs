@@ -13,12 +13,13 @@
 //! asks only for entries since the last timestamp it wrote and drops those not newer.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bollard::query_parameters::{AttachContainerOptions, InspectContainerOptions, LogsOptions};
 use bollard::Docker;
 use futures::StreamExt;
+use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -47,7 +48,7 @@ const RECONNECT: Duration = Duration::from_secs(1);
 /// The streams of one container.
 pub(super) struct Agent {
     /// The container's id: a container re-created under the same name is another agent.
-    pub id: String,
+    pub(crate) id: String,
     terminal: Arc<Mutex<vt100::Parser<Replies>>>,
     /// Bytes for the attach connection's writer; `None` when not attached.
     input: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
@@ -55,15 +56,10 @@ pub(super) struct Agent {
     follower: Mutex<Option<JoinHandle<()>>>,
 }
 
-/// Locks `m`, ignoring poisoning: every critical section leaves its data consistent.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Agent {
     /// The streams of container `id`: attached when `attach` is set (before the container starts,
     /// or while it runs), with the screen seeded from the transcript's end when `seed` is set.
-    pub async fn open(
+    pub(super) async fn open(
         docker: &Docker,
         id: &str,
         meta: &Meta,
@@ -93,7 +89,7 @@ impl Agent {
     }
 
     /// Opens the attach connection: a writer task for input, a reader task for the screen.
-    pub async fn attach(&self, docker: &Docker) -> Result<(), bollard::errors::Error> {
+    pub(super) async fn attach(&self, docker: &Docker) -> Result<(), bollard::errors::Error> {
         let options = AttachContainerOptions {
             detach_keys: Some(DETACH_KEYS.into()),
             logs: false,
@@ -116,7 +112,7 @@ impl Agent {
         let reader = tokio::spawn(async move {
             while let Some(Ok(chunk)) = output.next().await {
                 let answer = {
-                    let mut parser = lock(&terminal);
+                    let mut parser = terminal.lock();
                     parser.process(&chunk.into_bytes());
                     std::mem::take(&mut parser.callbacks_mut().0)
                 };
@@ -125,64 +121,64 @@ impl Agent {
                 }
             }
         });
-        *lock(&self.input) = Some(tx);
-        for old in std::mem::replace(&mut *lock(&self.attach_tasks), vec![writer, reader]) {
+        *self.input.lock() = Some(tx);
+        for old in std::mem::replace(&mut *self.attach_tasks.lock(), vec![writer, reader]) {
             old.abort();
         }
         Ok(())
     }
 
     /// Whether the attach connection is open.
-    pub fn attached(&self) -> bool {
-        let tasks = lock(&self.attach_tasks);
-        lock(&self.input).as_ref().is_some_and(|tx| !tx.is_closed())
+    pub(super) fn attached(&self) -> bool {
+        let tasks = self.attach_tasks.lock();
+        self.input.lock().as_ref().is_some_and(|tx| !tx.is_closed())
             && !tasks.is_empty()
             && tasks.iter().all(|t| !t.is_finished())
     }
 
     /// Starts the log follower appending this container's output to `meta.transcript`.
-    pub fn follow(&self, docker: &Docker, meta: &Meta) {
+    pub(super) fn follow(&self, docker: &Docker, meta: &Meta) {
         let task = tokio::spawn(follow(docker.clone(), self.id.clone(), meta.transcript.clone(), meta.offset));
-        if let Some(old) = lock(&self.follower).replace(task) {
+        if let Some(old) = self.follower.lock().replace(task) {
             old.abort();
         }
     }
 
     /// Waits up to `timeout` for the log follower to write the container's last output, then
     /// closes everything.
-    pub async fn finish(&self, timeout: Duration) {
-        let follower = lock(&self.follower).take();
+    pub(super) async fn finish(&self, timeout: Duration) {
+        let follower = self.follower.lock().take();
         if let Some(mut task) = follower {
             if tokio::time::timeout(timeout, &mut task).await.is_err() {
                 task.abort();
             }
         }
-        for task in lock(&self.attach_tasks).drain(..) {
+        for task in self.attach_tasks.lock().drain(..) {
             task.abort();
         }
     }
 
     /// Queues `bytes` for the container's input.
-    pub fn write(&self, op: &'static str, bytes: Vec<u8>) -> Result<(), RuntimeError> {
-        let input = lock(&self.input);
+    pub(super) fn write(&self, op: &'static str, bytes: Vec<u8>) -> Result<(), RuntimeError> {
+        let input = self.input.lock();
         let tx = input.as_ref().ok_or_else(|| failed(op, "not attached to the container's input"))?;
         tx.send(bytes).map_err(|_| failed(op, "the container's input is closed"))
     }
 
     /// The screen as plain text.
-    pub fn contents(&self) -> String {
-        lock(&self.terminal).screen().contents()
+    pub(super) fn contents(&self) -> String {
+        self.terminal.lock().screen().contents()
     }
 
     /// Whether the agent asked for application cursor keys.
-    pub fn application_cursor(&self) -> bool {
-        lock(&self.terminal).screen().application_cursor()
+    pub(super) fn application_cursor(&self) -> bool {
+        self.terminal.lock().screen().application_cursor()
     }
 }
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        for task in lock(&self.attach_tasks).iter().chain(lock(&self.follower).as_ref()) {
+        for task in self.attach_tasks.lock().iter().chain(self.follower.lock().as_ref()) {
             task.abort();
         }
     }
@@ -195,7 +191,7 @@ impl Terminal for Agent {
     async fn type_text(&self, text: &str, paste: bool) -> Result<(), RuntimeError> {
         let bytes = if paste {
             let body = text.replace('\n', "\r");
-            if lock(&self.terminal).screen().bracketed_paste() {
+            if self.terminal.lock().screen().bracketed_paste() {
                 format!("\x1b[200~{body}\x1b[201~")
             } else {
                 body
@@ -213,7 +209,7 @@ impl Terminal for Agent {
     }
 
     async fn screen(&self) -> Result<Screen, RuntimeError> {
-        let parser = lock(&self.terminal);
+        let parser = self.terminal.lock();
         let screen = parser.screen();
         let (row, col) = screen.cursor_position();
         let (_, cols) = screen.size();
@@ -251,6 +247,15 @@ async fn follow(docker: Docker, id: String, transcript: PathBuf, offset: u64) {
     }
 }
 
+/// Why following a container's log stopped before its end.
+#[derive(Debug, thiserror::Error)]
+enum FollowError {
+    #[error("{}: {source}", path.display())]
+    Transcript { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Logs(#[from] bollard::errors::Error),
+}
+
 /// One log request, followed to its end; `Err` when the stream broke.
 async fn follow_once(
     docker: &Docker,
@@ -258,8 +263,8 @@ async fn follow_once(
     transcript: &Path,
     offset: u64,
     last: &mut Option<String>,
-) -> Result<(), String> {
-    let io = |e: std::io::Error| format!("{}: {e}", transcript.display());
+) -> Result<(), FollowError> {
+    let io = |source: std::io::Error| FollowError::Transcript { path: transcript.to_path_buf(), source };
     if let Some(dir) = transcript.parent().filter(|d| !d.as_os_str().is_empty()) {
         tokio::fs::create_dir_all(dir).await.map_err(io)?;
     }
@@ -274,7 +279,7 @@ async fn follow_once(
         LogsOptions { follow: true, stdout: true, stderr: true, since, until: 0, timestamps: true, tail: "all".into() };
     let mut logs = docker.logs(id, Some(options));
     while let Some(item) = logs.next().await {
-        let bytes = item.map_err(|e| e.to_string())?.into_bytes();
+        let bytes = item?.into_bytes();
         let (stamp, content) = split_timestamp(&bytes);
         if let (Some(stamp), Some(seen)) = (stamp, last.as_deref()) {
             // Fixed-width UTC timestamps sort as text.

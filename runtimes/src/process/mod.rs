@@ -20,10 +20,11 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::session::RuntimeKind;
+use parking_lot::Mutex;
 use portable_pty::{Child, CommandBuilder, MasterPty, PtySize};
 
 use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
@@ -54,11 +55,6 @@ struct Agent {
     terminal: Arc<Mutex<vt100::Parser<Replies>>>,
 }
 
-/// Locks `m`, ignoring poisoning: every critical section leaves its data consistent.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn failed(op: &'static str, message: impl std::fmt::Display) -> RuntimeError {
     RuntimeError::Failed { runtime: RUNTIME, op, message: message.to_string() }
 }
@@ -71,7 +67,7 @@ impl ProcessRuntime {
     }
 
     fn get(&self, handle: &Handle) -> Option<Arc<Agent>> {
-        lock(&self.agents).get(handle).cloned()
+        self.agents.lock().get(handle).cloned()
     }
 
     fn agent(&self, handle: &Handle) -> Result<Arc<Agent>, RuntimeError> {
@@ -82,7 +78,7 @@ impl ProcessRuntime {
 impl Agent {
     /// `None` while running, else the exit code when there is one (not after a signal).
     fn exit(&self) -> Result<Option<Option<i32>>, RuntimeError> {
-        let status = lock(&self.child).try_wait().map_err(|e| failed("probe", e))?;
+        let status = self.child.lock().try_wait().map_err(|e| failed("probe", e))?;
         Ok(status.map(|s| if s.signal().is_some() { None } else { i32::try_from(s.exit_code()).ok() }))
     }
 
@@ -174,7 +170,7 @@ fn pump(
             }
         }
         let replies = {
-            let mut parser = lock(&terminal);
+            let mut parser = terminal.lock();
             parser.process(&buf[..n]);
             std::mem::take(&mut parser.callbacks_mut().0)
         };
@@ -203,7 +199,7 @@ impl Terminal for Pty<'_> {
     async fn type_text(&self, text: &str, paste: bool) -> Result<(), RuntimeError> {
         let bytes = if paste {
             let body = text.replace('\n', "\r");
-            if lock(&self.0.terminal).screen().bracketed_paste() {
+            if self.0.terminal.lock().screen().bracketed_paste() {
                 format!("\x1b[200~{body}\x1b[201~")
             } else {
                 body
@@ -215,13 +211,13 @@ impl Terminal for Pty<'_> {
     }
 
     async fn press(&self, key: &str) -> Result<(), RuntimeError> {
-        let app = lock(&self.0.terminal).screen().application_cursor();
+        let app = self.0.terminal.lock().screen().application_cursor();
         let bytes = key_bytes(key, app).ok_or_else(|| failed("send", format!("unknown key `{key}`")))?;
         self.0.write(bytes)
     }
 
     async fn screen(&self) -> Result<Screen, RuntimeError> {
-        let parser = lock(&self.0.terminal);
+        let parser = self.0.terminal.lock();
         let screen = parser.screen();
         let (row, col) = screen.cursor_position();
         let (_, cols) = screen.size();
@@ -243,7 +239,7 @@ impl Runtime for ProcessRuntime {
     /// Starts `spec.command` on a new PTY. A session whose earlier agent is still running is an
     /// error; an exited one is forgotten.
     async fn start(&self, spec: &LaunchSpec) -> Result<Handle, RuntimeError> {
-        let mut agents = lock(&self.agents);
+        let mut agents = self.agents.lock();
         let mut stale = Vec::new();
         for (handle, agent) in agents.iter().filter(|(_, a)| a.session == spec.session) {
             if agent.exit()?.is_none() {
@@ -287,13 +283,13 @@ impl Runtime for ProcessRuntime {
 
     async fn capture(&self, handle: &Handle) -> Result<String, RuntimeError> {
         let agent = self.agent(handle)?;
-        let contents = lock(&agent.terminal).screen().contents();
+        let contents = agent.terminal.lock().screen().contents();
         Ok(contents)
     }
 
     async fn keys(&self, handle: &Handle, keys: &[&str]) -> Result<(), RuntimeError> {
         let agent = self.agent(handle)?;
-        let app = lock(&agent.terminal).screen().application_cursor();
+        let app = agent.terminal.lock().screen().application_cursor();
         let mut bytes = Vec::new();
         for key in keys {
             bytes.extend(key_bytes(key, app).ok_or_else(|| failed("keys", format!("unknown key `{key}`")))?);
@@ -304,17 +300,17 @@ impl Runtime for ProcessRuntime {
     /// Kills the agent's process tree (SIGTERM, up to two seconds, SIGKILL; on Windows the child is
     /// terminated), reaps it and closes its PTY.
     async fn stop(&self, handle: &Handle) -> Result<(), RuntimeError> {
-        let Some(agent) = lock(&self.agents).remove(handle) else { return Ok(()) };
+        let Some(agent) = self.agents.lock().remove(handle) else { return Ok(()) };
         #[cfg(unix)]
         tree::kill_tree(agent.pid, true, STOP_GRACE).await;
         let reaped = tokio::task::spawn_blocking(move || {
-            let mut child = lock(&agent.child);
+            let mut child = agent.child.lock();
             if matches!(child.try_wait(), Ok(None)) {
                 let _ = child.kill();
             }
             let status = child.wait();
             drop(child);
-            lock(&agent.master).take();
+            agent.master.lock().take();
             status
         })
         .await
@@ -328,7 +324,7 @@ impl Runtime for ProcessRuntime {
     }
 
     async fn list(&self) -> Result<Vec<Owned>, RuntimeError> {
-        let agents = lock(&self.agents);
+        let agents = self.agents.lock();
         let mut owned: Vec<Owned> = agents
             .iter()
             .map(|(handle, a)| Owned {

@@ -35,7 +35,7 @@ impl Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        for agent in super::lock(&self.runtime.agents).values() {
+        for agent in self.runtime.agents.lock().values() {
             if let Ok(pid) = libc::pid_t::try_from(agent.pid) {
                 // SAFETY: kill(2) has no memory-safety preconditions.
                 unsafe { libc::kill(-pid, libc::SIGKILL) };

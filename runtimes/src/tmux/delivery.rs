@@ -37,11 +37,11 @@ const NEEDLE_CHARS: usize = 40;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Screen {
     /// The visible screen, wrapped lines joined.
-    pub text: String,
+    pub(crate) text: String,
     /// The logical line the cursor is on, wrapped rows joined.
-    pub cursor_line: String,
+    pub(crate) cursor_line: String,
     /// The cursor position as (row, column).
-    pub cursor: (u32, u32),
+    pub(crate) cursor: (u32, u32),
 }
 
 /// The three things a runtime must do for `deliver`.

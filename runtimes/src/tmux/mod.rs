@@ -92,12 +92,14 @@ impl TmuxRuntime {
     }
 
     /// The server's socket.
-    pub fn socket(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn socket(&self) -> &Path {
         &self.socket
     }
 
     /// Checks that a `tmux` binary can be run.
-    pub fn available() -> Result<(), RuntimeError> {
+    #[cfg(test)]
+    pub(crate) fn available() -> Result<(), RuntimeError> {
         let unavailable = |message: String| RuntimeError::Unavailable { runtime: RUNTIME, message };
         let out = std::process::Command::new("tmux")
             .arg("-V")

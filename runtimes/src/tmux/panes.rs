@@ -26,13 +26,13 @@ pub(crate) const FORMAT: &str =
 /// What a view says about a session's pane.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Pane {
-    pub dead: bool,
+    pub(crate) dead: bool,
     /// The pane's first process.
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// The tmux server's process.
-    pub server: Option<u32>,
+    pub(crate) server: Option<u32>,
     /// The exit status of a dead pane, once tmux has it.
-    pub status: Option<i32>,
+    pub(crate) status: Option<i32>,
 }
 
 /// The panes of every session, by session name: the active pane of the active window.

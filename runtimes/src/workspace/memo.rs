@@ -57,7 +57,7 @@ impl Stamp {
 /// A workspace found complete by a full check, and what that check relied on.
 #[derive(Clone, Debug)]
 pub(super) struct Memo {
-    pub rec: WorkspaceRecord,
+    pub(crate) rec: WorkspaceRecord,
     record: Stamp,
     /// `<workspace>/.git`: a file naming the git folder for worktrees, the git folder for clones.
     dot_git: Stamp,
@@ -73,7 +73,7 @@ pub(super) struct Memo {
 impl Memo {
     /// Remembers a workspace a full check found complete: `git_dir` and `common_dir` as libgit2
     /// reported them. `None` when the repository stores refs in a way `head` does not read.
-    pub fn new(
+    pub(super) fn new(
         rec: &WorkspaceRecord,
         record_file: &Path,
         git_dir: &Path,
@@ -96,7 +96,7 @@ impl Memo {
 
     /// The workspace as it is now, when nothing the full check relied on has changed; `None` sends
     /// the caller back to the full check.
-    pub fn check(&self, record_file: &Path) -> Option<WorkspaceInfo> {
+    pub(super) fn check(&self, record_file: &Path) -> Option<WorkspaceInfo> {
         if Stamp::read(record_file)? != self.record {
             return None;
         }

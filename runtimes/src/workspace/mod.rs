@@ -22,18 +22,20 @@ use std::io;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::project::SetupSpec;
 use aoctl_api::session::WorkspaceKind;
 use chrono::{DateTime, Utc};
+use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-pub use sandbox::{Sandbox, CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
+pub use sandbox::Sandbox;
+pub(crate) use sandbox::{CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
 
 /// How long one setup command may run before it is killed.
-pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+pub(crate) const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// What the controller asks for: one session's checkout.
 #[derive(Clone, Debug, PartialEq)]
@@ -113,18 +115,18 @@ pub struct WorkspaceRecord {
 
 impl WorkspaceRecord {
     /// Whether the checkout was completed (see `checkout_done`).
-    pub fn is_checkout_done(&self) -> bool {
+    pub(crate) fn is_checkout_done(&self) -> bool {
         self.checkout_done.unwrap_or(self.setup_done)
     }
 
     /// The environment the session's processes get: `PORT`, `AOCTL_SESSION`, `AOCTL_PROJECT`.
-    pub fn env(&self) -> BTreeMap<String, String> {
+    pub(crate) fn env(&self) -> BTreeMap<String, String> {
         env(&self.project, &self.session, self.port)
     }
 }
 
 /// `PORT`, `AOCTL_SESSION` and `AOCTL_PROJECT` for a session.
-pub fn env(project: &str, session: &str, port: u16) -> BTreeMap<String, String> {
+pub(crate) fn env(project: &str, session: &str, port: u16) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("AOCTL_PROJECT".to_string(), project.to_string()),
         ("AOCTL_SESSION".to_string(), session.to_string()),
@@ -221,7 +223,8 @@ impl Workspaces {
     }
 
     /// Changes how long one setup command may run.
-    pub fn with_setup_timeout(mut self, timeout: Duration) -> Workspaces {
+    #[cfg(test)]
+    pub(crate) fn with_setup_timeout(mut self, timeout: Duration) -> Workspaces {
         self.setup_timeout = timeout;
         self
     }
@@ -249,20 +252,20 @@ impl Workspaces {
     /// Moves a sandbox's branch to the main repository unless it is where it was last moved to.
     fn sync(&self, info: &mut WorkspaceInfo, sandbox: &Sandbox) {
         let key = (info.project.clone(), info.session.clone());
-        let last = lock(&self.synced).get(&key).cloned();
+        let last = self.synced.lock().get(&key).cloned();
         if info.head_sha.is_some() && info.head_sha == last {
             return;
         }
         let busy = self.session_lock(&info.project, &info.session);
-        let _busy = busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = busy.lock();
         let synced = sandbox::sync(&sandbox.repo, &sandbox.git_dir, &info.branch);
         info.head_sha = synced.head.map(|o| o.to_string());
         match (&synced.error, &info.head_sha) {
             (None, Some(head)) => {
-                lock(&self.synced).insert(key, head.clone());
+                self.synced.lock().insert(key, head.clone());
             }
             _ => {
-                lock(&self.synced).remove(&key);
+                self.synced.lock().remove(&key);
             }
         }
         if let Some(e) = &synced.error {
@@ -281,7 +284,7 @@ impl Workspaces {
             });
         }
         let key = (req.project.clone(), req.session.clone());
-        let memo = self.memos.read().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        let memo = self.memos.read().get(&key).cloned();
         if let Some(info) = memo
             .filter(|m| m.rec.sandbox == req.sandbox)
             .and_then(|m| m.check(&self.record_path(&req.project, &req.session)))
@@ -289,9 +292,9 @@ impl Workspaces {
             return Ok(info);
         }
         let lock = self.session_lock(&req.project, &req.session);
-        let _busy = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = lock.lock();
         self.full_checks.fetch_add(1, Ordering::Relaxed);
-        self.memos.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        self.memos.write().remove(&key);
         let dir = self.root.join(&req.project);
         fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
         let path = self.path_of(&req.project, &req.session);
@@ -396,7 +399,7 @@ impl Workspaces {
                 repo: rec.repo.clone(),
             };
             if let Some(memo) = memo::Memo::new(&rec, &record_file, &git_dir, &git_dir, Some(sandbox.clone())) {
-                self.memos.write().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(memo));
+                self.memos.write().insert(key, Arc::new(memo));
             }
             (rec.branch.clone(), head, Some(sandbox))
         } else {
@@ -404,7 +407,7 @@ impl Workspaces {
             let head = repo.head().ok();
             let branch = head.as_ref().filter(|h| h.is_branch()).and_then(|h| h.shorthand()).unwrap_or(&rec.branch);
             if let Some(memo) = memo::Memo::new(&rec, &record_file, repo.path(), repo.commondir(), None) {
-                self.memos.write().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(memo));
+                self.memos.write().insert(key, Arc::new(memo));
             }
             (branch.to_string(), head.as_ref().and_then(|h| h.target()).map(|o| o.to_string()), None)
         };
@@ -428,9 +431,9 @@ impl Workspaces {
         check_name(project)?;
         check_name(session)?;
         let busy = self.session_lock(project, session);
-        let _busy = busy.lock().unwrap_or_else(|e| e.into_inner());
-        self.memos.write().unwrap_or_else(|e| e.into_inner()).remove(&(project.to_string(), session.to_string()));
-        lock(&self.synced).remove(&(project.to_string(), session.to_string()));
+        let _busy = busy.lock();
+        self.memos.write().remove(&(project.to_string(), session.to_string()));
+        self.synced.lock().remove(&(project.to_string(), session.to_string()));
         let Some(rec) = self.read_record(project, session)? else {
             return Ok(false);
         };
@@ -492,7 +495,8 @@ impl Workspaces {
     }
 
     /// The record of one session's workspace, when there is one.
-    pub fn get(&self, project: &str, session: &str) -> Option<WorkspaceRecord> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, project: &str, session: &str) -> Option<WorkspaceRecord> {
         check_name(project).ok()?;
         check_name(session).ok()?;
         self.read_record(project, session).unwrap_or_else(|e| {
@@ -502,13 +506,14 @@ impl Workspaces {
     }
 
     /// How many `ensure` calls so far took the full check, which opens repositories.
-    pub fn full_checks(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn full_checks(&self) -> u64 {
         self.full_checks.load(Ordering::Relaxed)
     }
 
     /// The lock held while one session's workspace is created or removed.
     fn session_lock(&self, project: &str, session: &str) -> SessionLock {
-        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let mut busy = self.busy.lock();
         // Forget locks nobody holds or waits for, so the map stays as small as the work in flight.
         busy.retain(|_, l| Arc::strong_count(l) > 1);
         busy.entry((project.to_string(), session.to_string())).or_default().clone()
@@ -529,7 +534,7 @@ impl Workspaces {
 
     /// The existing record, or a new one with a fresh port, written before anything is created.
     fn claim(&self, req: &WorkspaceRequest, path: &Path) -> Result<WorkspaceRecord, WorkspaceError> {
-        let _guard = self.claim.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.claim.lock();
         if let Some(rec) = self.read_record(&req.project, &req.session)? {
             return Ok(rec);
         }
@@ -595,10 +600,6 @@ impl Workspaces {
         fs::write(&tmp, text).map_err(WorkspaceError::io(&tmp))?;
         fs::rename(&tmp, &file).map_err(WorkspaceError::io(&file))
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Refuses names that could leave the root; the API already checks they are DNS-1123 labels.

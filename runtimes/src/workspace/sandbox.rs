@@ -26,11 +26,11 @@ use super::checkout::{checked_out_at, remove_tree, resolve_base};
 use super::{WorkspaceError, WorkspaceRequest};
 
 /// Where a sandbox's git folder is mounted in its container; `W/.git` names it.
-pub const CONTAINER_GIT_DIR: &str = "/aoctl/git";
+pub(crate) const CONTAINER_GIT_DIR: &str = "/aoctl/git";
 /// The whole content of `W/.git`.
-pub const GITFILE: &str = "gitdir: /aoctl/git\n";
+pub(crate) const GITFILE: &str = "gitdir: /aoctl/git\n";
 /// The parts of G a container gets read-only, mounted over themselves.
-pub const READ_ONLY_PARTS: [&str; 4] = ["config", "hooks", "info", "objects/info"];
+pub(crate) const READ_ONLY_PARTS: [&str; 4] = ["config", "hooks", "info", "objects/info"];
 
 /// The largest ref file or `packed-refs` the host reads from G.
 const MAX_REF_FILE: u64 = 4096;
@@ -40,10 +40,10 @@ const MAX_PACKED_REFS: u64 = 64 << 20;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sandbox {
     /// G, the session's own git folder, mounted at [`CONTAINER_GIT_DIR`].
-    pub git_dir: PathBuf,
+    pub(crate) git_dir: PathBuf,
     /// The main repository's objects folder, mounted read-only at its own path so that G's
     /// alternates resolve; `None` when G has its own copy (`workspace: clone`).
-    pub objects: Option<PathBuf>,
+    pub(crate) objects: Option<PathBuf>,
     /// The main repository, which the controller moves the branch to and pushes from.
     pub repo: PathBuf,
 }
@@ -253,8 +253,8 @@ fn is_absent(e: &io::Error) -> bool {
 /// why it could not be moved, if it could not.
 #[derive(Debug, Default)]
 pub(super) struct Synced {
-    pub head: Option<Oid>,
-    pub error: Option<String>,
+    pub(crate) head: Option<Oid>,
+    pub(crate) error: Option<String>,
 }
 
 /// Moves the session's branch from G to the main repository `repo`: copies the objects the main

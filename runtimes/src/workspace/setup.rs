@@ -16,12 +16,12 @@ use super::WorkspaceError;
 const TAIL_LINES: usize = 20;
 
 pub(super) struct Context<'a> {
-    pub workspace: &'a Path,
+    pub(crate) workspace: &'a Path,
     /// The project's main checkout, where copied and linked files come from.
-    pub main: &'a Path,
-    pub log: &'a Path,
-    pub env: BTreeMap<String, String>,
-    pub timeout: Duration,
+    pub(crate) main: &'a Path,
+    pub(crate) log: &'a Path,
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) timeout: Duration,
 }
 
 /// Copies, links, then runs the commands; the first failure stops the setup.

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 /// One canned answer.
 #[derive(Clone, Debug)]
-pub struct Canned {
+pub(crate) struct Canned {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -23,7 +23,7 @@ pub struct Canned {
 }
 
 impl Canned {
-    pub fn json(status: u16, body: &Value) -> Canned {
+    pub(crate) fn json(status: u16, body: &Value) -> Canned {
         Canned {
             status,
             headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
@@ -32,7 +32,7 @@ impl Canned {
         }
     }
 
-    pub fn text(status: u16, body: &str) -> Canned {
+    pub(crate) fn text(status: u16, body: &str) -> Canned {
         Canned {
             status,
             headers: vec![("content-type".into(), "text/plain".into())],
@@ -41,12 +41,12 @@ impl Canned {
         }
     }
 
-    pub fn header(mut self, name: &str, value: impl ToString) -> Canned {
+    pub(crate) fn header(mut self, name: &str, value: impl ToString) -> Canned {
         self.headers.push((name.to_ascii_lowercase(), value.to_string()));
         self
     }
 
-    pub fn delay(mut self, delay: Duration) -> Canned {
+    pub(crate) fn delay(mut self, delay: Duration) -> Canned {
         self.delay = delay;
         self
     }
@@ -54,7 +54,7 @@ impl Canned {
 
 /// One request the stand-in received.
 #[derive(Clone, Debug)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub method: String,
     pub path: String,
     pub query: String,
@@ -63,11 +63,11 @@ pub struct Seen {
 }
 
 impl Seen {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap()
     }
 }
@@ -89,20 +89,20 @@ struct Inner {
 
 /// A running stand-in; it stops when the test's runtime ends.
 #[derive(Clone)]
-pub struct StandIn {
+pub(crate) struct StandIn {
     pub addr: SocketAddr,
     inner: Arc<Mutex<Inner>>,
 }
 
 /// `X-RateLimit-Reset` of every answer: an hour from the start of the test.
-pub fn reset_epoch() -> i64 {
+pub(crate) fn reset_epoch() -> i64 {
     use std::sync::OnceLock;
     static RESET: OnceLock<i64> = OnceLock::new();
     *RESET.get_or_init(|| chrono::Utc::now().timestamp() + 3600)
 }
 
 impl StandIn {
-    pub async fn start() -> StandIn {
+    pub(crate) async fn start() -> StandIn {
         let inner = Arc::new(Mutex::new(Inner { remaining: 5000, ..Inner::default() }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -112,24 +112,24 @@ impl StandIn {
     }
 
     /// The base URL, as a project's `spec.github.apiUrl` would name it.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Answers `method target` with `answers` in turn, the last one from then on.
-    pub fn route(&self, method: &str, target: &str, answers: Vec<Canned>) -> &StandIn {
+    pub(crate) fn route(&self, method: &str, target: &str, answers: Vec<Canned>) -> &StandIn {
         let mut inner = self.inner.lock().unwrap();
         inner.routes.retain(|r| !(r.method == method && r.target == target));
         inner.routes.push(Route { method: method.into(), target: target.into(), answers: answers.into() });
         self
     }
 
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.inner.lock().unwrap().seen.clone()
     }
 
     /// The rate limit left, as the stand-in counts it (304s are free, as on GitHub).
-    pub fn remaining(&self) -> u64 {
+    pub(crate) fn remaining(&self) -> u64 {
         self.inner.lock().unwrap().remaining
     }
 }
