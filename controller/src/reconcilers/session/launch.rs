@@ -328,8 +328,9 @@ impl Reconcile<'_> {
     }
 
     /// Types the first prompt into an agent found running once it is ready, answering first-run
-    /// dialogs on the way. An agent that takes its prompt otherwise (as an argument) has it delivered
-    /// at once. One just started is left for the next look.
+    /// dialogs on the way. An agent with no prompt to type (resumed, or given it as an argument)
+    /// counts as having it once its prompt shows, so nothing `aoctl send` queued is typed earlier.
+    /// One just started is left for the next look.
     pub(super) async fn first_prompt(&mut self, agent: &Agent) -> Step {
         let Some((rt, h)) = &agent.found else { return Ok(Continue(())) };
         let (rt, launch) = (&**rt, &agent.launch);
@@ -341,17 +342,17 @@ impl Reconcile<'_> {
             return Ok(Continue(()));
         }
         let _typing = ctx.machine.typing().lock(name).await;
-        let Some(text) = launch.initial_input.clone() else {
-            let io = |e: std::io::Error| Error::Io { path: files.delivered.clone(), source: e };
-            tokio::fs::write(&files.delivered, b"").await.map_err(io)?;
-            return Ok(Continue(()));
-        };
-        if let Some(found) = typing::recover(&files, rt, h).await? {
-            recovered(s, ctx, &found).await;
-            if files.prompt_done() {
-                return Ok(Continue(()));
+        let text = launch.initial_input.clone();
+        if text.is_some() {
+            if let Some(found) = typing::recover(&files, rt, h).await? {
+                recovered(s, ctx, &found).await;
+                if files.prompt_done() {
+                    return Ok(Continue(()));
+                }
             }
         }
+        // Nothing is typed before the agent shows its prompt: not the first prompt, and not what
+        // `aoctl send` queued for an agent with none to type (resumed, or given it as an argument).
         let screen = rt.capture(h).await?;
         if let Some(adapter) = launch.adapter {
             if answer_dialog(s, ctx, rt, h, adapter, &screen).await? {
@@ -362,6 +363,11 @@ impl Reconcile<'_> {
                 return Ok(Break(Action::requeue(Duration::from_millis(300))));
             }
         }
+        let Some(text) = text else {
+            let io = |e: std::io::Error| Error::Io { path: files.delivered.clone(), source: e };
+            tokio::fs::write(&files.delivered, b"").await.map_err(io)?;
+            return Ok(Continue(()));
+        };
         if let Err(e) = typing::type_message(&files, rt, h, &text, &launch.input, What::Prompt).await {
             ctx.metrics.runtime_op(st.runtime.as_ref().map_or(RuntimeKind::Tmux, |r| r.kind), "send", false);
             ctx.recorder.publish(s, EventType::Warning, "PromptNotDelivered", &e.to_string()).await;
