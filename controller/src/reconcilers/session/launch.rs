@@ -264,8 +264,8 @@ async fn start(
         env,
         transcript: ctx.fleet.transcript(name),
         session_dir: ctx.fleet.session_dir(name),
-        cols: 200,
-        rows: 50,
+        cols: aoctl_runtimes::TERMINAL_COLS,
+        rows: aoctl_runtimes::TERMINAL_ROWS,
         container: container_of(s, Some(project)),
         sandbox: ws.sandbox.clone(),
     };
