@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use aoctl_api::session::{DockerSpec, RuntimeKind};
 
+/// The terminal size every agent gets, in columns and rows.
+pub const TERMINAL_COLS: u16 = 200;
+pub const TERMINAL_ROWS: u16 = 50;
+
 /// Everything needed to start one agent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchSpec {

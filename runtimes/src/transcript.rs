@@ -81,6 +81,66 @@ pub fn to_text(bytes: &[u8]) -> String {
     out
 }
 
+/// Lines kept above the screen when a transcript is rendered.
+const SCROLLBACK: usize = 20_000;
+
+/// What a terminal of `rows` × `cols` shows after `bytes`, as text: the lines scrolled off the top
+/// (at most 20,000), then the screen, a line wrapped at the edge joined again, trailing blank
+/// lines left out. Unlike [`to_text`], text a full-screen program redraws in place (moving the
+/// cursor up and writing over it) comes out once, as it was last drawn.
+pub fn render(bytes: &[u8], rows: u16, cols: u16) -> String {
+    let mut term = vt100::Parser::new(rows.max(1), cols.max(1), SCROLLBACK);
+    term.process(bytes);
+    let screen = term.screen_mut();
+    screen.set_scrollback(usize::MAX);
+    let back = screen.scrollback();
+    let rows = usize::from(rows.max(1));
+    let mut out = String::new();
+    let mut start = 0;
+    while start < back + rows {
+        // At offset `o` the view's first row is line `back - o` of scrollback and screen together.
+        let offset = back.saturating_sub(start);
+        screen.set_scrollback(offset);
+        let top = back - offset;
+        for (i, row) in screen.rows(0, cols.max(1)).enumerate().skip(start - top) {
+            out.push_str(&row);
+            let wrapped = u16::try_from(i).is_ok_and(|r| screen.row_wrapped(r));
+            if !wrapped {
+                let kept = out.trim_end_matches([' ', '\t']).len();
+                out.truncate(kept);
+                out.push('\n');
+            }
+        }
+        start = top + rows;
+    }
+    screen.set_scrollback(0);
+    let kept = out.trim_end().len();
+    out.truncate(kept);
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// The last `lines` lines (all when `None`) of what a `rows` × `cols` terminal shows after the
+/// transcript's read window ([`render`]), and the file length they end at.
+pub fn tail_rendered(path: &Path, lines: Option<usize>, rows: u16, cols: u16) -> io::Result<(String, u64)> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((String::new(), 0)),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let start = len.saturating_sub(TAIL_WINDOW);
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::with_capacity((len - start) as usize);
+    f.by_ref().take(len - start).read_to_end(&mut buf)?;
+    let text = render(&buf, rows, cols);
+    let Some(n) = lines else { return Ok((text, len)) };
+    let all: Vec<&str> = text.split_inclusive('\n').collect();
+    Ok((all[all.len().saturating_sub(n)..].concat(), len))
+}
+
 /// The last `lines` lines of a transcript as text (all of the read window when `None`), and the
 /// file length they end at, from which `read_from` continues.
 pub fn tail(path: &Path, lines: Option<usize>) -> io::Result<(String, u64)> {
@@ -120,6 +180,33 @@ pub fn read_from(path: &Path, offset: u64) -> io::Result<(Vec<u8>, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn render_shows_text_redrawn_in_place_once_as_last_drawn() {
+        // A box drawn, then redrawn three lines up with new words, as a text UI does.
+        let raw =
+            b"header\r\n\xe2\x94\x82 old words\r\n\xe2\x94\x82 more\r\nfooter\r\n\x1b[3A\r\x1b[2C\x1b[Knew  words\r\n";
+        assert_eq!(render(raw, 10, 40), "header\n\u{2502} new  words\n\u{2502} more\nfooter\n");
+        // to_text keeps every version.
+        assert!(to_text(raw).contains("old words"));
+    }
+
+    #[test]
+    fn render_keeps_what_scrolled_off_and_joins_wrapped_lines() {
+        let mut raw = Vec::new();
+        for i in 0..30 {
+            raw.extend_from_slice(format!("line {i}\r\n").as_bytes());
+        }
+        raw.extend_from_slice(&[b'x'; 25]);
+        raw.extend_from_slice(b"\r\nend");
+        let text = render(&raw, 5, 10);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 32, "{text}");
+        assert_eq!((lines[0], lines[29]), ("line 0", "line 29"));
+        assert_eq!(lines[30], "x".repeat(25), "a line wrapped at the edge is one line again");
+        assert_eq!(lines[31], "end");
+        assert_eq!(render(b"", 5, 10), "");
+    }
 
     #[test]
     fn strips_escapes_and_applies_carriage_returns() {

@@ -76,7 +76,9 @@ pub async fn log(
     let path = state.fleet.transcript(&name);
     let (text, mut offset) = {
         let p = path.clone();
-        tokio::task::spawn_blocking(move || transcript::tail(&p, params.tail_lines))
+        // As the agent's terminal shows it, so a text UI that redraws in place reads once.
+        let (rows, cols) = (aoctl_runtimes::TERMINAL_ROWS, aoctl_runtimes::TERMINAL_COLS);
+        tokio::task::spawn_blocking(move || transcript::tail_rendered(&p, params.tail_lines, rows, cols))
             .await
             .map_err(|e| AppError::Internal(e.to_string()))?
             .map_err(|e| AppError::Internal(format!("{}: {e}", path.display())))?

@@ -275,8 +275,8 @@ impl Reconcile<'_> {
             env,
             transcript: files.transcript(name),
             session_dir: files.dir(name),
-            cols: 200,
-            rows: 50,
+            cols: aoctl_runtimes::TERMINAL_COLS,
+            rows: aoctl_runtimes::TERMINAL_ROWS,
             container: container_of(s, Some(&self.project)),
             sandbox: ws.sandbox.clone(),
         };
