@@ -111,6 +111,16 @@ impl Reactions {
         }
     }
 
+    /// What a session reacts with: the defaults, overlaid by its project's reactions, then by its
+    /// own.
+    pub fn effective(project: Option<&Reactions>, session: Option<&Reactions>) -> Reactions {
+        let mut r = Reactions::defaults();
+        for over in [project, session].into_iter().flatten() {
+            r = r.overlay(over);
+        }
+        r
+    }
+
     /// Field-by-field overlay: every field set in `over` wins over `self`.
     pub fn overlay(&self, over: &Reactions) -> Reactions {
         fn one(base: &Option<Reaction>, over: &Option<Reaction>) -> Option<Reaction> {

@@ -5,6 +5,7 @@ pub mod activity_watch;
 pub mod fleet;
 pub mod github;
 pub mod http;
+pub mod input;
 pub mod machine;
 pub mod metrics;
 pub mod notify;

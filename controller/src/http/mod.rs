@@ -5,6 +5,7 @@ mod access;
 pub mod error;
 mod objects;
 mod openapi;
+mod params;
 pub mod patch;
 mod sessions;
 mod system;

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 
 use aoctl_api::decode::{decode_json, AnyObject};
 use aoctl_api::finalizers;
-use aoctl_api::selector::{FieldSelector, Selector};
 use aoctl_api::table::{self, IncludeObject};
 use aoctl_api::validate::validate_conditions;
 use aoctl_api::wire::{DeleteOptions, List};
@@ -18,49 +17,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
+use super::params::Params;
 use super::patch::merge;
 use super::watch;
 use super::{AppError, AppState};
-
-/// Query parameters the resource endpoints understand.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Params {
-    pub label_selector: Option<String>,
-    pub field_selector: Option<String>,
-    pub watch: Option<String>,
-    pub resource_version: Option<String>,
-    pub timeout_seconds: Option<u64>,
-    pub dry_run: Option<String>,
-    /// With a `Table` answer: what each row carries of its object (`None`, `Metadata`, `Object`).
-    pub include_object: Option<String>,
-}
-
-impl Params {
-    fn options(&self) -> Result<WriteOptions, AppError> {
-        match self.dry_run.as_deref() {
-            None => Ok(WriteOptions { dry_run: false }),
-            Some("All") => Ok(WriteOptions { dry_run: true }),
-            Some(other) => Err(AppError::BadRequest(format!("dryRun: unsupported value `{other}`; allowed: All"))),
-        }
-    }
-
-    pub fn selector(&self) -> Result<Selector, AppError> {
-        match self.label_selector.as_deref() {
-            None | Some("") => Ok(Selector::everything()),
-            Some(s) => Selector::parse(s).map_err(|e| AppError::BadRequest(format!("labelSelector: {e}"))),
-        }
-    }
-
-    pub fn fields(&self) -> Result<FieldSelector, AppError> {
-        FieldSelector::parse(self.field_selector.as_deref().unwrap_or(""))
-            .map_err(|e| AppError::BadRequest(format!("fieldSelector: {e}")))
-    }
-
-    fn is_watch(&self) -> bool {
-        matches!(self.watch.as_deref(), Some("true" | "1"))
-    }
-}
 
 pub fn kind_of(plural: &str) -> Result<Kind, AppError> {
     Kind::ALL.into_iter().find(|k| k.plural() == plural).ok_or(AppError::NoRoute)
@@ -410,6 +370,7 @@ pub async fn replace_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aoctl_api::selector::Selector;
     use aoctl_store::{Store, WriteOptions};
     use axum::http::HeaderValue;
     use serde_json::json;

@@ -1,5 +1,5 @@
 //! Session subresources: `POST …/sessions/{name}/input` answers what
-//! [`typing::send_or_queue`] did: 200 when the message was typed into the agent and its delivery
+//! [`input::send_or_queue`] did: 200 when the message was typed into the agent and its delivery
 //! verified, 202 when it was queued durably (the agent has not had its first prompt yet, or
 //! messages wait before it; the session's reconcile types them in order), 409 when the session
 //! will not run or is rate-limited (nothing is typed until its limit resets);
@@ -21,7 +21,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{AppError, AppState};
-use crate::typing::{self, SendError, Sent, TypingError};
+use crate::input::{self, SendError, Sent};
+use crate::typing::TypingError;
 
 /// How often a followed log looks for new output.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
@@ -31,7 +32,7 @@ pub async fn input(State(state): State<AppState>, Path(name): Path<String>, body
     if req.text.trim().is_empty() {
         return Err(AppError::BadRequest("text: must not be empty".into()));
     }
-    let sent = typing::send_or_queue(&state.store, &*state.fleet, &state.metrics, &state.sessions, &name, &req.text);
+    let sent = input::send_or_queue(&state.store, &*state.fleet, &state.metrics, &state.sessions, &name, &req.text);
     let chars = req.text.chars().count();
     match sent.await {
         Ok(Sent::Delivered) => {

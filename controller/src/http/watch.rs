@@ -13,7 +13,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::objects::Params;
+use super::params::Params;
 use super::{AppError, AppState};
 
 /// How often an idle watch reports how far it has got.

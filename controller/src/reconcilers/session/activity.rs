@@ -28,6 +28,7 @@ use aoctl_runtimes::{transcript, Handle, Runtime};
 use chrono::{DateTime, Offset, Utc};
 use sha2::{Digest, Sha256};
 
+use super::state::LimitMemo;
 use super::state::{Observation, UsageRead};
 use super::{cond, Error, Reconcile};
 use crate::machine::{agent_of, input_style};
@@ -47,25 +48,8 @@ const USAGE_EVERY: Duration = Duration::from_secs(10);
 /// How often a rate-limited session that may not resume yet looks for a free slot.
 const SLOT_POLL: Duration = Duration::from_secs(10);
 
-/// What the session reconciler remembers of a session's last limit.
-#[derive(Clone, Debug)]
-pub(super) struct LimitMemo {
-    /// The limit's screen line.
-    line: String,
-    /// The agent retries by itself: nothing is typed at the reset.
-    agent_retries: bool,
-    /// Resumed from: the same line on screen is no new limit.
-    cleared: bool,
-}
-
 fn stuck_after(s: &Session, p: &Project) -> Duration {
-    let mut r = Reactions::defaults();
-    if let Some(pr) = &p.spec.reactions {
-        r = r.overlay(pr);
-    }
-    if let Some(sr) = &s.spec.reactions {
-        r = r.overlay(sr);
-    }
+    let r = Reactions::effective(p.spec.reactions.as_ref(), s.spec.reactions.as_ref());
     r.agent_stuck.and_then(|a| a.threshold).map_or(Duration::from_secs(600), |d| d.as_std())
 }
 

@@ -4,7 +4,7 @@
 //! its own branch and reads its siblings' published lists from the store, so no reconciler writes
 //! another object's status; `serve::Router` wakes the siblings when a session's list changes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use aoctl_api::condition::types;
@@ -17,6 +17,7 @@ use aoctl_store::Selector;
 use serde_json::Value;
 
 use super::context::Context;
+use super::state::Published;
 use super::{cond, pr, Error};
 
 /// How many files and sessions the condition's message names before it counts the rest.
@@ -30,9 +31,6 @@ pub fn published(o: &Value) -> Option<&Value> {
     let finished = [Phase::Merged, Phase::Closed].iter().any(|p| p.as_str() == phase);
     o.pointer("/status/changedFiles/files").filter(|_| !deleting && !finished)
 }
-
-/// Per project, the live sessions' published files by session name.
-pub(super) type Published = HashMap<String, BTreeMap<String, Vec<String>>>;
 
 /// Records the files the branch changes and the sessions that change some of them too.
 pub(super) async fn observe(
@@ -156,6 +154,8 @@ async fn published_by_project(ctx: &Context) -> Result<Arc<Published>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
+
     use serde_json::json;
 
     fn paths(p: &[&str]) -> Vec<String> {

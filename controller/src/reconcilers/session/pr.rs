@@ -14,21 +14,9 @@ use aoctl_github::{flaky_cause, CheckKind, Checks, Client, Issue, PullRequest, R
 use aoctl_runtimes::git;
 use aoctl_runtimes::workspace::WorkspaceInfo;
 
+use super::state::Facts;
 use super::state::PrMemo;
 use super::{cond, Error, Reconcile};
-
-/// What GitHub said about the session's pull request at the last poll.
-#[derive(Debug)]
-pub struct Facts {
-    pub pr: PullRequest,
-    pub checks: Checks,
-    pub reviews: Reviews,
-    /// For a pull request with conflicts: the files that conflict with its base, or why they
-    /// could not be computed.
-    pub conflicts: Option<Result<Vec<String>, String>>,
-    /// When these answers were read.
-    pub at: Instant,
-}
 
 /// The GitHub side of one reconcile.
 pub(super) struct Tracked {
@@ -169,7 +157,11 @@ impl Reconcile<'_> {
         mut checks: Checks,
     ) -> Checks {
         let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
-        let limit = super::reactions::effective(s, project).ci_failed.and_then(|r| r.rerun_failed_jobs).unwrap_or(0);
+        let limit =
+            aoctl_api::reactions::Reactions::effective(project.spec.reactions.as_ref(), s.spec.reactions.as_ref())
+                .ci_failed
+                .and_then(|r| r.rerun_failed_jobs)
+                .unwrap_or(0);
         if limit == 0 || checks.state != ChecksState::Failing || pr.state != PullRequestState::Open {
             return checks;
         }

@@ -22,7 +22,8 @@ use aoctl_runtimes::{transcript, Handle};
 use sha2::{Digest, Sha256};
 
 use super::effects::MERGED;
-use super::pr::{Facts, Tracked};
+use super::pr::Tracked;
+use super::state::Facts;
 use super::{messages, Context as Ctx, Error};
 use crate::machine::{agent_of, input_style};
 use crate::notify;
@@ -36,17 +37,6 @@ struct Due {
     evidence: String,
     /// The reviews and comments the message passes on, remembered once it is delivered.
     ids: Option<(Vec<u64>, Vec<u64>)>,
-}
-
-pub(super) fn effective(s: &Session, p: &Project) -> Reactions {
-    let mut r = Reactions::defaults();
-    if let Some(pr) = &p.spec.reactions {
-        r = r.overlay(pr);
-    }
-    if let Some(sr) = &s.spec.reactions {
-        r = r.overlay(sr);
-    }
-    r
 }
 
 fn config<'a>(r: &'a Reactions, key: &str) -> Option<&'a Reaction> {
@@ -365,7 +355,7 @@ pub(super) async fn react(
     st: &mut SessionStatus,
     tally: &mut Tally,
 ) -> Result<Option<Duration>, Error> {
-    let all = effective(s, project);
+    let all = Reactions::effective(project.spec.reactions.as_ref(), s.spec.reactions.as_ref());
     let now = Time::now();
     let due = due(s, st, tracked).await;
     if !due.is_empty() {

@@ -7,9 +7,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use super::activity::LimitMemo;
-use super::pr::Facts;
-
 /// Session names by project, in queue order.
 pub(super) type Queues = HashMap<String, Vec<String>>;
 
@@ -41,13 +38,40 @@ pub(super) struct UsageRead {
     pub pending: bool,
 }
 
+/// What GitHub said about the session's pull request at the last poll.
+#[derive(Debug)]
+pub struct Facts {
+    pub pr: aoctl_github::PullRequest,
+    pub checks: aoctl_github::Checks,
+    pub reviews: aoctl_github::Reviews,
+    /// For a pull request with conflicts: the files that conflict with its base, or why they
+    /// could not be computed.
+    pub conflicts: Option<Result<Vec<String>, String>>,
+    /// When these answers were read.
+    pub at: Instant,
+}
+
+/// What the session reconciler remembers of a session's last limit.
+#[derive(Clone, Debug)]
+pub(super) struct LimitMemo {
+    /// The limit's screen line.
+    pub line: String,
+    /// The agent retries by itself: nothing is typed at the reset.
+    pub agent_retries: bool,
+    /// Resumed from: the same line on screen is no new limit.
+    pub cleared: bool,
+}
+
+/// Per project, the live sessions' published files by session name.
+pub(super) type Published = HashMap<String, std::collections::BTreeMap<String, Vec<String>>>;
+
 /// The memory itself, behind [`State`]'s lock.
 #[derive(Default)]
 pub(super) struct Memory {
     /// `queues` as of a store resourceVersion.
     pub queues: Option<(u64, Arc<Queues>)>,
     /// The live sessions' changed files as of a store resourceVersion (see `overlap.rs`).
-    pub published: Option<(u64, Arc<super::overlap::Published>)>,
+    pub published: Option<(u64, Arc<Published>)>,
     /// Per session: the last look at its agent.
     pub observations: HashMap<String, Observation>,
     /// Per session: its pull request.

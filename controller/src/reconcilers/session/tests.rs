@@ -17,7 +17,7 @@ use aoctl_runtimes::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, Runt
 use aoctl_store::{Store, StoreError, WriteOptions};
 use serde_json::{json, Value};
 
-use super::pr::Facts;
+use super::state::Facts;
 use super::{reconcile, Context, PrMemo, State, FINALIZER};
 use crate::machine::{Machine, SessionFiles, WorkspaceStore};
 use crate::metrics::Metrics;

@@ -8,7 +8,8 @@ use aoctl_api::session::{ChecksState, PullRequestState, ReactionStatus, ReviewSt
 use aoctl_api::{Session, SessionStatus, Time};
 use aoctl_github::{CheckKind, Checks, FailingCheck, PullRequest, Review, ReviewComment, Reviews};
 
-use super::super::pr::{Facts, Tracked};
+use super::super::pr::Tracked;
+use super::super::state::Facts;
 use super::{delivered, event_key, plan, pr_due, Decision, Tally};
 
 /// An open pull request at `head` whose checks are in `checks` (failing: check `ci` of run `run`).
