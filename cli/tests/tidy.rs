@@ -42,7 +42,7 @@ fn crates() -> Vec<(&'static str, Vec<PathBuf>)> {
 }
 
 /// A file's text without its test code: files that are tests by their place or name go
-/// entirely, others lose everything from their `#[cfg(test)]` module on (kept last by style).
+/// entirely, others lose everything from their inline `#[cfg(test)]` module on (kept last by style).
 fn product_code(path: &Path) -> Option<String> {
     let rel = path.strip_prefix(root()).unwrap_or(path).to_string_lossy().into_owned();
     let name = path.file_name()?.to_string_lossy().into_owned();
@@ -57,7 +57,7 @@ fn product_code(path: &Path) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
     let end = lines
         .windows(2)
-        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod ") && w[1].contains('{'))
         .unwrap_or(lines.len());
     Some(lines[..end].join("\n"))
 }
@@ -140,4 +140,118 @@ fn the_machine_side_imports_no_reconciler() {
         assert!(found.is_empty(), "{file} is below the reconcilers and names none:\n{}", found.join("\n"));
     }
     assert!(!mentions("controller/src/serve.rs").is_empty(), "serve.rs names the reconcilers, and the check sees it");
+}
+
+/// The module of each Rust file of a crate's `src/`, as a path from the crate root
+/// (`reconcilers::session::pr`; the root is empty).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("a file of the crate");
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs");
+    if !matches!(stem, "lib" | "main" | "mod") {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// The modules of its own crate that `code` (in module `me`) names, through `crate::` and
+/// `super::` paths and its children's names, its ancestors left out: a child naming what its parent holds is how shared
+/// items are reached, not a circle.
+fn named_modules(code: &str, me: &[String], known: &std::collections::BTreeSet<Vec<String>>) -> Vec<Vec<String>> {
+    let re = regex::Regex::new(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)?(?:::\{([^}]*)\})?").expect("a regex");
+    let mut found = std::collections::BTreeSet::new();
+    for c in re.captures_iter(code) {
+        let mut base: Vec<String> = if &c[1] == "crate" { vec![] } else { me[..me.len().saturating_sub(1)].to_vec() };
+        let path: Vec<String> =
+            c.get(2).map_or(vec![], |m| m.as_str().split("::").filter(|p| !p.is_empty()).map(String::from).collect());
+        let mut rest = path.as_slice();
+        // `super::super::…`
+        while rest.first().is_some_and(|p| p == "super") {
+            base.pop();
+            rest = &rest[1..];
+        }
+        let mut candidates = vec![];
+        let mut longest = base.clone();
+        for p in rest {
+            let mut next = longest.clone();
+            next.push(p.clone());
+            if !known.contains(&next) {
+                break;
+            }
+            longest = next;
+        }
+        candidates.push(longest.clone());
+        if let Some(items) = c.get(3).filter(|_| longest.len() == base.len() + rest.len()) {
+            for item in items.as_str().split(',').map(|i| i.trim().split("::").next().unwrap_or("").trim()) {
+                let mut m = longest.clone();
+                m.push(item.to_string());
+                if known.contains(&m) {
+                    candidates.push(m);
+                }
+            }
+        }
+        for m in candidates {
+            if !me.starts_with(&m) && m.as_slice() != me {
+                found.insert(m);
+            }
+        }
+    }
+    // A module names its own children without a prefix (`reactions::react`).
+    let child = regex::Regex::new(r"(?:^|[^:\w])(?:self::)?([a-z_][a-z0-9_]*)::").expect("a regex");
+    for c in child.captures_iter(code) {
+        let mut m = me.to_vec();
+        m.push(c[1].to_string());
+        if known.contains(&m) {
+            found.insert(m);
+        }
+    }
+    found.into_iter().collect()
+}
+
+#[test]
+fn the_controller_has_no_import_circle() {
+    let src = root().join("controller/src");
+    let files: Vec<PathBuf> = rust_files(&src);
+    let known: std::collections::BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
+    let mut edges: std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>> = Default::default();
+    for f in &files {
+        let Some(code) = product_code(f) else { continue };
+        // Comments name modules too (doc links); only code counts.
+        let code: String =
+            code.lines().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n");
+        let me = module_of(&src, f);
+        edges.insert(me.clone(), named_modules(&code, &me, &known));
+    }
+    // Depth-first search; a module met again while it is still open closes a circle.
+    fn visit(
+        m: &Vec<String>,
+        edges: &std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>,
+        open: &mut Vec<Vec<String>>,
+        done: &mut std::collections::BTreeSet<Vec<String>>,
+        circles: &mut Vec<String>,
+    ) {
+        if done.contains(m) {
+            return;
+        }
+        if let Some(at) = open.iter().position(|o| o == m) {
+            let names: Vec<String> = open[at..].iter().chain([m]).map(|p| format!("crate::{}", p.join("::"))).collect();
+            circles.push(names.join(" -> "));
+            return;
+        }
+        open.push(m.clone());
+        for n in edges.get(m).into_iter().flatten() {
+            visit(n, edges, open, done, circles);
+        }
+        open.pop();
+        done.insert(m.clone());
+    }
+    let (mut open, mut done, mut circles) = (vec![], Default::default(), vec![]);
+    for m in edges.keys() {
+        visit(m, &edges, &mut open, &mut done, &mut circles);
+    }
+    assert!(circles.is_empty(), "modules of the controller that import each other:\n{}", circles.join("\n"));
+    // The check sees imports: the session reconciler names other modules of the controller.
+    let session = edges.get(&vec!["reconcilers".to_string(), "session".to_string()]).expect("the session reconciler");
+    assert!(!session.is_empty(), "the session reconciler imports modules of the controller");
 }
