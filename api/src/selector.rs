@@ -4,6 +4,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+/// What is wrong with a label or field selector, in words that name the offending part.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SelectorError(pub String);
+
 use crate::validate::{label_key, label_value};
 use serde_json::Value;
 
@@ -80,7 +85,7 @@ impl Selector {
     }
 
     /// Parses a selector such as `a=b,c!=d,e in (x,y),f notin (z),g,!h`. An empty string selects everything.
-    pub fn parse(s: &str) -> Result<Selector, String> {
+    pub fn parse(s: &str) -> Result<Selector, SelectorError> {
         let tokens = lex(s)?;
         let mut p = Parser { tokens, pos: 0 };
         let mut requirements = vec![];
@@ -92,7 +97,12 @@ impl Selector {
             match p.next() {
                 None => break,
                 Some(Token::Comma) => {}
-                Some(t) => return Err(format!("unexpected `{t}` after `{}`", requirements[requirements.len() - 1])),
+                Some(t) => {
+                    return Err(SelectorError(format!(
+                        "unexpected `{t}` after `{}`",
+                        requirements[requirements.len() - 1]
+                    )))
+                }
             }
         }
         Ok(Selector { requirements })
@@ -128,8 +138,8 @@ impl fmt::Display for Selector {
 }
 
 impl std::str::FromStr for Selector {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Selector, String> {
+    type Err = SelectorError;
+    fn from_str(s: &str) -> Result<Selector, SelectorError> {
         Selector::parse(s)
     }
 }
@@ -151,7 +161,7 @@ struct FieldTerm {
 
 impl FieldSelector {
     /// Parses a comma-separated list of terms. An empty string selects everything.
-    pub fn parse(s: &str) -> Result<FieldSelector, String> {
+    pub fn parse(s: &str) -> Result<FieldSelector, SelectorError> {
         let mut terms = vec![];
         for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (path, equals, value) = if let Some((p, v)) = term.split_once("!=") {
@@ -159,7 +169,7 @@ impl FieldSelector {
             } else if let Some((p, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
                 (p, true, v)
             } else {
-                return Err(format!("`{term}` is not of the form path=value"));
+                return Err(SelectorError(format!("`{term}` is not of the form path=value")));
             };
             terms.push(FieldTerm { path: path.trim().to_string(), equals, value: value.trim().to_string() });
         }
@@ -212,7 +222,7 @@ impl fmt::Display for Token {
     }
 }
 
-fn lex(s: &str) -> Result<Vec<Token>, String> {
+fn lex(s: &str) -> Result<Vec<Token>, SelectorError> {
     let mut out = vec![];
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
@@ -243,7 +253,7 @@ fn lex(s: &str) -> Result<Vec<Token>, String> {
                 }
                 out.push(Token::Word(w));
             }
-            other => return Err(format!("unexpected character `{other}` in label selector `{s}`")),
+            other => return Err(SelectorError(format!("unexpected character `{other}` in label selector `{s}`"))),
         }
     }
     Ok(out)
@@ -269,38 +279,38 @@ impl Parser {
         matches!(self.peek(), None | Some(Token::Comma))
     }
 
-    fn key(&mut self) -> Result<String, String> {
+    fn key(&mut self) -> Result<String, SelectorError> {
         match self.next() {
             Some(Token::Word(w)) => {
-                label_key(&w)?;
+                label_key(&w).map_err(SelectorError)?;
                 Ok(w)
             }
-            Some(t) => Err(format!("expected a label key, found `{t}`")),
-            None => Err("expected a label key at the end of the selector".into()),
+            Some(t) => Err(SelectorError(format!("expected a label key, found `{t}`"))),
+            None => Err(SelectorError("expected a label key at the end of the selector".into())),
         }
     }
 
-    fn value(&mut self, key: &str) -> Result<String, String> {
+    fn value(&mut self, key: &str) -> Result<String, SelectorError> {
         if self.at_end_of_requirement() || self.peek() == Some(&Token::Close) {
             return Ok(String::new());
         }
         match self.next() {
             Some(Token::Word(w)) => {
-                label_value(&w)?;
+                label_value(&w).map_err(SelectorError)?;
                 Ok(w)
             }
-            Some(t) => Err(format!("expected a value for `{key}`, found `{t}`")),
+            Some(t) => Err(SelectorError(format!("expected a value for `{key}`, found `{t}`"))),
             None => Ok(String::new()),
         }
     }
 
-    fn requirement(&mut self) -> Result<Requirement, String> {
+    fn requirement(&mut self) -> Result<Requirement, SelectorError> {
         if self.peek() == Some(&Token::Bang) {
             self.next();
             let key = self.key()?;
             if !self.at_end_of_requirement() {
                 let t = self.peek().map(ToString::to_string).unwrap_or_default();
-                return Err(format!("unexpected `{t}` after `!{key}`"));
+                return Err(SelectorError(format!("unexpected `{t}` after `!{key}`")));
             }
             return Ok(Requirement::DoesNotExist(key));
         }
@@ -321,16 +331,18 @@ impl Parser {
                 let set = self.set(&key, &op)?;
                 Ok(if op == "in" { Requirement::In(key, set) } else { Requirement::NotIn(key, set) })
             }
-            Some(t) => Err(format!("unexpected `{t}` after `{key}`: expected `=`, `==`, `!=`, `in` or `notin`")),
+            Some(t) => {
+                Err(SelectorError(format!("unexpected `{t}` after `{key}`: expected `=`, `==`, `!=`, `in` or `notin`")))
+            }
             None => Ok(Requirement::Exists(key)),
         }
     }
 
-    fn set(&mut self, key: &str, op: &str) -> Result<BTreeSet<String>, String> {
+    fn set(&mut self, key: &str, op: &str) -> Result<BTreeSet<String>, SelectorError> {
         match self.next() {
             Some(Token::Open) => {}
-            Some(t) => return Err(format!("expected `(` after `{key} {op}`, found `{t}`")),
-            None => return Err(format!("expected `(` after `{key} {op}`")),
+            Some(t) => return Err(SelectorError(format!("expected `(` after `{key} {op}`, found `{t}`"))),
+            None => return Err(SelectorError(format!("expected `(` after `{key} {op}`"))),
         }
         let mut set = BTreeSet::new();
         loop {
@@ -338,8 +350,8 @@ impl Parser {
             match self.next() {
                 Some(Token::Comma) => {}
                 Some(Token::Close) => return Ok(set),
-                Some(t) => return Err(format!("unexpected `{t}` in the values of `{key} {op}`")),
-                None => return Err(format!("missing `)` after the values of `{key} {op}`")),
+                Some(t) => return Err(SelectorError(format!("unexpected `{t}` in the values of `{key} {op}`"))),
+                None => return Err(SelectorError(format!("missing `)` after the values of `{key} {op}`"))),
             }
         }
     }
@@ -400,7 +412,7 @@ mod tests {
             ("a=b%", "`%`"),
         ] {
             let e = Selector::parse(s).unwrap_err();
-            assert!(e.contains(token), "{s}: {e}");
+            assert!(e.0.contains(token), "{s}: {e}");
         }
     }
 
@@ -440,6 +452,6 @@ mod tests {
         }
         assert!(FieldSelector::parse(" , ").unwrap().is_everything());
         let e = FieldSelector::parse("metadata.name").unwrap_err();
-        assert!(e.contains("`metadata.name` is not of the form path=value"), "{e}");
+        assert!(e.0.contains("`metadata.name` is not of the form path=value"), "{e}");
     }
 }

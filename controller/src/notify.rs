@@ -144,21 +144,36 @@ fn type_name(t: NotifierType) -> &'static str {
     }
 }
 
+/// Why one delivery to one target failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    #[error("no url")]
+    NoUrl,
+    #[error("{url}: {source}")]
+    Request { url: String, source: reqwest::Error },
+    #[error("{url} answered {status}")]
+    Refused { url: String, status: reqwest::StatusCode },
+    #[error(transparent)]
+    Program(#[from] aoctl_runtimes::notify::NotifyError),
+    #[error("the notifier task ended: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
 /// Sends `n` to one target once.
-pub async fn deliver(target: &Notifier, n: &Notification) -> Result<(), String> {
+pub async fn deliver(target: &Notifier, n: &Notification) -> Result<(), DeliveryError> {
     let post = |body: serde_json::Value| async move {
-        let url = target.url.as_deref().ok_or("no url")?;
+        let url = target.url.as_deref().ok_or(DeliveryError::NoUrl)?;
         let resp = http()
             .post(url)
             .header("Idempotency-Key", &n.idempotency_key)
             .json(&body)
             .send()
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| DeliveryError::Request { url: url.to_string(), source })?;
         if resp.status().is_success() {
             Ok(())
         } else {
-            Err(format!("{url} answered {}", resp.status()))
+            Err(DeliveryError::Refused { url: url.to_string(), status: resp.status() })
         }
     };
     match target.type_ {
@@ -167,16 +182,12 @@ pub async fn deliver(target: &Notifier, n: &Notification) -> Result<(), String> 
         NotifierType::Discord => post(discord_body(n)).await,
         NotifierType::Desktop => {
             let (title, body, key) = (n.title.clone(), n.message.clone(), n.idempotency_key.clone());
-            tokio::task::spawn_blocking(move || aoctl_runtimes::notify::desktop(&title, &body, &key))
-                .await
-                .map_err(|e| e.to_string())?
+            Ok(tokio::task::spawn_blocking(move || aoctl_runtimes::notify::desktop(&title, &body, &key)).await??)
         }
         NotifierType::Command => {
             let argv = target.command.clone();
             let json = serde_json::to_vec(n).expect("notifications serialise");
-            tokio::task::spawn_blocking(move || aoctl_runtimes::notify::command(&argv, &json))
-                .await
-                .map_err(|e| e.to_string())?
+            Ok(tokio::task::spawn_blocking(move || aoctl_runtimes::notify::command(&argv, &json)).await??)
         }
     }
 }
