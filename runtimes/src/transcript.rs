@@ -125,9 +125,15 @@ pub fn render(bytes: &[u8], rows: u16, cols: u16) -> String {
 /// The last `lines` lines (all when `None`) of what a `rows` × `cols` terminal shows after the
 /// transcript's read window ([`render`]), and the file length they end at.
 pub fn tail_rendered(path: &Path, lines: Option<usize>, rows: u16, cols: u16) -> io::Result<(String, u64)> {
+    let (buf, len) = read_window(path)?;
+    Ok((last_lines(&render(&buf, rows, cols), lines), len))
+}
+
+/// The last `TAIL_WINDOW` bytes of a transcript (none when it does not exist yet) and its length.
+fn read_window(path: &Path) -> io::Result<(Vec<u8>, u64)> {
     let mut f = match File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((String::new(), 0)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((vec![], 0)),
         Err(e) => return Err(e),
     };
     let len = f.metadata()?.len();
@@ -135,30 +141,22 @@ pub fn tail_rendered(path: &Path, lines: Option<usize>, rows: u16, cols: u16) ->
     f.seek(SeekFrom::Start(start))?;
     let mut buf = Vec::with_capacity((len - start) as usize);
     f.by_ref().take(len - start).read_to_end(&mut buf)?;
-    let text = render(&buf, rows, cols);
-    let Some(n) = lines else { return Ok((text, len)) };
+    Ok((buf, len))
+}
+
+/// The last `lines` lines of `text` (all of it when `None`).
+fn last_lines(text: &str, lines: Option<usize>) -> String {
+    let Some(n) = lines else { return text.to_string() };
+    // `split_inclusive` keeps each line's newline, so an unfinished last line stays unfinished.
     let all: Vec<&str> = text.split_inclusive('\n').collect();
-    Ok((all[all.len().saturating_sub(n)..].concat(), len))
+    all[all.len().saturating_sub(n)..].concat()
 }
 
 /// The last `lines` lines of a transcript as text (all of the read window when `None`), and the
 /// file length they end at, from which `read_from` continues.
 pub fn tail(path: &Path, lines: Option<usize>) -> io::Result<(String, u64)> {
-    let mut f = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((String::new(), 0)),
-        Err(e) => return Err(e),
-    };
-    let len = f.metadata()?.len();
-    let start = len.saturating_sub(TAIL_WINDOW);
-    f.seek(SeekFrom::Start(start))?;
-    let mut buf = Vec::with_capacity((len - start) as usize);
-    f.by_ref().take(len - start).read_to_end(&mut buf)?;
-    let text = to_text(&buf);
-    let Some(n) = lines else { return Ok((text, len)) };
-    // `split_inclusive` keeps each line's newline, so an unfinished last line stays unfinished.
-    let all: Vec<&str> = text.split_inclusive('\n').collect();
-    Ok((all[all.len().saturating_sub(n)..].concat(), len))
+    let (buf, len) = read_window(path)?;
+    Ok((last_lines(&to_text(&buf), lines), len))
 }
 
 /// What was appended after `offset`, as raw bytes, and the new end.
