@@ -359,6 +359,11 @@ impl Reconcile<'_> {
                 return Ok(Break(Action::requeue(Duration::from_millis(500))));
             }
             if !agents::is_ready(adapter, &screen) {
+                if text.is_none() {
+                    // Nothing to type: its activity is looked at meanwhile (a login screen, say),
+                    // and what `aoctl send` queued waits until its prompt shows.
+                    return Ok(Continue(()));
+                }
                 cond(st, s, types::READY, ConditionStatus::False, "WaitingForAgent", "waiting for the agent's prompt");
                 return Ok(Break(Action::requeue(Duration::from_millis(300))));
             }
