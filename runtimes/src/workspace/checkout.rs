@@ -259,6 +259,10 @@ pub(super) fn create_worktree(
     let reference = branch.into_reference();
     let mut opts = WorktreeAddOptions::new();
     opts.reference(Some(&reference));
+    // libgit2 makes `.git/worktrees` itself, and fails ("directory exists") when another session's
+    // checkout made it in between; made first, it is there for everyone.
+    let admin = repo.commondir().join("worktrees");
+    fs::create_dir_all(&admin).map_err(|e| failed(format!("{}: {e}", admin.display())))?;
     let mut added = Ok(());
     for attempt in 0..4 {
         added = {
@@ -266,9 +270,12 @@ pub(super) fn create_worktree(
             repo.worktree(name, path, Some(&opts)).map(drop)
         };
         // The same libgit2 bug, when something outside (`git worktree prune`) deletes an entry.
-        let spurious = added.as_ref().is_err_and(|e| e.message().contains("is already checked out"))
+        let spurious = (added.as_ref().is_err_and(|e| e.message().contains("is already checked out"))
             && checked_out_at(&repo, &req.branch).is_none()
-            && fs::symlink_metadata(path).is_err();
+            && fs::symlink_metadata(path).is_err())
+            // A folder of the admin area made by a concurrent checkout between libgit2's look and
+            // its mkdir.
+            || added.as_ref().is_err_and(|e| e.message().contains("directory exists") && fs::symlink_metadata(path).is_err());
         if !spurious || attempt == 3 {
             break;
         }
