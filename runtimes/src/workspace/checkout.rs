@@ -270,12 +270,9 @@ pub(super) fn create_worktree(
             repo.worktree(name, path, Some(&opts)).map(drop)
         };
         // The same libgit2 bug, when something outside (`git worktree prune`) deletes an entry.
-        let spurious = (added.as_ref().is_err_and(|e| e.message().contains("is already checked out"))
+        let spurious = added.as_ref().is_err_and(|e| e.message().contains("is already checked out"))
             && checked_out_at(&repo, &req.branch).is_none()
-            && fs::symlink_metadata(path).is_err())
-            // A folder of the admin area made by a concurrent checkout between libgit2's look and
-            // its mkdir.
-            || added.as_ref().is_err_and(|e| e.message().contains("directory exists") && fs::symlink_metadata(path).is_err());
+            && fs::symlink_metadata(path).is_err();
         if !spurious || attempt == 3 {
             break;
         }
