@@ -448,6 +448,18 @@ mod tests {
     use tokio::sync::mpsc;
 
     /// Runs a controller whose reconcile reports each key it is given.
+    /// A stop signal and a maker of futures that end when it is sent.
+    fn stopper() -> (watch::Sender<bool>, impl Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>) {
+        let (stop, stop_rx) = watch::channel(false);
+        let stopped = move || -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+            let mut rx = stop_rx.clone();
+            Box::pin(async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+        };
+        (stop, stopped)
+    }
+
     fn recording<T: Resource>(
         store: &Store,
         name: &'static str,
@@ -508,13 +520,7 @@ mod tests {
         }
 
         let metrics = Metrics::new().unwrap();
-        let (stop, stop_rx) = watch::channel(false);
-        let stopped = move || {
-            let mut rx = stop_rx.clone();
-            async move {
-                let _ = rx.wait_for(|s| *s).await;
-            }
-        };
+        let (stop, stopped) = stopper();
         let (projects, mut reconciled_projects, p_task) = recording::<Project>(&store, "projects", &metrics, stopped());
         let (sessions, mut reconciled_sessions, s_task) = recording::<Session>(&store, "sessions", &metrics, stopped());
         let router = tokio::spawn(route_changes(store.clone(), changes, projects, sessions, stopped()));
@@ -543,13 +549,7 @@ mod tests {
             store.create(Kind::Session, s, w).await.unwrap();
         }
         let metrics = Metrics::new().unwrap();
-        let (stop, stop_rx) = watch::channel(false);
-        let stopped = move || {
-            let mut rx = stop_rx.clone();
-            async move {
-                let _ = rx.wait_for(|s| *s).await;
-            }
-        };
+        let (stop, stopped) = stopper();
         let (projects, _p, p_task) = recording::<Project>(&store, "projects", &metrics, stopped());
         let (sessions, mut reconciled_sessions, s_task) = recording::<Session>(&store, "sessions", &metrics, stopped());
         let mut router = Router::new(projects, sessions);
