@@ -16,7 +16,10 @@ pub mod tmux;
 pub mod transcript;
 pub mod workspace;
 
-pub use runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TERMINAL_COLS, TERMINAL_ROWS};
+pub use runtime::{
+    Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalInput, TerminalView, TERMINAL_COLS,
+    TERMINAL_ROWS,
+};
 pub use tmux::delivery::echoed;
 
 /// Makes a write to a pipe whose reader is gone an error (`EPIPE`) instead of a `SIGPIPE` that

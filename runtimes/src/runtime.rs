@@ -81,6 +81,26 @@ impl Default for InputStyle {
     }
 }
 
+/// What a person's terminal sends to an agent's terminal (the dashboard's WebSocket).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TerminalInput {
+    /// Keys typed, as the bytes a terminal sends for them.
+    Bytes(Vec<u8>),
+    /// The person's terminal changed size.
+    Resize { cols: u16, rows: u16 },
+}
+
+/// A person's live view of an agent's terminal, opened by [`Runtime::terminal`]. Dropping both
+/// halves ends the view; the agent keeps running.
+#[derive(Debug)]
+pub struct TerminalView {
+    /// What the terminal shows: first enough to draw the current screen, then the output as it
+    /// comes. Closes when the agent or the view ends.
+    pub output: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    /// Keys and resizes for the agent's terminal.
+    pub input: tokio::sync::mpsc::Sender<TerminalInput>,
+}
+
 /// One runtime-owned agent found by `list`, for re-adoption and orphan cleanup.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Owned {
@@ -145,6 +165,10 @@ pub trait Runtime: Send + Sync {
 
     /// The argument vector a user runs to attach a terminal (`aoctl attach` execs it).
     fn attach_command(&self, handle: &Handle) -> Vec<String>;
+
+    /// Opens a live view of the agent's terminal at `cols` × `rows`, for a person to watch and
+    /// type into (the dashboard's terminal).
+    async fn terminal(&self, handle: &Handle, cols: u16, rows: u16) -> Result<TerminalView, RuntimeError>;
 
     /// The handle the agent of session `session` has whenever it runs, for runtimes that name
     /// agents deterministically (tmux sessions, docker containers), so a restarted controller finds

@@ -59,7 +59,7 @@ use bollard::query_parameters::{
 use bollard::{Docker, API_DEFAULT_VERSION};
 use parking_lot::Mutex;
 
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use crate::tmux::delivery;
 use container::{Meta, LABEL_MANAGED_BY, LABEL_OWNER, LABEL_PROJECT, LABEL_SESSION, MANAGED_BY};
 use stream::Agent;
@@ -514,6 +514,10 @@ impl Runtime for DockerRuntime {
     /// Stops the container (SIGTERM, SIGKILL after five seconds) and removes it.
     async fn stop(&self, handle: &Handle) -> Result<(), RuntimeError> {
         self.remove("stop", &handle.0).await
+    }
+
+    async fn terminal(&self, _handle: &Handle, _cols: u16, _rows: u16) -> Result<TerminalView, RuntimeError> {
+        Err(RuntimeError::Unavailable { runtime: RUNTIME, message: "no terminal view yet".into() })
     }
 
     fn attach_command(&self, handle: &Handle) -> Vec<String> {

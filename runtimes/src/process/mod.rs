@@ -27,7 +27,7 @@ use aoctl_api::session::RuntimeKind;
 use parking_lot::Mutex;
 use portable_pty::{Child, CommandBuilder, MasterPty, PtySize};
 
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use crate::terminal::{key_bytes, Replies};
 use crate::tmux::delivery::{self, Screen, Terminal};
 
@@ -319,6 +319,10 @@ impl Runtime for ProcessRuntime {
     }
 
     /// Always empty: the PTY belongs to the controller and cannot be attached from a terminal.
+    async fn terminal(&self, _handle: &Handle, _cols: u16, _rows: u16) -> Result<TerminalView, RuntimeError> {
+        Err(RuntimeError::Unavailable { runtime: RUNTIME, message: "no terminal view yet".into() })
+    }
+
     fn attach_command(&self, _handle: &Handle) -> Vec<String> {
         Vec::new()
     }

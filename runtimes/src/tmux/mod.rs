@@ -29,7 +29,7 @@ use std::time::Duration;
 use aoctl_api::session::RuntimeKind;
 use tokio::io::AsyncWriteExt;
 
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use delivery::{Screen, Terminal};
 use panes::Panes;
 
@@ -483,6 +483,10 @@ impl Runtime for TmuxRuntime {
     /// Tmux sessions are named after the Session.
     fn handle_for(&self, session: &str) -> Option<Handle> {
         Some(Handle(session.to_string()))
+    }
+
+    async fn terminal(&self, _handle: &Handle, _cols: u16, _rows: u16) -> Result<TerminalView, RuntimeError> {
+        Err(RuntimeError::Unavailable { runtime: RUNTIME, message: "no terminal view yet".into() })
     }
 
     fn attach_command(&self, handle: &Handle) -> Vec<String> {

@@ -13,7 +13,7 @@ use aoctl_api::{Condition, ConditionStatus, Kind, Project, Session, Time};
 use aoctl_engine::Action;
 use aoctl_github::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
 use aoctl_runtimes::workspace::{WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest};
-use aoctl_runtimes::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use aoctl_runtimes::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use aoctl_store::{Store, StoreError, WriteOptions};
 use serde_json::{json, Value};
 
@@ -107,6 +107,10 @@ impl Runtime for FakeRuntime {
         a.held.remove(h);
         a.stopped.push(h.clone());
         Ok(())
+    }
+
+    async fn terminal(&self, _handle: &Handle, _cols: u16, _rows: u16) -> Result<TerminalView, RuntimeError> {
+        Err(RuntimeError::Unavailable { runtime: "fake", message: "no terminal view yet".into() })
     }
 
     fn attach_command(&self, h: &Handle) -> Vec<String> {
