@@ -4,7 +4,8 @@
 # Docker engine unless one already answers (and stops it again at the end), builds the local test
 # images, runs the GitHub stand-in's own tests, then every Rust test of the workspace. The agent
 # CLIs and the stand-in's npm packages are installed by the tests that use them, into caches
-# outside the checkout.
+# outside the checkout; so is the browser bridge's pinned playwright-core (e2e/browser/), which is
+# installed here first, into the same cache.
 #
 #   e2e/test.sh            everything above
 #   CARGO=cargo e2e/test.sh
@@ -42,6 +43,8 @@ command -v dunst >/dev/null || need+=(dunst)
 command -v Xvfb >/dev/null || need+=(xvfb)
 command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
 command -v dbus-monitor >/dev/null || need+=(dbus-bin)
+# The dashboard's browser tests drive Debian's Chromium at this path.
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   apt_install "${need[@]}"
 fi
@@ -82,6 +85,18 @@ if docker version >/dev/null 2>&1; then
   e2e/docker/build-image.sh --git
   # The engine over tcp with mutual TLS (dockerd.sh's own engine has it), for the remote-engine test.
   eval "$(e2e/docker/dockerd.sh tls-env 2>/dev/null)"
+fi
+
+# The dashboard's tests drive Chromium through playwright-core, pinned in e2e/browser/package.json
+# and installed where the tests look for npm packages (the cache of e2e/tests/model_agents.rs).
+cli_cache=${AOCTL_E2E_CLI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aoctl-e2e-clis}
+playwright=$(node -p "require('./e2e/browser/package.json').dependencies['playwright-core']")
+prefix=$cli_cache/playwright-core-$playwright
+if [ ! -e "$prefix/node_modules/.bin/playwright-core" ]; then
+  say "installing playwright-core $playwright into $prefix"
+  mkdir -p "$prefix"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 timeout 600 npm install --prefix "$prefix" --no-audit --no-fund \
+    --loglevel=error "playwright-core@$playwright"
 fi
 
 # The GitHub stand-in's own tests (its packages first when missing or older than the lock file).
