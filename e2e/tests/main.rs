@@ -27,6 +27,9 @@ mod sessions;
 mod truth;
 mod typing;
 
+mod browser;
+mod dashboard;
+
 mod docker_sandbox;
 mod docker_sessions;
 mod escalation;
