@@ -88,16 +88,8 @@ if docker version >/dev/null 2>&1; then
 fi
 
 # The dashboard's tests drive Chromium through playwright-core, pinned in e2e/browser/package.json
-# and installed where the tests look for npm packages (the cache of e2e/tests/model_agents.rs).
-cli_cache=${AOCTL_E2E_CLI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aoctl-e2e-clis}
-playwright=$(node -p "require('./e2e/browser/package.json').dependencies['playwright-core']")
-prefix=$cli_cache/playwright-core-$playwright
-if [ ! -e "$prefix/node_modules/.bin/playwright-core" ]; then
-  say "installing playwright-core $playwright into $prefix"
-  mkdir -p "$prefix"
-  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 timeout 600 npm install --prefix "$prefix" --no-audit --no-fund \
-    --loglevel=error "playwright-core@$playwright"
-fi
+# and installed into the tests' cache of npm packages.
+e2e/browser/install.sh >/dev/null
 
 # The GitHub stand-in's own tests (its packages first when missing or older than the lock file).
 standin=e2e/github-standin

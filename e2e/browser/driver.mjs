@@ -63,6 +63,8 @@ async function open(req) {
   if (req.viewport) options.viewport = req.viewport;
   const context = await browser.newContext(options);
   if (req.cookies?.length) await context.addCookies(req.cookies);
+  // Source run in every document of the context before its own scripts.
+  if (req.initScript) await context.addInitScript(req.initScript);
   const page = await context.newPage();
   const entry = { context, page, consoleErrors: [], failedRequests: [], dialogs: [] };
   page.on('console', (m) => {

@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""The web dashboard in headless Chromium (through e2e/browser/driver.mjs), with 100 sessions, 98
+of them on a project without a repository (rows, no agent), one whose status is written and one
+running `cat` in tmux. Prints three JSON result lines:
+
+- status → row: the time from a status write (PUT …/status, the phase moving between Merged and
+  what the controller makes of the session otherwise) to the row changing group in the page,
+  timestamped by a MutationObserver in the page; p50/p95 over 50 writes. Baseline in the same run:
+  the same write's event at a plain watch of sessions.
+- keystroke echo: one key typed over the dashboard's terminal WebSocket (from the page) until its
+  echo comes back, against `tmux attach` in a PTY on the same tmux session, in alternating rounds;
+  the ratio of the medians.
+- load: a fresh browser context's navigation to `/` until all 100 rows are in the DOM (a
+  MutationObserver installed before the page's scripts), and the bytes it transferred (navigation
+  and resources, encoded). Baseline: a navigation to the server's 401 page.
+
+Needs /usr/bin/chromium and AOCTL_PLAYWRIGHT_CORE (what e2e/browser/install.sh prints)."""
+
+import fcntl
+import json
+import os
+import pty
+import queue
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import API, Server, cleanup, loadavg, make_repo, median, percentile, running, workdir  # noqa: E402
+
+AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
+SESSIONS = int(os.environ.get("BENCH_SESSIONS", "100"))
+WRITES = int(os.environ.get("BENCH_WRITES", "50"))
+KEYS = int(os.environ.get("BENCH_KEYS", "20"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+LOADS = int(os.environ.get("BENCH_LOADS", "10"))
+DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "browser", "driver.mjs")
+# Keys whose echo no tmux status line or redraw of this screen holds.
+ALPHABET = "~^|{}`=+"
+PROBE = "probe"
+ECHO = "echo"
+
+
+class Browser:
+    """The bridge: one JSON request per line to driver.mjs, its answers read by a thread."""
+
+    def __init__(self, core, log):
+        self.proc = subprocess.Popen(["node", DRIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=log, text=True, env={**os.environ, "AOCTL_PLAYWRIGHT_CORE": core})
+        self.answers = queue.Queue()
+        self.n = 0
+        threading.Thread(target=self._read, daemon=True).start()
+        first = self.answers.get(timeout=90)
+        if not first.get("ready"):
+            raise SystemExit(f"the browser driver did not start: {first}")
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                self.answers.put(json.loads(line))
+            except ValueError:
+                pass
+
+    def call(self, op, timeout=30, **args):
+        self.n += 1
+        args.update(id=self.n, op=op, timeout=int(timeout * 1000))
+        self.proc.stdin.write(json.dumps(args) + "\n")
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + timeout + 20
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SystemExit(f"the browser driver did not answer {op} in time")
+            a = self.answers.get(timeout=left)
+            if a.get("id") != self.n:
+                continue
+            if not a.get("ok"):
+                raise SystemExit(f"browser: {op}: {a.get('error')}")
+            return a.get("value")
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def login(srv):
+    """The link `aoctl dashboard` prints on its last line."""
+    out = subprocess.run([AOCTL, "--server", srv.base, "dashboard"], env=srv.env, check=True,
+                         capture_output=True, text=True, timeout=30).stdout
+    return out.strip().splitlines()[-1]
+
+
+def wait_phase(srv, name, pred, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s = srv.conn.json("GET", f"{API}/sessions/{name}")
+        if pred(s):
+            return s
+        time.sleep(0.1)
+    raise SystemExit(f"session {name} did not reach the expected state in {timeout}s")
+
+
+class Watcher:
+    """A plain watch of sessions from `rv`: the wall time each MODIFIED event of `name` arrives,
+    with its phase."""
+
+    def __init__(self, srv, rv, name):
+        self.events = queue.Queue()
+        url = f"{srv.base}{API}/sessions?watch=true&resourceVersion={rv}"
+        resp = srv.urlopen(url, timeout=600)
+
+        def read():
+            for line in resp:
+                at = time.time()
+                ev = json.loads(line)
+                obj = ev.get("object", {})
+                if ev.get("type") == "MODIFIED" and obj.get("metadata", {}).get("name") == name:
+                    self.events.put((at, obj.get("status", {}).get("phase")))
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def next_phase(self, phase, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            at, p = self.events.get(timeout=max(0.01, deadline - time.monotonic()))
+            if p == phase:
+                return at
+
+
+# Records, in the page, each change of the probe row's group with its wall time.
+OBSERVE = """(name) => {
+  window.__changes = [];
+  const where = () => document.querySelector(`a.session[data-session="${name}"]`)
+      ?.closest('section.group')?.dataset.group ?? null;
+  let last = where();
+  new MutationObserver(() => {
+    const g = where();
+    if (g !== last) { last = g; window.__changes.push({group: g, at: performance.timeOrigin + performance.now()}); }
+  }).observe(document.body, {subtree: true, childList: true, attributes: true});
+  return last;
+}"""
+
+
+def status_to_row(srv, browser, page, base_phase):
+    start = browser.call("evaluate", page=page, expression=OBSERVE, arg=PROBE)
+    watcher = Watcher(srv, srv.conn.json("GET", f"{API}/sessions")["metadata"]["resourceVersion"], PROBE)
+    page_ms, resp_ms, watch_ms, groups = [], [], [], set([start])
+    for i in range(WRITES):
+        merged = i % 2 == 0
+        obj = srv.conn.json("GET", f"{API}/sessions/{PROBE}")
+        st = obj.setdefault("status", {})
+        if merged:
+            st["pullRequest"] = {"number": 7, "url": "https://example.invalid/pr/7", "state": "merged",
+                                 "checks": "passing", "review": "approved"}
+            st["phase"] = "Merged"
+        else:
+            st.pop("pullRequest", None)
+            st["phase"] = base_phase
+        t0 = time.time()
+        status, body = srv.conn.request("PUT", f"{API}/sessions/{PROBE}/status", obj)
+        t1 = time.time()
+        if status != 200:
+            raise SystemExit(f"PUT status: {status} {body[:300]!r}")
+        change = browser.call("waitForFunction", page=page, timeout=30,
+                              expression="(k) => window.__changes.length > k && window.__changes[k]", arg=i)
+        groups.add(change["group"])
+        at = watcher.next_phase(st["phase"])
+        page_ms.append(change["at"] - t0 * 1000)
+        resp_ms.append(change["at"] - t1 * 1000)
+        watch_ms.append((at - t0) * 1000)
+        time.sleep(0.2)
+    return {
+        "benchmark": "dashboard_status_to_row", "writes": WRITES, "groups": sorted(g or "none" for g in groups),
+        "write_to_row_p50_ms": round(median(page_ms), 1), "write_to_row_p95_ms": round(percentile(page_ms, 95), 1),
+        "response_to_row_p50_ms": round(median(resp_ms), 1),
+        "response_to_row_p95_ms": round(percentile(resp_ms, 95), 1),
+        "baseline_write_to_watch_event_p50_ms": round(median(watch_ms), 1),
+        "baseline_write_to_watch_event_p95_ms": round(percentile(watch_ms, 95), 1),
+    }
+
+
+# Types `keys` one at a time over a terminal WebSocket of the page's own origin; each key's time
+# until a frame holding it comes back.
+WS_ECHO = """async ({url, keys}) => {
+  const ws = new WebSocket(url);
+  ws.binaryType = 'arraybuffer';
+  await new Promise((ok, fail) => { ws.onopen = ok; ws.onerror = () => fail(new Error('the socket failed')); });
+  let last = performance.now();
+  let waiter = null;
+  ws.onmessage = (e) => {
+    last = performance.now();
+    const bytes = typeof e.data === 'string' ? new TextEncoder().encode(e.data) : new Uint8Array(e.data);
+    if (waiter && bytes.includes(waiter.code)) { const w = waiter; waiter = null; w.done(last); }
+  };
+  const quiet = async (ms) => { while (performance.now() - last < ms) await new Promise((r) => setTimeout(r, 10)); };
+  await quiet(300);
+  const out = [];
+  for (const k of keys) {
+    const echoed = new Promise((done, fail) => {
+      waiter = {code: k.charCodeAt(0), done};
+      setTimeout(() => fail(new Error(`no echo of ${k}`)), 5000);
+    });
+    const t0 = performance.now();
+    ws.send(new TextEncoder().encode(k));
+    out.push((await echoed) - t0);
+    await quiet(30);
+  }
+  ws.send(new TextEncoder().encode('\\r'));
+  await quiet(200);
+  ws.close();
+  return out;
+}"""
+
+
+def pty_echo(srv, keys):
+    """The same keys through `tmux attach` in a PTY of 80×24."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        env = {k: v for k, v in os.environ.items() if k != "TMUX"}
+        env["TERM"] = "xterm-256color"
+        os.execvpe("tmux", ["tmux", "-S", os.path.join(srv.data, "tmux.sock"), "attach", "-t", f"={ECHO}"], env)
+    try:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+
+        def drain(quiet):
+            last = time.perf_counter()
+            while time.perf_counter() - last < quiet:
+                r, _, _ = select.select([fd], [], [], 0.01)
+                if r:
+                    os.read(fd, 65536)
+                    last = time.perf_counter()
+
+        drain(0.3)
+        out = []
+        for k in keys:
+            code = k.encode()
+            t0 = time.perf_counter()
+            os.write(fd, code)
+            deadline = t0 + 5
+            while True:
+                r, _, _ = select.select([fd], [], [], max(0, deadline - time.perf_counter()))
+                if not r:
+                    raise SystemExit(f"no echo of {k} through tmux attach")
+                if code in os.read(fd, 65536):
+                    out.append((time.perf_counter() - t0) * 1000)
+                    break
+            drain(0.03)
+        os.write(fd, b"\r")
+        drain(0.2)
+        return out
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
+        os.close(fd)
+
+
+def keystroke_echo(srv, browser, page):
+    url = f"ws://127.0.0.1:{srv.port}{API}/sessions/{ECHO}/terminal?cols=80&rows=24"
+    ws, tm = [], []
+    for r in range(ROUNDS):
+        keys = [ALPHABET[(r * KEYS + i) % len(ALPHABET)] for i in range(KEYS)]
+        ws += browser.call("evaluate", page=page, timeout=120, expression=WS_ECHO, arg={"url": url, "keys": keys})
+        tm += pty_echo(srv, keys)
+    return {
+        "benchmark": "dashboard_keystroke_echo", "keys": len(ws),
+        "websocket_p50_ms": round(median(ws), 2), "websocket_p95_ms": round(percentile(ws, 95), 2),
+        "tmux_attach_pty_p50_ms": round(median(tm), 2), "tmux_attach_pty_p95_ms": round(percentile(tm, 95), 2),
+        "ratio_p50": round(median(ws) / median(tm), 2),
+    }
+
+
+# Before the page's own scripts: the time all rows are in the DOM.
+RENDERED = """(() => {
+  const want = %d;
+  new MutationObserver(() => {
+    if (!window.__rendered && document.querySelectorAll('a.session').length >= want) window.__rendered = performance.now();
+  }).observe(document, {subtree: true, childList: true});
+})();"""
+
+SIZES = """() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  const res = performance.getEntriesByType('resource');
+  const sum = (k) => res.reduce((a, r) => a + r[k], nav[k]);
+  return {encoded: sum('encodedBodySize'), transfer: sum('transferSize'), decoded: sum('decodedBodySize'),
+          resources: res.length, load: nav.loadEventEnd};
+}"""
+
+
+def load(browser, origin, cookie):
+    rendered, loaded, sizes = [], [], None
+    for i in range(LOADS + 1):
+        page = browser.call("open", cookies=[cookie], initScript=RENDERED % SESSIONS)
+        browser.call("goto", page=page, url=f"{origin}/")
+        at = browser.call("waitForFunction", page=page, timeout=60, expression="() => window.__rendered")
+        s = browser.call("evaluate", page=page, expression=SIZES)
+        browser.call("close", page=page)
+        if i == 0:
+            continue  # a warm-up: the first page of the browser pays for starting its renderer
+        rendered.append(at)
+        loaded.append(s["load"])
+        sizes = s
+    base = []
+    for i in range(LOADS + 1):
+        page = browser.call("open")
+        nav = browser.call("goto", page=page, url=f"{origin}/")
+        if nav["status"] != 401:
+            raise SystemExit(f"the page without a cookie answered {nav['status']}")
+        s = browser.call("evaluate", page=page, expression=SIZES)
+        browser.call("close", page=page)
+        if i:
+            base.append(s["load"])
+    return {
+        "benchmark": "dashboard_load", "sessions": SESSIONS, "loads": LOADS,
+        "rows_rendered_p50_ms": round(median(rendered), 1), "rows_rendered_p95_ms": round(percentile(rendered, 95), 1),
+        "load_event_p50_ms": round(median(loaded), 1),
+        "encoded_bytes": sizes["encoded"], "transfer_bytes": sizes["transfer"], "decoded_bytes": sizes["decoded"],
+        "resources": sizes["resources"],
+        "baseline_401_page_load_p50_ms": round(median(base), 1),
+    }
+
+
+def main():
+    core = os.environ.get("AOCTL_PLAYWRIGHT_CORE")
+    if not core:
+        raise SystemExit("AOCTL_PLAYWRIGHT_CORE is not set (e2e/browser/install.sh prints it)")
+    work = workdir()
+    srv = Server(AOCTL, work)
+    browser = None
+    try:
+        srv.project("vault", "/nonexistent/aoctl-bench/repo")
+        srv.sessions("vault", SESSIONS - 2, prefix="row-")
+        srv.conn.json("POST", f"{API}/sessions", {
+            "apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": PROBE},
+            "spec": {"project": "vault"}})
+        repo = make_repo(os.path.join(work, "repo"))
+        srv.project("echo", repo)
+        srv.wait_project_ready("echo")
+        srv.conn.json("POST", f"{API}/sessions", {
+            "apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": ECHO},
+            "spec": {"project": "echo", "agent": {"command": ["cat"]}}})
+        wait_phase(srv, ECHO, running)
+        wait_phase(srv, PROBE, lambda s: s.get("status", {}).get("conditions"))
+        srv.wait_idle()
+        base_phase = srv.conn.json("GET", f"{API}/sessions/{PROBE}")["status"]["phase"]
+
+        link = login(srv)
+        origin = link.split("/login", 1)[0]
+        browser = Browser(core, open(os.path.join(work, "driver.log"), "w"))
+        page = browser.call("open")
+        browser.call("goto", page=page, url=link)
+        cookie = next(c for c in browser.call("cookies", page=page) if c["name"] == "aoctl_dashboard")
+        browser.call("waitForFunction", page=page, timeout=60,
+                     expression="(n) => document.querySelectorAll('a.session').length >= n", arg=SESSIONS)
+
+        loads = load(browser, origin, cookie)
+        rows = status_to_row(srv, browser, page, base_phase)
+        echo = keystroke_echo(srv, browser, page)
+        for result in (rows, echo, loads):
+            result["loadavg"] = loadavg()
+            print(json.dumps(result))
+    finally:
+        if browser:
+            browser.close()
+        srv.stop()
+        cleanup(work)
+
+
+if __name__ == "__main__":
+    main()
