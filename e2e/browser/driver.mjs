@@ -187,7 +187,8 @@ async function handle(line) {
   try {
     say({ id: req.id, ok: true, value: (await op(req)) ?? null });
   } catch (e) {
-    say({ id: req.id, ok: false, error: String(e?.message ?? e) });
+    // Playwright colours its call logs; the answer is plain text.
+    say({ id: req.id, ok: false, error: String(e?.message ?? e).replace(/\x1b\[[0-9;]*m/g, '') });
   }
 }
 
