@@ -260,7 +260,8 @@ impl Page {
             Ok(_) => shot.display().to_string(),
             Err(e) => format!("none ({e})"),
         };
-        let d = self.try_op("diagnostics", json!({}), STEP).unwrap_or_else(|e| json!({"url": format!("unknown ({e})")}));
+        let d =
+            self.try_op("diagnostics", json!({}), STEP).unwrap_or_else(|e| json!({"url": format!("unknown ({e})")}));
         panic!(
             "browser: {what}: {error}\n  page: {}\n  console errors: {:#?}\n  failed requests: {:#?}\n  screenshot: {shot}",
             d["url"].as_str().unwrap_or_default(),

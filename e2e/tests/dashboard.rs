@@ -332,8 +332,9 @@ async fn the_overview_groups_the_sessions_and_moves_an_agent_that_asks_without_a
 
     // The agent asks a person: its row moves to needs-input in the same document.
     page.eval("() => { window.__aoctlKept = 'the same document'; return true; }", json!(null));
-    let r = server.json("POST", &format!("{API}/sessions/login-form/input"), &json!({"text": "ask before the edit"})).await;
-    assert_eq!(r.code, 200, "{}", r.text());
+    let r =
+        server.json("POST", &format!("{API}/sessions/login-form/input"), &json!({"text": "ask before the edit"})).await;
+    assert!(r.code == 200 || r.code == 202, "{}", r.text());
     page.wait_until(
         "login-form in the needs-input group",
         r#"(n) => !!document.querySelector(`section.group[data-group="needs-input"]:not([hidden]) a.session[data-session="${n}"]`)"#,
@@ -343,7 +344,9 @@ async fn the_overview_groups_the_sessions_and_moves_an_agent_that_asks_without_a
     let kept = page.eval("() => window.__aoctlKept ?? null", json!(null));
     assert_eq!(kept, "the same document", "the page was not reloaded");
     server
-        .wait_for("sessions", "login-form", LIVE, |o| o.pointer("/status/activity/state") == Some(&json!("needs-input")))
+        .wait_for("sessions", "login-form", LIVE, |o| {
+            o.pointer("/status/activity/state") == Some(&json!("needs-input"))
+        })
         .await;
     let rows = overview_agrees(&server, &page).await;
     assert_eq!(rows["login-form"].0, "needs-input", "{rows:#?}");
@@ -424,7 +427,11 @@ async fn the_session_page_types_into_the_agent_and_a_diff_comment_reaches_it_onc
     page.type_text("unheard words");
     page.press("Enter");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(!got(&server, name).iter().any(|l| l.contains("unheard")), "a read-only terminal typed: {:?}", got(&server, name));
+    assert!(
+        !got(&server, name).iter().any(|l| l.contains("unheard")),
+        "a read-only terminal typed: {:?}",
+        got(&server, name)
+    );
 
     page.click(button);
     page.wait_for(&format!("{button}[aria-pressed=\"true\"]"), STEP);
@@ -477,12 +484,7 @@ async fn the_session_page_types_into_the_agent_and_a_diff_comment_reaches_it_onc
     let out = server.aoctl(&["logs", name]);
     out.ok();
     assert_eq!(out.stdout.matches(&format!("got: {comment}")).count(), 1, "aoctl logs shows it once:\n{out}");
-    page.wait_until(
-        "the comment in the terminal",
-        screen,
-        json!([format!("demo-agent: got: {comment}")]),
-        LIVE,
-    );
+    page.wait_until("the comment in the terminal", screen, json!([format!("demo-agent: got: {comment}")]), LIVE);
     let d = page.diagnostics();
     assert!(!d.console_errors.iter().any(|e| e.starts_with("uncaught")), "the page threw: {d:#?}");
     page.screenshot(&image("dashboard-session.png"), false);
@@ -505,8 +507,10 @@ impl Elsewhere {
         let stopped = stop.clone();
         std::thread::spawn(move || {
             let page = "<!doctype html><title>elsewhere</title><p>Another site.</p>";
-            let answer =
-                format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}", page.len());
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
             while !stopped.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((mut conn, _)) => {
@@ -570,7 +574,7 @@ async fn a_terminal_websocket_opened_by_a_page_of_another_origin_is_refused() {
     let (origin, cookie) = login(&server, &browser);
     let value = cookie["value"].as_str().expect("the cookie's value").to_string();
     let path = format!("{API}/sessions/{name}/terminal?cols=80&rows=24");
-    let url = format!("ws://127.0.0.1:{}{path}", server.port);
+    let url = format!("{}{path}", origin.replacen("http://", "ws://", 1));
 
     // From the dashboard's own page the socket opens: the refusals below are the Origin's doing.
     let page = signed_in(&browser, &origin, &cookie, None, "/");
