@@ -3,7 +3,8 @@
 //! sees its screen (rendered with vt100), types into it, resizes it and leaves it running; the
 //! access rules refuse a foreign Origin (403) and a missing token (401) before the upgrade; a
 //! session without a running agent is 409. `…/diff` shows the agent's commit and work it has not
-//! committed.
+//! committed. A docker session's terminal and diff are tested in docker_sessions.rs, with these
+//! helpers.
 
 use std::time::Duration;
 
@@ -20,17 +21,17 @@ use crate::lifecycle::{
 };
 
 /// How long the agent's output may take to reach the terminal.
-const SHOW: Duration = Duration::from_secs(20);
+pub(crate) const SHOW: Duration = Duration::from_secs(20);
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// The WebSocket URL of a session's terminal.
-fn url(server: &Server, name: &str, query: &str) -> String {
+pub(crate) fn url(server: &Server, name: &str, query: &str) -> String {
     format!("ws://127.0.0.1:{}{API}/sessions/{name}/terminal{query}", server.port)
 }
 
 /// Opens a WebSocket handshake with these headers: the socket, or the HTTP answer's code and body.
-async fn handshake(url: &str, headers: &[(&'static str, String)]) -> Result<Socket, (u16, String)> {
+pub(crate) async fn handshake(url: &str, headers: &[(&'static str, String)]) -> Result<Socket, (u16, String)> {
     let mut req = url.into_client_request().expect("a WebSocket request");
     for (k, v) in headers {
         req.headers_mut().insert(*k, HeaderValue::from_str(v).expect("a header value"));
@@ -49,19 +50,19 @@ async fn handshake(url: &str, headers: &[(&'static str, String)]) -> Result<Sock
     }
 }
 
-fn bearer(server: &Server) -> (&'static str, String) {
+pub(crate) fn bearer(server: &Server) -> (&'static str, String) {
     ("authorization", format!("Bearer {}", server.token))
 }
 
 /// A person's terminal: the socket and the screen its output draws.
-struct Term {
+pub(crate) struct Term {
     socket: Socket,
     screen: vt100::Parser,
 }
 
 impl Term {
     /// Connects with the token and the API's own Origin, as the dashboard's page would.
-    async fn open(server: &Server, name: &str, cols: u16, rows: u16) -> Term {
+    pub(crate) async fn open(server: &Server, name: &str, cols: u16, rows: u16) -> Term {
         let origin = ("origin", format!("http://127.0.0.1:{}", server.port));
         let url = url(server, name, &format!("?cols={cols}&rows={rows}"));
         let socket = handshake(&url, &[bearer(server), origin])
@@ -71,12 +72,12 @@ impl Term {
     }
 
     /// Reads output until the screen shows `text`; panics with the screen after `SHOW`.
-    async fn shows(&mut self, text: &str) -> String {
+    pub(crate) async fn shows(&mut self, text: &str) -> String {
         self.until(text, |screen| screen.contains(text)).await
     }
 
     /// Reads output until the screen's text satisfies `pred`; panics with the screen after `SHOW`.
-    async fn until(&mut self, text: &str, pred: impl Fn(&str) -> bool) -> String {
+    pub(crate) async fn until(&mut self, text: &str, pred: impl Fn(&str) -> bool) -> String {
         let deadline = tokio::time::Instant::now() + SHOW;
         loop {
             let contents = self.screen.screen().contents();
@@ -99,18 +100,18 @@ impl Term {
     }
 
     /// Types `keys` as one binary frame.
-    async fn types(&mut self, keys: &str) {
+    pub(crate) async fn types(&mut self, keys: &str) {
         self.socket.send(Message::Binary(keys.as_bytes().to_vec().into())).await.expect("keys sent");
     }
 
-    async fn resize(&mut self, cols: u16, rows: u16) {
+    pub(crate) async fn resize(&mut self, cols: u16, rows: u16) {
         let text = json!({"resize": [cols, rows]}).to_string();
         self.socket.send(Message::text(text)).await.expect("resize sent");
         self.screen.screen_mut().set_size(rows, cols);
     }
 
     /// Closes from the client's side and waits for the server's answer.
-    async fn close(mut self) {
+    pub(crate) async fn close(mut self) {
         self.socket.close(None).await.expect("close sent");
         let deadline = tokio::time::Instant::now() + SHOW;
         loop {
@@ -130,7 +131,7 @@ async fn open_terminals(server: &Server) -> i64 {
     line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("a number")
 }
 
-async fn terminals_are(server: &Server, want: i64) {
+pub(crate) async fn terminals_are(server: &Server, want: i64) {
     let deadline = tokio::time::Instant::now() + SHOW;
     loop {
         let now = open_terminals(server).await;
