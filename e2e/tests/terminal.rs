@@ -235,7 +235,7 @@ async fn a_session_without_a_running_agent_has_no_terminal() {
         condition(o, "RuntimeReady").is_some_and(|c| c["reason"] == "AgentExited")
     })
     .await;
-    wait_all(&server, &["waiting"], READY, "waiting for its project", |o| phase(o) != "").await;
+    wait_all(&server, &["waiting"], READY, "waiting for its project", |o| !phase(o).is_empty()).await;
 
     let with_token = [bearer(&server)];
     for (name, says) in [
