@@ -138,7 +138,7 @@ export class SessionPage {
     this.renderEvents();
     this.loadDiff();
     this.followTranscript();
-    this.terminal = new TerminalView(this.terminalBox, name, { onState: (s, d) => this.terminalChanged(s, d) });
+    this.terminal = new TerminalView(this.terminalBox, name, { onState: (s, d, opened) => this.terminalChanged(s, d, opened) });
     this.terminal.start();
     this.ticker = setInterval(() => this.render(), 15000);
   }
@@ -162,6 +162,11 @@ export class SessionPage {
       const mark = s ? `${s.status?.workspace?.headSha ?? ''}/${s.status?.activity?.state ?? ''}` : '';
       if (before !== undefined && mark !== before) this.loadDiff();
       this.seen = mark;
+      const running = (s?.status?.conditions ?? []).some((c) => c.type === 'RuntimeReady' && c.status === 'True');
+      if (running && this.terminalWaits) {
+        this.terminalWaits = false;
+        this.terminal?.connect();
+      }
     }
     if (change.kind === 'projects') this.render();
   }
@@ -272,7 +277,9 @@ export class SessionPage {
     this.terminal?.setTyping(on);
   }
 
-  terminalChanged(state, detail) {
+  terminalChanged(state, detail, opened) {
+    // A terminal refused before the agent ran is tried again once it runs (see update).
+    this.terminalWaits = state === 'closed' && !opened;
     const words = { connecting: 'connecting…', open: 'live', closed: `closed: ${detail}`, unavailable: `unavailable: ${detail}` };
     this.terminalState.dataset.state = state;
     this.terminalState.textContent = words[state] ?? state;
@@ -305,6 +312,7 @@ export class SessionPage {
       try {
         const resp = await fetch(`${API}/${path(this.name, '/log')}?tailLines=500&follow=true`, { credentials: 'same-origin', signal });
         if (!resp.ok) {
+          if (resp.status === 404 && this.store.loaded.sessions && !this.session) return;
           const t = await fetchText(path(this.name, '/log?tailLines=500'));
           if (first) this.transcript.textContent = t.ok ? t.text : `(no transcript: ${t.code})`;
           throw new Error(`${resp.status}`);
@@ -337,6 +345,7 @@ export class SessionPage {
   }
 
   async loadDiff() {
+    if (this.store.loaded.sessions && !this.session) return;
     const r = await fetchText(path(this.name, '/diff'), 'text/x-diff');
     if (!r.ok) {
       this.diffSummary.textContent = '';

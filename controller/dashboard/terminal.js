@@ -49,8 +49,8 @@ const THEME = {
 };
 
 /**
- * The terminal of session `name` in `container`. `onState(state, detail)` hears `connecting`,
- * `open`, `closed` (with why) and `unavailable`.
+ * The terminal of session `name` in `container`. `onState(state, detail, opened)` hears
+ * `connecting`, `open`, `closed` (with why, and whether it had opened) and `unavailable`.
  */
 export class TerminalView {
   constructor(container, name, { onState }) {
@@ -127,11 +127,26 @@ export class TerminalView {
     });
     socket.addEventListener('close', (ev) => {
       if (socket !== this.socket || this.disposed) return;
-      let why = ev.reason || (ev.code === 1000 ? 'the terminal ended' : `the connection closed (${ev.code})`);
-      if (!opened && !ev.reason) why = 'the server did not open a terminal for this session';
-      this.term.write(`\r\n\x1b[2m[${why}]\x1b[0m\r\n`);
-      this.onState('closed', why);
+      const why = ev.reason || (ev.code === 1000 ? 'the terminal ended' : `the connection closed (${ev.code})`);
+      if (opened) {
+        this.closed(why, true);
+        return;
+      }
+      // A refused handshake tells the page nothing; the same request without the upgrade says
+      // why when the session is missing or not running.
+      fetch(url.replace(/^ws/, 'http'), { credentials: 'same-origin', headers: { accept: 'application/json' } })
+        .then((r) => r.json())
+        .then((st) => (st?.code && st.code !== 400 && st.message ? st.message : null))
+        .catch(() => null)
+        .then((message) => {
+          if (socket === this.socket && !this.disposed) this.closed(message ?? 'the server opened no terminal for this session', false);
+        });
     });
+  }
+
+  closed(why, opened) {
+    this.term.write(`\r\n\x1b[2m[${why}]\x1b[0m\r\n`);
+    this.onState('closed', why, opened);
   }
 
   send(bytes) {
