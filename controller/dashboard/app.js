@@ -23,12 +23,8 @@ class Store {
     this.loaded = { sessions: false, projects: false, events: false };
   }
 
-  mapOf(kind) {
-    return this[kind];
-  }
-
   reset(kind, items) {
-    const map = this.mapOf(kind);
+    const map = this[kind];
     map.clear();
     for (const o of items) map.set(o.metadata.name, o);
     if (kind === 'events') this.relatest();
@@ -37,7 +33,7 @@ class Store {
   }
 
   change(kind, type, obj) {
-    const map = this.mapOf(kind);
+    const map = this[kind];
     const name = obj.metadata?.name;
     if (type === 'DELETED') map.delete(name);
     else map.set(name, obj);
@@ -142,7 +138,7 @@ function route() {
   else if (parts[0] === 'projects' && parts.length === 2) view = new ProjectPage(store, parts[1]);
   else view = { mount: (el) => replace(el, h('div', { class: 'empty' }, h('p', {}, `Nothing at ${hash}.`), h('a', { href: '#/' }, 'Back to the overview'))) };
   for (const a of document.querySelectorAll('header nav a')) {
-    a.toggleAttribute('aria-current', a.getAttribute('href') === `#/${parts[0] ?? ''}` || (parts.length === 0 && a.getAttribute('href') === '#/'));
+    a.toggleAttribute('aria-current', a.getAttribute('href') === `#/${parts[0] ?? ''}`);
   }
   root.replaceChildren();
   view.mount(root);

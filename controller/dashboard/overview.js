@@ -51,14 +51,18 @@ export function phaseChip(session) {
   return chip(toneOf(phase), phase, { 'data-field': 'phase' });
 }
 
-/** The PR of a session as chips: number, state, checks and review. */
-export function prChips(pr) {
+/**
+ * The PR of a session as chips: number, state, checks and review. `compact` (the rows) leaves out
+ * the states that say nothing happened (no checks, no review).
+ */
+export function prChips(pr, compact = false) {
   if (!pr) return [h('span', { class: 'muted' }, 'no PR')];
   const [ct, cw] = CHECKS[pr.checks] ?? ['quiet', pr.checks];
   const [rt, rw] = REVIEWS[pr.review] ?? ['quiet', pr.review];
   const out = [h('span', { class: 'pr-number' }, `#${pr.number}`)];
   if (pr.state !== 'open') out.push(chip(pr.state === 'merged' ? 'good' : 'quiet', pr.state));
-  out.push(chip(ct, cw, { 'data-checks': pr.checks }), chip(rt, rw, { 'data-review': pr.review }));
+  if (!compact || pr.checks !== 'none') out.push(chip(ct, compact ? cw.replace('checks ', 'CI ') : cw, { 'data-checks': pr.checks }));
+  if (!compact || pr.review !== 'none') out.push(chip(rt, rw, { 'data-review': pr.review }));
   if (pr.mergeable === false) out.push(chip('warn', 'conflicts'));
   return out;
 }
@@ -97,7 +101,7 @@ export function sessionRow(session, store) {
       escalated.map((k) => chip('bad', `escalated: ${k}`)),
     ),
     h('span', { class: 'cell branch', 'data-field': 'branch', title: branchOf(session, project) }, branchOf(session, project)),
-    h('span', { class: 'cell pr', 'data-field': 'pr' }, prChips(session.status?.pullRequest)),
+    h('span', { class: 'cell pr', 'data-field': 'pr' }, prChips(session.status?.pullRequest, true)),
     h(
       'span',
       { class: 'cell event', 'data-field': 'event', title: ev ? `${ev.reason}: ${ev.message}` : '' },
@@ -169,12 +173,14 @@ export class Overview {
       this.sections.set(g.key, { section, count, list });
       return section;
     });
+    this.summary = h('div', { class: 'summary', 'aria-label': 'Sessions by group' });
     replace(
       root,
       h(
         'div',
         { class: 'toolbar' },
         h('h1', {}, 'Sessions'),
+        this.summary,
         h('div', { class: 'filters', role: 'search' }, projectSelect, h('span', { class: 'label-filter' }, labels, this.labelsError)),
       ),
       h(
@@ -235,13 +241,26 @@ export class Overview {
 
   recount() {
     let total = 0;
-    for (const { section, count, list } of this.sections.values()) {
+    const pills = [];
+    for (const g of GROUPS) {
+      const { section, count, list } = this.sections.get(g.key);
       const n = list.children.length;
       total += n;
       count.textContent = String(n);
       section.hidden = n === 0;
       section.dataset.count = String(n);
+      if (n > 0) {
+        pills.push(
+          h(
+            'button',
+            { type: 'button', class: `pill group-${g.key}${g.attention ? ' attention' : ''}`, onclick: () => section.scrollIntoView({ behavior: 'smooth', block: 'start' }) },
+            h('strong', {}, String(n)),
+            ` ${g.label}`,
+          ),
+        );
+      }
     }
+    replace(this.summary, pills);
     this.empty.hidden = total > 0;
   }
 

@@ -104,7 +104,7 @@ export class SessionPage {
           ),
           h(
             'section',
-            { class: 'panel', 'aria-label': 'Changes' },
+            { class: 'panel changes-panel', 'aria-label': 'Changes' },
             h(
               'div',
               { class: 'panel-head' },
@@ -120,10 +120,10 @@ export class SessionPage {
         h(
           'div',
           { class: 'side-col' },
-          h('section', { class: 'panel', 'aria-label': 'Actions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Send to the agent')), h('div', { class: 'panel-body' }, sendForm, this.actions)),
-          h('section', { class: 'panel', 'aria-label': 'Status' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Status')), h('div', { class: 'panel-body' }, this.facts)),
-          h('section', { class: 'panel', 'aria-label': 'Conditions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Conditions')), this.conditions),
-          h('section', { class: 'panel', 'aria-label': 'Events' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Events')), this.events),
+          h('section', { class: 'panel actions-panel', 'aria-label': 'Actions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Send to the agent')), h('div', { class: 'panel-body' }, sendForm, this.actions)),
+          h('section', { class: 'panel status-panel', 'aria-label': 'Status' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Status')), h('div', { class: 'panel-body' }, this.facts)),
+          h('section', { class: 'panel conditions-panel', 'aria-label': 'Conditions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Conditions')), this.conditions),
+          h('section', { class: 'panel events-panel', 'aria-label': 'Events' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Events')), this.events),
         ),
         h(
           'section',
@@ -138,6 +138,7 @@ export class SessionPage {
     this.renderEvents();
     this.loadDiff();
     this.followTranscript();
+    this.wasRunning = isRunning(this.session);
     this.terminal = new TerminalView(this.terminalBox, name, { onState: (s, d, opened) => this.terminalChanged(s, d, opened) });
     this.terminal.start();
     this.ticker = setInterval(() => this.render(), 15000);
@@ -162,11 +163,13 @@ export class SessionPage {
       const mark = s ? `${s.status?.workspace?.headSha ?? ''}/${s.status?.activity?.state ?? ''}` : '';
       if (before !== undefined && mark !== before) this.loadDiff();
       this.seen = mark;
-      const running = (s?.status?.conditions ?? []).some((c) => c.type === 'RuntimeReady' && c.status === 'True');
-      if (running && this.terminalWaits) {
+      // Once, when the agent starts running: a terminal asked for before had nothing to show.
+      const running = isRunning(s);
+      if (running && !this.wasRunning && this.terminalWaits) {
         this.terminalWaits = false;
         this.terminal?.connect();
       }
+      this.wasRunning = running;
     }
     if (change.kind === 'projects') this.render();
   }
@@ -362,6 +365,11 @@ export class SessionPage {
     this.lastDiff = r.text;
     renderDiff(this.diff, this.diffSummary, parseDiff(r.text), this.name);
   }
+}
+
+/** Whether the session's agent runs now. */
+function isRunning(s) {
+  return (s?.status?.conditions ?? []).some((c) => c.type === 'RuntimeReady' && c.status === 'True');
 }
 
 /** Conditions that are bad news when true. */
