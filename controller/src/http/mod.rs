@@ -2,6 +2,7 @@
 //! `router(state)` builds everything without a socket so handlers are tested with `oneshot`.
 
 mod access;
+mod dashboard;
 pub mod error;
 mod objects;
 mod openapi;
@@ -64,6 +65,8 @@ pub fn router(state: AppState) -> Router {
         .route("/version", get(system::version))
         .route("/openapi.json", get(openapi::document))
         .route("/healthz", get(system::healthz))
+        .route("/", get(dashboard::index))
+        .route("/assets/{*path}", get(dashboard::asset))
         // Webhooks carry their own HMAC instead of the bearer token (`access::OPEN_PATHS`).
         .route("/webhooks/github", axum::routing::post(webhooks::github))
         .fallback(|| async { AppError::NoRoute });

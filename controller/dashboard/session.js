@@ -1,0 +1,493 @@
+// A session's page (`#/sessions/NAME`): its live terminal, transcript, conditions and events, the
+// diff of its branch with clickable lines that send `path:line: text` to the agent, and the
+// buttons that send, stop, resume, delete and merge; each action's answer shows in #toast.
+
+import { API, request, fetchText } from './api.js';
+import { h, replace, toast } from './dom.js';
+import { parseDiff } from './diff.js';
+import { age, agentOf, branchOf, safeUrl, tokens, dollars } from './format.js';
+import { groupOf, GROUPS } from './group.js';
+import { activityOf, chip, phaseChip, prChips } from './overview.js';
+import { TerminalView } from './terminal.js';
+
+/** The most transcript text kept on the page. */
+const TRANSCRIPT_MAX = 400_000;
+
+const path = (name, sub = '') => `sessions/${encodeURIComponent(name)}${sub}`;
+
+/** Sends `text` to the session's agent and shows the answer; whether it was taken. */
+export async function sendText(name, text) {
+  const r = await request('POST', `${API}/${path(name, '/input')}`, { text });
+  toast(r.message, r.ok);
+  return r.ok;
+}
+
+export class SessionPage {
+  constructor(store, name) {
+    this.store = store;
+    this.name = name;
+    this.abort = new AbortController();
+  }
+
+  get session() {
+    return this.store.sessions.get(this.name);
+  }
+
+  mount(root) {
+    const name = this.name;
+    this.header = h('div', { class: 'session-head' });
+    this.facts = h('dl', { class: 'facts' });
+    this.conditions = h('div', { id: 'conditions', class: 'panel-body' });
+    this.events = h('div', { id: 'events', class: 'panel-body' });
+    this.transcript = h('pre', { id: 'transcript', class: 'transcript', tabindex: '0' });
+    this.diff = h('div', { id: 'diff', class: 'diff' });
+    this.diffSummary = h('span', { class: 'muted' });
+    this.terminalBox = h('div', { id: 'terminal', class: 'terminal' });
+    this.terminalState = h('span', { class: 'term-state', 'data-state': 'connecting' }, 'connecting…');
+    this.typeButton = h(
+      'button',
+      { type: 'button', 'data-action': 'type', 'aria-pressed': 'false', title: 'Let your keys reach the agent' },
+      'Type',
+    );
+    this.reconnectButton = h('button', { type: 'button', 'data-action': 'reconnect', hidden: true }, 'Reconnect');
+    this.typeButton.addEventListener('click', () => this.toggleTyping());
+    this.reconnectButton.addEventListener('click', () => this.terminal?.connect());
+
+    const text = h('textarea', { name: 'text', rows: '3', required: true, placeholder: 'A message for the agent', 'aria-label': 'Message' });
+    const sendForm = h(
+      'form',
+      { id: 'send', class: 'send' },
+      text,
+      h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'primary' }, 'Send'), h('span', { class: 'hint muted' }, 'Ctrl+Enter sends')),
+    );
+    text.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) sendForm.requestSubmit();
+    });
+    sendForm.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      if (!text.value.trim()) return;
+      const button = sendForm.querySelector('button[type=submit]');
+      button.disabled = true;
+      if (await sendText(name, text.value)) text.value = '';
+      button.disabled = false;
+    });
+
+    this.actions = h(
+      'div',
+      { class: 'actions' },
+      h('button', { type: 'button', 'data-action': 'stop', onclick: () => this.setStopped(true), title: 'Stop the agent; its workspace is kept' }, 'Stop'),
+      h('button', { type: 'button', 'data-action': 'resume', onclick: () => this.setStopped(false), title: 'Start the agent again in its workspace' }, 'Resume'),
+      h(
+        'button',
+        { type: 'button', 'data-action': 'merge', onclick: () => this.merge(), title: 'Merge the pull request once it is approved and its checks pass' },
+        'Merge when green',
+      ),
+      h('button', { type: 'button', 'data-action': 'delete', class: 'danger', onclick: () => this.remove() }, 'Delete'),
+    );
+
+    this.root = h(
+      'section',
+      { id: 'session', 'data-session': name },
+      h('nav', { class: 'crumbs' }, h('a', { href: '#/' }, 'Sessions'), ' / ', h('span', {}, name)),
+      this.header,
+      h(
+        'div',
+        { class: 'session-grid' },
+        h(
+          'div',
+          { class: 'main-col' },
+          h(
+            'section',
+            { class: 'panel terminal-panel', 'aria-label': 'Terminal' },
+            h('div', { class: 'panel-head' }, h('h2', {}, 'Terminal'), this.terminalState, h('span', { class: 'spacer' }), this.reconnectButton, this.typeButton),
+            this.terminalBox,
+          ),
+          h(
+            'section',
+            { class: 'panel changes-panel', 'aria-label': 'Changes' },
+            h(
+              'div',
+              { class: 'panel-head' },
+              h('h2', {}, 'Changes'),
+              this.diffSummary,
+              h('span', { class: 'spacer' }),
+              h('button', { type: 'button', 'data-action': 'refresh-diff', onclick: () => this.loadDiff() }, 'Refresh'),
+            ),
+            h('p', { class: 'hint muted panel-note' }, 'Click a line to send a comment on it to the agent.'),
+            this.diff,
+          ),
+        ),
+        h(
+          'div',
+          { class: 'side-col' },
+          h('section', { class: 'panel actions-panel', 'aria-label': 'Actions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Send to the agent')), h('div', { class: 'panel-body' }, sendForm, this.actions)),
+          h('section', { class: 'panel status-panel', 'aria-label': 'Status' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Status')), h('div', { class: 'panel-body' }, this.facts)),
+          h('section', { class: 'panel conditions-panel', 'aria-label': 'Conditions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Conditions')), this.conditions),
+          h('section', { class: 'panel events-panel', 'aria-label': 'Events' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Events')), this.events),
+        ),
+        h(
+          'section',
+          { class: 'panel transcript-panel', 'aria-label': 'Transcript' },
+          h('div', { class: 'panel-head' }, h('h2', {}, 'Transcript'), h('span', { class: 'muted' }, 'the last 500 lines, then live')),
+          this.transcript,
+        ),
+      ),
+    );
+    replace(root, this.root);
+    this.render();
+    this.renderEvents();
+    this.loadDiff();
+    this.followTranscript();
+    this.wasRunning = isRunning(this.session);
+    this.terminal = new TerminalView(this.terminalBox, name, { onState: (s, d, opened) => this.terminalChanged(s, d, opened) });
+    this.terminal.start();
+    this.ticker = setInterval(() => this.render(), 15000);
+  }
+
+  unmount() {
+    clearInterval(this.ticker);
+    this.abort.abort();
+    this.terminal?.dispose();
+  }
+
+  update(change) {
+    if (change.kind === 'events') {
+      if (change.type === 'RESET' || change.obj?.involvedObject?.name === this.name) this.renderEvents();
+      return;
+    }
+    if (change.kind === 'sessions' && (change.type === 'RESET' || change.obj?.metadata?.name === this.name)) {
+      const before = this.seen;
+      this.render();
+      const s = this.session;
+      // New commits, or the agent settling, change the diff.
+      const mark = s ? `${s.status?.workspace?.headSha ?? ''}/${s.status?.activity?.state ?? ''}` : '';
+      if (before !== undefined && mark !== before) this.loadDiff();
+      this.seen = mark;
+      // Once, when the agent starts running: a terminal asked for before had nothing to show.
+      const running = isRunning(s);
+      if (running && !this.wasRunning && this.terminalWaits) {
+        this.terminalWaits = false;
+        this.terminal?.connect();
+      }
+      this.wasRunning = running;
+    }
+    if (change.kind === 'projects') this.render();
+  }
+
+  render() {
+    const s = this.session;
+    if (!s) {
+      const gone = this.store.loaded.sessions;
+      replace(
+        this.header,
+        h('h1', {}, this.name),
+        h('span', { class: 'chip tone-quiet', 'data-field': 'phase' }, gone ? 'Deleted' : 'Loading'),
+        gone ? h('p', { class: 'muted' }, 'This session does not exist (any more). ', h('a', { href: '#/' }, 'Back to the overview')) : null,
+      );
+      for (const b of this.actions.querySelectorAll('button')) b.disabled = gone;
+      return;
+    }
+    this.seen ??= `${s.status?.workspace?.headSha ?? ''}/${s.status?.activity?.state ?? ''}`;
+    const project = this.store.projects.get(s.spec.project);
+    const pr = s.status?.pullRequest;
+    const prUrl = pr && safeUrl(pr.url);
+    const group = GROUPS.find((g) => g.key === groupOf(s));
+    replace(
+      this.header,
+      h('div', { class: 'title-line' }, h('h1', {}, s.metadata.name), phaseChip(s), group.attention ? h('span', { class: `group-tag group-${group.key}` }, group.title) : null),
+      h(
+        'div',
+        { class: 'sub-line' },
+        h('span', {}, h('span', { class: 'muted' }, 'agent '), agentOf(s, project)),
+        h('span', {}, h('span', { class: 'muted' }, 'project '), h('a', { href: `#/projects/${encodeURIComponent(s.spec.project)}` }, s.spec.project)),
+        h('span', { class: 'mono' }, branchOf(s, project)),
+        pr
+          ? h('span', { class: 'pr' }, prUrl ? h('a', { href: prUrl, target: '_blank', rel: 'noopener noreferrer' }, `PR #${pr.number}`) : `PR #${pr.number}`, ' ', prChips(pr).slice(1))
+          : h('span', { class: 'muted' }, 'no pull request'),
+        h('span', { class: 'muted', title: s.metadata.creationTimestamp }, `created ${age(s.metadata.creationTimestamp)} ago`),
+      ),
+      h('div', { class: 'activity-line' }, activityOf(s)),
+    );
+    const stopped = !!s.spec.stopped;
+    const deleting = !!s.metadata.deletionTimestamp;
+    const mergeAuto = s.spec.reactions?.['approved-and-green'];
+    const merging = mergeAuto?.auto === true && mergeAuto?.action === 'merge';
+    const q = (a) => this.actions.querySelector(`[data-action=${a}]`);
+    q('stop').disabled = stopped || deleting;
+    q('resume').disabled = !stopped || deleting;
+    q('delete').disabled = deleting;
+    q('merge').disabled = deleting || pr?.state === 'merged';
+    q('merge').setAttribute('aria-pressed', merging ? 'true' : 'false');
+    q('merge').textContent = merging ? 'Merging when green' : 'Merge when green';
+
+    const rt = s.status?.runtime;
+    const usage = s.status?.usage;
+    const facts = [
+      ['Runtime', rt ? `${rt.kind}${rt.restarts ? `, ${rt.restarts} restarts` : ''}${rt.exitCode !== undefined ? `, exit ${rt.exitCode}` : ''}` : s.spec.runtime ?? project?.spec?.defaults?.runtime ?? 'tmux'],
+      ['Workspace', s.status?.workspace?.path ?? '—'],
+      ['Head', s.status?.workspace?.headSha?.slice(0, 12) ?? '—'],
+      ['Usage', usage ? `${tokens(usage.inputTokens + usage.outputTokens)} tokens ${dollars(usage.costUSD)}`.trim() : '—'],
+      ['Prompt', s.spec.prompt ?? '—'],
+    ];
+    if (s.status?.merge) facts.push(['Merge', `${s.status.merge.state ?? ''} ${s.status.merge.message ?? ''}`.trim()]);
+    if (s.status?.overlaps?.length) facts.push(['Overlaps', s.status.overlaps.map((o) => `${o.session} (${o.files.length} files)`).join(', ')]);
+    replace(this.facts, facts.map(([k, v]) => [h('dt', {}, k), h('dd', { class: k === 'Prompt' ? 'prompt' : '' }, v)]));
+
+    const conds = s.status?.conditions ?? [];
+    replace(
+      this.conditions,
+      conds.length
+        ? conds.map((c) =>
+            h(
+              'div',
+              { class: 'condition', 'data-condition': c.type, 'data-status': c.status },
+              h('div', { class: 'cond-head' }, h('span', { class: 'cond-type' }, c.type), chip(conditionTone(c), c.status), h('span', { class: 'muted age', title: c.lastTransitionTime }, age(c.lastTransitionTime))),
+              h('div', { class: 'cond-body' }, h('span', { class: 'reason' }, c.reason), c.message ? h('span', { class: 'message' }, ` — ${c.message}`) : null),
+            ),
+          )
+        : h('p', { class: 'muted' }, 'No conditions yet.'),
+    );
+  }
+
+  renderEvents() {
+    const events = this.store.eventsOf(this.name).slice(0, 100);
+    replace(
+      this.events,
+      events.length
+        ? h(
+            'ol',
+            { class: 'events' },
+            events.map((e) =>
+              h(
+                'li',
+                { class: e.type === 'Warning' ? 'warning' : '', 'data-reason': e.reason },
+                h('span', { class: 'reason' }, e.reason),
+                e.count > 1 ? h('span', { class: 'muted' }, ` ×${e.count}`) : null,
+                h('span', { class: 'muted age', title: e.lastTimestamp }, age(e.lastTimestamp)),
+                h('div', { class: 'message' }, e.message),
+              ),
+            ),
+          )
+        : h('p', { class: 'muted' }, 'No events.'),
+    );
+  }
+
+  toggleTyping() {
+    const on = this.typeButton.getAttribute('aria-pressed') !== 'true';
+    this.typeButton.setAttribute('aria-pressed', on ? 'true' : 'false');
+    this.typeButton.textContent = on ? 'Typing — click to stop' : 'Type';
+    this.terminalBox.classList.toggle('typing', on);
+    this.terminal?.setTyping(on);
+  }
+
+  terminalChanged(state, detail, opened) {
+    // A terminal refused before the agent ran is tried again once it runs (see update).
+    this.terminalWaits = state === 'closed' && !opened;
+    const words = { connecting: 'connecting…', open: 'live', closed: `closed: ${detail}`, unavailable: `unavailable: ${detail}` };
+    this.terminalState.dataset.state = state;
+    this.terminalState.textContent = words[state] ?? state;
+    this.reconnectButton.hidden = state !== 'closed';
+  }
+
+  async setStopped(stopped) {
+    const r = await request('PATCH', `${API}/${path(this.name)}`, { spec: { stopped } }, 'application/merge-patch+json');
+    toast(r.body?.message ?? (r.ok ? `session "${this.name}": ${stopped ? 'stopping; its workspace is kept' : 'resuming'}` : r.message), r.ok);
+  }
+
+  async merge() {
+    const patch = { spec: { reactions: { 'approved-and-green': { auto: true, action: 'merge' } } } };
+    const r = await request('PATCH', `${API}/${path(this.name)}`, patch, 'application/merge-patch+json');
+    toast(r.body?.message ?? (r.ok ? `session "${this.name}": its pull request is merged once approved and green` : r.message), r.ok);
+  }
+
+  async remove() {
+    if (!confirm(`Delete session "${this.name}"? Its agent is stopped and its workspace removed.`)) return;
+    const r = await request('DELETE', `${API}/${path(this.name)}`);
+    toast(r.body?.message ?? (r.ok ? `session "${this.name}": ${r.code === 202 ? 'deleting' : 'deleted'}` : r.message), r.ok);
+  }
+
+  /** The transcript's last 500 lines, then what the agent writes, until the page is left. */
+  async followTranscript() {
+    const signal = this.abort.signal;
+    let delay = 1000;
+    let first = true;
+    while (!signal.aborted) {
+      try {
+        const resp = await fetch(`${API}/${path(this.name, '/log')}?tailLines=500&follow=true`, { credentials: 'same-origin', signal });
+        if (!resp.ok) {
+          if (resp.status === 404 && this.store.loaded.sessions && !this.session) return;
+          const t = await fetchText(path(this.name, '/log?tailLines=500'));
+          if (first) this.transcript.textContent = t.ok ? t.text : `(no transcript: ${t.code})`;
+          throw new Error(`${resp.status}`);
+        }
+        this.transcript.textContent = '';
+        first = false;
+        const reader = resp.body.getReader();
+        const decoder = new TextDecoder();
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          this.appendTranscript(decoder.decode(value, { stream: true }));
+          delay = 1000;
+        }
+      } catch {
+        if (signal.aborted) return;
+      }
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 30000);
+    }
+  }
+
+  appendTranscript(text) {
+    const el = this.transcript;
+    const atEnd = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+    let all = el.textContent + text;
+    if (all.length > TRANSCRIPT_MAX) all = all.slice(all.length - TRANSCRIPT_MAX);
+    el.textContent = all;
+    if (atEnd) el.scrollTop = el.scrollHeight;
+  }
+
+  async loadDiff() {
+    if (this.store.loaded.sessions && !this.session) return;
+    const r = await fetchText(path(this.name, '/diff'), 'text/x-diff');
+    if (!r.ok) {
+      this.diffSummary.textContent = '';
+      let why = r.text;
+      try {
+        why = JSON.parse(r.text).message ?? why;
+      } catch {
+        // Not a Status body: show it as it came.
+      }
+      replace(this.diff, h('p', { class: 'muted' }, `No diff: ${why} (${r.code || 'no answer'})`));
+      return;
+    }
+    if (r.text === this.lastDiff) return;
+    this.lastDiff = r.text;
+    renderDiff(this.diff, this.diffSummary, parseDiff(r.text), this.name);
+  }
+}
+
+/** Whether the session's agent runs now. */
+function isRunning(s) {
+  return (s?.status?.conditions ?? []).some((c) => c.type === 'RuntimeReady' && c.status === 'True');
+}
+
+/** Conditions that are bad news when true. */
+const NEGATIVE = new Set(['Stalled', 'Overlapping', 'BudgetSpent']);
+/** Conditions whose `False` is a state, not a fault. */
+const FALSE_IS_FINE = new Set(['AgentActive', 'PullRequestOpen', 'Merged', 'ReviewApproved']);
+
+/** The colour of a condition: whether its status is good news, in its own terms. */
+export function conditionTone(c) {
+  if (c.status !== 'True' && c.status !== 'False') return 'quiet';
+  if (NEGATIVE.has(c.type)) return c.status === 'True' ? 'bad' : 'good';
+  if (c.status === 'True') return 'good';
+  return FALSE_IS_FINE.has(c.type) ? 'quiet' : 'bad';
+}
+
+const STATUS_WORDS = { added: 'added', deleted: 'deleted', renamed: 'renamed', modified: 'modified' };
+
+/** Renders parsed `files` into `el`, each new-side line clickable to comment on it. */
+export function renderDiff(el, summary, files, session) {
+  const adds = files.reduce((n, f) => n + f.additions, 0);
+  const dels = files.reduce((n, f) => n + f.deletions, 0);
+  summary.textContent = files.length ? `${files.length} file${files.length === 1 ? '' : 's'}, +${adds} −${dels}` : '';
+  if (!files.length) {
+    replace(el, h('p', { class: 'muted' }, 'No changes against the base branch yet.'));
+    return;
+  }
+  const open = (line) => openComment(line, session);
+  replace(
+    el,
+    files.map((f) =>
+      h(
+        'details',
+        { class: 'file', open: files.length <= 30 || f.additions + f.deletions < 200, 'data-file': f.path },
+        h(
+          'summary',
+          {},
+          h('span', { class: `chip tone-${f.status === 'deleted' ? 'bad' : f.status === 'added' ? 'good' : 'quiet'}` }, STATUS_WORDS[f.status]),
+          h('span', { class: 'file-path' }, f.status === 'renamed' ? `${f.oldPath} → ${f.path}` : f.path),
+          h('span', { class: 'file-stat' }, h('span', { class: 'plus' }, `+${f.additions}`), ' ', h('span', { class: 'minus' }, `−${f.deletions}`)),
+        ),
+        f.binary ? h('p', { class: 'muted' }, 'Binary file') : null,
+        f.hunks.map((hunk) =>
+          h(
+            'div',
+            { class: 'hunk' },
+            h('div', { class: 'hunk-head' }, hunk.header),
+            hunk.lines.map((l) => {
+              if (l.kind === 'note') return h('div', { class: 'line note' }, l.text);
+              const commentable = l.kind !== 'del';
+              const row = h(
+                'div',
+                {
+                  class: `line ${l.kind}`,
+                  'data-path': commentable ? f.path : null,
+                  'data-line': commentable ? String(l.newLine) : null,
+                  tabindex: commentable ? '0' : null,
+                  title: commentable ? `Comment on ${f.path}:${l.newLine}` : null,
+                },
+                h('span', { class: 'ln' }, l.oldLine ?? ''),
+                h('span', { class: 'ln' }, l.newLine ?? ''),
+                h('span', { class: 'sign' }, l.kind === 'add' ? '+' : l.kind === 'del' ? '−' : ' '),
+                h('code', { class: 'text' }, l.text),
+              );
+              if (commentable) {
+                row.addEventListener('click', () => open(row));
+                row.addEventListener('keydown', (e) => {
+                  if (e.key === 'Enter') {
+                    e.preventDefault();
+                    open(row);
+                  }
+                });
+              }
+              return row;
+            }),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+/** Opens the comment form under a diff line (closing any other). */
+function openComment(line, session) {
+  const where = `${line.dataset.path}:${line.dataset.line}`;
+  const existing = line.nextElementSibling;
+  if (existing?.matches('form.diff-comment')) {
+    existing.querySelector('textarea').focus();
+    return;
+  }
+  for (const f of document.querySelectorAll('form.diff-comment')) f.remove();
+  for (const l of document.querySelectorAll('.line.selected')) l.classList.remove('selected');
+  line.classList.add('selected');
+  const text = h('textarea', { name: 'comment', rows: '3', required: true, placeholder: `What should change at ${where}?`, 'aria-label': `Comment on ${where}` });
+  const close = () => {
+    form.remove();
+    line.classList.remove('selected');
+    line.focus();
+  };
+  const form = h(
+    'form',
+    { class: 'diff-comment' },
+    h('label', { class: 'muted' }, `Comment on `, h('code', {}, where)),
+    text,
+    h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'primary' }, 'Send to agent'), h('button', { type: 'button', onclick: close }, 'Cancel')),
+  );
+  text.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape') close();
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) form.requestSubmit();
+  });
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const body = text.value.trim();
+    if (!body) return;
+    form.querySelector('button[type=submit]').disabled = true;
+    const sent = await sendText(session, `${where}: ${body}`);
+    form.querySelector('button[type=submit]').disabled = false;
+    if (sent) close();
+  });
+  line.after(form);
+  text.focus();
+}

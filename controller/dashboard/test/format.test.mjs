@@ -1,0 +1,56 @@
+// How ages, figures, agents, branches, links and command lines read on the page.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { age, tokens, dollars, agentOf, branchOf, latestEvents, safeUrl, splitCommand } from '../format.js';
+
+test('ages', () => {
+  const now = Date.parse('2025-01-02T00:00:00Z');
+  assert.equal(age('2025-01-01T23:59:50Z', now), '10s');
+  assert.equal(age('2025-01-01T23:55:00Z', now), '5m');
+  assert.equal(age('2025-01-01T21:00:00Z', now), '3h');
+  assert.equal(age('2024-12-30T00:00:00Z', now), '3d');
+  assert.equal(age('2025-01-02T00:00:05Z', now), '0s', 'a clock a little behind');
+  assert.equal(age(undefined, now), '');
+});
+
+test('figures', () => {
+  assert.equal(tokens(950), '950');
+  assert.equal(tokens(1234), '1.2k');
+  assert.equal(tokens(45678), '46k');
+  assert.equal(tokens(4_500_000), '4.5M');
+  assert.equal(dollars(1.5), '$1.50');
+  assert.equal(dollars(undefined), '');
+});
+
+test('the agent and branch of a session, with its project defaults', () => {
+  const project = { spec: { sessionPrefix: 'demo', defaults: { agent: 'aider' } } };
+  assert.equal(agentOf({ spec: { agent: 'codex' } }, project), 'codex');
+  assert.equal(agentOf({ spec: {} }, project), 'aider');
+  assert.equal(agentOf({ spec: {} }, undefined), 'claude-code');
+  assert.equal(agentOf({ spec: { agent: { command: ['./scripts/agent.sh', '{promptFile}'] } } }), 'custom: agent.sh');
+  assert.equal(branchOf({ metadata: { name: 'x' }, spec: {}, status: { workspace: { branch: 'b/x' } } }, project), 'b/x');
+  assert.equal(branchOf({ metadata: { name: 'x' }, spec: { branch: 'mine' } }, project), 'mine');
+  assert.equal(branchOf({ metadata: { name: 'x' }, spec: { project: 'p' } }, project), 'demo/x');
+  assert.equal(branchOf({ metadata: { name: 'x' }, spec: { project: 'p' } }, undefined), 'p/x');
+});
+
+test('the newest event of each object', () => {
+  const ev = (name, reason, t) => ({ involvedObject: { kind: 'Session', name }, reason, lastTimestamp: t });
+  const latest = latestEvents([ev('a', 'Old', '2025-01-01T00:00:01Z'), ev('a', 'New', '2025-01-01T00:00:02Z'), ev('b', 'Only', '2025-01-01T00:00:00Z')]);
+  assert.equal(latest.get('Session/a').reason, 'New');
+  assert.equal(latest.get('Session/b').reason, 'Only');
+});
+
+test('links go only to http and https', () => {
+  assert.equal(safeUrl('https://github.com/o/r/pull/1'), 'https://github.com/o/r/pull/1');
+  assert.equal(safeUrl('javascript:alert(1)'), null);
+  assert.equal(safeUrl('data:text/html,x'), null);
+  assert.equal(safeUrl('not a url'), null);
+});
+
+test('command lines split into words', () => {
+  assert.deepEqual(splitCommand('./scripts/agent.sh {promptFile}'), ['./scripts/agent.sh', '{promptFile}']);
+  assert.deepEqual(splitCommand(`  run "two words" 'and more'  x`), ['run', 'two words', 'and more', 'x']);
+  assert.deepEqual(splitCommand('a ""'), ['a', '']);
+  assert.deepEqual(splitCommand(''), []);
+});
