@@ -3,6 +3,7 @@
 
 mod access;
 pub mod error;
+mod login;
 mod objects;
 mod openapi;
 mod params;
@@ -61,6 +62,8 @@ pub fn router(state: AppState) -> Router {
         .route("/version", get(system::version))
         .route("/openapi.json", get(openapi::document))
         .route("/healthz", get(system::healthz))
+        .route("/dashboard/login", axum::routing::post(login::issue))
+        .route("/login", get(login::login))
         // Webhooks carry their own HMAC instead of the bearer token (`access::OPEN_PATHS`).
         .route("/webhooks/github", axum::routing::post(webhooks::github))
         .fallback(|| async { AppError::NoRoute });
