@@ -10,6 +10,7 @@ mod auth;
 mod bad_input;
 mod cli;
 mod dashboard_serving;
+mod dashboard_login;
 mod durability;
 mod full_disk;
 mod races;
