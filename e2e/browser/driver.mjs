@@ -105,12 +105,24 @@ const ops = {
     await page.waitForSelector(req.selector, { state: req.state ?? 'attached', timeout: timeout(req) });
     return null;
   },
+  // Polled with evaluate, which the page's Content-Security-Policy does not govern (Playwright's
+  // own waitForFunction evaluates a string in the page, which a policy without 'unsafe-eval'
+  // refuses). Errors while the page navigates are retried until the deadline.
   async waitForFunction(req) {
     const { page } = pageOf(req);
-    const handle = await page.waitForFunction(call(req), undefined, { timeout: timeout(req), polling: 'raf' });
-    const value = await handle.jsonValue();
-    await handle.dispose();
-    return value;
+    const deadline = Date.now() + timeout(req);
+    let last = 'never evaluated';
+    for (;;) {
+      try {
+        const value = await page.evaluate(call(req));
+        if (value) return value;
+        last = `last value ${JSON.stringify(value)}`;
+      } catch (e) {
+        last = String(e?.message ?? e);
+      }
+      if (Date.now() > deadline) throw new Error(`not true within ${timeout(req)} ms (${last})`);
+      await new Promise((r) => setTimeout(r, req.interval ?? 25));
+    }
   },
   async click(req) {
     await pageOf(req).page.click(req.selector, { timeout: timeout(req) });
