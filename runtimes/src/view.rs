@@ -9,10 +9,14 @@
 //! ever waiting for it: a view whose queue is full drops what it has not taken yet and is
 //! redrawn from the screen once it has room again. The agent's terminal takes the size of the
 //! view that opened or resized last, and goes back to the size it was started at when its last
-//! view closes.
+//! view closes. [`TypingLocks`] keeps a person's keys out of the middle of a message the runtime
+//! types.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use crate::runtime::{TerminalInput, TerminalView};
@@ -223,6 +227,23 @@ fn redraw(view: &mut Viewer, screen: &vt100::Screen) -> bool {
     permit.send(bytes);
     view.lagging = false;
     true
+}
+
+/// A lock per agent, held while the runtime types a message, so that a person's keys wait for it
+/// to be submitted instead of landing inside it.
+#[derive(Debug, Default)]
+pub(crate) struct TypingLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+impl TypingLocks {
+    /// The lock of agent `name`.
+    pub(crate) fn of(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.0.lock().entry(name.to_string()).or_default().clone()
+    }
+
+    /// Forgets the lock of an agent that was stopped.
+    pub(crate) fn forget(&self, name: &str) {
+        self.0.lock().remove(name);
+    }
 }
 
 #[cfg(test)]
