@@ -110,6 +110,13 @@ impl Emulator {
         self.parser.screen()
     }
 
+    /// Parses output written before the runtime followed the agent (an adopted container's
+    /// transcript): the screen only, no view, no answers to its queries.
+    pub(crate) fn replay(&mut self, bytes: &[u8]) {
+        self.parser.process(bytes);
+        self.parser.callbacks_mut().0.clear();
+    }
+
     /// Parses what the agent wrote and hands it to every view; returns the answers to the terminal
     /// queries it held, for the agent's input. Never waits for a view.
     pub(crate) fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
@@ -132,10 +139,16 @@ impl Emulator {
         std::mem::take(&mut self.parser.callbacks_mut().0)
     }
 
-    /// The agent's output ended: every view closes once it has taken what it holds.
+    /// The agent's output ended (or its stream did, to be opened again with [`Emulator::resume`]):
+    /// every view closes once it has taken what it holds.
     pub(crate) fn end(&mut self) {
         self.ended = true;
         self.views.clear();
+    }
+
+    /// The agent's output flows again (a new attach connection).
+    pub(crate) fn resume(&mut self) {
+        self.ended = false;
     }
 
     /// Adds a view of `cols` × `rows` whose output starts with the screen, drawn at that size.
