@@ -456,7 +456,7 @@ async fn the_session_page_types_into_the_agent_and_a_diff_comment_reaches_it_onc
     assert_eq!(got(&server, name).iter().filter(|l| *l == "edit typed.txt").count(), 1, "typed once");
 
     // A comment on the new line of typed.txt, in the session page opened anew.
-    let page = signed_in(&browser, &origin, &cookie, None, &path);
+    let page = signed_in(&browser, &origin, &cookie, Some((1280, 960)), &path);
     let line = "#diff [data-path=\"typed.txt\"][data-line=\"1\"]";
     page.wait_visible(line, LIVE);
     page.click(line);
@@ -485,6 +485,7 @@ async fn the_session_page_types_into_the_agent_and_a_diff_comment_reaches_it_onc
     page.wait_until("the comment in the terminal", screen, json!([format!("demo-agent: got: {comment}")]), LIVE);
     let d = page.diagnostics();
     assert!(!d.console_errors.iter().any(|e| e.starts_with("uncaught")), "the page threw: {d:#?}");
+    page.eval("() => { document.activeElement?.blur(); window.scrollTo(0, 0); return true; }", json!(null));
     page.screenshot(&image("dashboard-session.png"), false);
     cleanup.finish();
 }
