@@ -9,13 +9,15 @@ running `cat` in tmux. Prints three JSON result lines:
   the same write's event at a plain watch of sessions.
 - keystroke echo: one key typed over the dashboard's terminal WebSocket (from the page) until its
   echo comes back, against `tmux attach` in a PTY on the same tmux session, in alternating rounds;
-  the ratio of the medians.
+  the ratio of the medians. The same WebSocket from a client made by hand in Python (no browser)
+  is measured in the same rounds, to tell the browser's share from the server's.
 - load: a fresh browser context's navigation to `/` until all 100 rows are in the DOM (a
   MutationObserver installed before the page's scripts), and the bytes it transferred (navigation
   and resources, encoded). Baseline: a navigation to the server's 401 page.
 
 Needs /usr/bin/chromium and AOCTL_PLAYWRIGHT_CORE (what e2e/browser/install.sh prints)."""
 
+import base64
 import fcntl
 import json
 import os
@@ -23,6 +25,7 @@ import pty
 import queue
 import select
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -264,16 +267,87 @@ def pty_echo(srv, keys):
         os.close(fd)
 
 
+class RawSocket:
+    """A WebSocket client with the bearer token, made by hand on a socket: the same terminal
+    without a browser."""
+
+    def __init__(self, srv, path):
+        self.sock = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nUpgrade: websocket\r\n"
+                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                           f"Authorization: Bearer {srv.token}\r\n\r\n").encode())
+        self.buf = b""
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self.sock.recv(65536)
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            raise SystemExit(f"the terminal's handshake: {head[:200]!r}")
+
+    def send(self, data):
+        mask = os.urandom(4)
+        self.sock.sendall(bytes([0x82, 0x80 | len(data)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def frame(self, timeout):
+        """The payload of the next frame, None when none comes within `timeout`."""
+        deadline = time.perf_counter() + timeout
+        while True:
+            if len(self.buf) >= 2:
+                n, at = self.buf[1] & 0x7F, 2
+                if n == 126:
+                    n, at = (struct.unpack(">H", self.buf[2:4])[0], 4) if len(self.buf) >= 4 else (None, 0)
+                elif n == 127:
+                    n, at = (struct.unpack(">Q", self.buf[2:10])[0], 10) if len(self.buf) >= 10 else (None, 0)
+                if n is not None and len(self.buf) >= at + n:
+                    payload, self.buf = self.buf[at:at + n], self.buf[at + n:]
+                    return payload
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self.sock], [], [], left)
+            if r:
+                data = self.sock.recv(65536)
+                if not data:
+                    raise SystemExit("the terminal's socket closed")
+                self.buf += data
+
+    def echo(self, keys):
+        while self.frame(0.3) is not None:
+            pass
+        out = []
+        for k in keys:
+            t0 = time.perf_counter()
+            self.send(k.encode())
+            while True:
+                f = self.frame(max(0, t0 + 5 - time.perf_counter()))
+                if f is None:
+                    raise SystemExit(f"no echo of {k} through the terminal's WebSocket")
+                if k.encode() in f:
+                    out.append((time.perf_counter() - t0) * 1000)
+                    break
+            while self.frame(0.03) is not None:
+                pass
+        self.send(b"\r")
+        while self.frame(0.2) is not None:
+            pass
+        self.sock.close()
+        return out
+
+
 def keystroke_echo(srv, browser, page):
-    url = f"ws://127.0.0.1:{srv.port}{API}/sessions/{ECHO}/terminal?cols=80&rows=24"
-    ws, tm = [], []
+    path = f"{API}/sessions/{ECHO}/terminal?cols=80&rows=24"
+    url = f"ws://127.0.0.1:{srv.port}{path}"
+    ws, raw, tm = [], [], []
     for r in range(ROUNDS):
         keys = [ALPHABET[(r * KEYS + i) % len(ALPHABET)] for i in range(KEYS)]
         ws += browser.call("evaluate", page=page, timeout=120, expression=WS_ECHO, arg={"url": url, "keys": keys})
+        raw += RawSocket(srv, path).echo(keys)
         tm += pty_echo(srv, keys)
     return {
         "benchmark": "dashboard_keystroke_echo", "keys": len(ws),
-        "websocket_p50_ms": round(median(ws), 2), "websocket_p95_ms": round(percentile(ws, 95), 2),
+        "browser_websocket_p50_ms": round(median(ws), 2), "browser_websocket_p95_ms": round(percentile(ws, 95), 2),
+        "python_websocket_p50_ms": round(median(raw), 2), "python_websocket_p95_ms": round(percentile(raw, 95), 2),
         "tmux_attach_pty_p50_ms": round(median(tm), 2), "tmux_attach_pty_p95_ms": round(percentile(tm, 95), 2),
         "ratio_p50": round(median(ws) / median(tm), 2),
     }
