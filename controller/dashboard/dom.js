@@ -35,15 +35,18 @@ export function replace(el, ...children) {
   return append(el, children);
 }
 
-/** Shows `text` in the page's one message area, `#toast`, for a while; `ok` colours it. */
+/** Shows `text` in the page's one message area, `#toast`, for a while (a click hides it); `ok` colours it. */
 export function toast(text, ok = true) {
   const el = document.getElementById('toast');
   if (!el) return;
   el.textContent = text;
   el.dataset.kind = ok ? 'ok' : 'error';
   el.hidden = false;
+  el.onclick = () => {
+    el.hidden = true;
+  };
   clearTimeout(toast.timer);
   toast.timer = setTimeout(() => {
     el.hidden = true;
-  }, 8000);
+  }, 10000);
 }

@@ -178,15 +178,16 @@ export class SessionPage {
     const s = this.session;
     if (!s) {
       const gone = this.store.loaded.sessions;
+      const word = !gone ? 'Loading' : this.existed ? 'Deleted' : 'Not found';
       replace(
         this.header,
-        h('h1', {}, this.name),
-        h('span', { class: 'chip tone-quiet', 'data-field': 'phase' }, gone ? 'Deleted' : 'Loading'),
-        gone ? h('p', { class: 'muted' }, 'This session does not exist (any more). ', h('a', { href: '#/' }, 'Back to the overview')) : null,
+        h('div', { class: 'title-line' }, h('h1', {}, this.name), h('span', { class: 'chip tone-quiet', 'data-field': 'phase' }, word)),
+        gone ? h('p', { class: 'muted' }, this.existed ? 'This session was deleted. ' : 'There is no session of this name. ', h('a', { href: '#/' }, 'Back to the overview')) : null,
       );
       for (const b of this.actions.querySelectorAll('button')) b.disabled = gone;
       return;
     }
+    this.existed = true;
     this.seen ??= `${s.status?.workspace?.headSha ?? ''}/${s.status?.activity?.state ?? ''}`;
     const project = this.store.projects.get(s.spec.project);
     const pr = s.status?.pullRequest;

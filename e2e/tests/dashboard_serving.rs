@@ -47,7 +47,9 @@ async fn the_page_and_its_files_are_served_with_their_types_and_policy() {
         let (again, _, body) = get(&server, &format!("/assets/{path}"), &[("if-none-match", &etag)]).await;
         assert_eq!((again, body.len()), (304, 0), "{path} is revalidated");
     }
-    for missing in ["/assets/nope.js", "/assets/index.html", "/assets/vendor/xterm/LICENSE", "/assets/xterm/xterm.js.map"] {
+    for missing in
+        ["/assets/nope.js", "/assets/index.html", "/assets/vendor/xterm/LICENSE", "/assets/xterm/xterm.js.map"]
+    {
         assert_eq!(get(&server, missing, &[]).await.0, 404, "{missing}");
     }
 }

@@ -200,7 +200,11 @@ mod tests {
         for a in ASSETS.iter().filter(|a| a.content_type == JS && !a.path.starts_with("xterm/")) {
             let text = std::str::from_utf8(a.body).unwrap();
             for imported in text.split("from './").skip(1).map(|rest| rest.split('\'').next().unwrap()) {
-                assert!(ASSETS.iter().any(|b| b.path == imported), "{} imports {imported}, which is not served", a.path);
+                assert!(
+                    ASSETS.iter().any(|b| b.path == imported),
+                    "{} imports {imported}, which is not served",
+                    a.path
+                );
             }
             for named in text.split("'/assets/").skip(1).map(|rest| rest.split('\'').next().unwrap()) {
                 assert!(ASSETS.iter().any(|b| b.path == named), "{} loads {named}, which is not served", a.path);
