@@ -3,8 +3,8 @@
 //! sees its screen (rendered with vt100), types into it, resizes it and leaves it running; the
 //! access rules refuse a foreign Origin (403) and a missing token (401) before the upgrade; a
 //! session without a running agent is 409. `…/diff` shows the agent's commit and work it has not
-//! committed. A docker session's terminal and diff are tested in docker_sessions.rs, with these
-//! helpers.
+//! committed. A docker session's terminal and diff are tested in docker_sessions.rs, with the
+//! client defined here.
 
 use std::time::Duration;
 
