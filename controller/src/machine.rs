@@ -5,11 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use aoctl_api::condition::{self, types};
 use aoctl_api::project::Project;
-use aoctl_api::session::{AgentRef, RuntimeKind};
+use aoctl_api::session::{AgentRef, RuntimeKind, RuntimeStatus};
 use aoctl_api::Session;
 use aoctl_runtimes::workspace::{WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest, Workspaces};
-use aoctl_runtimes::{agents, InputStyle, Runtime, RuntimeError};
+use aoctl_runtimes::{agents, Handle, InputStyle, Runtime, RuntimeError};
 
 use crate::typing::{self, Typing};
 
@@ -46,6 +47,17 @@ pub trait Machine: Send + Sync + 'static {
     ) -> Result<Arc<dyn Runtime>, RuntimeError> {
         let host = container_of(s, p).and_then(|d| d.host);
         self.runtime(kind, host.as_deref()).await
+    }
+
+    /// The runtime and handle of the agent `status.runtime` names (see [`running_agent`]).
+    async fn agent(
+        &self,
+        s: &Session,
+        p: Option<&Project>,
+        running: &RuntimeStatus,
+    ) -> Result<(Arc<dyn Runtime>, Handle), RuntimeError> {
+        let rt = self.runtime_for(s, p, running.kind).await?;
+        Ok((rt, Handle(running.handle.clone())))
     }
 }
 
@@ -134,6 +146,33 @@ impl SessionFiles {
     }
 }
 
+/// The agent a session's status says runs: `status.runtime` while `RuntimeReady` is True and the
+/// session is neither stopped nor being deleted. Otherwise why there is none, in a sentence that
+/// names the session.
+pub fn running_agent(s: &Session) -> Result<&RuntimeStatus, String> {
+    let name = &s.metadata.name;
+    if s.metadata.deletion_timestamp.is_some() {
+        return Err(format!("session \"{name}\" is being deleted; its agent does not run"));
+    }
+    if s.spec.stopped {
+        return Err(format!("session \"{name}\" is stopped (spec.stopped is true); its agent does not run"));
+    }
+    let ready = condition::find(&s.status.conditions, types::RUNTIME_READY);
+    match (ready, s.status.runtime.as_ref()) {
+        (Some(c), Some(rt)) if c.status == aoctl_api::ConditionStatus::True => Ok(rt),
+        (Some(c), _) if !c.message.is_empty() => {
+            Err(format!("session \"{name}\" has no running agent ({}: {})", c.reason, c.message))
+        }
+        _ => Err(format!("session \"{name}\" has no running agent: it has not started yet")),
+    }
+}
+
+/// The branch a session's work is compared with: `spec.baseRef`, else the project's default
+/// branch, else `main`.
+pub fn base_ref_of(s: &Session, p: Option<&Project>) -> String {
+    s.spec.base_ref.clone().or_else(|| p.and_then(|p| p.status.default_branch.clone())).unwrap_or_else(|| "main".into())
+}
+
 /// The agent a session runs: its own, else its project's default, else `claude-code`.
 pub fn agent_of(s: &Session, p: Option<&Project>) -> AgentRef {
     s.spec
@@ -174,6 +213,43 @@ pub fn container_of(s: &Session, p: Option<&Project>) -> Option<aoctl_api::sessi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn session(extra_spec: serde_json::Value, status: serde_json::Value) -> Session {
+        let mut spec = serde_json::json!({"project": "p", "prompt": "x"});
+        spec.as_object_mut().unwrap().extend(extra_spec.as_object().unwrap().clone());
+        let v = serde_json::json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session",
+            "metadata": {"name": "s1"}, "spec": spec, "status": status});
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn ready(status: &str, reason: &str, message: &str) -> serde_json::Value {
+        serde_json::json!({"type": "RuntimeReady", "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": "2025-01-01T00:00:00Z"})
+    }
+
+    #[test]
+    fn a_running_agent_is_the_one_runtime_ready_vouches_for() {
+        let runtime = serde_json::json!({"kind": "tmux", "handle": "s1"});
+        let running =
+            serde_json::json!({"runtime": runtime, "conditions": [ready("True", "Running", "tmux runtime s1")]});
+        let s = session(serde_json::json!({}), running.clone());
+        assert_eq!(running_agent(&s).unwrap().handle, "s1");
+        let stopped = session(serde_json::json!({"stopped": true}), running);
+        assert_eq!(
+            running_agent(&stopped).unwrap_err(),
+            "session \"s1\" is stopped (spec.stopped is true); its agent does not run"
+        );
+        let exited = serde_json::json!({"runtime": runtime,
+            "conditions": [ready("False", "AgentExited", "the agent exited with code 0")]});
+        assert_eq!(
+            running_agent(&session(serde_json::json!({}), exited)).unwrap_err(),
+            "session \"s1\" has no running agent (AgentExited: the agent exited with code 0)"
+        );
+        assert_eq!(
+            running_agent(&session(serde_json::json!({}), serde_json::json!({}))).unwrap_err(),
+            "session \"s1\" has no running agent: it has not started yet"
+        );
+    }
 
     #[test]
     fn transcript_of_names_the_session_of_a_transcript_only() {

@@ -1,5 +1,5 @@
-//! The controller's Prometheus registry: engine metrics, `aoctl_sessions`, `aoctl_watch_streams`
-//! and the standard `process_*` metrics.
+//! The controller's Prometheus registry: engine metrics, `aoctl_sessions`, `aoctl_watch_streams`,
+//! `aoctl_terminal_streams` and the standard `process_*` metrics.
 //!
 //! `aoctl_sessions` is counted at each scrape on the store's stored objects, which are shared,
 //! not copied or decoded: a few pointer reads per Session.
@@ -25,6 +25,8 @@ pub struct Metrics {
     pub sessions: IntGaugeVec,
     /// Open watch streams of the HTTP API.
     pub watch_streams: IntGauge,
+    /// Open terminals (WebSockets) of the HTTP API.
+    pub terminal_streams: IntGauge,
     /// From a Session's creation to its agent running.
     pub spawn_duration: Histogram,
     /// Runtime operations by runtime, operation and result.
@@ -65,6 +67,9 @@ impl Metrics {
         registry.register(Box::new(sessions.clone()))?;
         let watch_streams = IntGauge::new("aoctl_watch_streams", "Number of open watch streams of the HTTP API.")?;
         registry.register(Box::new(watch_streams.clone()))?;
+        let terminal_streams =
+            IntGauge::new("aoctl_terminal_streams", "Number of open session terminals (WebSockets) of the HTTP API.")?;
+        registry.register(Box::new(terminal_streams.clone()))?;
         let spawn_duration = Histogram::with_opts(
             HistogramOpts::new(
                 "aoctl_session_spawn_duration_seconds",
@@ -139,6 +144,7 @@ impl Metrics {
             engine,
             sessions,
             watch_streams,
+            terminal_streams,
             spawn_duration,
             runtime_ops,
             reactions,

@@ -25,6 +25,7 @@ mod real_agent;
 mod real_clis;
 mod recovery;
 mod sessions;
+mod terminal;
 mod truth;
 mod typing;
 

@@ -39,6 +39,13 @@ pub enum AppError {
     /// The session has no running agent to talk to.
     #[error("{0}")]
     NotRunning(String),
+    /// What was asked for does not exist in the object's current state (a session without a
+    /// workspace yet, a base branch that is gone).
+    #[error("{0}")]
+    Conflict(String),
+    /// A WebSocket endpoint was asked something that is not a WebSocket handshake.
+    #[error("{message}")]
+    NotWebSocket { code: u16, message: String },
     #[error(transparent)]
     Runtime(#[from] aoctl_runtimes::RuntimeError),
     #[error("{0}")]
@@ -56,7 +63,12 @@ impl AppError {
             AppError::Forbidden(_) => (403, "Forbidden"),
             AppError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
             AppError::NotReady | AppError::StoreUnwritable(_) => (503, "ServiceUnavailable"),
-            AppError::NotRunning(_) => (409, "Conflict"),
+            AppError::NotRunning(_) | AppError::Conflict(_) => (409, "Conflict"),
+            AppError::NotWebSocket { code, .. } => match code {
+                405 => (405, "MethodNotAllowed"),
+                426 => (426, "UpgradeRequired"),
+                _ => (400, "BadRequest"),
+            },
             AppError::Runtime(e) => match e {
                 aoctl_runtimes::RuntimeError::Unavailable { .. } => (503, "ServiceUnavailable"),
                 aoctl_runtimes::RuntimeError::NotFound { .. } => (409, "Conflict"),
@@ -146,6 +158,13 @@ pub async fn status_for_framework_errors(resp: Response) -> Response {
         resp.headers_mut().insert(k, v.clone());
     }
     resp
+}
+
+impl From<axum::extract::ws::rejection::WebSocketUpgradeRejection> for AppError {
+    fn from(r: axum::extract::ws::rejection::WebSocketUpgradeRejection) -> AppError {
+        let message = format!("this endpoint takes a WebSocket handshake: {}", r.body_text());
+        AppError::NotWebSocket { code: r.status().as_u16(), message }
+    }
 }
 
 impl From<axum::extract::rejection::QueryRejection> for AppError {

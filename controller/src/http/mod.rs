@@ -10,6 +10,7 @@ mod params;
 pub mod patch;
 mod sessions;
 mod system;
+mod terminal;
 mod watch;
 mod webhooks;
 
@@ -57,6 +58,8 @@ pub fn router(state: AppState) -> Router {
         .route("/apis/ao.dev/v1alpha1/{plural}/{name}/status", get(objects::get_one).put(objects::replace_status))
         .route("/apis/ao.dev/v1alpha1/sessions/{name}/input", axum::routing::post(sessions::input))
         .route("/apis/ao.dev/v1alpha1/sessions/{name}/log", get(sessions::log))
+        .route("/apis/ao.dev/v1alpha1/sessions/{name}/terminal", get(terminal::terminal))
+        .route("/apis/ao.dev/v1alpha1/sessions/{name}/diff", get(sessions::diff))
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))
         .route("/version", get(system::version))

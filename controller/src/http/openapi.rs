@@ -134,6 +134,7 @@ fn build() -> Value {
         }
         paths = paths.path(base.clone(), collection.build()).path(format!("{base}/{{name}}"), item.build());
     }
+    paths = session_subresources(paths);
     for (path, summary) in [
         ("/healthz", "Liveness: 200 while the process serves"),
         (
@@ -171,6 +172,48 @@ fn build() -> Value {
         doc["paths"][open]["get"]["security"] = json!([]);
     }
     doc
+}
+
+/// A session's terminal (a WebSocket) and its diff.
+fn session_subresources(paths: PathsBuilder) -> PathsBuilder {
+    let terminal = op("connectSessionTerminal".into(), "Open a terminal on a session's agent (WebSocket)".into())
+        .description(Some(
+            "Upgrades to a WebSocket. Binary frames carry the keys typed, one way, and the agent's terminal \
+             output, the other; the only text frame is `{\"resize\": [cols, rows]}` (2 to 1000 each), and any \
+             other closes the connection with 1008. The server closes with 1000 when the agent's output ends \
+             and 1001 when it shuts down; the agent keeps running when the connection ends. Errors before the \
+             upgrade are plain answers: 404 no such session, 409 no running agent, 400 a bad size or no \
+             WebSocket handshake. Authenticated and Origin-checked like every request.",
+        ))
+        .parameter(name_param())
+        .parameter(query("cols", "Columns of the terminal, 2 to 1000 (default 200)"))
+        .parameter(query("rows", "Rows of the terminal, 2 to 1000 (default 50)"))
+        .response("101", ResponseBuilder::new().description("Switching to the WebSocket protocol").build());
+    let diff_text = ResponseBuilder::new()
+        .description(
+            "The session's work — its branch's commits, changes not committed yet and untracked files (not \
+             ignored ones) — against the merge base of its branch with its base (`spec.baseRef`, else the \
+             project's default branch), in git's unified format; a diff longer than 8 MiB is cut, with a last \
+             line saying so",
+        )
+        .content(
+            "text/x-diff; charset=utf-8",
+            Content::new(Some(ObjectBuilder::new().schema_type(utoipa::openapi::Type::String))),
+        )
+        .build();
+    let diff = op("readSessionDiff".into(), "Read a session's work as a unified diff".into())
+        .parameter(name_param())
+        .response("200", diff_text)
+        .response("409", response("The session has no workspace yet", "Status"));
+    paths
+        .path(
+            "/apis/ao.dev/v1alpha1/sessions/{name}/terminal",
+            PathItemBuilder::new().operation(HttpMethod::Get, terminal).build(),
+        )
+        .path(
+            "/apis/ao.dev/v1alpha1/sessions/{name}/diff",
+            PathItemBuilder::new().operation(HttpMethod::Get, diff).build(),
+        )
 }
 
 /// Component schemas for every kind, its list and `Status`, from schemars.
@@ -261,6 +304,10 @@ mod tests {
         }
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/status"]["put"].is_object());
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/events"]["post"].is_null());
+        let session = |sub: &str| doc["paths"][format!("/apis/ao.dev/v1alpha1/sessions/{{name}}/{sub}")]["get"].clone();
+        assert!(session("terminal")["responses"]["101"].is_object());
+        assert!(session("diff")["responses"]["200"]["content"]["text/x-diff; charset=utf-8"].is_object());
+        assert!(session("diff")["security"].is_null(), "the diff needs the token");
         assert_eq!(doc["security"][0]["bearer"], serde_json::json!([]));
         assert_eq!(doc["paths"]["/healthz"]["get"]["security"], serde_json::json!([]));
         assert!(doc["paths"]["/metrics"]["get"]["security"].is_null(), "/metrics needs the token");

@@ -3,14 +3,18 @@
 //! verified, 202 when it was queued durably (the agent has not had its first prompt yet, or
 //! messages wait before it; the session's reconcile types them in order), 409 when the session
 //! will not run or is rate-limited (nothing is typed until its limit resets);
-//! `GET …/sessions/{name}/log` returns (and with `follow=true` streams) its transcript as text.
+//! `GET …/sessions/{name}/log` returns (and with `follow=true` streams) its transcript as text;
+//! `GET …/sessions/{name}/diff` returns its work (commits, changes not committed, untracked
+//! files) against where its branch left its base, as a unified diff; 409 before it has a
+//! workspace. (`…/terminal` is in `terminal`.)
 
 use std::time::Duration;
 
 use aoctl_api::decode::decode_json;
 use aoctl_api::wire::{InputRequest, Status};
-use aoctl_api::Session;
+use aoctl_api::{Project, Session};
 use aoctl_runtimes::transcript;
+use aoctl_runtimes::workspace::{WorkspaceError, DIFF_LIMIT};
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -22,6 +26,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::{AppError, AppState};
 use crate::input::{self, SendError, Sent};
+use crate::machine::base_ref_of;
 use crate::typing::TypingError;
 
 /// How often a followed log looks for new output.
@@ -119,4 +124,24 @@ pub async fn log(
         }
     });
     Ok((headers, Body::from_stream(ReceiverStream::new(rx))).into_response())
+}
+
+pub async fn diff(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, AppError> {
+    let s: Session = state.store.get_typed(&name).await?;
+    let no_workspace = || AppError::Conflict(format!("session \"{name}\" has no workspace yet"));
+    if s.status.workspace.is_none() {
+        return Err(no_workspace());
+    }
+    let project: Option<Project> = state.store.get_typed(&s.spec.project).await.ok();
+    let base = base_ref_of(&s, project.as_ref());
+    let (fleet, project, session) = (state.fleet.clone(), s.spec.project.clone(), name.clone());
+    let diff = tokio::task::spawn_blocking(move || fleet.workspaces.diff(&project, &session, &base, DIFF_LIMIT))
+        .await
+        .map_err(|e| AppError::Internal(e.to_string()))?;
+    match diff {
+        Ok(d) => Ok(([(header::CONTENT_TYPE, "text/x-diff; charset=utf-8")], d.patch).into_response()),
+        Err(WorkspaceError::NoWorkspace { .. }) => Err(no_workspace()),
+        Err(e @ WorkspaceError::BaseRefNotFound { .. }) => Err(AppError::Conflict(format!("session \"{name}\": {e}"))),
+        Err(e) => Err(AppError::Internal(e.to_string())),
+    }
 }

@@ -103,11 +103,12 @@ pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Respo
         .into_response())
 }
 
-/// Counts an open stream in `aoctl_watch_streams` for as long as it lives.
-struct Open(prometheus::IntGauge);
+/// Counts an open stream in a gauge (`aoctl_watch_streams`, `aoctl_terminal_streams`) for as long
+/// as it lives.
+pub(super) struct Open(prometheus::IntGauge);
 
 impl Open {
-    fn new(gauge: prometheus::IntGauge) -> Open {
+    pub(super) fn new(gauge: prometheus::IntGauge) -> Open {
         gauge.inc();
         Open(gauge)
     }

@@ -55,7 +55,7 @@ pub(super) fn restore_index(rec: &WorkspaceRecord, path: &Path) -> bool {
 }
 
 /// The workspace's repository when the folder is the kind of checkout the record describes.
-fn open_checkout(rec: &WorkspaceRecord, path: &Path) -> Option<Repository> {
+pub(super) fn open_checkout(rec: &WorkspaceRecord, path: &Path) -> Option<Repository> {
     let repo = Repository::open(path).ok()?;
     if !same_path(repo.workdir()?, path) {
         return None;

@@ -8,6 +8,7 @@
 //! git folder is `<session>.git`.
 
 mod checkout;
+mod diff;
 mod memo;
 mod sandbox;
 #[cfg(test)]
@@ -31,6 +32,7 @@ use chrono::{DateTime, Utc};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
+pub use diff::{WorkspaceDiff, DIFF_LIMIT};
 pub use sandbox::Sandbox;
 pub(crate) use sandbox::{CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
 
@@ -154,6 +156,11 @@ pub enum WorkspaceError {
     SetupFailed { command: String, code: Option<i32>, tail: String },
     #[error("setup {action} `{path}`: {message}")]
     SetupPath { action: &'static str, path: String, message: String },
+    /// The session has no complete checkout (not made yet, or being made).
+    #[error("{path}: no workspace")]
+    NoWorkspace { path: PathBuf },
+    #[error("diff of workspace {path}: {message}")]
+    DiffFailed { path: PathBuf, message: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }
@@ -177,6 +184,8 @@ impl WorkspaceError {
             WorkspaceError::SandboxFailed { .. } => "SandboxFailed",
             WorkspaceError::LayoutChanged { .. } => "WorkspaceLayoutChanged",
             WorkspaceError::SetupFailed { .. } | WorkspaceError::SetupPath { .. } => "SetupFailed",
+            WorkspaceError::NoWorkspace { .. } => "WorkspaceNotFound",
+            WorkspaceError::DiffFailed { .. } => "DiffFailed",
             WorkspaceError::Io { .. } => "Io",
         }
     }

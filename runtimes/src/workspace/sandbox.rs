@@ -191,7 +191,7 @@ pub(super) fn restore_index(repo: &Path, work: &Path, git_dir: &Path, branch: &s
 }
 
 /// The main repository with G's objects added in memory only, to read the agent's objects from.
-fn view(repo: &Path, git_dir: &Path) -> Result<Repository, git2::Error> {
+pub(super) fn view(repo: &Path, git_dir: &Path) -> Result<Repository, git2::Error> {
     let view = Repository::open(repo)?;
     let objects = git_dir.join("objects");
     let objects = objects.to_str().ok_or_else(|| git2::Error::from_str("the sandbox path is not UTF-8"))?;

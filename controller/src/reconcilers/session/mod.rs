@@ -192,7 +192,7 @@ impl<'a> Reconcile<'a> {
 
     /// The branch the session's work is compared with: `spec.baseRef`, else the project's default.
     fn base_ref(&self) -> String {
-        self.s.spec.base_ref.clone().or(self.project.status.default_branch.clone()).unwrap_or_else(|| "main".into())
+        crate::machine::base_ref_of(self.s, Some(&self.project))
     }
 
     async fn run(mut self) -> Result<Action, Error> {
