@@ -370,6 +370,13 @@ mod tests {
         }
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/status"]["put"].is_object());
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/events"]["post"].is_null());
+        assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/input"]["post"].is_object());
+        assert_eq!(doc["paths"]["/login"]["get"]["security"], serde_json::json!([]), "the sign-in link needs no token");
+        assert_eq!(
+            doc["paths"]["/dashboard/login"]["post"]["security"],
+            serde_json::json!([{"bearer": []}]),
+            "codes need the token"
+        );
         let session = |sub: &str| doc["paths"][format!("/apis/ao.dev/v1alpha1/sessions/{{name}}/{sub}")]["get"].clone();
         assert!(session("terminal")["responses"]["101"].is_object());
         assert!(session("diff")["responses"]["200"]["content"]["text/x-diff; charset=utf-8"].is_object());
