@@ -48,3 +48,7 @@ echo
 echo "The server keeps running: try '$aoctl describe project demo' with"
 echo "  AOCTL_SERVER=$AOCTL_SERVER AOCTL_DATA_DIR=$AOCTL_DATA_DIR"
 echo "Stop it with 'make demo-stop'."
+echo
+echo "Supervise the sessions from the web dashboard: open the link below (it works once, for a"
+echo "minute; '$aoctl dashboard' with the variables above prints a new one)."
+"$aoctl" dashboard | tail -n 1

@@ -338,3 +338,15 @@ mod tests {
         assert!(serde_json::from_str::<InputRequest>(r#"{"text":"hi","x":1}"#).is_err());
     }
 }
+
+/// The answer to `POST /dashboard/login`: a one-time code that opens the dashboard in a browser.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginCode {
+    /// The code; it works once.
+    pub code: String,
+    /// The path to follow, `/login?code=…`, relative to the server's address.
+    pub path: String,
+    /// How long the code stays valid.
+    pub expires_in_seconds: u64,
+}

@@ -118,10 +118,23 @@ pub(crate) enum Command {
     Attach(AttachArgs),
     /// Create a session from a prompt.
     Spawn(SpawnArgs),
+    /// Print a link that signs a browser in to the web dashboard, and exit.
+    ///
+    /// The link carries a code that works once, within a minute; following it sets a cookie
+    /// (HttpOnly, SameSite=Strict, for a day) and opens the overview. The bearer token itself is
+    /// never put in a link.
+    Dashboard(DashboardArgs),
     /// Print the client's and the server's versions.
     Version,
     /// Print a shell completion script.
     Completion(CompletionArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DashboardArgs {
+    /// Also open the link in a browser ($BROWSER, else the desktop's default).
+    #[arg(long)]
+    pub open: bool,
 }
 
 #[derive(Debug, Args)]

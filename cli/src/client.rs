@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use aoctl_api::table::{self, Table};
-use aoctl_api::wire::{Bookmark, InputRequest, List, Version, WatchEventType, WatchLine};
+use aoctl_api::wire::{Bookmark, InputRequest, List, LoginCode, Version, WatchEventType, WatchLine};
 use aoctl_api::Kind;
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde_json::Value;
@@ -406,6 +406,17 @@ impl Client {
     /// Succeeds when `path` (`healthz` or `readyz`) answers 200 within `timeout`.
     pub(crate) async fn probe(&self, path: &str, timeout: Duration) -> Result<(), ClientError> {
         self.send(Method::GET, self.url(&[path]), |r| r.timeout(timeout)).await.map(drop)
+    }
+
+    /// A one-time code that signs a browser in to the dashboard (`POST /dashboard/login`).
+    pub(crate) async fn login_code(&self) -> Result<LoginCode, ClientError> {
+        self.typed(Method::POST, self.url(&["dashboard", "login"]), Some(&serde_json::json!({}))).await
+    }
+
+    /// The address of `path` (which may carry a query) on this client's server.
+    pub(crate) fn link(&self, path: &str) -> String {
+        let base = self.base.as_str().trim_end_matches('/');
+        format!("{base}{path}")
     }
 
     /// The server's `/version` document.

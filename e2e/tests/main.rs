@@ -9,6 +9,7 @@ mod harness;
 mod auth;
 mod bad_input;
 mod cli;
+mod dashboard_login;
 mod dashboard_serving;
 mod durability;
 mod full_disk;

@@ -2,7 +2,8 @@
 //!
 //! The process runs in its own session (so it outlives the terminal that started it), reads from
 //! `/dev/null` and appends its output to a log file. Its id is kept in a pid file, written atomically.
-//! `exec_replace` hands the terminal over to another program, for `aoctl attach`.
+//! `exec_replace` hands the terminal over to another program, for `aoctl attach`; `open_url` asks
+//! the desktop to open a link, for `aoctl dashboard --open`.
 
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
@@ -217,6 +218,51 @@ fn remove_pid_file(pid_file: &Path) -> Result<(), DaemonError> {
     }
 }
 
+/// The argument vectors that open `url` in a browser, in the order they are tried: each entry of
+/// `$BROWSER` (a `:`-separated list of commands, split on whitespace, never run by a shell; `%s`
+/// stands for the link, else it is appended), then the desktop's own opener.
+pub fn browser_commands(browser_env: Option<&str>, url: &str) -> Vec<Vec<String>> {
+    let mut commands: Vec<Vec<String>> = browser_env
+        .unwrap_or("")
+        .split(':')
+        .map(|entry| entry.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .filter(|argv| !argv.is_empty())
+        .map(|mut argv| {
+            if argv.iter().any(|a| a.contains("%s")) {
+                argv.iter_mut().for_each(|a| *a = a.replace("%s", url));
+            } else {
+                argv.push(url.to_string());
+            }
+            argv
+        })
+        .collect();
+    let opener: &[&str] = if cfg!(target_os = "macos") {
+        &["open"]
+    } else if cfg!(windows) {
+        // Not `cmd /c start`, which would read the link's `&` as a command separator.
+        &["rundll32", "url.dll,FileProtocolHandler"]
+    } else {
+        &["xdg-open"]
+    };
+    commands.push(opener.iter().map(|s| s.to_string()).chain([url.to_string()]).collect());
+    commands
+}
+
+/// Opens `url` with the first of [`browser_commands`] that starts; does not wait for it.
+pub fn open_url(url: &str) -> Result<(), DaemonError> {
+    let browser = std::env::var("BROWSER").ok();
+    let mut last = DaemonError::EmptyCommand;
+    for argv in browser_commands(browser.as_deref(), url) {
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        match cmd.spawn() {
+            Ok(_) => return Ok(()),
+            Err(source) => last = DaemonError::Spawn { program: PathBuf::from(&argv[0]), source },
+        }
+    }
+    Err(last)
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
@@ -286,5 +332,16 @@ mod tests {
         assert!(wait_gone(pid, Duration::from_secs(10)));
         assert_eq!(stop(&pid_file, Duration::from_secs(1)).unwrap(), None);
         assert!(!pid_file.exists(), "a stale pid file is removed");
+    }
+
+    #[test]
+    fn browsers_come_from_the_environment_then_the_desktop() {
+        let url = "http://127.0.0.1:7420/login?code=ab&x=1";
+        let commands = browser_commands(Some("firefox --new-tab:chromium --app=%s:"), url);
+        assert_eq!(commands[0], vec!["firefox", "--new-tab", url]);
+        assert_eq!(commands[1], vec!["chromium", format!("--app={url}").as_str()]);
+        assert_eq!(commands.len(), 3, "the desktop's opener comes last: {commands:?}");
+        assert_eq!(commands[2].last().map(String::as_str), Some(url));
+        assert_eq!(browser_commands(None, url).len(), 1);
     }
 }

@@ -3,6 +3,7 @@
 pub(crate) mod apply;
 pub(crate) mod attach;
 pub(crate) mod completion;
+pub(crate) mod dashboard;
 pub(crate) mod delete;
 pub(crate) mod describe;
 pub(crate) mod diff;
@@ -40,6 +41,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Send(a) => send::run(&client(&global)?, a).await,
         Command::Attach(a) => attach::run(&client(&global)?, a).await,
         Command::Spawn(a) => spawn::run(&client(&global)?, a).await,
+        Command::Dashboard(a) => dashboard::run(&client(&global)?, a).await,
         Command::Version => version::run(&client(&global)?).await,
         Command::Completion(a) => completion::run(a),
     }

@@ -1,7 +1,8 @@
 //! Who may talk to the API (DESIGN §8), checked before any handler runs, on every route: the
 //! `Host` must be one of ours (DNS rebinding), an `Origin` or `Sec-Fetch-Site` must say the request
 //! comes from our own origin (other web pages), a state-changing request must carry a JSON body
-//! (no form or `text/plain` "simple" requests), and all but a few open paths need the bearer token.
+//! (no form or `text/plain` "simple" requests), and all but a few open paths need the bearer token
+//! or the dashboard's cookie (`login.rs`).
 
 use std::net::IpAddr;
 
@@ -10,21 +11,27 @@ use axum::http::{header, HeaderMap, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::login::{self, constant_time_eq, CookieKey, LoginCodes};
 use super::{AppError, AppState};
 
 /// Paths answered without the bearer token: liveness, readiness, the version, and the webhooks
 /// (which prove themselves with their HMAC signature instead).
-const OPEN_PATHS: &[&str] = &["/healthz", "/readyz", "/version", "/webhooks/github"];
+/// `/login` trades a one-time code for the dashboard's cookie.
+const OPEN_PATHS: &[&str] = &["/healthz", "/readyz", "/version", "/webhooks/github", "/login"];
 
 /// The media types a state-changing request may carry.
 pub const JSON_MEDIA_TYPES: &[&str] = &["application/json", "application/merge-patch+json"];
 
 /// What the access checks compare against.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Access {
     token: String,
     /// Host names (lower case, no port) besides `localhost` and loopback IPs.
     allowed_hosts: Vec<String>,
+    /// The dashboard's one-time login codes.
+    pub(super) logins: LoginCodes,
+    /// Signs and checks the dashboard's cookie.
+    pub(super) cookie_key: CookieKey,
 }
 
 impl Access {
@@ -34,7 +41,12 @@ impl Access {
         if !listen.is_unspecified() {
             allowed_hosts.push(listen.to_string());
         }
-        Access { token: token.to_string(), allowed_hosts }
+        Access {
+            token: token.to_string(),
+            allowed_hosts,
+            logins: LoginCodes::default(),
+            cookie_key: CookieKey::from_token(token),
+        }
     }
 
     /// Whether `host` (a `Host` header's host part, without the port) may be served.
@@ -47,7 +59,7 @@ impl Access {
         self.allowed_hosts.iter().any(|a| a.trim_start_matches('[').trim_end_matches(']') == bare)
     }
 
-    fn token_matches(&self, headers: &HeaderMap) -> bool {
+    pub(super) fn token_matches(&self, headers: &HeaderMap) -> bool {
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -57,7 +69,7 @@ impl Access {
     }
 
     /// Every check but the token, in the order they apply; `Err` is the refusal.
-    fn check(&self, method: &Method, headers: &HeaderMap, authority: Option<&str>) -> Result<(), AppError> {
+    fn check(&self, method: &Method, path: &str, headers: &HeaderMap, authority: Option<&str>) -> Result<(), AppError> {
         let Some(authority) = authority.filter(|a| !a.is_empty()) else {
             return Err(AppError::Forbidden("the request has no Host header".into()));
         };
@@ -76,8 +88,11 @@ impl Access {
             }
         }
         // Browsers say where a request comes from even when they send no Origin (a GET, an image).
+        // A sign-in link may be followed from anywhere (a chat, a mail): its one-time code is the
+        // proof, and it changes nothing but the browser's own cookie.
         let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()).unwrap_or("none");
-        if !matches!(site, "same-origin" | "none") {
+        let sign_in = *method == Method::GET && path == "/login";
+        if !matches!(site, "same-origin" | "none") && !sign_in {
             return Err(AppError::Forbidden(format!(
                 "a {site} request from a web page may not use this API (Sec-Fetch-Site: {site})"
             )));
@@ -107,13 +122,29 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()));
-    if let Err(e) = access.check(req.method(), req.headers(), authority.as_deref()) {
-        return e.into_response();
-    }
-    if !OPEN_PATHS.contains(&req.uri().path()) && !access.token_matches(req.headers()) {
-        return AppError::Unauthorized.into_response();
+    if let Some(refusal) = refusal(access, &req, authority.as_deref()) {
+        return refusal;
     }
     next.run(req).await
+}
+
+/// Every check of [`guard`] on one request: the answer to send instead, if it is refused.
+fn refusal(access: &Access, req: &Request, authority: Option<&str>) -> Option<Response> {
+    let path = req.uri().path();
+    if let Err(e) = access.check(req.method(), path, req.headers(), authority) {
+        return Some(e.into_response());
+    }
+    let signed_in = access.token_matches(req.headers()) || access.cookie_key.signed_in(req.headers());
+    if OPEN_PATHS.contains(&path) || signed_in {
+        return None;
+    }
+    if path == "/" || path.starts_with("/assets/") {
+        return Some(login::page(
+            axum::http::StatusCode::UNAUTHORIZED,
+            "Sign in first: run <code>aoctl dashboard</code> and open the link it prints (it works once, for a minute).",
+        ));
+    }
+    Some(AppError::Unauthorized.into_response())
 }
 
 fn changes_state(method: &Method) -> bool {
@@ -156,14 +187,6 @@ fn same_origin(origin: &str, authority: &str) -> bool {
     oh.eq_ignore_ascii_case(rh) && op.unwrap_or(default) == rp.unwrap_or(default)
 }
 
-/// Compares without an early exit, so the time taken does not reveal how much of a guess was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,17 +226,19 @@ mod tests {
 
     #[test]
     fn a_rebinding_host_is_refused_before_anything_else() {
-        let e = access().check(&Method::GET, &HeaderMap::new(), Some("evil.example:7420")).unwrap_err();
+        let e = access().check(&Method::GET, "/apis", &HeaderMap::new(), Some("evil.example:7420")).unwrap_err();
         assert_eq!(e.code(), 403);
         assert!(e.to_string().contains("--allowed-host evil.example"), "{e}");
-        assert_eq!(access().check(&Method::GET, &HeaderMap::new(), None).unwrap_err().code(), 403);
-        assert!(access().check(&Method::GET, &HeaderMap::new(), Some("localhost:7420")).is_ok());
+        assert_eq!(access().check(&Method::GET, "/apis", &HeaderMap::new(), None).unwrap_err().code(), 403);
+        assert!(access().check(&Method::GET, "/apis", &HeaderMap::new(), Some("localhost:7420")).is_ok());
     }
 
     #[test]
     fn origins_must_be_the_apis_own() {
         let a = access();
-        let get = |origin: &'static str, host: &str| a.check(&Method::GET, &headers(&[("origin", origin)]), Some(host));
+        let get = |origin: &'static str, host: &str| {
+            a.check(&Method::GET, "/apis", &headers(&[("origin", origin)]), Some(host))
+        };
         assert!(get("http://127.0.0.1:7420", "127.0.0.1:7420").is_ok());
         assert!(get("https://aoctl.example.com", "aoctl.example.com").is_ok());
         assert!(get("https://aoctl.example.com:443", "aoctl.example.com").is_ok());
@@ -234,10 +259,15 @@ mod tests {
         let a = access();
         for site in ["cross-site", "same-site"] {
             let h = headers(&[("sec-fetch-site", site)]);
-            assert_eq!(a.check(&Method::GET, &h, Some("127.0.0.1:7420")).unwrap_err().code(), 403, "{site}");
+            assert_eq!(a.check(&Method::GET, "/apis", &h, Some("127.0.0.1:7420")).unwrap_err().code(), 403, "{site}");
         }
         let h = headers(&[("sec-fetch-site", "same-origin")]);
-        assert!(a.check(&Method::GET, &h, Some("127.0.0.1:7420")).is_ok());
+        assert!(a.check(&Method::GET, "/apis", &h, Some("127.0.0.1:7420")).is_ok());
+        let h = headers(&[("sec-fetch-site", "cross-site")]);
+        assert!(a.check(&Method::GET, "/login", &h, Some("127.0.0.1:7420")).is_ok(), "a sign-in link from a chat");
+        let post = headers(&[("sec-fetch-site", "cross-site"), ("content-type", "application/json")]);
+        assert_eq!(a.check(&Method::POST, "/login", &post, Some("127.0.0.1:7420")).unwrap_err().code(), 403);
+        assert_eq!(a.check(&Method::GET, "/", &h, Some("127.0.0.1:7420")).unwrap_err().code(), 403);
     }
 
     #[test]
@@ -248,18 +278,22 @@ mod tests {
         {
             let h = headers(&[("content-type", ct), ("content-length", "12")]);
             for m in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
-                assert_eq!(a.check(&m, &h, host).unwrap_err().code(), 415, "{m} {ct}");
+                assert_eq!(a.check(&m, "/apis", &h, host).unwrap_err().code(), 415, "{m} {ct}");
             }
         }
         let no_type = headers(&[("content-length", "12")]);
-        assert_eq!(a.check(&Method::POST, &no_type, host).unwrap_err().code(), 415, "a body without a type");
-        assert_eq!(a.check(&Method::POST, &HeaderMap::new(), host).unwrap_err().code(), 415, "a POST needs JSON");
-        assert!(a.check(&Method::DELETE, &HeaderMap::new(), host).is_ok(), "a DELETE without a body");
+        assert_eq!(a.check(&Method::POST, "/apis", &no_type, host).unwrap_err().code(), 415, "a body without a type");
+        assert_eq!(
+            a.check(&Method::POST, "/apis", &HeaderMap::new(), host).unwrap_err().code(),
+            415,
+            "a POST needs JSON"
+        );
+        assert!(a.check(&Method::DELETE, "/apis", &HeaderMap::new(), host).is_ok(), "a DELETE without a body");
         let json = headers(&[("content-type", "application/json; charset=utf-8"), ("content-length", "2")]);
-        assert!(a.check(&Method::POST, &json, host).is_ok());
+        assert!(a.check(&Method::POST, "/apis", &json, host).is_ok());
         let patch = headers(&[("content-type", "application/merge-patch+json")]);
-        assert!(a.check(&Method::PATCH, &patch, host).is_ok());
-        assert!(a.check(&Method::GET, &headers(&[("content-type", "text/plain")]), host).is_ok());
+        assert!(a.check(&Method::PATCH, "/apis", &patch, host).is_ok());
+        assert!(a.check(&Method::GET, "/apis", &headers(&[("content-type", "text/plain")]), host).is_ok());
     }
 
     #[test]

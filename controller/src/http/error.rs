@@ -129,12 +129,13 @@ impl AppError {
 /// Errors axum answers by itself (405, 413, …) get a `Status` body like every other error.
 pub async fn status_for_framework_errors(resp: Response) -> Response {
     let code = resp.status();
-    let is_json = resp
+    // JSON is ours already; HTML is the dashboard's own pages (sign-in), written for people.
+    let ours = resp
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !(code.is_client_error() || code.is_server_error()) || is_json {
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    if !(code.is_client_error() || code.is_server_error()) || ours {
         return resp;
     }
     let (parts, body) = resp.into_parts();

@@ -4,6 +4,7 @@
 mod access;
 mod dashboard;
 pub mod error;
+mod login;
 mod objects;
 mod openapi;
 mod params;
@@ -67,6 +68,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(system::healthz))
         .route("/", get(dashboard::index))
         .route("/assets/{*path}", get(dashboard::asset))
+        .route("/dashboard/login", axum::routing::post(login::issue))
+        .route("/login", get(login::login))
         // Webhooks carry their own HMAC instead of the bearer token (`access::OPEN_PATHS`).
         .route("/webhooks/github", axum::routing::post(webhooks::github))
         .fallback(|| async { AppError::NoRoute });
