@@ -214,6 +214,43 @@ pub fn container_of(s: &Session, p: Option<&Project>) -> Option<aoctl_api::sessi
 mod tests {
     use super::*;
 
+    fn session(extra_spec: serde_json::Value, status: serde_json::Value) -> Session {
+        let mut spec = serde_json::json!({"project": "p", "prompt": "x"});
+        spec.as_object_mut().unwrap().extend(extra_spec.as_object().unwrap().clone());
+        let v = serde_json::json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session",
+            "metadata": {"name": "s1"}, "spec": spec, "status": status});
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn ready(status: &str, reason: &str, message: &str) -> serde_json::Value {
+        serde_json::json!({"type": "RuntimeReady", "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": "2025-01-01T00:00:00Z"})
+    }
+
+    #[test]
+    fn a_running_agent_is_the_one_runtime_ready_vouches_for() {
+        let runtime = serde_json::json!({"kind": "tmux", "handle": "s1"});
+        let running =
+            serde_json::json!({"runtime": runtime, "conditions": [ready("True", "Running", "tmux runtime s1")]});
+        let s = session(serde_json::json!({}), running.clone());
+        assert_eq!(running_agent(&s).unwrap().handle, "s1");
+        let stopped = session(serde_json::json!({"stopped": true}), running);
+        assert_eq!(
+            running_agent(&stopped).unwrap_err(),
+            "session \"s1\" is stopped (spec.stopped is true); its agent does not run"
+        );
+        let exited = serde_json::json!({"runtime": runtime,
+            "conditions": [ready("False", "AgentExited", "the agent exited with code 0")]});
+        assert_eq!(
+            running_agent(&session(serde_json::json!({}), exited)).unwrap_err(),
+            "session \"s1\" has no running agent (AgentExited: the agent exited with code 0)"
+        );
+        assert_eq!(
+            running_agent(&session(serde_json::json!({}), serde_json::json!({}))).unwrap_err(),
+            "session \"s1\" has no running agent: it has not started yet"
+        );
+    }
+
     #[test]
     fn transcript_of_names_the_session_of_a_transcript_only() {
         let dir = tempfile::tempdir().unwrap();

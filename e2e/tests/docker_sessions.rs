@@ -447,3 +447,46 @@ async fn docker_missing_image_and_unreachable_engine_are_conditions_not_crashes(
     assert!(server.object("sessions", &no_image).await.is_none());
     assert!(server.object("sessions", &no_engine).await.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_sessions_terminal_takes_keys_and_its_diff_shows_the_sandboxes_work() {
+    use crate::terminal::{terminals_are, Term};
+    let _turn = engine().await;
+    let name = unique("term");
+    let _containers = Containers::new(&[&name]);
+    let server = Server::start().await;
+    let repo = box_repo(server.tmp.path(), "boxterm");
+    server.create("projects", &project("boxterm", &repo)).await;
+    server.create("sessions", &docker_session(&name, "boxterm", limits())).await;
+    let obj = ready(&server, &name).await;
+    let container = container_of(&obj, &name);
+
+    let mut term = Term::open(&server, &name, 120, 40).await;
+    term.shows(&format!("box-agent: working on: Task of {name}")).await;
+    terminals_are(&server, 1).await;
+    term.types("hello from the terminal\r").await;
+    term.shows("box-agent: got: hello from the terminal").await;
+    term.resize(100, 30).await;
+    term.types("after the resize\r").await;
+    term.shows("box-agent: got: after the resize").await;
+    term.close().await;
+    terminals_are(&server, 0).await;
+    assert_eq!(inspect(&container)["State"]["Running"], true, "the container runs on");
+
+    // The box agent has no git: its note is untracked work in the sandbox.
+    let want = format!(
+        "--- /dev/null\n+++ b/notes/{name}.txt\n@@ -0,0 +1,4 @@\n+{name}\n+Task of {name}\n\
+         +hello from the terminal\n+after the resize\n"
+    );
+    let deadline = Instant::now() + ECHO;
+    loop {
+        let diff = server.get_path(&format!("{API}/sessions/{name}/diff")).await;
+        assert_eq!(diff.code, 200, "{}", diff.text());
+        if diff.text().contains(&want) {
+            assert!(!diff.text().contains("scripts/"), "{}", diff.text());
+            break;
+        }
+        assert!(Instant::now() < deadline, "{want:?} is not in the diff:\n{}", diff.text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

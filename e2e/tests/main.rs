@@ -26,6 +26,7 @@ mod real_agent;
 mod real_clis;
 mod recovery;
 mod sessions;
+mod terminal;
 mod truth;
 mod typing;
 

@@ -14,6 +14,9 @@ pub mod secret;
 mod terminal;
 pub mod tmux;
 pub mod transcript;
+mod view;
+#[cfg(all(test, unix))]
+mod view_tests;
 pub mod workspace;
 
 pub use runtime::{

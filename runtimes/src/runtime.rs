@@ -167,7 +167,11 @@ pub trait Runtime: Send + Sync {
     fn attach_command(&self, handle: &Handle) -> Vec<String>;
 
     /// Opens a live view of the agent's terminal at `cols` × `rows`, for a person to watch and
-    /// type into (the dashboard's terminal).
+    /// type into (the dashboard's terminal). Several views of one agent may be open; none of them
+    /// ever holds up the agent, its transcript or `capture`. The agent's terminal takes the size of
+    /// the newest view (under tmux, of the client that was active last) and goes back to its own
+    /// size when the last one closes. A missing handle is `NotFound`, an agent that has exited
+    /// `Failed`.
     async fn terminal(&self, handle: &Handle, cols: u16, rows: u16) -> Result<TerminalView, RuntimeError>;
 
     /// The handle the agent of session `session` has whenever it runs, for runtimes that name

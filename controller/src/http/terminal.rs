@@ -11,7 +11,7 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use aoctl_api::{Project, Session};
-use aoctl_runtimes::{TerminalInput, TerminalView, TERMINAL_COLS, TERMINAL_ROWS};
+use aoctl_runtimes::{Probe, TerminalInput, TerminalView, TERMINAL_COLS, TERMINAL_ROWS};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -65,7 +65,14 @@ pub async fn terminal(
     let ws = ws?;
     let project: Option<Project> = state.store.get_typed(&s.spec.project).await.ok();
     let (rt, handle) = state.fleet.agent(&s, project.as_ref(), running).await?;
-    let view = rt.terminal(&handle, cols, rows).await?;
+    let view = match rt.terminal(&handle, cols, rows).await {
+        Ok(view) => view,
+        // The status lags behind an agent that ended a moment ago.
+        Err(_) if matches!(rt.probe(&handle).await, Ok(Probe::Exited(_) | Probe::Missing)) => {
+            return Err(AppError::NotRunning(format!("session \"{name}\" has no running agent: it has just ended")));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let (shutdown, gauge) = (state.shutdown.clone(), state.metrics.terminal_streams.clone());
     let failed = name.clone();
     Ok(ws

@@ -26,6 +26,8 @@
 //! follower fills the transcript, the attach connection types input and feeds the `vt100` screen
 //! that `capture` and delivery verification read. `probe` and `list` re-open both for containers
 //! this instance does not follow yet, which is how a restarted controller adopts its agents.
+//! A terminal view ([`view`]) is fed from that screen and types on that connection; the container's
+//! TTY takes the size of the newest view, and its own again when the last one closes.
 //!
 //! Engines: [`DockerRuntime::connect`] takes `unix://`, `tcp://` (TLS when `DOCKER_TLS_VERIFY` or
 //! `DOCKER_CERT_PATH` is set, with `ca.pem`, `cert.pem` and `key.pem` from `DOCKER_CERT_PATH` or
@@ -43,6 +45,7 @@ mod container;
 mod stream;
 #[cfg(all(test, unix))]
 mod tests;
+mod view;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -476,6 +479,7 @@ impl Runtime for DockerRuntime {
     /// [`delivery`].
     async fn send(&self, handle: &Handle, text: &str, style: &InputStyle) -> Result<(), RuntimeError> {
         let agent = self.running("send", handle).await?;
+        let _typing = agent.typing.lock().await;
         delivery::deliver(agent.as_ref(), RUNTIME, text, style).await
     }
 
@@ -516,8 +520,11 @@ impl Runtime for DockerRuntime {
         self.remove("stop", &handle.0).await
     }
 
-    async fn terminal(&self, _handle: &Handle, _cols: u16, _rows: u16) -> Result<TerminalView, RuntimeError> {
-        Err(RuntimeError::Unavailable { runtime: RUNTIME, message: "no terminal view yet".into() })
+    /// A view of the running container's screen, adopting it first when this instance does not
+    /// follow it yet.
+    async fn terminal(&self, handle: &Handle, cols: u16, rows: u16) -> Result<TerminalView, RuntimeError> {
+        let agent = self.running("terminal", handle).await?;
+        Ok(view::open(self.docker.clone(), agent, cols, rows).await)
     }
 
     fn attach_command(&self, handle: &Handle) -> Vec<String> {

@@ -6,6 +6,8 @@
 //! - The *attach connection* (hijacked, stdin and output) carries typed input in and the raw,
 //!   unbuffered output out into a `vt100` screen, which is what `capture` and delivery
 //!   verification read and which answers the terminal queries agents block on at start-up.
+//!   Terminal views are fed from that screen too (see [`crate::view`]), and close when the
+//!   connection ends.
 //!
 //! A follower that starts over (a restarted controller, or an engine connection that broke) never
 //! writes a byte twice: the first time it skips as many bytes of the container's log as the
@@ -16,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bollard::query_parameters::{AttachContainerOptions, InspectContainerOptions, LogsOptions};
+use bollard::query_parameters::{
+    AttachContainerOptions, InspectContainerOptions, LogsOptions, ResizeContainerTTYOptions,
+};
 use bollard::Docker;
 use futures::StreamExt;
 use parking_lot::Mutex;
@@ -28,8 +32,8 @@ use super::container::Meta;
 use super::{failed, RUNTIME};
 use crate::runtime::RuntimeError;
 pub(super) use crate::terminal::key_bytes;
-use crate::terminal::Replies;
 use crate::tmux::delivery::{Screen, Terminal};
+use crate::view::Emulator;
 
 /// Our own attach connection's detach sequence. The engine holds back a typed byte that starts it
 /// until the next one arrives, so it is made of keys agents hardly ever receive (the default,
@@ -49,7 +53,11 @@ const RECONNECT: Duration = Duration::from_secs(1);
 pub(super) struct Agent {
     /// The container's id: a container re-created under the same name is another agent.
     pub(crate) id: String,
-    terminal: Arc<Mutex<vt100::Parser<Replies>>>,
+    terminal: Arc<Mutex<Emulator>>,
+    /// Held while a message is typed, so a terminal view's keys wait for it.
+    pub(super) typing: tokio::sync::Mutex<()>,
+    /// Held while the container's terminal changes size, so the engine hears the sizes in order.
+    resizing: tokio::sync::Mutex<()>,
     /// Bytes for the attach connection's writer; `None` when not attached.
     input: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
     attach_tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -66,18 +74,19 @@ impl Agent {
         attach: bool,
         seed: bool,
     ) -> Result<Agent, bollard::errors::Error> {
-        let mut parser = vt100::Parser::new_with_callbacks(meta.rows.max(1), meta.cols.max(1), 0, Replies::default());
+        let mut emulator = Emulator::new(meta.cols, meta.rows);
         if seed {
             let len = std::fs::metadata(&meta.transcript).map(|m| m.len()).unwrap_or(0);
             if let Ok((bytes, _)) = crate::transcript::read_from(&meta.transcript, len.saturating_sub(SEED_BYTES)) {
-                parser.process(&bytes);
-                parser.callbacks_mut().0.clear();
+                emulator.replay(&bytes);
             }
         }
-        let terminal = Arc::new(Mutex::new(parser));
+        let terminal = Arc::new(Mutex::new(emulator));
         let agent = Agent {
             id: id.to_string(),
             terminal,
+            typing: tokio::sync::Mutex::new(()),
+            resizing: tokio::sync::Mutex::new(()),
             input: Mutex::new(None),
             attach_tasks: Mutex::new(vec![]),
             follower: Mutex::new(None),
@@ -109,17 +118,15 @@ impl Agent {
             }
         });
         let (terminal, replies) = (self.terminal.clone(), tx.clone());
+        terminal.lock().resume();
         let reader = tokio::spawn(async move {
             while let Some(Ok(chunk)) = output.next().await {
-                let answer = {
-                    let mut parser = terminal.lock();
-                    parser.process(&chunk.into_bytes());
-                    std::mem::take(&mut parser.callbacks_mut().0)
-                };
+                let answer = terminal.lock().feed(&chunk.into_bytes());
                 if !answer.is_empty() {
                     let _ = replies.send(answer);
                 }
             }
+            terminal.lock().end();
         });
         *self.input.lock() = Some(tx);
         for old in std::mem::replace(&mut *self.attach_tasks.lock(), vec![writer, reader]) {
@@ -173,6 +180,29 @@ impl Agent {
     /// Whether the agent asked for application cursor keys.
     pub(super) fn application_cursor(&self) -> bool {
         self.terminal.lock().screen().application_cursor()
+    }
+
+    /// Runs `change` on the screen and its views, then gives the container's terminal the size it
+    /// asks for, if any.
+    pub(super) async fn sized<T>(
+        &self,
+        docker: &Docker,
+        change: impl FnOnce(&mut Emulator) -> (T, Option<(u16, u16)>),
+    ) -> T {
+        let _resizing = self.resizing.lock().await;
+        let (value, resized) = change(&mut self.terminal.lock());
+        if let Some((cols, rows)) = resized {
+            let size = ResizeContainerTTYOptions { h: rows.into(), w: cols.into() };
+            if let Err(e) = docker.resize_container_tty(&self.id, size).await {
+                tracing::debug!(runtime = RUNTIME, container = %self.id, error = %e, "cannot resize the terminal");
+            }
+        }
+        value
+    }
+
+    /// Redraws view `id` if it dropped output and has room again.
+    pub(super) fn catch_up(&self, id: u64) {
+        self.terminal.lock().catch_up(id);
     }
 }
 

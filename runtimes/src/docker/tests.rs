@@ -15,8 +15,9 @@ use aoctl_api::session::{DockerSpec, RuntimeKind};
 use serde_json::Value;
 
 use super::DockerRuntime;
-use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TERMINAL_COLS, TERMINAL_ROWS};
 use crate::tmux::tests::{probe_becomes, read, style, transcript_has, wait_for, write_script};
+use crate::view_tests;
 
 const IMAGE: &str = "aoctl-agent:busybox";
 
@@ -531,6 +532,16 @@ async fn docker_controllers_sharing_an_engine_keep_to_their_own_containers() {
     let err = bench.runtime.start(&spec).await.unwrap_err().to_string();
     assert!(err.contains("ao.dev/owner=someone-else"), "{err}");
     drop(cleanup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_terminal_views_share_the_container_tty_and_give_its_size_back() {
+    let bench = Bench::new().await;
+    let mut spec = bench.spec("view", view_tests::SHELL);
+    (spec.cols, spec.rows) = (TERMINAL_COLS, TERMINAL_ROWS);
+    let handle = bench.start(&spec).await;
+    view_tests::terminal_view_contract(&bench.runtime, &handle, 0).await;
+    view_tests::view_closes_when_the_agent_ends(&bench.runtime, &handle).await;
 }
 
 /// Removes container `name` when dropped.

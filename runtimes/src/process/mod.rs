@@ -6,10 +6,15 @@
 //! device status and attributes). A writer thread per agent owns the PTY's input, so typed text,
 //! submit keys and query answers never interleave.
 //!
+//! A terminal view ([`Runtime::terminal`]) is fed by the reader thread from the same emulator (see
+//! [`crate::view`]); its keys go to the writer thread, waiting while a message is being typed, and
+//! its size is the PTY's (and the emulator's) while it is the newest view.
+//!
 //! Handles are child process ids, and all state lives in this process: the agents do not survive a
 //! controller restart, after which their handles probe as `Missing` and the controller starts them
 //! again according to the session's `restartPolicy`. The PTY cannot be attached from another
-//! terminal, so `attach_command` is empty; `capture` and the transcript are the ways to look in.
+//! terminal, so `attach_command` is empty; `capture`, the transcript and terminal views are the ways
+//! to look in.
 
 #[cfg(all(test, unix))]
 mod tests;
@@ -27,9 +32,12 @@ use aoctl_api::session::RuntimeKind;
 use parking_lot::Mutex;
 use portable_pty::{Child, CommandBuilder, MasterPty, PtySize};
 
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
-use crate::terminal::{key_bytes, Replies};
+use crate::runtime::{
+    Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalInput, TerminalView,
+};
+use crate::terminal::key_bytes;
 use crate::tmux::delivery::{self, Screen, Terminal};
+use crate::view::{self, Emulator};
 
 const RUNTIME: &str = "process";
 
@@ -52,7 +60,9 @@ struct Agent {
     /// Kept so the PTY stays open until `stop`.
     master: Mutex<Option<Box<dyn MasterPty + Send>>>,
     input: Sender<Vec<u8>>,
-    terminal: Arc<Mutex<vt100::Parser<Replies>>>,
+    terminal: Arc<Mutex<Emulator>>,
+    /// Held while a message is typed, so a terminal view's keys wait for it.
+    typing: tokio::sync::Mutex<()>,
 }
 
 fn failed(op: &'static str, message: impl std::fmt::Display) -> RuntimeError {
@@ -77,13 +87,22 @@ impl ProcessRuntime {
 
 impl Agent {
     /// `None` while running, else the exit code when there is one (not after a signal).
-    fn exit(&self) -> Result<Option<Option<i32>>, RuntimeError> {
-        let status = self.child.lock().try_wait().map_err(|e| failed("probe", e))?;
+    fn exit(&self, op: &'static str) -> Result<Option<Option<i32>>, RuntimeError> {
+        let status = self.child.lock().try_wait().map_err(|e| failed(op, e))?;
         Ok(status.map(|s| if s.signal().is_some() { None } else { i32::try_from(s.exit_code()).ok() }))
     }
 
     fn write(&self, bytes: Vec<u8>) -> Result<(), RuntimeError> {
         self.input.send(bytes).map_err(|_| failed("send", "the terminal's input is closed"))
+    }
+
+    /// Gives the PTY a new size (the emulator has it already); the agent gets `SIGWINCH`.
+    fn resize(&self, (cols, rows): (u16, u16)) {
+        if let Some(master) = self.master.lock().as_ref() {
+            if let Err(e) = master.resize(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }) {
+                tracing::debug!(runtime = RUNTIME, pid = self.pid, error = %e, "cannot resize the terminal");
+            }
+        }
     }
 }
 
@@ -110,7 +129,7 @@ fn spawn(spec: &LaunchSpec) -> Result<Agent, RuntimeError> {
     let reader = pair.master.try_clone_reader().map_err(|e| failed("start", format!("{e:#}")))?;
     let writer = pair.master.take_writer().map_err(|e| failed("start", format!("{e:#}")))?;
 
-    let terminal = Arc::new(Mutex::new(vt100::Parser::new_with_callbacks(spec.rows, spec.cols, 0, Replies::default())));
+    let terminal = Arc::new(Mutex::new(Emulator::new(spec.cols, spec.rows)));
     let (input, queue) = mpsc::channel();
     let threads = std::thread::Builder::new()
         .name(format!("aoctl-pty-in-{pid}"))
@@ -135,6 +154,7 @@ fn spawn(spec: &LaunchSpec) -> Result<Agent, RuntimeError> {
         master: Mutex::new(Some(pair.master)),
         input,
         terminal,
+        typing: tokio::sync::Mutex::new(()),
     })
 }
 
@@ -146,11 +166,12 @@ fn open_transcript(spec: &LaunchSpec) -> Result<File, RuntimeError> {
     OpenOptions::new().create(true).append(true).open(&spec.transcript).map_err(io)
 }
 
-/// The reader thread: agent output to the transcript and the emulator, query answers to the input.
+/// The reader thread: agent output to the transcript, the emulator and its views, query answers to
+/// the input. The views close when the output ends.
 fn pump(
     mut reader: Box<dyn Read + Send>,
     mut transcript: File,
-    terminal: Arc<Mutex<vt100::Parser<Replies>>>,
+    terminal: Arc<Mutex<Emulator>>,
     input: Sender<Vec<u8>>,
 ) {
     let mut buf = [0u8; 8192];
@@ -169,15 +190,55 @@ fn pump(
                 warned = true;
             }
         }
-        let replies = {
-            let mut parser = terminal.lock();
-            parser.process(&buf[..n]);
-            std::mem::take(&mut parser.callbacks_mut().0)
-        };
+        let replies = terminal.lock().feed(&buf[..n]);
         if !replies.is_empty() {
             let _ = input.send(replies);
         }
     }
+    terminal.lock().end();
+}
+
+/// Opens a view of `agent` at `cols` × `rows`, which the PTY takes at once, and serves its input
+/// until both halves are dropped.
+fn open_view(agent: Arc<Agent>, cols: u16, rows: u16) -> TerminalView {
+    let (view, output, mut watch) = view::open();
+    let id = {
+        let mut emulator = agent.terminal.lock();
+        let (id, resized) = emulator.add(output, cols, rows);
+        if let Some(size) = resized {
+            agent.resize(size);
+        }
+        id
+    };
+    tokio::spawn(async move {
+        let mut catch_up = tokio::time::interval(view::CATCH_UP);
+        loop {
+            tokio::select! {
+                next = watch.next() => match next {
+                    None => break,
+                    Some(TerminalInput::Bytes(bytes)) => {
+                        let _typing = agent.typing.lock().await;
+                        // An agent that ended takes no keys; its view closes by itself.
+                        let _ = agent.write(bytes);
+                    }
+                    Some(TerminalInput::Resize { cols, rows }) => {
+                        let resized = agent.terminal.lock().resize(id, cols, rows);
+                        if let Some(size) = resized {
+                            agent.resize(size);
+                        }
+                    }
+                },
+                _ = catch_up.tick() => {
+                    agent.terminal.lock().catch_up(id);
+                }
+            }
+        }
+        let resized = agent.terminal.lock().remove(id);
+        if let Some(size) = resized {
+            agent.resize(size);
+        }
+    });
+    view
 }
 
 /// The writer thread: everything queued for the agent, in order.
@@ -242,7 +303,7 @@ impl Runtime for ProcessRuntime {
         let mut agents = self.agents.lock();
         let mut stale = Vec::new();
         for (handle, agent) in agents.iter().filter(|(_, a)| a.session == spec.session) {
-            if agent.exit()?.is_none() {
+            if agent.exit("start")?.is_none() {
                 return Err(failed(
                     "start",
                     format!("session {} is already running as process {}", spec.session, handle.0),
@@ -261,7 +322,7 @@ impl Runtime for ProcessRuntime {
 
     async fn probe(&self, handle: &Handle) -> Result<Probe, RuntimeError> {
         let Some(agent) = self.get(handle) else { return Ok(Probe::Missing) };
-        Ok(match agent.exit()? {
+        Ok(match agent.exit("probe")? {
             None => Probe::Alive,
             Some(code) => Probe::Exited(code),
         })
@@ -270,9 +331,10 @@ impl Runtime for ProcessRuntime {
     /// Types and submits `text`, verified by the rule of [`delivery`].
     async fn send(&self, handle: &Handle, text: &str, style: &InputStyle) -> Result<(), RuntimeError> {
         let agent = self.agent(handle)?;
-        if agent.exit()?.is_some() {
+        if agent.exit("send")?.is_some() {
             return Err(failed("send", "the agent has exited"));
         }
+        let _typing = agent.typing.lock().await;
         delivery::deliver(&Pty(&agent), RUNTIME, text, style).await
     }
 
@@ -318,11 +380,16 @@ impl Runtime for ProcessRuntime {
         reaped.map(drop).map_err(|e| failed("stop", e))
     }
 
-    /// Always empty: the PTY belongs to the controller and cannot be attached from a terminal.
-    async fn terminal(&self, _handle: &Handle, _cols: u16, _rows: u16) -> Result<TerminalView, RuntimeError> {
-        Err(RuntimeError::Unavailable { runtime: RUNTIME, message: "no terminal view yet".into() })
+    /// A view fed from the emulator; the PTY takes its size while it is the newest view.
+    async fn terminal(&self, handle: &Handle, cols: u16, rows: u16) -> Result<TerminalView, RuntimeError> {
+        let agent = self.agent(handle)?;
+        if agent.exit("terminal")?.is_some() {
+            return Err(failed("terminal", "the agent has exited"));
+        }
+        Ok(open_view(agent, cols, rows))
     }
 
+    /// Always empty: the PTY belongs to the controller and cannot be attached from a terminal.
     fn attach_command(&self, _handle: &Handle) -> Vec<String> {
         Vec::new()
     }

@@ -5,10 +5,11 @@ use std::path::Path;
 
 use super::{key_bytes, tree, ProcessRuntime};
 use crate::contract_tests as contract;
-use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TERMINAL_COLS, TERMINAL_ROWS};
 use crate::tmux::tests::{
     pid_after, probe_becomes, py_agent, sh_agent, spec, style, transcript_has, wait_for, READER, SPAWNER,
 };
+use crate::view_tests;
 
 /// A runtime whose agents are killed when the test ends, however it ends.
 struct Fixture {
@@ -148,6 +149,18 @@ os.write(1, b"\r\nready " + answer[1:] + b"\r\n")
     let spec = self::spec(fx.path(), "query", py_agent(fx.path(), "query.py", query));
     fx.runtime.start(&spec).await.unwrap();
     transcript_has(&spec, "ready [3;4R").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_terminal_views_share_the_pty_and_give_its_size_back() {
+    let fx = Fixture::new();
+    let mut spec = spec(fx.path(), "view", sh_agent(fx.path(), "shell.sh", view_tests::SHELL));
+    (spec.cols, spec.rows) = (TERMINAL_COLS, TERMINAL_ROWS);
+    let handle = fx.start(&spec).await;
+    view_tests::terminal_view_contract(&fx.runtime, &handle, 0).await;
+    let screen = fx.runtime.get(&handle).unwrap().terminal.lock().screen().size();
+    assert_eq!(screen, (TERMINAL_ROWS, TERMINAL_COLS), "the screen the controller reads is the agent's size");
+    view_tests::view_closes_when_the_agent_ends(&fx.runtime, &handle).await;
 }
 
 #[test]

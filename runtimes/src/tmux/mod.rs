@@ -13,11 +13,15 @@
 //! costs one `tmux` process per window however many of them are probed. A pane that dies touches
 //! its transcript (a `pane-died` hook appends nothing to it), so a watcher of the transcripts
 //! hears of the exit without asking tmux.
+//!
+//! A terminal view ([`view`]) is a tmux client of its own, attached on a PTY of the view's size.
 
 pub(crate) mod delivery;
 pub(crate) mod panes;
 #[cfg(all(test, unix))]
 pub(crate) mod tests;
+#[cfg(unix)]
+mod view;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -30,6 +34,7 @@ use aoctl_api::session::RuntimeKind;
 use tokio::io::AsyncWriteExt;
 
 use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
+use crate::view::TypingLocks;
 use delivery::{Screen, Terminal};
 use panes::Panes;
 
@@ -53,6 +58,8 @@ pub struct TmuxRuntime {
     socket: PathBuf,
     /// The shared view of the panes probes answer from.
     panes: Arc<Panes>,
+    /// Held per session while a message is typed, so a terminal view's keys wait for it.
+    typing: Arc<TypingLocks>,
 }
 
 /// What a failed tmux invocation means.
@@ -66,7 +73,7 @@ enum Failure {
 impl TmuxRuntime {
     /// A runtime on the tmux server listening on `socket` (started on first use).
     pub fn new(socket: PathBuf) -> TmuxRuntime {
-        TmuxRuntime { socket, panes: Arc::new(Panes::default()) }
+        TmuxRuntime { socket, panes: Arc::new(Panes::default()), typing: Arc::default() }
     }
 
     /// Makes the next probe ask tmux again instead of answering from the shared view of the
@@ -239,6 +246,21 @@ fn start_failed(message: impl Into<String>) -> RuntimeError {
 /// succeeds, since tmux would show any output or failure over the dead pane.
 const PANE_DIED: &str = "run-shell -b 'exec 2>/dev/null; true >> #{q:@aoctl-transcript}; true'";
 
+/// The `client-detached` hook of session `name`: once its last client has left, its window goes
+/// back to `cols` × `rows` (tmux would keep the size of that client) and follows the size of the
+/// clients that attach later again. `None` for a name tmux would not take unquoted in a hook (a
+/// Session's name always is such a name).
+fn restore_hook(name: &str, cols: u16, rows: u16) -> Option<String> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return None;
+    }
+    let window = format!("={name}:");
+    Some(format!(
+        "if-shell -F '#{{==:#{{session_attached}},0}}' \
+         'resize-window -t {window} -x {cols} -y {rows} ; set-option -wu -t {window} window-size'"
+    ))
+}
+
 /// The argument vector that starts `spec` in one tmux invocation, so that `pipe-pane` is attached
 /// before the pane's first output is read.
 fn start_args(spec: &LaunchSpec) -> Result<Vec<OsString>, RuntimeError> {
@@ -288,6 +310,9 @@ fn start_args(spec: &LaunchSpec) -> Result<Vec<OsString>, RuntimeError> {
     args.extend(["set-option".into(), "-p".into(), "-t".into(), pane(name), "@aoctl-transcript".into()]);
     args.extend([arg(transcript), ";".into()]);
     args.extend(["set-hook".into(), "-p".into(), "-t".into(), pane(name), "pane-died".into(), PANE_DIED.into()]);
+    if let Some(hook) = restore_hook(name, spec.cols, spec.rows) {
+        args.extend([";".into(), "set-hook".into(), "-t".into(), pane(name), "client-detached".into(), arg(hook)]);
+    }
     Ok(args)
 }
 
@@ -432,6 +457,8 @@ impl Runtime for TmuxRuntime {
             }
             Probe::Missing => return Err(RuntimeError::NotFound { runtime: RUNTIME, handle: handle.0.clone() }),
         }
+        let typing = self.typing.of(&handle.0);
+        let _typing = typing.lock().await;
         delivery::deliver(&Session { tmux: self, handle }, RUNTIME, text, style).await
     }
 
@@ -474,6 +501,7 @@ impl Runtime for TmuxRuntime {
         let _ = (out, STOP_GRACE);
         let killed = self.run(&["kill-session".into(), "-t".into(), arg(format!("={}", handle.0))], None).await;
         self.panes.invalidate();
+        self.typing.forget(&handle.0);
         match killed {
             Ok(_) | Err(Failure::Missing(_)) => Ok(()),
             Err(Failure::Other(message)) => Err(RuntimeError::Failed { runtime: RUNTIME, op: "stop", message }),
@@ -485,8 +513,15 @@ impl Runtime for TmuxRuntime {
         Some(Handle(session.to_string()))
     }
 
-    async fn terminal(&self, _handle: &Handle, _cols: u16, _rows: u16) -> Result<TerminalView, RuntimeError> {
-        Err(RuntimeError::Unavailable { runtime: RUNTIME, message: "no terminal view yet".into() })
+    /// A tmux client of its own, attached on a PTY of `cols` × `rows` (see [`view`]).
+    async fn terminal(&self, handle: &Handle, cols: u16, rows: u16) -> Result<TerminalView, RuntimeError> {
+        #[cfg(unix)]
+        return view::open(self, handle, cols, rows).await;
+        #[cfg(not(unix))]
+        {
+            let _ = (handle, cols, rows);
+            Err(RuntimeError::Unavailable { runtime: RUNTIME, message: "tmux runs only on Unix".into() })
+        }
     }
 
     fn attach_command(&self, handle: &Handle) -> Vec<String> {

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::TmuxRuntime;
 use crate::contract_tests as contract;
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError};
+use crate::runtime::{
+    Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TERMINAL_COLS, TERMINAL_ROWS,
+};
+use crate::view_tests;
 
 /// Reads lines and answers each; `quit` exits with status 3.
 pub(crate) const READER: &str = r#"#!/bin/sh
@@ -420,4 +423,39 @@ async fn tmux_probes_share_one_view_and_a_started_session_is_never_missing() {
     server.runtime.stop(&h2).await.unwrap();
     assert_eq!(server.runtime.probe(&h2).await.unwrap(), Probe::Missing, "a stop invalidates the view too");
     assert_eq!(server.runtime.probe(&Handle("none".into())).await.unwrap(), Probe::Missing);
+}
+
+/// What `tmux args…` prints on the test server.
+fn tmux_out(server: &Server, args: &[&str]) -> String {
+    let out = std::process::Command::new("tmux").arg("-S").arg(server.runtime.socket()).args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// How many threads of terminal views this process runs.
+fn view_threads() -> usize {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    tasks
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("tmux-view")))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tmux_terminal_views_are_attached_clients_that_leave_nothing_behind() {
+    let server = Server::new();
+    let mut spec = spec(server.path(), "view", sh_agent(server.path(), "shell.sh", view_tests::SHELL));
+    (spec.cols, spec.rows) = (TERMINAL_COLS, TERMINAL_ROWS);
+    let handle = server.start(&spec).await;
+    let hook = tmux_out(&server, &["show-hooks", "-t", "=view:", "client-detached"]);
+    assert!(hook.contains("resize-window -t =view: -x 200 -y 50"), "every client's leaving is heard: {hook}");
+    // tmux draws its status line on the view's last row.
+    view_tests::terminal_view_contract(&server.runtime, &handle, 1).await;
+    wait_for("the views' clients to end", || tmux_out(&server, &["list-clients"]).is_empty()).await;
+    wait_for("the views' threads to end", || view_threads() == 0).await;
+    let size = tmux_out(&server, &["display-message", "-p", "-t", "=view:", "#{window_width}x#{window_height}"]);
+    assert_eq!(size.trim(), format!("{TERMINAL_COLS}x{TERMINAL_ROWS}"));
+
+    view_tests::view_closes_when_the_agent_ends(&server.runtime, &handle).await;
+    wait_for("the last client to end", || tmux_out(&server, &["list-clients"]).is_empty()).await;
+    wait_for("the last view's threads to end", || view_threads() == 0).await;
 }
