@@ -139,7 +139,7 @@ export class SessionPage {
     this.loadDiff();
     this.followTranscript();
     this.wasRunning = isRunning(this.session);
-    this.terminal = new TerminalView(this.terminalBox, name, { onState: (s, d, opened) => this.terminalChanged(s, d, opened) });
+    this.terminal = new TerminalView(this.terminalBox, name, { onState: (s, d) => this.terminalChanged(s, d) });
     this.terminal.start();
     this.ticker = setInterval(() => this.render(), 15000);
   }
@@ -281,9 +281,9 @@ export class SessionPage {
     this.terminal?.setTyping(on);
   }
 
-  terminalChanged(state, detail, opened) {
-    // A terminal refused before the agent ran is tried again once it runs (see update).
-    this.terminalWaits = state === 'closed' && !opened;
+  terminalChanged(state, detail) {
+    // A closed terminal is opened again by itself when its agent (re)starts (see update).
+    this.terminalWaits = state === 'closed';
     const words = { connecting: 'connecting…', open: 'live', closed: `closed: ${detail}`, unavailable: `unavailable: ${detail}` };
     this.terminalState.dataset.state = state;
     this.terminalState.textContent = words[state] ?? state;
