@@ -168,13 +168,18 @@ fn build() -> Value {
             "description": "The token in the server's `<data dir>/token` (or its --token-file)"}},
     });
     doc["security"] = json!([{"bearer": []}]);
-    for open in ["/healthz", "/readyz", "/version"] {
+    for open in ["/healthz", "/readyz", "/version", "/login"] {
         doc["paths"][open]["get"]["security"] = json!([]);
     }
+    // The dashboard's page and everything it calls take its cookie as well as the token.
+    doc["components"]["securitySchemes"]["dashboardCookie"] = json!({"type": "apiKey", "in": "cookie", "name": "aoctl_dashboard",
+        "description": "Set by GET /login; same-origin requests only"});
+    doc["security"] = json!([{"bearer": []}, {"dashboardCookie": []}]);
+    doc["paths"]["/dashboard/login"]["post"]["security"] = json!([{"bearer": []}]);
     doc
 }
 
-/// A session's terminal (a WebSocket) and its diff.
+/// A session's input, log, terminal (a WebSocket) and diff, and the dashboard's sign-in.
 fn session_subresources(paths: PathsBuilder) -> PathsBuilder {
     let terminal = op("connectSessionTerminal".into(), "Open a terminal on a session's agent (WebSocket)".into())
         .description(Some(
@@ -205,7 +210,68 @@ fn session_subresources(paths: PathsBuilder) -> PathsBuilder {
         .parameter(name_param())
         .response("200", diff_text)
         .response("409", response("The session has no workspace yet", "Status"));
+    let text_body = |description: &str, content_type: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(content_type, Content::new(Some(ObjectBuilder::new().schema_type(utoipa::openapi::Type::String))))
+            .build()
+    };
+    let input_body = ObjectBuilder::new()
+        .property("text", ObjectBuilder::new().schema_type(utoipa::openapi::Type::String))
+        .required("text")
+        .build();
+    let input = op("createSessionInput".into(), "Type a message into a session's agent".into())
+        .description(Some(
+            "200 once the message was typed and its delivery verified on the agent's screen, 202 when it was \
+             queued durably (the agent has not had its first prompt yet, or messages wait before it), 409 when \
+             the session will not run or is rate-limited.",
+        ))
+        .parameter(name_param())
+        .request_body(Some(
+            RequestBodyBuilder::new()
+                .required(Some(Required::True))
+                .content("application/json", Content::new(Some(input_body)))
+                .build(),
+        ))
+        .response("200", response("Delivered", "Status"))
+        .response("202", response("Queued", "Status"))
+        .response("409", response("The session has no agent to type into", "Status"));
+    let log = op("readSessionLog".into(), "Read a session's transcript as text".into())
+        .parameter(name_param())
+        .parameter(query("tailLines", "Only the last lines"))
+        .parameter(query("follow", "`true` streams new output as it comes"))
+        .response("200", text_body("The transcript as the agent's terminal shows it", "text/plain; charset=utf-8"));
+    let login_code =
+        op("createDashboardLogin".into(), "A one-time code that signs a browser in to the dashboard".into())
+            .description(Some(
+                "Only the bearer token may ask (not the dashboard's cookie); the code works once, within 60 s.",
+            ))
+            .response(
+                "201",
+                ResponseBuilder::new()
+                    .description("`{code, path, expiresInSeconds}`; follow `path` in the browser")
+                    .content("application/json", Content::new(Some(ObjectBuilder::new())))
+                    .build(),
+            );
+    let login = op("dashboardLogin".into(), "Trade a one-time code for the dashboard's cookie".into())
+        .parameter(query("code", "The code of POST /dashboard/login"))
+        .response("303", ResponseBuilder::new().description("Signed in: the cookie is set; on to `/`").build())
+        .response("401", text_body("The code was used, expired or unknown", "text/html; charset=utf-8"));
+    let page = op("dashboard".into(), "The web dashboard".into())
+        .response("200", text_body("The page", "text/html; charset=utf-8"))
+        .response("401", text_body("Not signed in: how to sign in", "text/html; charset=utf-8"));
     paths
+        .path(
+            "/apis/ao.dev/v1alpha1/sessions/{name}/input",
+            PathItemBuilder::new().operation(HttpMethod::Post, input).build(),
+        )
+        .path(
+            "/apis/ao.dev/v1alpha1/sessions/{name}/log",
+            PathItemBuilder::new().operation(HttpMethod::Get, log).build(),
+        )
+        .path("/dashboard/login", PathItemBuilder::new().operation(HttpMethod::Post, login_code).build())
+        .path("/login", PathItemBuilder::new().operation(HttpMethod::Get, login).build())
+        .path("/", PathItemBuilder::new().operation(HttpMethod::Get, page).build())
         .path(
             "/apis/ao.dev/v1alpha1/sessions/{name}/terminal",
             PathItemBuilder::new().operation(HttpMethod::Get, terminal).build(),
@@ -304,6 +370,13 @@ mod tests {
         }
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/status"]["put"].is_object());
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/events"]["post"].is_null());
+        assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/input"]["post"].is_object());
+        assert_eq!(doc["paths"]["/login"]["get"]["security"], serde_json::json!([]), "the sign-in link needs no token");
+        assert_eq!(
+            doc["paths"]["/dashboard/login"]["post"]["security"],
+            serde_json::json!([{"bearer": []}]),
+            "codes need the token"
+        );
         let session = |sub: &str| doc["paths"][format!("/apis/ao.dev/v1alpha1/sessions/{{name}}/{sub}")]["get"].clone();
         assert!(session("terminal")["responses"]["101"].is_object());
         assert!(session("diff")["responses"]["200"]["content"]["text/x-diff; charset=utf-8"].is_object());
