@@ -1,6 +1,7 @@
 //! The dashboard's own logic (its groups and title, label selectors, the diff parser, how values
-//! read) is plain JavaScript tested with `node:test` in controller/dashboard/test/; this runs
-//! those tests with the `node` on `PATH` and fails when any of them fails.
+//! read, the colours of phases and conditions, the Session its form posts) is plain JavaScript
+//! tested with `node:test` in controller/dashboard/test/; this runs those tests with the `node` on
+//! `PATH` and fails when any of them fails.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

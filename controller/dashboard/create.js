@@ -58,7 +58,8 @@ export class CreatePage {
     this.command = h('input', { name: 'command', placeholder: './scripts/agent.sh {promptFile}', autocomplete: 'off', spellcheck: 'false' });
     this.commandRow = h('label', { class: 'field', hidden: true }, h('span', {}, 'Command'), this.command, h('small', { class: 'muted' }, 'Words split at spaces; {prompt} and {promptFile} are replaced.'));
     const runtime = h('select', { name: 'runtime' }, h('option', { value: '' }, 'project default'), RUNTIMES.map((r) => h('option', { value: r }, r)));
-    const name = h('input', { name: 'name', placeholder: 'generated from the project', autocomplete: 'off', spellcheck: 'false', pattern: '[a-z0-9]([a-z0-9\\-]*[a-z0-9])?', maxlength: '63' });
+    // The server checks the name and says what is wrong with it.
+    const name = h('input', { name: 'name', placeholder: 'generated from the project', autocomplete: 'off', spellcheck: 'false' });
     const prompt = h('textarea', { name: 'prompt', rows: '6', placeholder: 'What should the agent do?' });
     const submit = h('button', { type: 'submit', class: 'primary' }, 'Create session');
     const form = h(

@@ -101,7 +101,11 @@ export function sessionRow(session, store) {
       escalated.map((k) => chip('bad', `escalated: ${k}`)),
     ),
     h('span', { class: 'cell branch', 'data-field': 'branch', title: branchOf(session, project) }, branchOf(session, project)),
-    h('span', { class: 'cell pr', 'data-field': 'pr' }, prChips(session.status?.pullRequest, true)),
+    h(
+      'span',
+      { class: 'cell pr', 'data-field': 'pr', 'data-checks': session.status?.pullRequest?.checks, 'data-review': session.status?.pullRequest?.review },
+      prChips(session.status?.pullRequest, true),
+    ),
     h(
       'span',
       { class: 'cell event', 'data-field': 'event', title: ev ? `${ev.reason}: ${ev.message}` : '' },

@@ -139,7 +139,7 @@ export class SessionPage {
     this.loadDiff();
     this.followTranscript();
     this.wasRunning = isRunning(this.session);
-    this.terminal = new TerminalView(this.terminalBox, name, { onState: (s, d, opened) => this.terminalChanged(s, d, opened) });
+    this.terminal = new TerminalView(this.terminalBox, name, { onState: (s, d) => this.terminalChanged(s, d) });
     this.terminal.start();
     this.ticker = setInterval(() => this.render(), 15000);
   }
@@ -281,9 +281,9 @@ export class SessionPage {
     this.terminal?.setTyping(on);
   }
 
-  terminalChanged(state, detail, opened) {
-    // A terminal refused before the agent ran is tried again once it runs (see update).
-    this.terminalWaits = state === 'closed' && !opened;
+  terminalChanged(state, detail) {
+    // A closed terminal is opened again by itself when its agent (re)starts (see update).
+    this.terminalWaits = state === 'closed';
     const words = { connecting: 'connecting…', open: 'live', closed: `closed: ${detail}`, unavailable: `unavailable: ${detail}` };
     this.terminalState.dataset.state = state;
     this.terminalState.textContent = words[state] ?? state;
@@ -363,8 +363,18 @@ export class SessionPage {
       return;
     }
     if (r.text === this.lastDiff) return;
+    if (this.diff.querySelector('form.diff-comment')) {
+      // Not under the hands of someone writing a comment: once the form closes.
+      this.diffWaits = true;
+      return;
+    }
     this.lastDiff = r.text;
-    renderDiff(this.diff, this.diffSummary, parseDiff(r.text), this.name);
+    renderDiff(this.diff, this.diffSummary, parseDiff(r.text), this.name, () => {
+      if (this.diffWaits) {
+        this.diffWaits = false;
+        this.loadDiff();
+      }
+    });
   }
 }
 
@@ -388,8 +398,11 @@ export function conditionTone(c) {
 
 const STATUS_WORDS = { added: 'added', deleted: 'deleted', renamed: 'renamed', modified: 'modified' };
 
-/** Renders parsed `files` into `el`, each new-side line clickable to comment on it. */
-export function renderDiff(el, summary, files, session) {
+/**
+ * Renders parsed `files` into `el`, each new-side line clickable to comment on it; `onClose`
+ * runs when a comment form closes.
+ */
+export function renderDiff(el, summary, files, session, onClose = () => {}) {
   const adds = files.reduce((n, f) => n + f.additions, 0);
   const dels = files.reduce((n, f) => n + f.deletions, 0);
   summary.textContent = files.length ? `${files.length} file${files.length === 1 ? '' : 's'}, +${adds} −${dels}` : '';
@@ -397,7 +410,7 @@ export function renderDiff(el, summary, files, session) {
     replace(el, h('p', { class: 'muted' }, 'No changes against the base branch yet.'));
     return;
   }
-  const open = (line) => openComment(line, session);
+  const open = (line) => openComment(line, session, onClose);
   replace(
     el,
     files.map((f) =>
@@ -453,7 +466,7 @@ export function renderDiff(el, summary, files, session) {
 }
 
 /** Opens the comment form under a diff line (closing any other). */
-function openComment(line, session) {
+function openComment(line, session, onClose) {
   const where = `${line.dataset.path}:${line.dataset.line}`;
   const existing = line.nextElementSibling;
   if (existing?.matches('form.diff-comment')) {
@@ -468,6 +481,7 @@ function openComment(line, session) {
     form.remove();
     line.classList.remove('selected');
     line.focus();
+    onClose();
   };
   const form = h(
     'form',

@@ -49,8 +49,8 @@ const THEME = {
 };
 
 /**
- * The terminal of session `name` in `container`. `onState(state, detail, opened)` hears
- * `connecting`, `open`, `closed` (with why, and whether it had opened) and `unavailable`.
+ * The terminal of session `name` in `container`. `onState(state, detail)` hears `connecting`,
+ * `open`, `closed` (with why) and `unavailable`.
  */
 export class TerminalView {
   constructor(container, name, { onState }) {
@@ -129,7 +129,7 @@ export class TerminalView {
       if (socket !== this.socket || this.disposed) return;
       const why = ev.reason || (ev.code === 1000 ? 'the terminal ended' : `the connection closed (${ev.code})`);
       if (opened) {
-        this.closed(why, true);
+        this.closed(why);
         return;
       }
       // A refused handshake tells the page nothing; the same request without the upgrade says
@@ -139,14 +139,14 @@ export class TerminalView {
         .then((st) => (st?.code && st.code !== 400 && st.message ? st.message : null))
         .catch(() => null)
         .then((message) => {
-          if (socket === this.socket && !this.disposed) this.closed(message ?? 'the server opened no terminal for this session', false);
+          if (socket === this.socket && !this.disposed) this.closed(message ?? 'the server opened no terminal for this session');
         });
     });
   }
 
-  closed(why, opened) {
+  closed(why) {
     this.term.write(`\r\n\x1b[2m[${why}]\x1b[0m\r\n`);
-    this.onState('closed', why, opened);
+    this.onState('closed', why);
   }
 
   send(bytes) {
