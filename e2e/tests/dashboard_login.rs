@@ -43,9 +43,9 @@ async fn a_login_link_works_once_and_its_cookie_stands_in_for_the_token() {
     assert!(again.headers().get("set-cookie").is_none());
     assert!(again.text().await.unwrap_or_default().contains("aoctl dashboard"), "the page says what to do");
 
-    // The cookie opens the API, from the page's own origin.
+    // The cookie opens the page and the API, from the page's own origin.
     let sessions = format!("{API}/sessions");
-    for path in [sessions.as_str()] {
+    for path in ["/", sessions.as_str()] {
         let ok = http.get(server.url(path)).header("cookie", &cookie).send().await.expect("request");
         assert_eq!(ok.status().as_u16(), 200, "{path} with the cookie");
     }
