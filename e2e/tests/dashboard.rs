@@ -542,7 +542,8 @@ const OPEN_SOCKET: &str = r#"(url) => new Promise((resolve) => {
   setTimeout(() => resolve({opened, closed: false}), 15000);
 })"#;
 
-/// The status line of a WebSocket handshake to `path` sent with these headers, made by hand.
+/// The answer (head and body) to a WebSocket handshake to `path` sent with this Origin and the
+/// dashboard's cookie, made by hand.
 fn handshake(port: u16, path: &str, origin: &str, cookie: &str) -> String {
     let mut conn = TcpStream::connect(("127.0.0.1", port)).expect("connect to the server");
     conn.set_read_timeout(Some(Duration::from_secs(10))).expect("a read timeout");
@@ -552,15 +553,25 @@ fn handshake(port: u16, path: &str, origin: &str, cookie: &str) -> String {
          Cookie: {COOKIE}={cookie}\r\n\r\n"
     );
     conn.write_all(request.as_bytes()).expect("send the handshake");
-    let mut head = vec![];
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n") && head.len() < 1024 {
-        match conn.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => break,
+    let mut got = vec![];
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            if body.len() >= length {
+                return text;
+            }
+        }
+        match conn.read(&mut buf) {
+            Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => return text,
         }
     }
-    String::from_utf8_lossy(&head).trim().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -580,7 +591,8 @@ async fn a_terminal_websocket_opened_by_a_page_of_another_origin_is_refused() {
     let own = page.eval_for(OPEN_SOCKET, json!(url), Duration::from_secs(30));
     assert_eq!(own["opened"], true, "the dashboard's own page opens the terminal: {own}");
     let own_origin = format!("http://127.0.0.1:{}", server.port);
-    assert!(handshake(server.port, &path, &own_origin, &value).contains(" 101 "), "a handshake of the page's own");
+    let own = handshake(server.port, &path, &own_origin, &value);
+    assert!(own.starts_with("HTTP/1.1 101 "), "a handshake of the page's own origin: {own}");
 
     // Another port of the same host (the same site: the strict cookie goes along) and another
     // loopback address (another site).
@@ -597,8 +609,9 @@ async fn a_terminal_websocket_opened_by_a_page_of_another_origin_is_refused() {
             d.console_errors.iter().any(|e| e.contains("WebSocket") && e.contains("403")),
             "the browser reports the server's 403: {d:#?}"
         );
-        let status = handshake(server.port, &path, &elsewhere.origin, &value);
-        assert!(status.contains(" 403 "), "the handshake with Origin {}: {status}", elsewhere.origin);
+        let answer = handshake(server.port, &path, &elsewhere.origin, &value);
+        assert!(answer.starts_with("HTTP/1.1 403 "), "the handshake with Origin {}: {answer}", elsewhere.origin);
+        assert!(answer.contains(&format!("`{}`", elsewhere.origin)), "refused for its Origin: {answer}");
     }
     cleanup.finish();
 }
