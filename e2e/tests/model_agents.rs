@@ -41,7 +41,7 @@ const FOLLOW: Duration = Duration::from_secs(5);
 const MESSAGES: usize = 100;
 
 /// The folder that holds installed agent CLIs.
-fn cache() -> PathBuf {
+pub(crate) fn cache() -> PathBuf {
     std::env::var_os("AOCTL_E2E_CLI_CACHE")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)

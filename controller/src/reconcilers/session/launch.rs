@@ -267,6 +267,10 @@ impl Reconcile<'_> {
         let mut env = ws.env();
         env.extend(launch.env.clone());
         env.extend(s.spec.env.clone());
+        // Last, so that no spec can hand the agent another session's identity.
+        if let (Some(keys), Some(uid)) = (&ctx.session_keys, s.metadata.uid.as_deref()) {
+            env.extend(keys.env(name, uid));
+        }
         let spec = LaunchSpec {
             session: name.clone(),
             project: s.spec.project.clone(),
