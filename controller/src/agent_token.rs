@@ -34,6 +34,8 @@ pub struct SessionKeys {
     key: [u8; 32],
     /// The API's address as an agent on this machine reaches it.
     server: String,
+    /// The `aoctl` binary agents start as their MCP server (`aoctl mcp`), when known.
+    mcp_command: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for SessionKeys {
@@ -57,7 +59,18 @@ impl SessionKeys {
             };
             addr.set_ip(loopback);
         }
-        SessionKeys { key: mac.finalize().into_bytes().into(), server: format!("http://{addr}") }
+        SessionKeys { key: mac.finalize().into_bytes().into(), server: format!("http://{addr}"), mcp_command: None }
+    }
+
+    /// Configures `aoctl` (this binary, say) as the MCP server of agents that take one.
+    pub fn with_mcp_command(mut self, aoctl: std::path::PathBuf) -> SessionKeys {
+        self.mcp_command = Some(aoctl);
+        self
+    }
+
+    /// The `aoctl` binary agents get as their MCP server, if any.
+    pub fn mcp_command(&self) -> Option<&std::path::Path> {
+        self.mcp_command.as_deref()
     }
 
     fn mac(&self, name: &str, uid: &str) -> HmacSha256 {

@@ -180,7 +180,11 @@ pub async fn serve_on(
         github: crate::github::Hub::new(metrics.github_requests.clone(), metrics.github_ratelimit_remaining.clone()),
         metrics: metrics.clone(),
         state: session_state,
-        session_keys: Some(access.sessions.clone()),
+        // Agents that take an MCP server get this binary's `aoctl mcp` (docs/mcp.md).
+        session_keys: Some(match std::env::current_exe() {
+            Ok(exe) => access.sessions.clone().with_mcp_command(exe),
+            Err(_) => access.sessions.clone(),
+        }),
     });
     // Subscribe before the engines list keys, so no change between the two is missed.
     let changes = store

@@ -5,7 +5,9 @@
 //! tells the project's `command` notifier once, `aoctl answer` types the answer into the agent once
 //! and ends it, `send` reaches the other session's agent once, `handoff` creates a labelled
 //! session; a session's token opens nothing of the rest of the API and cannot reach another
-//! project; a malformed call is an MCP error and changes nothing in the store.
+//! project; a malformed call is an MCP error and changes nothing in the store. And the real
+//! Claude Code, started by aoctl with `aoctl mcp` in its MCP config, calls `status` when the
+//! scripted model endpoint (e2e/model-standin) tells it to.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -113,7 +115,11 @@ async fn wait_transcript(server: &Server, name: &str, needle: &str) -> String {
 }
 
 async fn has_event(server: &Server, name: &str, reason: &str) -> Value {
-    let deadline = std::time::Instant::now() + STEP;
+    has_event_within(server, name, reason, STEP).await
+}
+
+async fn has_event_within(server: &Server, name: &str, reason: &str, timeout: Duration) -> Value {
+    let deadline = std::time::Instant::now() + timeout;
     loop {
         let evs = events(server, name).await;
         if let Some(e) = evs.iter().find(|e| e["reason"] == reason) {
@@ -289,4 +295,41 @@ async fn an_agent_uses_every_tool_on_its_own_session_and_project_only() {
     }
     let after = server.settle().await;
     assert!(before == after, "a malformed call changed the store");
+}
+
+/// The command line the agent of session `name` was started with.
+fn agent_argv(server: &Server, name: &str) -> Vec<String> {
+    let pid = Tmux::of(server).pane_pid(name).expect("the agent's pane");
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the agent's command line");
+    raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_is_given_aoctl_mcp_and_calls_its_status_tool() {
+    use crate::model_agents::{npm_cli, setup, spec_for, Kind, CLAUDE_VERSION};
+    let s = setup(&npm_cli("@anthropic-ai/claude-code", CLAUDE_VERSION, "claude")).await;
+    let cleanup = Cleanup::new(&s.server);
+    let name = "asks-status";
+    let mut spec = spec_for(Kind::Claude, &s, "call-tool status");
+    // The scripted model does not search for deferred tools: every tool is offered at once.
+    spec["env"]["ENABLE_TOOL_SEARCH"] = json!("false");
+    let manifest =
+        json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": name}, "spec": spec});
+    s.server.create("sessions", &manifest).await;
+    let argv = eventually(STEP, "the agent started", || match Tmux::of(&s.server).pane_pid(name) {
+        Some(_) => Ok(agent_argv(&s.server, name)),
+        None => Err("no pane yet".to_string()),
+    })
+    .await;
+    let config = argv.iter().find_map(|a| a.strip_prefix("--mcp-config=")).unwrap_or_else(|| panic!("{argv:?}"));
+    let doc: Value = serde_json::from_str(config).expect("the MCP config is JSON");
+    let command = doc["mcpServers"]["aoctl"]["command"].as_str().expect("a command");
+    let same = |p: &str| std::fs::canonicalize(p).ok();
+    assert_eq!(same(command), same(BIN), "the server's own binary: {doc:#}");
+    assert_eq!(doc["mcpServers"]["aoctl"]["args"], json!(["mcp"]), "{doc:#}");
+    assert_eq!(var(&agent_env(&s.server, name), "AOCTL_SESSION"), name);
+    // The scripted model calls the `status` tool; the call reaches the agent API as this session.
+    let e = has_event_within(&s.server, name, "AgentCalledStatus", Duration::from_secs(120)).await;
+    assert_eq!(e["involvedObject"]["name"], name, "{e:#}");
+    cleanup.finish();
 }

@@ -105,6 +105,7 @@ impl Reconcile<'_> {
             workdir: &ws.path,
             workspaces_root: ctx.machine.workspaces().root(),
             running_as_root: running_as_root(),
+            mcp: ctx.session_keys.as_ref().and_then(|k| k.mcp_command()),
         };
         let launch = match agents::render(&input) {
             Ok(l) => l,
