@@ -329,7 +329,25 @@ async fn claude_code_is_given_aoctl_mcp_and_calls_its_status_tool() {
     assert_eq!(doc["mcpServers"]["aoctl"]["args"], json!(["mcp"]), "{doc:#}");
     assert_eq!(var(&agent_env(&s.server, name), "AOCTL_SESSION"), name);
     // The scripted model calls the `status` tool; the call reaches the agent API as this session.
-    let e = has_event_within(&s.server, name, "AgentCalledStatus", Duration::from_secs(120)).await;
+    // Claude Code connects its MCP servers while it starts: a turn taken before `aoctl mcp`
+    // answered has no aoctl tools yet, so the request is typed again until one has them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(150);
+    let mut asked = std::time::Instant::now();
+    let e = loop {
+        if let Some(e) = events(&s.server, name).await.into_iter().find(|e| e["reason"] == "AgentCalledStatus") {
+            break e;
+        }
+        assert!(std::time::Instant::now() < deadline, "no status call:\n{}", transcript(&s.server, name));
+        let idle = s.server.object("sessions", name).await.is_some_and(|o| o["status"]["activity"]["state"] == "idle");
+        if idle && asked.elapsed() > Duration::from_secs(15) {
+            let _ = s
+                .server
+                .json("POST", &format!("{API}/sessions/{name}/input"), &json!({"text": "call-tool status"}))
+                .await;
+            asked = std::time::Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
     assert_eq!(e["involvedObject"]["name"], name, "{e:#}");
     cleanup.finish();
 }

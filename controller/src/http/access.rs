@@ -159,7 +159,7 @@ fn refusal(access: &Access, req: &Request, authority: Option<&str>) -> Result<Op
         // A session's token, and only that: the bearer token and the cookie speak for no session.
         return match access.session_caller(req.headers()) {
             Some(caller) => Ok(Some(caller)),
-            None => Err(Box::new(AppError::Unauthorized.into_response())),
+            None => Err(Box::new(AppError::SessionUnauthorized.into_response())),
         };
     }
     other_paths(access, req, path).map_or(Ok(None), |r| Err(Box::new(r)))

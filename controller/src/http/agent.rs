@@ -39,11 +39,11 @@ const CAS_TRIES: usize = 8;
 async fn caller_session(state: &AppState, caller: &SessionCaller) -> Result<Session, AppError> {
     let s: Session = match state.store.get_typed(&caller.name).await {
         Ok(s) => s,
-        Err(StoreError::NotFound { .. }) => return Err(AppError::Unauthorized),
+        Err(StoreError::NotFound { .. }) => return Err(AppError::SessionUnauthorized),
         Err(e) => return Err(e.into()),
     };
     if s.metadata.uid.as_deref() != Some(caller.uid.as_str()) {
-        return Err(AppError::Unauthorized);
+        return Err(AppError::SessionUnauthorized);
     }
     Ok(s)
 }
