@@ -4,8 +4,9 @@
 //! every tool works and is recorded as an event, `ask_human` puts the session in needs-input and
 //! tells the project's `command` notifier once, `aoctl answer` types the answer into the agent once
 //! and ends it, `send` reaches the other session's agent once, `handoff` creates a labelled
-//! session; a session's token opens nothing of the rest of the API and cannot reach another
-//! project; a malformed call is an MCP error and changes nothing in the store. And the real
+//! session that waits for a slot like any; a session's token opens nothing of the rest of the
+//! API and cannot reach another project; a malformed call is an MCP error and changes nothing in
+//! the store. And the real
 //! Claude Code, started by aoctl with `aoctl mcp` in its MCP config, calls `status` when the
 //! scripted model endpoint (e2e/model-standin) tells it to.
 
@@ -140,7 +141,9 @@ async fn an_agent_uses_every_tool_on_its_own_session_and_project_only() {
     let told = server.tmp.path().join("told.jsonl");
     let command = json!(["sh", "-c", format!("cat >> '{}'; echo >> '{}'", told.display(), told.display())]);
     let notifiers = json!([{"type": "command", "command": command}]);
-    server.create("projects", &project("mcp", &repo, json!({"notifiers": notifiers}))).await;
+    // Two slots: a follow-up session handed off while both run waits for one.
+    let spec = json!({"notifiers": notifiers, "maxConcurrentSessions": 2});
+    server.create("projects", &project("mcp", &repo, spec)).await;
     server.create("projects", &project("elsewhere", &other_repo, json!({}))).await;
     for (name, proj) in [("worker", "mcp"), ("peer", "mcp"), ("stranger", "elsewhere")] {
         server.create("sessions", &session(name, proj, &token(name), json!({}))).await;
@@ -240,6 +243,7 @@ async fn an_agent_uses_every_tool_on_its_own_session_and_project_only() {
     let h = server.object("sessions", &handed).await.expect("the follow-up session");
     assert_eq!(h["metadata"]["labels"]["ao.dev/handoff-from"], "worker", "{h:#}");
     assert_eq!((&h["spec"]["project"], &h["spec"]["prompt"]), (&json!("mcp"), &json!("Follow up on the notes")));
+    server.wait_for("sessions", &handed, STEP, |o| crate::lifecycle::phase(o) == "Queued").await;
     let s = server.object("sessions", "worker").await.expect("worker");
     assert_eq!(s["status"]["agent"]["reviewRequested"]["note"], "the notes file", "{s:#}");
     for reason in ["AgentSent", "AgentHandedOff", "ReviewRequested"] {
