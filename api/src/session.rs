@@ -361,6 +361,50 @@ pub struct SessionStatus {
     /// session name (the `Overlapping` condition words them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overlaps: Vec<Overlap>,
+    /// What the session's own agent told the controller through `aoctl mcp`: its progress, a
+    /// question for a person, a review it asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentReport>,
+}
+
+/// What an agent reported about itself through the agent API (`aoctl mcp`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentReport {
+    /// The agent's last progress note.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub progress: String,
+    /// The agent's last summary of its work.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
+    /// When it last reported progress or a summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_at: Option<Time>,
+    /// The question the agent asked a person and that waits for `aoctl answer`; while it is
+    /// here the session's activity is `needs-input`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<AgentQuestion>,
+    /// The review the agent asked for last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_requested: Option<ReviewRequest>,
+}
+
+/// A question an agent asked a person.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentQuestion {
+    pub text: String,
+    pub asked_at: Time,
+}
+
+/// A review an agent asked for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewRequest {
+    /// What the agent wants looked at, in its words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+    pub at: Time,
 }
 
 /// The files a branch changes: its head's tree against the tree of its merge base with the base

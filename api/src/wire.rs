@@ -239,6 +239,53 @@ pub struct InputRequest {
     pub text: String,
 }
 
+/// The body of `POST …/sessions/{name}/answer`: a person's answer to the agent's question.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerRequest {
+    pub text: String,
+}
+
+/// The body of `POST /agent/v1/report`: the agent's progress and summary; at least one is given.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentReportRequest {
+    #[serde(default)]
+    pub progress: Option<String>,
+    #[serde(default)]
+    pub summary: Option<String>,
+}
+
+/// The body of `POST /agent/v1/ask`: a question for a person.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentAskRequest {
+    pub question: String,
+}
+
+/// The body of `POST /agent/v1/send`: a message to another session of the same project.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSendRequest {
+    pub session: String,
+    pub text: String,
+}
+
+/// The body of `POST /agent/v1/handoff`: the prompt of a follow-up session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentHandoffRequest {
+    pub prompt: String,
+}
+
+/// The body of `POST /agent/v1/review`: what the agent wants reviewed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentReviewRequest {
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
 /// The `/version` document.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -108,6 +108,17 @@ pub(crate) enum Command {
     Logs(LogsArgs),
     /// Type a message into a session's agent, and check that it arrived.
     Send(SendArgs),
+    /// Answer the question a session's agent asked a person (the `ask_human` tool of `aoctl mcp`).
+    ///
+    /// The answer is typed into the agent like `aoctl send`; then the question is cleared and the
+    /// session's `needs-input` ends. An error when the session has no question waiting.
+    Answer(SendArgs),
+    /// Serve the Model Context Protocol on stdin and stdout for a session's agent.
+    ///
+    /// Run by the agent itself: it reads AOCTL_SERVER and AOCTL_SESSION_TOKEN, which every
+    /// session's agent gets at launch, and offers the tools status, report, ask_human, send,
+    /// handoff and request_review, each acting on that session only (docs/mcp.md).
+    Mcp,
     /// Attach this terminal to a session's agent (tmux); works on the server's machine only.
     ///
     /// Replaces aoctl with the session's attach command, such as `tmux -S SOCKET attach-session`.

@@ -403,6 +403,13 @@ impl Client {
         self.typed(Method::POST, url, Some(&body)).await
     }
 
+    /// Answers the question a session's agent asked (`POST …/sessions/{name}/answer`).
+    pub(crate) async fn answer(&self, session: &str, text: &str) -> Result<Status, ClientError> {
+        let url = self.resource_url(Kind::Session, Some(session), Some("answer"));
+        let body = serde_json::json!({ "text": text });
+        self.typed(Method::POST, url, Some(&body)).await
+    }
+
     /// Succeeds when `path` (`healthz` or `readyz`) answers 200 within `timeout`.
     pub(crate) async fn probe(&self, path: &str, timeout: Duration) -> Result<(), ClientError> {
         self.send(Method::GET, self.url(&[path]), |r| r.timeout(timeout)).await.map(drop)

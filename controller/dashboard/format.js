@@ -95,3 +95,9 @@ export function splitCommand(line) {
   if (word !== null) words.push(word);
   return words;
 }
+
+/** The question a session's agent asked a person (`ask_human`) and when, or `null` when none waits. */
+export function questionOf(session) {
+  const q = session?.status?.agent?.question;
+  return q && typeof q.text === 'string' && q.text.trim() ? { text: q.text, askedAt: q.askedAt } : null;
+}

@@ -1,11 +1,12 @@
 // A session's page (`#/sessions/NAME`): its live terminal, transcript, conditions and events, the
 // diff of its branch with clickable lines that send `path:line: text` to the agent, and the
-// buttons that send, stop, resume, delete and merge; each action's answer shows in #toast.
+// buttons that send, stop, resume, delete and merge, and the answer box of a question the agent
+// asked (`ask_human`); each action's answer shows in #toast.
 
 import { API, request, fetchText } from './api.js';
 import { h, replace, toast } from './dom.js';
 import { parseDiff } from './diff.js';
-import { age, agentOf, branchOf, safeUrl, tokens, dollars } from './format.js';
+import { age, agentOf, branchOf, questionOf, safeUrl, tokens, dollars } from './format.js';
 import { groupOf, GROUPS } from './group.js';
 import { activityOf, chip, phaseChip, prChips } from './overview.js';
 import { TerminalView } from './terminal.js';
@@ -72,6 +73,26 @@ export class SessionPage {
       button.disabled = false;
     });
 
+    // Kept across renders, so that an answer being written survives the session's updates.
+    this.questionText = h('p', { class: 'question-text' });
+    const answer = h('textarea', { name: 'answer', rows: '2', required: true, placeholder: 'Your answer', 'aria-label': 'Answer' });
+    this.question = h(
+      'form',
+      { id: 'question', class: 'panel question', hidden: true },
+      h('div', { class: 'panel-head' }, h('h2', {}, 'The agent asks')),
+      h('div', { class: 'panel-body' }, this.questionText, answer, h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'primary' }, 'Answer'))),
+    );
+    this.question.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      if (!answer.value.trim()) return;
+      const button = this.question.querySelector('button[type=submit]');
+      button.disabled = true;
+      const r = await request('POST', `${API}/${path(name, '/answer')}`, { text: answer.value });
+      toast(r.message, r.ok);
+      if (r.ok) answer.value = '';
+      button.disabled = false;
+    });
+
     this.actions = h(
       'div',
       { class: 'actions' },
@@ -90,6 +111,7 @@ export class SessionPage {
       { id: 'session', 'data-session': name },
       h('nav', { class: 'crumbs' }, h('a', { href: '#/' }, 'Sessions'), ' / ', h('span', {}, name)),
       this.header,
+      this.question,
       h(
         'div',
         { class: 'session-grid' },
@@ -209,6 +231,9 @@ export class SessionPage {
       ),
       h('div', { class: 'activity-line' }, activityOf(s)),
     );
+    const question = questionOf(s);
+    this.question.hidden = !question;
+    this.questionText.textContent = question ? question.text : '';
     const stopped = !!s.spec.stopped;
     const deleting = !!s.metadata.deletionTimestamp;
     const mergeAuto = s.spec.reactions?.['approved-and-green'];

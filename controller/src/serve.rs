@@ -151,6 +151,7 @@ pub async fn serve_on(
     let projects = Controller::<Project>::new(Config::new(project::NAME), metrics.engine.clone());
     let sessions =
         Controller::<Session>::new(Config { concurrency: 16, ..Config::new(session::NAME) }, metrics.engine.clone());
+    let access = Arc::new(crate::http::Access::new(&token, listen, &opts.allowed_hosts));
     let state = AppState {
         store: store.clone(),
         metrics: metrics.clone(),
@@ -158,7 +159,8 @@ pub async fn serve_on(
         session_state: session_state.clone(),
         sessions: sessions.handle(),
         ready: ready.clone(),
-        access: Arc::new(crate::http::Access::new(&token, listen.ip(), &opts.allowed_hosts)),
+        access: access.clone(),
+        recorder: Arc::new(Recorder::new(store.clone())),
         deliveries: Default::default(),
         shutdown: stop_rx.clone(),
     };
@@ -178,6 +180,11 @@ pub async fn serve_on(
         github: crate::github::Hub::new(metrics.github_requests.clone(), metrics.github_ratelimit_remaining.clone()),
         metrics: metrics.clone(),
         state: session_state,
+        // Agents that take an MCP server get this binary's `aoctl mcp` (docs/mcp.md).
+        session_keys: Some(match std::env::current_exe() {
+            Ok(exe) => access.sessions.clone().with_mcp_command(exe),
+            Err(_) => access.sessions.clone(),
+        }),
     });
     // Subscribe before the engines list keys, so no change between the two is missed.
     let changes = store

@@ -17,6 +17,9 @@ Each turn is decided from the newest user text of the request (see `decide`):
   own tool from the request's `tools` (Claude Code's `Write`, Codex's `apply_patch` or `shell`) or,
   for aider, which has no tools, a file in its "whole" edit format; after the tool result it
   answers `created PATH`;
+- `call-tool NAME` (Anthropic Messages only) answers with a call, without arguments, of the tool
+  of the request's `tools` named NAME or ending in `__NAME` (an MCP server's tool, as Claude Code
+  names them: `mcp__SERVER__NAME`);
 - `slow SECONDS` streams its answer over that many seconds;
 - anything else gets a short answer at once.
 
@@ -118,6 +121,9 @@ def decide(text, after_tool):
             last_create = m
     if last_create:
         return ("tool", last_create.group(1), last_create.group(2))
+    m = re.search(r"\bcall-tool (\w+)", text)
+    if m:
+        return ("call", m.group(1), 0)
     m = re.search(r"\bslow (\d+(?:\.\d+)?)\b", text)
     if m:
         return ("text", "Streaming this answer slowly. " * 20 + "Done.", float(m.group(1)))
@@ -214,11 +220,19 @@ class Handler(BaseHTTPRequestHandler):
         tools = [t.get("name") for t in body.get("tools") or []]
         if plan[0] == "tool" and "Write" not in tools:
             plan = ("text", "I have no Write tool.", 0)
+        tool_name, tool_input = "Write", {}
+        if plan[0] == "tool":
+            tool_input = {"file_path": plan[1], "content": plan[2] + "\n"}
+        if plan[0] == "call":
+            found = [t for t in tools if t == plan[1] or (t or "").endswith("__" + plan[1])]
+            if found:
+                plan, tool_name = ("tool", "", ""), found[0]
+            else:
+                plan = ("text", f"I have no {plan[1]} tool.", 0)
         usage = {"input_tokens": 100, "output_tokens": 1}
         if not body.get("stream"):
             if plan[0] == "tool":
-                content = [{"type": "tool_use", "id": f"toolu_{n}", "name": "Write",
-                            "input": {"file_path": plan[1], "content": plan[2] + "\n"}}]
+                content = [{"type": "tool_use", "id": f"toolu_{n}", "name": tool_name, "input": tool_input}]
                 stop = "tool_use"
             else:
                 content = [{"type": "text", "text": plan[1]}]
@@ -236,9 +250,9 @@ class Handler(BaseHTTPRequestHandler):
             self.event("content_block_delta", {"type": "content_block_delta", "index": 0,
                                                "delta": {"type": "text_delta", "text": "Writing the file."}})
             self.event("content_block_stop", {"type": "content_block_stop", "index": 0})
-            args = json.dumps({"file_path": plan[1], "content": plan[2] + "\n"})
+            args = json.dumps(tool_input)
             self.event("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {
-                "type": "tool_use", "id": f"toolu_{n}", "name": "Write", "input": {}}})
+                "type": "tool_use", "id": f"toolu_{n}", "name": tool_name, "input": {}}})
             for part in chunks(args, 3):
                 self.event("content_block_delta", {"type": "content_block_delta", "index": 1,
                                                    "delta": {"type": "input_json_delta", "partial_json": part}})

@@ -21,6 +21,7 @@ mod up_down;
 mod watch;
 
 mod lifecycle;
+mod mcp;
 mod model_agents;
 mod real_agent;
 mod real_clis;

@@ -41,7 +41,7 @@ const FOLLOW: Duration = Duration::from_secs(5);
 const MESSAGES: usize = 100;
 
 /// The folder that holds installed agent CLIs.
-fn cache() -> PathBuf {
+pub(crate) fn cache() -> PathBuf {
     std::env::var_os("AOCTL_E2E_CLI_CACHE")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
@@ -221,19 +221,19 @@ fn user_texts(request: &Value) -> Vec<String> {
 
 /// The agent under test and how it is pointed at the stand-in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Claude,
     Codex,
     Aider,
 }
 
-struct Setup {
-    server: Server,
+pub(crate) struct Setup {
+    pub(crate) server: Server,
     standin: Standin,
 }
 
 /// A server whose agents find `bin` first on PATH, a project, and the stand-in.
-async fn setup(bin: &Path) -> Setup {
+pub(crate) async fn setup(bin: &Path) -> Setup {
     let mut path = vec![bin.to_path_buf()];
     path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
     let path: OsString = std::env::join_paths(path).expect("PATH");
@@ -245,7 +245,7 @@ async fn setup(bin: &Path) -> Setup {
 }
 
 /// The session's spec for `kind`: environment and arguments that point it at the stand-in.
-fn spec_for(kind: Kind, s: &Setup, prompt: &str) -> Value {
+pub(crate) fn spec_for(kind: Kind, s: &Setup, prompt: &str) -> Value {
     let url = s.standin.url();
     let (agent, env, args): (&str, BTreeMap<&str, String>, Vec<String>) = match kind {
         Kind::Claude => (

@@ -109,6 +109,8 @@ fn rendered(row: &Adapter) -> Vec<Vec<String>> {
         workdir: Path::new("/srv/ws/project/session"),
         workspaces_root: Path::new("/srv/ws"),
         running_as_root: false,
+        // The MCP server's flags are checked too.
+        mcp: Some(Path::new("/usr/local/bin/aoctl")),
     };
     let mut out = vec![agents::render(&input).expect("the row renders").command];
     if let Some(resume) = agents::render_resume(&input).expect("the row renders its resume") {

@@ -1,7 +1,7 @@
 // How ages, figures, agents, branches, links and command lines read on the page.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { age, tokens, dollars, agentOf, branchOf, latestEvents, safeUrl, splitCommand } from '../format.js';
+import { age, tokens, dollars, agentOf, branchOf, latestEvents, questionOf, safeUrl, splitCommand } from '../format.js';
 
 test('ages', () => {
   const now = Date.parse('2025-01-02T00:00:00Z');
@@ -53,4 +53,13 @@ test('command lines split into words', () => {
   assert.deepEqual(splitCommand(`  run "two words" 'and more'  x`), ['run', 'two words', 'and more', 'x']);
   assert.deepEqual(splitCommand('a ""'), ['a', '']);
   assert.deepEqual(splitCommand(''), []);
+});
+
+test('the question an agent asked, if one waits', () => {
+  const asked = { status: { agent: { question: { text: 'Ship it?', askedAt: '2025-01-01T00:00:00Z' } } } };
+  assert.deepEqual(questionOf(asked), { text: 'Ship it?', askedAt: '2025-01-01T00:00:00Z' });
+  assert.equal(questionOf({ status: { agent: { progress: 'half' } } }), null);
+  assert.equal(questionOf({ status: { agent: { question: { text: '  ' } } } }), null);
+  assert.equal(questionOf({ status: {} }), null);
+  assert.equal(questionOf(undefined), null);
 });

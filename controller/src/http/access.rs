@@ -2,9 +2,10 @@
 //! `Host` must be one of ours (DNS rebinding), an `Origin` or `Sec-Fetch-Site` must say the request
 //! comes from our own origin (other web pages), a state-changing request must carry a JSON body
 //! (no form or `text/plain` "simple" requests), and all but a few open paths need the bearer token
-//! or the dashboard's cookie (`login.rs`).
+//! or the dashboard's cookie (`login.rs`). The agent API (`/agent/v1/…`) takes a session's own
+//! token (`crate::agent_token`) and nothing else, and a session token opens nothing else.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method};
@@ -13,6 +14,10 @@ use axum::response::{IntoResponse, Response};
 
 use super::login::{self, constant_time_eq, CookieKey, LoginCodes};
 use super::{AppError, AppState};
+use crate::agent_token::{SessionCaller, SessionKeys};
+
+/// The agent API's paths start with this; only a session token opens them.
+pub const AGENT_PREFIX: &str = "/agent/v1/";
 
 /// Paths answered without the bearer token: liveness, readiness, the version, and the webhooks
 /// (which prove themselves with their HMAC signature instead).
@@ -32,21 +37,30 @@ pub struct Access {
     pub(super) logins: LoginCodes,
     /// Signs and checks the dashboard's cookie.
     pub(super) cookie_key: CookieKey,
+    /// Makes and checks the session tokens of the agent API.
+    pub sessions: SessionKeys,
 }
 
 impl Access {
     /// `listen` is the address the server is bound to; `allowed` are the `--allowed-host` names.
-    pub fn new(token: &str, listen: IpAddr, allowed: &[String]) -> Access {
+    pub fn new(token: &str, listen: SocketAddr, allowed: &[String]) -> Access {
         let mut allowed_hosts: Vec<String> = allowed.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
-        if !listen.is_unspecified() {
-            allowed_hosts.push(listen.to_string());
+        if !listen.ip().is_unspecified() {
+            allowed_hosts.push(listen.ip().to_string());
         }
         Access {
             token: token.to_string(),
             allowed_hosts,
             logins: LoginCodes::default(),
             cookie_key: CookieKey::from_token(token),
+            sessions: SessionKeys::new(token, listen),
         }
+    }
+
+    /// The session whose token the request carries in `Authorization: Bearer`, if any.
+    fn session_caller(&self, headers: &HeaderMap) -> Option<SessionCaller> {
+        let given = headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ")?;
+        self.sessions.verify(given)
     }
 
     /// Whether `host` (a `Host` header's host part, without the port) may be served.
@@ -114,7 +128,9 @@ impl Access {
 
 /// The middleware: refuses what [`Access::check`] refuses, then asks for the token on every path
 /// but the open ones (unknown paths included, so probing reveals nothing).
-pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// On the agent API it asks for a session token instead, and hands the handler the session it
+/// speaks for as a request extension ([`SessionCaller`]).
+pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let access = &state.access;
     let authority = req
         .headers()
@@ -122,18 +138,35 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()));
-    if let Some(refusal) = refusal(access, &req, authority.as_deref()) {
-        return refusal;
+    match refusal(access, &req, authority.as_deref()) {
+        Err(refusal) => return *refusal,
+        Ok(Some(caller)) => {
+            req.extensions_mut().insert(caller);
+        }
+        Ok(None) => {}
     }
     next.run(req).await
 }
 
-/// Every check of [`guard`] on one request: the answer to send instead, if it is refused.
-fn refusal(access: &Access, req: &Request, authority: Option<&str>) -> Option<Response> {
+/// Every check of [`guard`] on one request: the answer to send instead, if it is refused, else
+/// the session an agent API request speaks for.
+fn refusal(access: &Access, req: &Request, authority: Option<&str>) -> Result<Option<SessionCaller>, Box<Response>> {
     let path = req.uri().path();
     if let Err(e) = access.check(req.method(), path, req.headers(), authority) {
-        return Some(e.into_response());
+        return Err(Box::new(e.into_response()));
     }
+    if path.starts_with(AGENT_PREFIX) {
+        // A session's token, and only that: the bearer token and the cookie speak for no session.
+        return match access.session_caller(req.headers()) {
+            Some(caller) => Ok(Some(caller)),
+            None => Err(Box::new(AppError::SessionUnauthorized.into_response())),
+        };
+    }
+    other_paths(access, req, path).map_or(Ok(None), |r| Err(Box::new(r)))
+}
+
+/// The bearer token or the cookie, on every path but the agent API's.
+fn other_paths(access: &Access, req: &Request, path: &str) -> Option<Response> {
     let signed_in = access.token_matches(req.headers()) || access.cookie_key.signed_in(req.headers());
     if OPEN_PATHS.contains(&path) || signed_in {
         return None;
@@ -193,7 +226,7 @@ mod tests {
     use axum::http::HeaderValue;
 
     fn access() -> Access {
-        Access::new("t0ken", "127.0.0.1".parse().unwrap(), &["aoctl.example.com".to_string()])
+        Access::new("t0ken", "127.0.0.1:7420".parse().unwrap(), &["aoctl.example.com".to_string()])
     }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -213,14 +246,14 @@ mod tests {
 
     #[test]
     fn hosts_are_localhost_loopback_the_listen_address_and_the_allowed_names() {
-        let a = Access::new("t", "10.1.2.3".parse().unwrap(), &["Box.Lan".to_string()]);
+        let a = Access::new("t", "10.1.2.3:7420".parse().unwrap(), &["Box.Lan".to_string()]);
         for ok in ["localhost", "127.0.0.1", "127.9.9.9", "[::1]", "10.1.2.3", "box.lan", "BOX.LAN.", "localhost."] {
             assert!(a.host_allowed(ok), "{ok}");
         }
         for bad in ["evil.example", "localhost.evil.example", "10.1.2.4", "[::2]", "box.lan.evil", ""] {
             assert!(!a.host_allowed(bad), "{bad}");
         }
-        let any = Access::new("t", "0.0.0.0".parse().unwrap(), &[]);
+        let any = Access::new("t", "0.0.0.0:7420".parse().unwrap(), &[]);
         assert!(!any.host_allowed("0.0.0.0"), "an unspecified listen address names no host");
     }
 
@@ -294,6 +327,73 @@ mod tests {
         let patch = headers(&[("content-type", "application/merge-patch+json")]);
         assert!(a.check(&Method::PATCH, "/apis", &patch, host).is_ok());
         assert!(a.check(&Method::GET, "/apis", &headers(&[("content-type", "text/plain")]), host).is_ok());
+    }
+
+    fn request(method: Method, path: &str, bearer: Option<&str>) -> Request {
+        let mut b = Request::builder().method(method).uri(path).header("host", "127.0.0.1:7420");
+        if let Some(t) = bearer {
+            b = b.header("authorization", format!("Bearer {t}"));
+        }
+        b.header("content-type", "application/json").body(axum::body::Body::empty()).unwrap()
+    }
+
+    fn verdict(a: &Access, method: Method, path: &str, bearer: Option<&str>) -> Result<Option<String>, u16> {
+        refusal(a, &request(method, path, bearer), Some("127.0.0.1:7420"))
+            .map(|c| c.map(|c| c.name))
+            .map_err(|r| r.status().as_u16())
+    }
+
+    #[test]
+    fn a_session_token_opens_the_agent_api_and_nothing_else() {
+        let a = access();
+        let token = a.sessions.token("fix-1", "uid-1");
+        assert_eq!(verdict(&a, Method::GET, "/agent/v1/status", Some(&token)), Ok(Some("fix-1".into())));
+        assert_eq!(verdict(&a, Method::POST, "/agent/v1/report", Some(&token)), Ok(Some("fix-1".into())));
+        for path in [
+            "/apis/ao.dev/v1alpha1/sessions",
+            "/apis/ao.dev/v1alpha1/sessions/fix-1",
+            "/apis/ao.dev/v1alpha1/sessions/fix-1/input",
+            "/apis/ao.dev/v1alpha1/projects",
+            "/metrics",
+            "/dashboard/login",
+            "/agent/v2/status",
+            "/nothing",
+        ] {
+            assert_eq!(verdict(&a, Method::GET, path, Some(&token)), Err(401), "GET {path}");
+            assert_eq!(verdict(&a, Method::POST, path, Some(&token)), Err(401), "POST {path}");
+        }
+        assert_eq!(verdict(&a, Method::GET, "/", Some(&token)), Err(401), "nor the dashboard");
+        // Nor does a session token stand in for the checks before the token.
+        let mut cross = request(Method::GET, "/agent/v1/status", Some(&token));
+        cross.headers_mut().insert("origin", HeaderValue::from_static("http://evil.example"));
+        assert_eq!(refusal(&a, &cross, Some("127.0.0.1:7420")).unwrap_err().status(), 403);
+        let plain = Request::builder()
+            .method(Method::POST)
+            .uri("/agent/v1/report")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "text/plain")
+            .body(axum::body::Body::from("x"))
+            .unwrap();
+        assert_eq!(refusal(&a, &plain, Some("127.0.0.1:7420")).unwrap_err().status(), 415);
+    }
+
+    #[test]
+    fn the_agent_api_takes_no_bearer_token_no_cookie_and_no_forged_token() {
+        let a = access();
+        let cookie = format!("{}={}", login::COOKIE, a.cookie_key.make(u64::MAX, b"n"));
+        let mut with_cookie = request(Method::GET, "/agent/v1/status", None);
+        with_cookie.headers_mut().insert("cookie", HeaderValue::from_str(&cookie).unwrap());
+        assert_eq!(refusal(&a, &with_cookie, Some("127.0.0.1:7420")).unwrap_err().status(), 401);
+        assert_eq!(verdict(&a, Method::GET, "/agent/v1/status", Some("t0ken")), Err(401));
+        assert_eq!(verdict(&a, Method::GET, "/agent/v1/status", None), Err(401));
+        let other = Access::new("other", "127.0.0.1:7420".parse().unwrap(), &[]);
+        let foreign = other.sessions.token("fix-1", "uid-1");
+        assert_eq!(verdict(&a, Method::GET, "/agent/v1/status", Some(&foreign)), Err(401));
+        // The bearer token and the cookie keep the rest of the API.
+        assert_eq!(verdict(&a, Method::GET, "/apis/ao.dev/v1alpha1/sessions", Some("t0ken")), Ok(None));
+        let mut page = request(Method::GET, "/apis/ao.dev/v1alpha1/sessions", None);
+        page.headers_mut().insert("cookie", HeaderValue::from_str(&cookie).unwrap());
+        assert!(refusal(&a, &page, Some("127.0.0.1:7420")).is_ok_and(|c| c.is_none()));
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub enum AppError {
     NoRoute,
     #[error("Unauthorized: a valid bearer token is required (the server keeps it in the file `token` of its data directory, where aoctl finds it; elsewhere pass --token or AOCTL_TOKEN)")]
     Unauthorized,
+    /// The agent API was called without a valid session token.
+    #[error("Unauthorized: the agent API takes only a session's own token (AOCTL_SESSION_TOKEN in its agent's environment), of a session that still exists")]
+    SessionUnauthorized,
     #[error("Unauthorized: X-Hub-Signature-256 is missing or does not match the webhook secret of a project for this repository")]
     BadSignature,
     /// Refused by the access rules (host, origin) whoever asks.
@@ -59,7 +62,7 @@ impl AppError {
             AppError::Decode(_) | AppError::BadRequest(_) => (400, "BadRequest"),
             AppError::Invalid { .. } => (422, "Invalid"),
             AppError::NoRoute => (404, "NotFound"),
-            AppError::Unauthorized | AppError::BadSignature => (401, "Unauthorized"),
+            AppError::Unauthorized | AppError::SessionUnauthorized | AppError::BadSignature => (401, "Unauthorized"),
             AppError::Forbidden(_) => (403, "Forbidden"),
             AppError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
             AppError::NotReady | AppError::StoreUnwritable(_) => (503, "ServiceUnavailable"),

@@ -2,6 +2,7 @@
 //! `router(state)` builds everything without a socket so handlers are tested with `oneshot`.
 
 mod access;
+mod agent;
 mod dashboard;
 pub mod error;
 mod login;
@@ -25,6 +26,7 @@ use axum::Router;
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 pub use access::Access;
+pub use agent::HANDOFF_FROM_LABEL;
 pub use error::AppError;
 pub use webhooks::Deliveries;
 
@@ -44,6 +46,8 @@ pub struct AppState {
     pub access: Arc<Access>,
     /// Webhook deliveries already taken, so a replayed one is acknowledged and ignored.
     pub deliveries: Arc<Deliveries>,
+    /// Records the agent API's calls as Events.
+    pub recorder: Arc<crate::recorder::Recorder>,
     /// Turns `true` when the server shuts down; open watch streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -58,7 +62,15 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/apis/ao.dev/v1alpha1/{plural}/{name}/status", get(objects::get_one).put(objects::replace_status))
         .route("/apis/ao.dev/v1alpha1/sessions/{name}/input", axum::routing::post(sessions::input))
+        .route("/apis/ao.dev/v1alpha1/sessions/{name}/answer", axum::routing::post(sessions::answer))
         .route("/apis/ao.dev/v1alpha1/sessions/{name}/log", get(sessions::log))
+        // The agent API: only a session's token opens it (`access::AGENT_PREFIX`).
+        .route("/agent/v1/status", get(agent::status))
+        .route("/agent/v1/report", axum::routing::post(agent::report))
+        .route("/agent/v1/ask", axum::routing::post(agent::ask))
+        .route("/agent/v1/send", axum::routing::post(agent::send))
+        .route("/agent/v1/handoff", axum::routing::post(agent::handoff))
+        .route("/agent/v1/review", axum::routing::post(agent::review))
         .route("/apis/ao.dev/v1alpha1/sessions/{name}/terminal", get(terminal::terminal))
         .route("/apis/ao.dev/v1alpha1/sessions/{name}/diff", get(sessions::diff))
         .route("/readyz", get(system::readyz))

@@ -181,7 +181,7 @@ fn require_json(headers: &HeaderMap, merge_patch: bool) -> Result<(), AppError> 
 
 /// Admission: a Session's project must exist, and the Session is owned by it (deleting the
 /// Project deletes its Sessions).
-async fn admit(state: &AppState, obj: &mut AnyObject, creating: bool) -> Result<(), AppError> {
+pub(super) async fn admit(state: &AppState, obj: &mut AnyObject, creating: bool) -> Result<(), AppError> {
     let AnyObject::Session(s) = obj else { return Ok(()) };
     let project: Project = match state.store.get_typed(&s.spec.project).await {
         Ok(p) => p,

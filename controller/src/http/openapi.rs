@@ -176,6 +176,12 @@ fn build() -> Value {
         "description": "Set by GET /login; same-origin requests only"});
     doc["security"] = json!([{"bearer": []}, {"dashboardCookie": []}]);
     doc["paths"]["/dashboard/login"]["post"]["security"] = json!([{"bearer": []}]);
+    doc["components"]["securitySchemes"]["sessionToken"] = json!({"type": "http", "scheme": "bearer",
+        "description": "A session's own token (`AOCTL_SESSION_TOKEN` in its agent's environment); opens only /agent/v1/"});
+    for path in ["status", "report", "ask", "send", "handoff", "review"] {
+        let method = if path == "status" { "get" } else { "post" };
+        doc["paths"][format!("/agent/v1/{path}")][method]["security"] = json!([{"sessionToken": []}]);
+    }
     doc
 }
 
@@ -230,12 +236,27 @@ fn session_subresources(paths: PathsBuilder) -> PathsBuilder {
         .request_body(Some(
             RequestBodyBuilder::new()
                 .required(Some(Required::True))
-                .content("application/json", Content::new(Some(input_body)))
+                .content("application/json", Content::new(Some(input_body.clone())))
                 .build(),
         ))
         .response("200", response("Delivered", "Status"))
         .response("202", response("Queued", "Status"))
         .response("409", response("The session has no agent to type into", "Status"));
+    let answer = op("createSessionAnswer".into(), "Answer the question a session's agent asked".into())
+        .description(Some(
+            "Types the answer into the agent like `…/input`, then clears `status.agent.question`, which ends \
+             the session's needs-input. 409 when no question waits or the session will not run.",
+        ))
+        .parameter(name_param())
+        .request_body(Some(
+            RequestBodyBuilder::new()
+                .required(Some(Required::True))
+                .content("application/json", Content::new(Some(input_body.clone())))
+                .build(),
+        ))
+        .response("200", response("Delivered", "Status"))
+        .response("202", response("Queued", "Status"))
+        .response("409", response("No question waits, or no agent to type into", "Status"));
     let log = op("readSessionLog".into(), "Read a session's transcript as text".into())
         .parameter(name_param())
         .parameter(query("tailLines", "Only the last lines"))
@@ -260,10 +281,15 @@ fn session_subresources(paths: PathsBuilder) -> PathsBuilder {
     let page = op("dashboard".into(), "The web dashboard".into())
         .response("200", text_body("The page", "text/html; charset=utf-8"))
         .response("401", text_body("Not signed in: how to sign in", "text/html; charset=utf-8"));
+    let paths = agent_api(paths);
     paths
         .path(
             "/apis/ao.dev/v1alpha1/sessions/{name}/input",
             PathItemBuilder::new().operation(HttpMethod::Post, input).build(),
+        )
+        .path(
+            "/apis/ao.dev/v1alpha1/sessions/{name}/answer",
+            PathItemBuilder::new().operation(HttpMethod::Post, answer).build(),
         )
         .path(
             "/apis/ao.dev/v1alpha1/sessions/{name}/log",
@@ -280,6 +306,31 @@ fn session_subresources(paths: PathsBuilder) -> PathsBuilder {
             "/apis/ao.dev/v1alpha1/sessions/{name}/diff",
             PathItemBuilder::new().operation(HttpMethod::Get, diff).build(),
         )
+}
+
+/// The agent API (docs/mcp.md): only a session's token opens it.
+fn agent_api(mut paths: PathsBuilder) -> PathsBuilder {
+    for (method, path, id, summary) in [
+        (HttpMethod::Get, "status", "agentStatus", "The calling session's phase, activity, branch and pull request"),
+        (HttpMethod::Post, "report", "agentReport", "Report progress and a summary (`{progress?, summary?}`)"),
+        (HttpMethod::Post, "ask", "agentAsk", "Ask a person a question (`{question}`); answered by …/answer"),
+        (
+            HttpMethod::Post,
+            "send",
+            "agentSend",
+            "Type a message into a session of the same project (`{session, text}`)",
+        ),
+        (HttpMethod::Post, "handoff", "agentHandoff", "Create a follow-up session in the same project (`{prompt}`)"),
+        (HttpMethod::Post, "review", "agentReview", "Record a request for review (`{note?}`)"),
+    ] {
+        let o = op(id.into(), summary.into())
+            .response("200", ResponseBuilder::new().description("`{message, details}`").build())
+            .response("400", response("Bad arguments; nothing changed", "Status"))
+            .response("401", response("Not a session token of this server", "Status"))
+            .response("403", response("Another project's session", "Status"));
+        paths = paths.path(format!("/agent/v1/{path}"), PathItemBuilder::new().operation(method, o).build());
+    }
+    paths
 }
 
 /// Component schemas for every kind, its list and `Status`, from schemars.
@@ -371,6 +422,12 @@ mod tests {
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/status"]["put"].is_object());
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/events"]["post"].is_null());
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/input"]["post"].is_object());
+        assert!(doc["paths"]["/apis/ao.dev/v1alpha1/sessions/{name}/answer"]["post"].is_object());
+        assert_eq!(
+            doc["paths"]["/agent/v1/ask"]["post"]["security"],
+            serde_json::json!([{"sessionToken": []}]),
+            "the agent API takes a session's token only"
+        );
         assert_eq!(doc["paths"]["/login"]["get"]["security"], serde_json::json!([]), "the sign-in link needs no token");
         assert_eq!(
             doc["paths"]["/dashboard/login"]["post"]["security"],

@@ -11,10 +11,11 @@
 use std::time::Duration;
 
 use aoctl_api::decode::decode_json;
-use aoctl_api::wire::{InputRequest, Status};
+use aoctl_api::wire::{AnswerRequest, InputRequest, Status};
 use aoctl_api::{Project, Session};
 use aoctl_runtimes::transcript;
 use aoctl_runtimes::workspace::{WorkspaceError, DIFF_LIMIT};
+use aoctl_store::StoreError;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -37,23 +38,22 @@ pub async fn input(State(state): State<AppState>, Path(name): Path<String>, body
     if req.text.trim().is_empty() {
         return Err(AppError::BadRequest("text: must not be empty".into()));
     }
-    let sent = input::send_or_queue(&state.store, &*state.fleet, &state.metrics, &state.sessions, &name, &req.text);
-    let chars = req.text.chars().count();
+    delivered(send(&state, &name, &req.text).await?)
+}
+
+/// What [`input::send_or_queue`] did with `text` for session `name`, worded, with its code.
+async fn send(state: &AppState, name: &str, text: &str) -> Result<(u16, String), AppError> {
+    let sent = input::send_or_queue(&state.store, &*state.fleet, &state.metrics, &state.sessions, name, text);
+    let chars = text.chars().count();
     match sent.await {
-        Ok(Sent::Delivered) => {
-            let message = format!("delivered {chars} characters to session \"{name}\"");
-            Ok(Json(Status::success(200, message)).into_response())
-        }
+        Ok(Sent::Delivered) => Ok((200, format!("delivered {chars} characters to session \"{name}\""))),
         Ok(Sent::Queued { seq, ahead, prompt_done }) => {
             let after = if prompt_done {
                 format!("after the {ahead} message(s) queued before it")
             } else {
                 "once the agent has its first prompt".to_string()
             };
-            let message =
-                format!("queued {chars} characters for session \"{name}\" as message {seq}: it is typed {after}");
-            let body = Status { reason: "Accepted".into(), ..Status::success(202, message) };
-            Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+            Ok((202, format!("queued {chars} characters for session \"{name}\" as message {seq}: it is typed {after}")))
         }
         Err(e @ (SendError::RateLimited { .. } | SendError::WillNotRun { .. })) => {
             Err(AppError::NotRunning(e.to_string()))
@@ -62,6 +62,55 @@ pub async fn input(State(state): State<AppState>, Path(name): Path<String>, body
         Err(SendError::Typing(TypingError::Runtime(e))) => Err(e.into()),
         Err(SendError::Typing(e)) => Err(AppError::Internal(e.to_string())),
     }
+}
+
+/// Types `text` into session `name` through the delivery of `aoctl send`: what was done, worded.
+pub(super) async fn deliver(state: &AppState, name: &str, text: &str) -> Result<String, AppError> {
+    send(state, name, text).await.map(|(_, m)| m)
+}
+
+fn delivered((code, message): (u16, String)) -> Result<Response, AppError> {
+    if code == 200 {
+        return Ok(Json(Status::success(200, message)).into_response());
+    }
+    let body = Status { reason: "Accepted".into(), ..Status::success(202, message) };
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// `POST …/sessions/{name}/answer`: a person's answer to the question the agent asked
+/// (`ask_human`), typed into the agent like `aoctl send`; then the question is cleared (the
+/// status written with its resourceVersion as precondition) and `needs-input` ends. 409 when no
+/// question waits.
+pub async fn answer(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Response, AppError> {
+    let req: AnswerRequest = decode_json(&body).map_err(AppError::Decode)?;
+    if req.text.trim().is_empty() {
+        return Err(AppError::BadRequest("text: must not be empty".into()));
+    }
+    let s: Session = state.store.get_typed(&name).await?;
+    let Some(question) = s.status.agent.as_ref().and_then(|a| a.question.clone()) else {
+        return Err(AppError::Conflict(format!("session \"{name}\" has no question waiting for an answer")));
+    };
+    let sent = send(&state, &name, &req.text).await?;
+    for _ in 0..8 {
+        let mut s: Session = state.store.get_typed(&name).await?;
+        let Some(a) = s.status.agent.as_mut().filter(|a| a.question.as_ref() == Some(&question)) else { break };
+        a.question = None;
+        match state.store.update_status_typed(&s).await {
+            Ok(_) => break,
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    state
+        .recorder
+        .publish(&s, aoctl_api::EventType::Normal, "Answered", &format!("{}: {}", question.text, req.text))
+        .await;
+    state.sessions.trigger(&name);
+    delivered(sent)
 }
 
 #[derive(Debug, Default, serde::Deserialize)]

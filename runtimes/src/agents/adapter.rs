@@ -115,7 +115,8 @@ pub enum HomeEdit {
 
 /// One agent CLI, as data. Arguments may use the placeholders `{prompt}`, `{promptFile}`,
 /// `{promptDir}`, `{workdir}`, `{workdirToml}` (the workdir escaped for a TOML string) and
-/// `{workspacesRoot}`.
+/// `{workspacesRoot}`; `mcp_args` also `{aoctl}` (the `aoctl` binary), `{aoctlToml}` (escaped for
+/// a TOML string) and `{mcpJson}` (an `mcpServers` JSON document naming `aoctl mcp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Adapter {
     /// The name a manifest uses (`spec.agent`).
@@ -145,6 +146,9 @@ pub struct Adapter {
     pub(crate) resume: Option<&'static [&'static str]>,
     /// Edits of the agent's own configuration that pre-trust the workspaces root or the workdir.
     pub(crate) home: &'static [HomeEdit],
+    /// Arguments, placed after `args`, that give the agent `aoctl mcp` as an MCP server with the
+    /// session's environment (docs/mcp.md); empty when the CLI takes none on its command line.
+    pub(crate) mcp_args: &'static [&'static str],
 }
 
 impl Adapter {
@@ -163,6 +167,7 @@ impl Adapter {
         dialogs: &[],
         resume: None,
         home: &[],
+        mcp_args: &[],
     };
 
     /// The runtime's view of [`Adapter::input`].

@@ -51,6 +51,9 @@ pub struct RenderInput<'a> {
     pub workspaces_root: &'a Path,
     /// Whether the controller (and so the agent) runs as uid 0.
     pub running_as_root: bool,
+    /// The `aoctl` binary to configure as the agent's MCP server (`aoctl mcp`), for agents whose
+    /// row says how (`Adapter::mcp_args`); `None` configures none.
+    pub mcp: Option<&'a Path>,
 }
 
 /// A rendered launch: what the runtime starts and how to talk to it.
@@ -199,6 +202,9 @@ fn render_custom(
 fn head(adapter: &Adapter, vars: &Vars) -> Vec<String> {
     let mut command = vec![adapter.binary.to_string()];
     command.extend(adapter.args.iter().map(|a| vars.apply(a)));
+    if vars.mcp {
+        command.extend(adapter.mcp_args.iter().map(|a| vars.apply(a)));
+    }
     command
 }
 
@@ -216,14 +222,20 @@ fn env_of(adapter: &Adapter, input: &RenderInput) -> BTreeMap<String, String> {
 
 /// Placeholder values; substitution is one pass, so a prompt containing `{workdir}` stays as typed.
 struct Vars {
-    values: [(&'static str, String); 6],
+    values: [(&'static str, String); 9],
+    /// Whether the `aoctl mcp` server is configured.
+    mcp: bool,
 }
 
 impl Vars {
     fn new(input: &RenderInput, prompt: Option<&str>) -> Vars {
         let workdir = input.workdir.to_string_lossy().into_owned();
         let prompt_dir = input.prompt_file.parent().unwrap_or(Path::new(".")).to_string_lossy().into_owned();
+        let aoctl = input.mcp.map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let mcp_json =
+            serde_json::json!({"mcpServers": {"aoctl": {"type": "stdio", "command": aoctl, "args": ["mcp"]}}});
         Vars {
+            mcp: input.mcp.is_some(),
             values: [
                 ("prompt", prompt.unwrap_or_default().to_string()),
                 ("promptFile", input.prompt_file.to_string_lossy().into_owned()),
@@ -231,6 +243,9 @@ impl Vars {
                 ("workdirToml", toml_escape(&workdir)),
                 ("workdir", workdir),
                 ("workspacesRoot", input.workspaces_root.to_string_lossy().into_owned()),
+                ("aoctlToml", toml_escape(&aoctl)),
+                ("aoctl", aoctl),
+                ("mcpJson", mcp_json.to_string()),
             ],
         }
     }

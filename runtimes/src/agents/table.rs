@@ -66,6 +66,8 @@ static ADAPTERS: [Adapter; 24] = [
             Dialog::keys("onboarding", r"(?i)press enter to continue", &["Enter"]),
         ],
         resume: Some(&["--continue"]),
+        // `=` keeps the variadic flag from taking the prompt that follows as a second config.
+        mcp_args: &["--mcp-config={mcpJson}"],
         home: &[
             HomeEdit::Set {
                 file: ".claude.json",
@@ -122,6 +124,15 @@ static ADAPTERS: [Adapter; 24] = [
             r"(?i)^(?:trust and continue|yes, (?:allow|continue|trust))",
         )],
         resume: Some(&["resume", "--last"]),
+        // Codex gives an MCP server only a few variables of its own environment unless named.
+        mcp_args: &[
+            "-c",
+            r#"mcp_servers.aoctl.command="{aoctlToml}""#,
+            "-c",
+            r#"mcp_servers.aoctl.args=["mcp"]"#,
+            "-c",
+            r#"mcp_servers.aoctl.env_vars=["AOCTL_SERVER","AOCTL_SESSION_TOKEN"]"#,
+        ],
         ..Adapter::BASE
     },
     // observed + docs + seed: `--message` runs once and exits, so the prompt is typed. Aider's own

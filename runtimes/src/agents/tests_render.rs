@@ -28,6 +28,7 @@ fn input<'a>(
         workdir: Path::new("/data/ws/demo/fix-login"),
         workspaces_root: Path::new("/data/ws"),
         running_as_root: false,
+        mcp: None,
     }
 }
 
@@ -294,4 +295,29 @@ fn aider_gets_multi_line_text_as_a_tagged_brace_block() {
     assert_eq!(prepare_text(aider, "{aoctl\n{aoctl1\nb"), "{aoctl2\n{aoctl\n{aoctl1\nb\naoctl2}");
     // Agents without it keep their text (Claude Code takes a bracketed paste).
     assert_eq!(prepare_text(builtin("claude-code"), "a\nb"), "a\nb");
+}
+
+#[test]
+fn agents_that_take_an_mcp_server_on_the_command_line_get_aoctl_mcp() {
+    let aoctl = Path::new("/opt/aoctl \"x\"/aoctl");
+    let render_with = |name: &str, mcp: Option<&Path>| {
+        let agent = AgentRef::Builtin(name.to_string());
+        let mut i = input(&agent, Some(PROMPT), &[], Permissions::Bypass);
+        i.mcp = mcp;
+        (render(&i).unwrap().command, render_resume(&i).unwrap().map(|l| l.command))
+    };
+    let (claude, resumed) = render_with("claude-code", Some(aoctl));
+    let config = claude.iter().find_map(|a| a.strip_prefix("--mcp-config=")).expect("--mcp-config=JSON");
+    let doc: serde_json::Value = serde_json::from_str(config).unwrap();
+    assert_eq!(doc["mcpServers"]["aoctl"]["command"], aoctl.to_str().unwrap());
+    assert_eq!(doc["mcpServers"]["aoctl"]["args"], serde_json::json!(["mcp"]));
+    assert_eq!(claude.last().map(String::as_str), Some(PROMPT), "the prompt stays the last argument");
+    assert!(resumed.unwrap().iter().any(|a| a.starts_with("--mcp-config=")), "a resumed agent has it too");
+    let (codex, _) = render_with("codex", Some(aoctl));
+    assert!(codex.contains(&r#"mcp_servers.aoctl.command="/opt/aoctl \"x\"/aoctl""#.to_string()), "{codex:?}");
+    assert!(codex.iter().any(|a| a.contains("env_vars") && a.contains("AOCTL_SESSION_TOKEN")), "{codex:?}");
+    for name in ["claude-code", "codex", "aider"] {
+        let (plain, _) = render_with(name, None);
+        assert!(!plain.iter().any(|a| a.contains("mcp")), "{name}: no MCP server unless asked: {plain:?}");
+    }
 }

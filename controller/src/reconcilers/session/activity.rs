@@ -99,7 +99,11 @@ impl Reconcile<'_> {
             exited: None,
         };
         let stuck_after = stuck_after(s, project);
-        let (state, evidence) = agents::classify(launch.adapter, &view, stuck_after);
+        let (mut state, mut evidence) = agents::classify(launch.adapter, &view, stuck_after);
+        // A question the agent asked through `aoctl mcp` waits for a person whatever its screen shows.
+        if let Some(q) = st.agent.as_ref().and_then(|a| a.question.as_ref()) {
+            (state, evidence) = (ActivityState::NeedsInput, format!("the agent asks: {}", q.text));
+        }
         if st.activity.as_ref().map(|a| a.state) != Some(state) {
             st.activity =
                 Some(ActivityStatus { state, since: Time::now(), evidence: evidence.clone(), resets_at: None });

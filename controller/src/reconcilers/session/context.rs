@@ -20,4 +20,6 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Shared with the webhook handler, which asks for a poll of a session's pull request.
     pub state: Arc<State>,
+    /// Makes the token each agent gets for the agent API (`aoctl mcp`); `None` gives none.
+    pub session_keys: Option<crate::agent_token::SessionKeys>,
 }

@@ -105,6 +105,7 @@ impl Reconcile<'_> {
             workdir: &ws.path,
             workspaces_root: ctx.machine.workspaces().root(),
             running_as_root: running_as_root(),
+            mcp: ctx.session_keys.as_ref().and_then(|k| k.mcp_command()),
         };
         let launch = match agents::render(&input) {
             Ok(l) => l,
@@ -267,6 +268,10 @@ impl Reconcile<'_> {
         let mut env = ws.env();
         env.extend(launch.env.clone());
         env.extend(s.spec.env.clone());
+        // Last, so that no spec can hand the agent another session's identity.
+        if let (Some(keys), Some(uid)) = (&ctx.session_keys, s.metadata.uid.as_deref()) {
+            env.extend(keys.env(name, uid));
+        }
         let spec = LaunchSpec {
             session: name.clone(),
             project: s.spec.project.clone(),

@@ -82,6 +82,8 @@ async fn due(s: &Session, st: &SessionStatus, tracked: &Tracked) -> Vec<Due> {
                 evidence: a.evidence.clone(),
                 ids: None,
             }),
+            // A question asked through `aoctl mcp` told the notifiers itself, once.
+            ActivityState::NeedsInput if st.agent.as_ref().is_some_and(|a| a.question.is_some()) => {}
             ActivityState::NeedsInput => out.push(Due {
                 key: "agent-needs-input",
                 fingerprint: since,

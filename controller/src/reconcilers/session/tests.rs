@@ -248,6 +248,7 @@ impl World {
             ),
             metrics,
             state: Arc::new(State::default()),
+            session_keys: Some(crate::agent_token::SessionKeys::new("t0ken", "127.0.0.1:7420".parse().unwrap())),
         });
         World { dir, ctx, runtime }
     }

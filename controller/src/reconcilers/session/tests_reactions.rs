@@ -352,3 +352,25 @@ async fn reactions_are_counted_once_the_status_recording_them_is_written() {
     assert!(written.expect("written").status.reactions["ci-failed"].escalated);
     assert_eq!(escalated(), 1);
 }
+
+#[tokio::test]
+async fn a_question_asked_through_mcp_is_not_told_again_as_needs_input() {
+    use aoctl_api::session::{ActivityState, ActivityStatus, AgentQuestion, AgentReport};
+    let s = Session::new("asker", "demo", "Task");
+    let tracked = Tracked { client: None, facts: None, webhook_at: None, next: None };
+    let evidence = "the agent asks: Ship it?".to_string();
+    let mut st = SessionStatus {
+        activity: Some(ActivityStatus { state: ActivityState::NeedsInput, since: at(0), evidence, resets_at: None }),
+        agent: Some(AgentReport {
+            question: Some(AgentQuestion { text: "Ship it?".into(), asked_at: at(0) }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let keys = |due: Vec<super::Due>| due.into_iter().map(|d| d.key).collect::<Vec<_>>();
+    let asked = keys(super::due(&s, &st, &tracked).await);
+    assert!(!asked.contains(&"agent-needs-input"), "the agent API told the notifiers already: {asked:?}");
+    st.agent = None;
+    let on_screen = keys(super::due(&s, &st, &tracked).await);
+    assert!(on_screen.contains(&"agent-needs-input"), "a question on the agent's screen still is told: {on_screen:?}");
+}
