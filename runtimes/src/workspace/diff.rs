@@ -31,7 +31,8 @@ pub struct WorkspaceDiff {
 
 impl Workspaces {
     /// The diff of the workspace of `session` in `project` against the merge base of its branch
-    /// with `base_ref` (a branch: local, else on origin), at most about `limit` bytes long.
+    /// with `base_ref` (a branch: local, else on origin; or a full commit id), at most about
+    /// `limit` bytes long.
     /// `NoWorkspace` when the session has no complete checkout. Blocks (git); callers run it on
     /// the blocking pool.
     pub fn diff(
@@ -104,8 +105,13 @@ fn failed(path: &Path) -> impl Fn(git2::Error) -> WorkspaceError + Copy + '_ {
 /// The commit of the base branch in the repository at `root`.
 fn base_commit(root: &Path, base_ref: &str) -> Result<Oid, WorkspaceError> {
     let not_found = || WorkspaceError::BaseRefNotFound { repo: root.to_path_buf(), base_ref: base_ref.to_string() };
-    let sha = git::resolve_branch(root, base_ref).map_err(|_| not_found())?;
-    Oid::from_str(&sha).map_err(|_| not_found())
+    if let Ok(sha) = git::resolve_branch(root, base_ref) {
+        return Oid::from_str(&sha).map_err(|_| not_found());
+    }
+    // A full commit id names where an earlier review stopped: the diff then holds what came since.
+    let oid = Oid::from_str(base_ref).ok().filter(|_| base_ref.len() == 40).ok_or_else(not_found)?;
+    let repo = git2::Repository::open(root).map_err(|_| not_found())?;
+    repo.find_commit(oid).map(|c| c.id()).map_err(|_| not_found())
 }
 
 /// git's defaults for `git diff`, untracked files with their content, and no file read for a text
