@@ -2,6 +2,8 @@
 //! scripted reviewer gets its diff and requests changes with two line comments, the worker hears
 //! each once as `path:line: text`, its push is re-reviewed with only what changed, nothing the
 //! reviewer commits reaches the worker's branch, and the reviewer's approval gates the merge.
+//! `aoctl review` starts a round the triggers did not, and a malformed review file is an event
+//! naming the field, told to the reviewer once.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -155,4 +157,62 @@ async fn reviewers_request_changes_re_review_the_push_and_gate_the_merge() {
     }
     let t = transcript(&gh.server, name);
     assert_eq!(count(&t, "got: [aoctl:changes-requested:"), 1, "one review message:\n{t}");
+}
+
+/// A reviewer that writes a review file with a verdict that does not exist, then echoes its input.
+const BAD_REVIEWER: &str = "printf '{\"verdict\": \"lgtm\"}' >\"$AOCTL_REVIEW_FILE\"; \
+    while printf '> ' && IFS= read -r line; do echo \"bad-reviewer: got: $line\"; done";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviewers_aoctl_review_starts_a_round_and_a_malformed_file_is_named_once() {
+    let gh = Gh::start(REPO, true).await;
+    let _cleanup = Cleanup::new(&gh.server);
+    let mut project = gh.project(PROJECT, REPO, "2s", json!({}));
+    // Only pushes start rounds, so the opened pull request waits for `aoctl review`.
+    project["spec"]["review"] =
+        json!({"reviewers": [{"agent": {"command": ["sh", "-c", BAD_REVIEWER]}}], "on": ["push"]});
+    gh.server.create("projects", &project).await;
+    gh.project_ready(PROJECT).await;
+    let name = "asked";
+    gh.server.create("sessions", &session(name, PROJECT, "Fix the login redirect loop", json!({}))).await;
+    gh.server.wait_for("sessions", name, READY, |o| is(o, "PullRequestOpen", "True")).await;
+    let reviewer = format!("{name}-review-1-0");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(gh.server.object("sessions", &reviewer).await.is_none(), "a round started without a push or a request");
+
+    let out = gh.server.aoctl(&["review", name]);
+    out.ok();
+    assert!(out.stdout.contains(&format!("review of session \"{name}\" requested at ")), "{out}");
+    let s = gh.server.wait_for("sessions", &reviewer, STEP, |o| !o["status"].is_null()).await;
+    assert_eq!(s["spec"]["reviewOf"], name, "{s:#}");
+    assert_eq!(s["metadata"]["labels"]["ao.dev/review-of"], name, "{s:#}");
+    assert_eq!(s["metadata"]["ownerReferences"][0]["name"], name, "{s:#}");
+
+    // The file names a verdict that does not exist: an event says which field, the reviewer is told once.
+    let why = "the review file is malformed: verdict: `lgtm` is not one of approve, changes-requested, comment";
+    let deadline = std::time::Instant::now() + STEP;
+    loop {
+        let all = reasons(&gh, &reviewer).await;
+        if let Some((_, m)) = all.iter().find(|(r, _)| r == "ReviewFileInvalid") {
+            assert_eq!(m, why);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no ReviewFileInvalid event: {all:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    heard(&gh, &reviewer, &format!("bad-reviewer: got: {why}")).await;
+    // A few reconciles later it was still told only once.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let t = transcript(&gh.server, &reviewer);
+    assert_eq!(count(&t, "bad-reviewer: got: the review file is malformed"), 1, "told once:\n{t}");
+    let s = gh.server.object("sessions", &reviewer).await.expect("the reviewer waits for a valid file");
+    assert_eq!(s["status"]["reviewer"]["error"], why, "{s:#}");
+    let w = gh.server.object("sessions", name).await.expect("the worker");
+    assert_eq!(w["status"]["review"]["round"], 1, "{w:#}");
+    assert!(w["status"]["review"]["requested"].is_string(), "the request was acted on: {w:#}");
+
+    // A reviewer is not reviewed.
+    let out = gh.server.aoctl(&["review", &reviewer]);
+    out.code(1);
+    assert!(out.stderr.contains(&format!("is a reviewer of \"{name}\"")), "{out}");
 }

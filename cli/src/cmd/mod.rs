@@ -10,6 +10,7 @@ pub(crate) mod diff;
 pub(crate) mod down;
 pub(crate) mod get;
 pub(crate) mod logs;
+pub(crate) mod review;
 pub(crate) mod send;
 pub(crate) mod serve;
 pub(crate) mod spawn;
@@ -39,6 +40,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Diff(a) => diff::run(&client(&global)?, a).await,
         Command::Logs(a) => logs::run(&client(&global)?, a).await,
         Command::Send(a) => send::run(&client(&global)?, a).await,
+        Command::Review(a) => review::run(&client(&global)?, a).await,
         Command::Attach(a) => attach::run(&client(&global)?, a).await,
         Command::Spawn(a) => spawn::run(&client(&global)?, a).await,
         Command::Dashboard(a) => dashboard::run(&client(&global)?, a).await,
