@@ -400,6 +400,28 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_id_as_base_shows_only_what_came_after_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let main = tmp.path().join("repo");
+        std::fs::create_dir_all(&main).unwrap();
+        repo(&main);
+        let workspaces = Workspaces::new(tmp.path().join("workspaces"));
+        let info = workspaces.ensure(&request(&main, "s3", false)).unwrap();
+        write(&info.path, "first.txt", b"reviewed already\n");
+        commit_all(&info.path, "first");
+        let reviewed = git(&info.path, &["rev-parse", "HEAD"]).trim().to_string();
+        write(&info.path, "second.txt", b"new since\n");
+        commit_all(&info.path, "second");
+        let d = workspaces.diff("p", "s3", &reviewed, DIFF_LIMIT).unwrap();
+        let patch = String::from_utf8(d.patch).unwrap();
+        assert!(patch.contains("+new since"), "{patch}");
+        assert!(!patch.contains("reviewed already"), "{patch}");
+        assert_eq!(d.merge_base, reviewed);
+        let short = &reviewed[..12];
+        assert!(matches!(workspaces.diff("p", "s3", short, DIFF_LIMIT), Err(WorkspaceError::BaseRefNotFound { .. })));
+    }
+
+    #[test]
     fn a_long_diff_is_cut_at_a_line_with_a_last_line_saying_so() {
         let tmp = tempfile::tempdir().unwrap();
         let main = tmp.path().join("repo");
