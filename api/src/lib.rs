@@ -13,6 +13,7 @@ pub mod notification;
 pub mod project;
 pub mod quantity;
 pub mod reactions;
+pub mod review;
 pub mod schema;
 pub mod selector;
 pub mod session;

@@ -83,6 +83,9 @@ pub struct ProjectSpec {
     /// Once the project's sessions used this much, new sessions wait in phase `Queued`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// Reviewer agents for the project's pull requests and when they run (see docs/reviewers.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::review::ReviewSpec>,
 }
 
 /// Limits on what a project's sessions use together, as the agents report it.

@@ -289,6 +289,13 @@ pub struct SessionSpec {
     /// Per-key overrides of the project's reactions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reactions: Option<Reactions>,
+    /// The reviewers of this session's pull request, in place of the project's `review`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::review::ReviewSpec>,
+    /// Makes this session a reviewer of the named worker session: it runs on a checkout of the
+    /// worker's head, opens no pull request, and writes its review to `$AOCTL_REVIEW_FILE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_of: Option<String>,
 }
 
 /// Whether and how the session's pull request is opened.
@@ -365,6 +372,12 @@ pub struct SessionStatus {
     /// question for a person, a review it asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentReport>,
+    /// A worker's reviewer rounds and their verdicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::review::ReviewStatus>,
+    /// A reviewer's review, read from its review file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<crate::review::ReviewerStatus>,
 }
 
 /// What an agent reported about itself through the agent API (`aoctl mcp`).

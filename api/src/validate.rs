@@ -8,6 +8,7 @@ use crate::condition::validate_reason;
 use crate::event::Event;
 use crate::meta::ObjectMeta;
 use crate::project::{NotifierType, Project};
+use crate::review::ReviewSpec;
 use crate::session::{AgentRef, DockerSpec, Session};
 
 /// One invalid field: its path (`spec.branch`) and what is wrong with it.
@@ -330,7 +331,32 @@ impl Validate for Project {
         if let Some(d) = &s.docker {
             check_docker("spec.docker", d, &mut e);
         }
+        if let Some(r) = &s.review {
+            check_review("spec.review", r, &mut e);
+        }
         e.0
+    }
+}
+
+fn check_review(field: &str, r: &ReviewSpec, e: &mut Errors) {
+    if r.reviewers.is_empty() {
+        e.check(format!("{field}.reviewers"), Err("must name at least one reviewer agent".into()));
+    }
+    if r.reviewers.len() > 8 {
+        e.check(format!("{field}.reviewers"), Err(format!("has {} reviewers, more than 8", r.reviewers.len())));
+    }
+    for (i, rv) in r.reviewers.iter().enumerate() {
+        if let Some(a) = &rv.agent {
+            check_agent(&format!("{field}.reviewers[{i}].agent"), a, e);
+        }
+        if rv.prompt.as_deref().is_some_and(|p| p.contains('\0')) {
+            e.check(format!("{field}.reviewers[{i}].prompt"), Err("must not contain NUL".into()));
+        }
+    }
+    for (i, t) in r.on.iter().enumerate() {
+        if r.on[..i].contains(t) {
+            e.check(format!("{field}.on[{i}]"), Err(format!("`{t}` is listed twice")));
+        }
     }
 }
 
@@ -389,6 +415,18 @@ impl Validate for Session {
         }
         if let Some(d) = &s.docker {
             check_docker("spec.docker", d, &mut e);
+        }
+        if let Some(r) = &s.review {
+            check_review("spec.review", r, &mut e);
+        }
+        if let Some(w) = &s.review_of {
+            e.check("spec.reviewOf", dns1123_label(w));
+            if s.review.is_some() {
+                e.check("spec.review", Err("a reviewer session has no reviewers of its own".into()));
+            }
+            if *w == self.metadata.name {
+                e.check("spec.reviewOf", Err("a session cannot review itself".into()));
+            }
         }
         e.0
     }
@@ -468,5 +506,39 @@ mod tests {
         );
         assert_eq!(with(Budget { tokens: None, cost_usd: Some(f64::NAN) }).len(), 1);
         assert_eq!(with(Budget::default()), ["spec.budget: must set tokens or costUSD"]);
+    }
+}
+
+#[cfg(test)]
+mod review_tests {
+    use super::*;
+    use crate::review::{ReviewSpec, ReviewTrigger, ReviewerSpec};
+
+    #[test]
+    fn review_settings_are_checked_field_by_field() {
+        let mut p = Project::new("p", "/repo");
+        p.spec.review = Some(ReviewSpec::default());
+        let fields = |errs: Vec<FieldError>| errs.into_iter().map(|e| e.to_string()).collect::<Vec<_>>();
+        assert_eq!(fields(p.validate()), ["spec.review.reviewers: must name at least one reviewer agent"]);
+        p.spec.review = Some(ReviewSpec {
+            reviewers: vec![ReviewerSpec {
+                agent: Some(AgentRef::Custom { command: vec![" ".into()] }),
+                ..Default::default()
+            }],
+            on: vec![ReviewTrigger::Push, ReviewTrigger::Push],
+            gate: true,
+        });
+        assert_eq!(
+            fields(p.validate()),
+            [
+                "spec.review.reviewers[0].agent.command[0]: the program must not be empty",
+                "spec.review.on[1]: `push` is listed twice"
+            ]
+        );
+        let mut s = Session::new("w", "p", "x");
+        s.spec.review_of = Some("w".into());
+        assert_eq!(fields(s.validate()), ["spec.reviewOf: a session cannot review itself"]);
+        s.spec.review_of = Some("Not_A_Name".into());
+        assert!(fields(s.validate())[0].starts_with("spec.reviewOf: "), "{:?}", s.validate());
     }
 }

@@ -119,6 +119,11 @@ pub(crate) enum Command {
     /// session's agent gets at launch, and offers the tools status, report, ask_human, send,
     /// handoff and request_review, each acting on that session only (docs/mcp.md).
     Mcp,
+    /// Start a review round of a session's pull request now, with its project's reviewers.
+    ///
+    /// Sets the `ao.dev/review-requested` annotation to the current time; the controller starts
+    /// one reviewer session per reviewer on the pull request's head (see docs/reviewers.md).
+    Review(ReviewArgs),
     /// Attach this terminal to a session's agent (tmux); works on the server's machine only.
     ///
     /// Replaces aoctl with the session's attach command, such as `tmux -S SOCKET attach-session`.
@@ -286,6 +291,13 @@ pub(crate) struct SendArgs {
     /// The message; `-` reads it from stdin (all lines, less one trailing newline).
     #[arg(value_name = "TEXT|-")]
     pub text: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReviewArgs {
+    /// Name of the worker session.
+    #[arg(value_name = "SESSION")]
+    pub session: String,
 }
 
 #[derive(Debug, Args)]

@@ -9,7 +9,9 @@ use aoctl_api::condition::{self, types};
 use aoctl_api::project::Project;
 use aoctl_api::session::{AgentRef, RuntimeKind, RuntimeStatus};
 use aoctl_api::Session;
-use aoctl_runtimes::workspace::{WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest, Workspaces};
+use aoctl_runtimes::workspace::{
+    WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest, Workspaces,
+};
 use aoctl_runtimes::{agents, Handle, InputStyle, Runtime, RuntimeError};
 
 use crate::typing::{self, Typing};
@@ -72,6 +74,10 @@ pub trait WorkspaceStore: Send + Sync {
     fn remove(&self, project: &str, session: &str) -> Result<bool, WorkspaceError>;
     /// Every workspace with a record.
     fn list(&self) -> Result<Vec<WorkspaceRecord>, WorkspaceError>;
+    /// The session's work against the merge base of its branch with `base_ref` (a branch or a
+    /// commit id), as a unified diff of at most about `limit` bytes.
+    fn diff(&self, project: &str, session: &str, base_ref: &str, limit: usize)
+        -> Result<WorkspaceDiff, WorkspaceError>;
 }
 
 impl WorkspaceStore for Workspaces {
@@ -89,6 +95,16 @@ impl WorkspaceStore for Workspaces {
 
     fn list(&self) -> Result<Vec<WorkspaceRecord>, WorkspaceError> {
         Workspaces::list(self)
+    }
+
+    fn diff(
+        &self,
+        project: &str,
+        session: &str,
+        base_ref: &str,
+        limit: usize,
+    ) -> Result<WorkspaceDiff, WorkspaceError> {
+        Workspaces::diff(self, project, session, base_ref, limit)
     }
 }
 

@@ -45,6 +45,7 @@ mod observability;
 mod overlap;
 mod ratelimit;
 mod receivers;
+mod reviewers;
 mod standin;
 mod usage_limits;
 mod webhooks;

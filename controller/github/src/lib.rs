@@ -20,4 +20,4 @@ pub use checks::{flaky_cause, CheckKind, Checks, FailingCheck, ACTIONS_APP};
 pub use client::{Client, DEFAULT_API_URL};
 pub use error::Error;
 pub use pulls::{Issue, MergeMethod, PullRequest};
-pub use reviews::{Review, ReviewComment, Reviews};
+pub use reviews::{NewComment, Review, ReviewComment, ReviewEvent, Reviews};

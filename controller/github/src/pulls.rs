@@ -32,6 +32,9 @@ pub struct PullRequest {
     /// GitHub's `mergeable_state`: `clean`, `dirty` (conflicts), `blocked`, `behind`, `unstable`, …
     pub mergeable_state: Option<String>,
     pub merged: bool,
+    pub title: String,
+    /// The description; empty when there is none.
+    pub body: String,
 }
 
 impl PullRequest {
@@ -111,6 +114,10 @@ struct WirePull {
     merged: Option<bool>,
     #[serde(default)]
     merged_at: Option<String>,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    body: Option<String>,
 }
 
 impl From<WirePull> for PullRequest {
@@ -133,6 +140,8 @@ impl From<WirePull> for PullRequest {
             mergeable: w.mergeable,
             mergeable_state: w.mergeable_state,
             merged,
+            title: w.title,
+            body: w.body.unwrap_or_default(),
         }
     }
 }

@@ -3,13 +3,42 @@
 use std::collections::HashMap;
 
 use aoctl_api::session::ReviewState;
+use http::Method;
 use serde::Deserialize;
+use serde_json::json;
 
-use crate::client::{segment, Client};
+use crate::client::{decode, segment, success, Client, Read};
 use crate::error::Error;
 
 const LIST_REVIEWS: &str = "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews";
 const LIST_REVIEW_COMMENTS: &str = "GET /repos/{owner}/{repo}/pulls/{pull_number}/comments";
+const CREATE_REVIEW: &str = "POST /repos/{owner}/{repo}/pulls/{pull_number}/reviews";
+
+/// The decision a new review carries, as the API spells its `event`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReviewEvent {
+    Approve,
+    RequestChanges,
+    Comment,
+}
+
+impl ReviewEvent {
+    fn as_str(self) -> &'static str {
+        match self {
+            ReviewEvent::Approve => "APPROVE",
+            ReviewEvent::RequestChanges => "REQUEST_CHANGES",
+            ReviewEvent::Comment => "COMMENT",
+        }
+    }
+}
+
+/// A line comment of a new review: a line of the file as it is at the reviewed commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewComment {
+    pub path: String,
+    pub line: u64,
+    pub body: String,
+}
 
 /// The reviews of a pull request, oldest first, and the state they add up to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,6 +145,31 @@ impl Client {
             })
             .collect();
         Ok(Reviews { state: review_state(&items), items, comments })
+    }
+}
+
+impl Client {
+    /// Submits a review of commit `sha` of a pull request, as the token's user; its id.
+    pub async fn create_review(
+        &self,
+        (owner, repo, number): (&str, &str, u64),
+        sha: &str,
+        event: ReviewEvent,
+        body: &str,
+        comments: &[NewComment],
+    ) -> Result<u64, Error> {
+        #[derive(Deserialize)]
+        struct Created {
+            id: u64,
+        }
+        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
+        let comments: Vec<_> =
+            comments.iter().map(|c| json!({"path": c.path, "line": c.line, "side": "RIGHT", "body": c.body})).collect();
+        let request = json!({"commit_id": sha, "event": event.as_str(), "body": body, "comments": comments});
+        let path = format!("/repos/{o}/{r}/pulls/{number}/reviews");
+        let reply = self.send(Method::POST, CREATE_REVIEW, &path, Some(&request), Read::Whole).await?;
+        let reply = success(CREATE_REVIEW, reply, || format!("pull request {o}/{r}#{number}"))?;
+        decode::<Created>(CREATE_REVIEW, &reply.body).map(|c| c.id)
     }
 }
 

@@ -22,6 +22,7 @@ const OPERATIONS = [
   ['PATCH', '/repos/{owner}/{repo}/pulls/{pull_number}'],
   ['PUT', '/repos/{owner}/{repo}/pulls/{pull_number}/merge'],
   ['GET', '/repos/{owner}/{repo}/pulls/{pull_number}/reviews'],
+  ['POST', '/repos/{owner}/{repo}/pulls/{pull_number}/reviews'],
   ['GET', '/repos/{owner}/{repo}/pulls/{pull_number}/comments'],
   ['GET', '/repos/{owner}/{repo}/issues/{issue_number}'],
   ['GET', '/repos/{owner}/{repo}/commits/{ref}/check-runs'],
@@ -1014,6 +1015,23 @@ class StandIn {
       const list = repo.reviews.filter((r) => r.number === pr.number && r.state !== 'PENDING').sort((a, b) => a.id - b.id);
       const page = this.paginate(ctx, list);
       return new Reply(200, page.slice.map((r) => this.render.review(repo, r)), page.headers);
+    };
+
+    // A review by the authenticated user: `event` APPROVE, REQUEST_CHANGES or COMMENT (a review
+    // without one stays PENDING, as on GitHub), with line comments on the head's diff.
+    h['POST /repos/{owner}/{repo}/pulls/{pull_number}/reviews'] = async ({ repo, params, body }) => {
+      const pr = this.pull(repo, params.pull_number);
+      if (!pr) return error(404, 'Not Found');
+      const states = { APPROVE: 'APPROVED', REQUEST_CHANGES: 'CHANGES_REQUESTED', COMMENT: 'COMMENTED' };
+      const state = body.event ? states[body.event] : 'PENDING';
+      const unprocessable = (why) => new Reply(422, { message: 'Unprocessable Entity', errors: [why], documentation_url: `${DOCS}/pulls/reviews#create-a-review-for-a-pull-request`, status: '422' });
+      if (!state) return unprocessable(`event ${body.event} is not one of APPROVE, REQUEST_CHANGES, COMMENT`);
+      if (state !== 'APPROVED' && state !== 'PENDING' && !body.body) return unprocessable(`Body is required for ${body.event} event`);
+      const comments = (body.comments || []).map((c) => ({ path: c.path, line: c.line, body: c.body, startLine: c.start_line, side: c.side }));
+      const [review, , deliveries] = await this.addReview(repo, { number: pr.number, user: this.login, state, body: body.body, commitId: body.commit_id, comments });
+      const reply = new Reply(200, this.render.review(repo, review));
+      reply.deliveries = deliveries;
+      return reply;
     };
 
     h['GET /repos/{owner}/{repo}/pulls/{pull_number}/comments'] = async (ctx) => {

@@ -434,6 +434,26 @@ test('reviews and review comments, with their webhooks', async () => {
   assert.deepEqual(r.json.map((x) => x.state), ['CHANGES_REQUESTED', 'APPROVED']);
   r = await control('POST', '/reviews', { number: 1, user: 'alice', state: 'LGTM' });
   assert.equal(r.status, 400);
+
+  // A review created through the API is the authenticated user's, with its line comments.
+  const sha = bare('rev-parse', 'refs/heads/demo/fix');
+  r = await call('POST', '/repos/octo/demo/pulls/1/reviews', {
+    body: { commit_id: sha, event: 'REQUEST_CHANGES', body: 'From the API', comments: [{ path: 'a.txt', line: 3, side: 'RIGHT', body: 'Rename' }] },
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.state, 'CHANGES_REQUESTED');
+  assert.equal(r.json.user.login, OWNER);
+  assert.equal(r.json.commit_id, sha);
+  const id = r.json.id;
+  r = await get('/repos/octo/demo/pulls/1/comments?per_page=100');
+  const mine = r.json.filter((c) => c.pull_request_review_id === id);
+  assert.deepEqual(mine.map((c) => [c.path, c.line, c.body]), [['a.txt', 3, 'Rename']]);
+  r = await call('POST', '/repos/octo/demo/pulls/1/reviews', { body: { event: 'REQUEST_CHANGES' } });
+  assert.equal(r.status, 422, r.text);
+  r = await call('POST', '/repos/octo/demo/pulls/1/reviews', { body: { event: 'APPROVE' } });
+  assert.equal(r.status, 200, r.text);
+  r = await get('/repos/octo/demo/pulls/1/reviews');
+  assert.deepEqual(r.json.map((x) => x.state), ['CHANGES_REQUESTED', 'APPROVED', 'CHANGES_REQUESTED', 'APPROVED']);
 });
 
 test('issues, and the issue side of a pull request', async () => {

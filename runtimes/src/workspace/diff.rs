@@ -31,7 +31,8 @@ pub struct WorkspaceDiff {
 
 impl Workspaces {
     /// The diff of the workspace of `session` in `project` against the merge base of its branch
-    /// with `base_ref` (a branch: local, else on origin), at most about `limit` bytes long.
+    /// with `base_ref` (a branch: local, else on origin; or a full commit id), at most about
+    /// `limit` bytes long.
     /// `NoWorkspace` when the session has no complete checkout. Blocks (git); callers run it on
     /// the blocking pool.
     pub fn diff(
@@ -104,8 +105,13 @@ fn failed(path: &Path) -> impl Fn(git2::Error) -> WorkspaceError + Copy + '_ {
 /// The commit of the base branch in the repository at `root`.
 fn base_commit(root: &Path, base_ref: &str) -> Result<Oid, WorkspaceError> {
     let not_found = || WorkspaceError::BaseRefNotFound { repo: root.to_path_buf(), base_ref: base_ref.to_string() };
-    let sha = git::resolve_branch(root, base_ref).map_err(|_| not_found())?;
-    Oid::from_str(&sha).map_err(|_| not_found())
+    if let Ok(sha) = git::resolve_branch(root, base_ref) {
+        return Oid::from_str(&sha).map_err(|_| not_found());
+    }
+    // A full commit id names where an earlier review stopped: the diff then holds what came since.
+    let oid = Oid::from_str(base_ref).ok().filter(|_| base_ref.len() == 40).ok_or_else(not_found)?;
+    let repo = git2::Repository::open(root).map_err(|_| not_found())?;
+    repo.find_commit(oid).map(|c| c.id()).map_err(|_| not_found())
 }
 
 /// git's defaults for `git diff`, untracked files with their content, and no file read for a text
@@ -391,6 +397,28 @@ mod tests {
         let patch = String::from_utf8(d.patch).unwrap();
         check(&patch);
         assert!(!patch.contains("b/.git\n"), "{patch}");
+    }
+
+    #[test]
+    fn a_commit_id_as_base_shows_only_what_came_after_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let main = tmp.path().join("repo");
+        std::fs::create_dir_all(&main).unwrap();
+        repo(&main);
+        let workspaces = Workspaces::new(tmp.path().join("workspaces"));
+        let info = workspaces.ensure(&request(&main, "s3", false)).unwrap();
+        write(&info.path, "first.txt", b"reviewed already\n");
+        commit_all(&info.path, "first");
+        let reviewed = git(&info.path, &["rev-parse", "HEAD"]).trim().to_string();
+        write(&info.path, "second.txt", b"new since\n");
+        commit_all(&info.path, "second");
+        let d = workspaces.diff("p", "s3", &reviewed, DIFF_LIMIT).unwrap();
+        let patch = String::from_utf8(d.patch).unwrap();
+        assert!(patch.contains("+new since"), "{patch}");
+        assert!(!patch.contains("reviewed already"), "{patch}");
+        assert_eq!(d.merge_base, reviewed);
+        let short = &reviewed[..12];
+        assert!(matches!(workspaces.diff("p", "s3", short, DIFF_LIMIT), Err(WorkspaceError::BaseRefNotFound { .. })));
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod messages;
 pub mod overlap;
 pub mod pr;
 mod reactions;
+mod review;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -204,9 +205,15 @@ impl<'a> Reconcile<'a> {
         step!(self.stopped().await);
         let prompt = step!(self.first_prompt_text().await);
         let agent = self.agent(&ws, &prompt).await?;
+        if self.s.spec.review_of.is_some() {
+            // A reviewer opens no pull request and reacts to none: it writes its review file.
+            let again = self.read_review_file().await?;
+            return Ok(earliest(agent, again));
+        }
         let tracked = self.pull_request(&ws).await?;
+        let reviews = self.review(&tracked).await?;
         let timers = self.reactions(&tracked).await?;
-        Ok(earliest(earliest(agent, tracked.next), timers))
+        Ok(earliest(earliest(earliest(agent, tracked.next), timers), reviews))
     }
 
     /// Acts on the reactions that are due: how soon a timer (escalation) needs another look.

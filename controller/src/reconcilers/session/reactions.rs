@@ -16,6 +16,7 @@ use aoctl_api::condition::{self, types};
 use aoctl_api::notification::MergeStatus;
 use aoctl_api::project::Project;
 use aoctl_api::reactions::{MergeMethod, Reaction, ReactionAction, Reactions};
+use aoctl_api::review::{self, ReviewSpec};
 use aoctl_api::session::{reasons, ActivityState, ChecksState, PullRequestState, ReactionStatus, ReviewState};
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_runtimes::{transcript, Handle};
@@ -67,10 +68,12 @@ fn action_name(a: ReactionAction) -> &'static str {
 }
 
 /// The reactions whose conditions hold, with the evidence for their messages.
-async fn due(s: &Session, st: &SessionStatus, tracked: &Tracked) -> Vec<Due> {
+async fn due(s: &Session, review: Option<&ReviewSpec>, st: &SessionStatus, tracked: &Tracked) -> Vec<Due> {
     let mut out = vec![];
     if let Some(f) = tracked.facts.as_deref() {
-        pr_due(f, st, tracked, &mut out).await;
+        // With a review gate, the merge waits for the reviewers to approve this very head.
+        let gate = review::gate_open(review, st.review.as_ref(), &f.pr.head_sha);
+        pr_due(f, st, tracked, gate, &mut out).await;
     }
     if let Some(a) = &st.activity {
         let since = a.since.to_string();
@@ -124,7 +127,7 @@ fn overlap_due(s: &Session, st: &SessionStatus) -> Option<Due> {
     })
 }
 
-async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, out: &mut Vec<Due>) {
+async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, out: &mut Vec<Due>) {
     let pr = &f.pr;
     let n = pr.number;
     if pr.state == PullRequestState::Closed {
@@ -205,7 +208,10 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, out: &mut Vec<
             ids: None,
         });
     }
-    if f.checks.state == ChecksState::Passing && f.reviews.state == ReviewState::Approved && pr.mergeable == Some(true)
+    if f.checks.state == ChecksState::Passing
+        && f.reviews.state == ReviewState::Approved
+        && pr.mergeable == Some(true)
+        && gate
     {
         out.push(Due {
             key: "approved-and-green",
@@ -359,7 +365,8 @@ pub(super) async fn react(
 ) -> Result<Option<Duration>, Error> {
     let all = Reactions::effective(project.spec.reactions.as_ref(), s.spec.reactions.as_ref());
     let now = Time::now();
-    let due = due(s, st, tracked).await;
+    let review = s.spec.review.as_ref().or(project.spec.review.as_ref());
+    let due = due(s, review, st, tracked).await;
     if !due.is_empty() {
         let keys: Vec<&str> = due.iter().map(|d| d.key).collect();
         tracing::debug!(due = ?keys, "reactions due");

@@ -12,7 +12,7 @@ use aoctl_api::session::{ChecksState, PullRequestState, ReviewState, RuntimeKind
 use aoctl_api::{Condition, ConditionStatus, Kind, Project, Session, Time};
 use aoctl_engine::Action;
 use aoctl_github::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
-use aoctl_runtimes::workspace::{WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest};
+use aoctl_runtimes::workspace::{WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest};
 use aoctl_runtimes::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use aoctl_store::{Store, StoreError, WriteOptions};
 use serde_json::{json, Value};
@@ -182,6 +182,11 @@ impl WorkspaceStore for FakeWorkspaces {
 
     fn list(&self) -> Result<Vec<WorkspaceRecord>, WorkspaceError> {
         Ok(self.made.lock().unwrap().values().cloned().collect())
+    }
+
+    /// These folders have no git behind them, so there is no diff to show.
+    fn diff(&self, project: &str, session: &str, _: &str, _: usize) -> Result<WorkspaceDiff, WorkspaceError> {
+        Err(WorkspaceError::NoWorkspace { path: self.root.join(project).join(session) })
     }
 }
 
@@ -435,6 +440,8 @@ fn failed_ci() -> Facts {
         mergeable: Some(true),
         mergeable_state: None,
         merged: false,
+        title: "Fix the login".into(),
+        body: String::new(),
     };
     let failing = FailingCheck {
         name: "test".into(),

@@ -39,6 +39,8 @@ fn facts(head: &str, checks: ChecksState, run: u64) -> Facts {
             mergeable: Some(true),
             mergeable_state: Some("clean".into()),
             merged: false,
+            title: "Widgets".into(),
+            body: String::new(),
         },
         checks: Checks { state: checks, failing },
         reviews: Reviews { state: ReviewState::None, items: vec![], comments: vec![] },
@@ -51,7 +53,7 @@ fn facts(head: &str, checks: ChecksState, run: u64) -> Facts {
 async fn due(f: &Facts, st: &SessionStatus) -> Vec<(&'static str, String)> {
     let tracked = Tracked { client: None, facts: None, webhook_at: None, next: None };
     let mut out = vec![];
-    pr_due(f, st, &tracked, &mut out).await;
+    pr_due(f, st, &tracked, true, &mut out).await;
     out.into_iter().map(|d| (d.key, d.fingerprint)).collect()
 }
 
@@ -251,7 +253,7 @@ async fn a_reviewer_who_requested_changes_twice_is_named_once() {
     f.reviews.items.push(Review { id: 3, user: "hubot".into(), state: "CHANGES_REQUESTED".into(), body: "no".into() });
     let tracked = Tracked { client: None, facts: None, webhook_at: None, next: None };
     let mut out = vec![];
-    pr_due(&f, &SessionStatus::default(), &tracked, &mut out).await;
+    pr_due(&f, &SessionStatus::default(), &tracked, true, &mut out).await;
     let titles: Vec<&str> = out.iter().map(|d| d.title.as_str()).collect();
     assert_eq!(titles, ["changes requested on PR #7 by octo, hubot"]);
 }
@@ -368,9 +370,34 @@ async fn a_question_asked_through_mcp_is_not_told_again_as_needs_input() {
         ..Default::default()
     };
     let keys = |due: Vec<super::Due>| due.into_iter().map(|d| d.key).collect::<Vec<_>>();
-    let asked = keys(super::due(&s, &st, &tracked).await);
+    let asked = keys(super::due(&s, None, &st, &tracked).await);
     assert!(!asked.contains(&"agent-needs-input"), "the agent API told the notifiers already: {asked:?}");
     st.agent = None;
-    let on_screen = keys(super::due(&s, &st, &tracked).await);
+    let on_screen = keys(super::due(&s, None, &st, &tracked).await);
     assert!(on_screen.contains(&"agent-needs-input"), "a question on the agent's screen still is told: {on_screen:?}");
+}
+
+#[tokio::test]
+async fn a_review_gate_holds_the_merge_until_the_reviewers_approve_the_head() {
+    use aoctl_api::review::{ReviewSpec, ReviewStatus, ReviewerSpec, ReviewerVerdict, Verdict};
+    let mut f = facts("h2", ChecksState::Passing, 0);
+    f.reviews.state = ReviewState::Approved;
+    let tracked = Tracked { client: None, facts: Some(std::sync::Arc::new(f)), webhook_at: None, next: None };
+    let spec = ReviewSpec { reviewers: vec![ReviewerSpec::default()], gate: true, ..Default::default() };
+    let s = Session::new("s", "widgets", "work");
+    let keys = |due: Vec<super::Due>| due.into_iter().map(|d| d.key).collect::<Vec<_>>();
+    let mut st = SessionStatus::default();
+    assert_eq!(keys(super::due(&s, None, &st, &tracked).await), ["approved-and-green"], "no reviewers, no gate");
+    assert!(keys(super::due(&s, Some(&spec), &st, &tracked).await).is_empty(), "no reviewer approved yet");
+    let approve = |head: &str| ReviewerVerdict {
+        reviewer: 0,
+        session: "s-review-1-0".into(),
+        head_sha: head.into(),
+        verdict: Verdict::Approve,
+        comments: 0,
+    };
+    st.review.get_or_insert_with(ReviewStatus::default).record(approve("h1"));
+    assert!(keys(super::due(&s, Some(&spec), &st, &tracked).await).is_empty(), "an older head was approved");
+    st.review.get_or_insert_with(ReviewStatus::default).record(approve("h2"));
+    assert_eq!(keys(super::due(&s, Some(&spec), &st, &tracked).await), ["approved-and-green"]);
 }

@@ -1,0 +1,389 @@
+//! Reviewer sessions: which reviewer agents a project (or one session) has and when they run,
+//! the review file a reviewer writes and its parsing, what the worker's status remembers of its
+//! reviews, and the gate they put on `approved-and-green`.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::session::{AgentRef, ReviewState, RuntimeKind};
+use crate::validate::FieldError;
+
+/// Label on a reviewer session naming the worker session it reviews.
+pub const REVIEW_OF_LABEL: &str = "ao.dev/review-of";
+/// Annotation on a worker session asking for a review now (`aoctl review`); a new value starts a
+/// new round.
+pub const REVIEW_REQUESTED_ANNOTATION: &str = "ao.dev/review-requested";
+/// Environment variable naming the file a reviewer writes its review to.
+pub const REVIEW_FILE_ENV: &str = "AOCTL_REVIEW_FILE";
+/// The most line comments one review file may carry.
+pub const MAX_COMMENTS: usize = 100;
+
+/// Reviewers and when they run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewSpec {
+    /// The reviewer agents; each review round starts one reviewer session per entry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviewers: Vec<ReviewerSpec>,
+    /// When a round starts: `pr-opened`, `push` (each new head of the pull request) and `idle`
+    /// (the worker gone idle with a pull request whose head was not reviewed yet); `pr-opened` and
+    /// `push` when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on: Vec<ReviewTrigger>,
+    /// Whether `approved-and-green` also waits for every reviewer to approve the current head.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gate: bool,
+}
+
+impl ReviewSpec {
+    /// Whether a round starts on this trigger.
+    pub fn runs_on(&self, t: ReviewTrigger) -> bool {
+        if self.on.is_empty() {
+            matches!(t, ReviewTrigger::PrOpened | ReviewTrigger::Push)
+        } else {
+            self.on.contains(&t)
+        }
+    }
+}
+
+/// One reviewer agent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewerSpec {
+    /// Built-in adapter name or `{command: [...]}`, as `spec.agent` of a session; the project's
+    /// default agent when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentRef>,
+    /// Where the reviewer runs; the worker's runtime when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeKind>,
+    /// Extra instructions put before the pull request in the reviewer's prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+}
+
+macro_rules! text_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+        pub enum $name { $(#[serde(rename = $text)] $variant),+ }
+        impl $name {
+            pub const ALL: &'static [&'static str] = &[$($text),+];
+            pub fn as_str(self) -> &'static str { match self { $($name::$variant => $text),+ } }
+            pub fn parse(s: &str) -> Option<$name> { match s { $($text => Some($name::$variant),)+ _ => None } }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+    };
+}
+
+text_enum!(
+    /// What starts a review round.
+    ReviewTrigger { PrOpened = "pr-opened", Push = "push", Idle = "idle" }
+);
+text_enum!(
+    /// A reviewer's decision.
+    Verdict { Approve = "approve", ChangesRequested = "changes-requested", Comment = "comment" }
+);
+
+/// A comment on one line of a file as it is at the reviewed head.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LineComment {
+    pub path: String,
+    pub line: u64,
+    pub text: String,
+}
+
+/// The review file a reviewer writes (JSON):
+/// `{"verdict": "approve" | "changes-requested" | "comment", "body": "...", "comments": [{"path":
+/// "src/a.rs", "line": 3, "text": "..."}]}`. `body` and `comments` are optional.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewFile {
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub body: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<LineComment>,
+}
+
+impl ReviewFile {
+    /// Parses a review file; the error names the field that is wrong (`comments[1].line`).
+    pub fn parse(text: &str) -> Result<ReviewFile, FieldError> {
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| FieldError::new("(file)", format!("is not JSON: {e}")))?;
+        let Value::Object(o) = v else { return Err(FieldError::new("(file)", "must be a JSON object")) };
+        if let Some(k) = o.keys().find(|k| !["verdict", "body", "comments"].contains(&k.as_str())) {
+            return Err(FieldError::new(k.clone(), "is not a field of a review (verdict, body, comments)"));
+        }
+        let verdict = match o.get("verdict") {
+            None => return Err(FieldError::new("verdict", "is required")),
+            Some(Value::String(s)) => Verdict::parse(s).ok_or_else(|| {
+                FieldError::new("verdict", format!("`{s}` is not one of {}", Verdict::ALL.join(", ")))
+            })?,
+            Some(_) => return Err(FieldError::new("verdict", "must be a string")),
+        };
+        let body = match o.get("body") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(FieldError::new("body", "must be a string")),
+        };
+        let list = match o.get("comments") {
+            None | Some(Value::Null) => vec![],
+            Some(Value::Array(a)) => a.clone(),
+            Some(_) => return Err(FieldError::new("comments", "must be a list")),
+        };
+        if list.len() > MAX_COMMENTS {
+            return Err(FieldError::new("comments", format!("has {} comments, more than {MAX_COMMENTS}", list.len())));
+        }
+        let mut comments = vec![];
+        for (i, c) in list.iter().enumerate() {
+            let f = |k: &str| format!("comments[{i}].{k}");
+            let Value::Object(c) = c else {
+                return Err(FieldError::new(format!("comments[{i}]"), "must be an object"));
+            };
+            if let Some(k) = c.keys().find(|k| !["path", "line", "text"].contains(&k.as_str())) {
+                return Err(FieldError::new(f(k), "is not a field of a comment (path, line, text)"));
+            }
+            let path = match c.get("path") {
+                Some(Value::String(p)) if is_relative(p) => p.clone(),
+                Some(Value::String(p)) => {
+                    return Err(FieldError::new(f("path"), format!("`{p}` is not a relative path in the repository")))
+                }
+                Some(_) => return Err(FieldError::new(f("path"), "must be a string")),
+                None => return Err(FieldError::new(f("path"), "is required")),
+            };
+            let line = match c.get("line") {
+                Some(Value::Number(n)) => n
+                    .as_u64()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| FieldError::new(f("line"), format!("must be a line number from 1, not {n}")))?,
+                Some(_) => return Err(FieldError::new(f("line"), "must be a number")),
+                None => return Err(FieldError::new(f("line"), "is required")),
+            };
+            let text = match c.get("text") {
+                Some(Value::String(t)) if !t.trim().is_empty() => t.clone(),
+                Some(Value::String(_)) => return Err(FieldError::new(f("text"), "must not be empty")),
+                Some(_) => return Err(FieldError::new(f("text"), "must be a string")),
+                None => return Err(FieldError::new(f("text"), "is required")),
+            };
+            comments.push(LineComment { path, line, text });
+        }
+        Ok(ReviewFile { verdict, body, comments })
+    }
+}
+
+fn is_relative(p: &str) -> bool {
+    !p.is_empty() && !p.starts_with('/') && !p.contains('\0') && !p.split('/').any(|s| s == ".." || s.is_empty())
+}
+
+/// What a reviewer session found: the review of `headSha` it wrote, or what was wrong with its file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewerStatus {
+    /// The head of the worker it reviewed.
+    pub head_sha: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewFile>,
+    /// What is wrong with the review file, when it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Whether the reviewer was told what is wrong with its file (it is told once).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub told: bool,
+}
+
+/// What a worker's status remembers of its reviewers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewStatus {
+    /// Review rounds started so far; the reviewer sessions of a round carry its number.
+    #[serde(default)]
+    pub round: u32,
+    /// The head the last round reviewed (the next round reviews the diff from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewed_sha: Option<String>,
+    /// The head the current round reviews, while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_sha: Option<String>,
+    /// The value of the `ao.dev/review-requested` annotation last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<String>,
+    /// Each reviewer's latest verdict, by reviewer index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<ReviewerVerdict>,
+    /// The state the reviewers' latest verdicts add up to.
+    #[serde(default = "none_state")]
+    pub state: ReviewState,
+}
+
+fn none_state() -> ReviewState {
+    ReviewState::None
+}
+
+impl Default for ReviewStatus {
+    fn default() -> ReviewStatus {
+        ReviewStatus {
+            round: 0,
+            reviewed_sha: None,
+            running_sha: None,
+            requested: None,
+            verdicts: vec![],
+            state: ReviewState::None,
+        }
+    }
+}
+
+/// One reviewer's latest verdict.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewerVerdict {
+    /// The reviewer's index in `review.reviewers`.
+    pub reviewer: u32,
+    /// The session that wrote it.
+    pub session: String,
+    pub head_sha: String,
+    pub verdict: Verdict,
+    /// How many line comments it made.
+    #[serde(default)]
+    pub comments: u32,
+}
+
+impl ReviewStatus {
+    /// Records a reviewer's verdict, replacing its earlier one, and the state they add up to.
+    pub fn record(&mut self, v: ReviewerVerdict) {
+        self.verdicts.retain(|o| o.reviewer != v.reviewer);
+        self.verdicts.push(v);
+        self.verdicts.sort_by_key(|v| v.reviewer);
+        self.state = combined(&self.verdicts);
+    }
+
+    /// Whether the gate is open for `head`: each of `reviewers` approved exactly that head.
+    pub fn approves(&self, reviewers: usize, head: &str) -> bool {
+        (0..reviewers as u32).all(|i| {
+            self.verdicts.iter().any(|v| v.reviewer == i && v.head_sha == head && v.verdict == Verdict::Approve)
+        })
+    }
+}
+
+/// The state verdicts add up to: any request for changes wins, then any approval; comments only
+/// make `pending`, and no verdicts `none`.
+pub fn combined(verdicts: &[ReviewerVerdict]) -> ReviewState {
+    if verdicts.iter().any(|v| v.verdict == Verdict::ChangesRequested) {
+        ReviewState::ChangesRequested
+    } else if verdicts.iter().any(|v| v.verdict == Verdict::Approve) {
+        ReviewState::Approved
+    } else if verdicts.is_empty() {
+        ReviewState::None
+    } else {
+        ReviewState::Pending
+    }
+}
+
+/// Whether `approved-and-green` may merge `head` as far as the reviewers go: always without a
+/// gate, else only once every reviewer approved that head.
+pub fn gate_open(spec: Option<&ReviewSpec>, status: Option<&ReviewStatus>, head: &str) -> bool {
+    match spec {
+        Some(spec) if spec.gate && !spec.reviewers.is_empty() => {
+            status.is_some_and(|st| st.approves(spec.reviewers.len(), head))
+        }
+        _ => true,
+    }
+}
+
+/// The name of reviewer `index` of round `round` of `worker`: a DNS-1123 label, the worker's name
+/// cut to fit.
+pub fn reviewer_name(worker: &str, round: u32, index: usize) -> String {
+    let tail = format!("-review-{round}-{index}");
+    let keep = 63usize.saturating_sub(tail.len()).min(worker.len());
+    format!("{}{tail}", worker[..keep].trim_end_matches('-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_review_file_parses_and_each_error_names_its_field() {
+        let ok = r#"{"verdict": "changes-requested", "body": "Two things.",
+            "comments": [{"path": "src/a.rs", "line": 3, "text": "Name this"}]}"#;
+        let r = ReviewFile::parse(ok).expect("a valid file");
+        assert_eq!(r.verdict, Verdict::ChangesRequested);
+        assert_eq!(r.comments, vec![LineComment { path: "src/a.rs".into(), line: 3, text: "Name this".into() }]);
+        assert_eq!(ReviewFile::parse(r#"{"verdict": "approve"}"#).expect("minimal").comments, vec![]);
+        let err = |t: &str| ReviewFile::parse(t).expect_err(t).to_string();
+        assert!(err("not json").starts_with("(file): is not JSON"), "{}", err("not json"));
+        assert_eq!(err("[]"), "(file): must be a JSON object");
+        assert_eq!(err("{}"), "verdict: is required");
+        assert_eq!(err(r#"{"verdict": "lgtm"}"#), "verdict: `lgtm` is not one of approve, changes-requested, comment");
+        assert_eq!(
+            err(r#"{"verdict": "approve", "score": 1}"#),
+            "score: is not a field of a review (verdict, body, comments)"
+        );
+        assert_eq!(err(r#"{"verdict": "approve", "comments": {}}"#), "comments: must be a list");
+        let c = |c: &str| {
+            format!(r#"{{"verdict": "comment", "comments": [{{"path": "a", "line": 1, "text": "t"}}, {c}]}}"#)
+        };
+        assert_eq!(err(&c(r#"{"line": 1, "text": "t"}"#)), "comments[1].path: is required");
+        assert_eq!(
+            err(&c(r#"{"path": "../x", "line": 1, "text": "t"}"#)),
+            "comments[1].path: `../x` is not a relative path in the repository"
+        );
+        assert_eq!(
+            err(&c(r#"{"path": "a", "line": 0, "text": "t"}"#)),
+            "comments[1].line: must be a line number from 1, not 0"
+        );
+        assert_eq!(err(&c(r#"{"path": "a", "line": "3", "text": "t"}"#)), "comments[1].line: must be a number");
+        assert_eq!(err(&c(r#"{"path": "a", "line": 2, "text": " "}"#)), "comments[1].text: must not be empty");
+        assert_eq!(
+            err(&c(r#"{"path": "a", "line": 2, "body": "x"}"#)),
+            "comments[1].body: is not a field of a comment (path, line, text)"
+        );
+    }
+
+    fn verdict(reviewer: u32, head: &str, verdict: Verdict) -> ReviewerVerdict {
+        ReviewerVerdict { reviewer, session: format!("r{reviewer}"), head_sha: head.into(), verdict, comments: 0 }
+    }
+
+    #[test]
+    fn the_gate_waits_for_every_reviewer_to_approve_the_current_head() {
+        let two = ReviewSpec { reviewers: vec![ReviewerSpec::default(); 2], gate: true, ..Default::default() };
+        let mut st = ReviewStatus::default();
+        assert!(!gate_open(Some(&two), None, "h1"));
+        st.record(verdict(0, "h1", Verdict::Approve));
+        assert_eq!(st.state, ReviewState::Approved);
+        assert!(!gate_open(Some(&two), Some(&st), "h1"), "one of two approved");
+        st.record(verdict(1, "h1", Verdict::ChangesRequested));
+        assert_eq!(st.state, ReviewState::ChangesRequested);
+        assert!(!gate_open(Some(&two), Some(&st), "h1"));
+        st.record(verdict(1, "h1", Verdict::Approve));
+        assert!(gate_open(Some(&two), Some(&st), "h1"));
+        assert!(!gate_open(Some(&two), Some(&st), "h2"), "an approval of an older head does not count");
+        let open = ReviewSpec { gate: false, ..two.clone() };
+        assert!(gate_open(Some(&open), None, "h2"), "no gate");
+        assert!(gate_open(None, None, "h2"), "no reviewers");
+    }
+
+    #[test]
+    fn triggers_default_to_pr_opened_and_push() {
+        let spec = ReviewSpec::default();
+        assert!(spec.runs_on(ReviewTrigger::PrOpened) && spec.runs_on(ReviewTrigger::Push));
+        assert!(!spec.runs_on(ReviewTrigger::Idle));
+        let idle = ReviewSpec { on: vec![ReviewTrigger::Idle], ..Default::default() };
+        assert!(idle.runs_on(ReviewTrigger::Idle) && !idle.runs_on(ReviewTrigger::Push));
+    }
+
+    #[test]
+    fn reviewer_names_are_labels() {
+        assert_eq!(reviewer_name("fix-login", 2, 0), "fix-login-review-2-0");
+        let long = "a".repeat(63);
+        let n = reviewer_name(&long, 10, 1);
+        assert!(n.len() <= 63 && n.ends_with("-review-10-1"), "{n}");
+        assert!(crate::validate::dns1123_label(&reviewer_name("ab-cd-", 1, 0)).is_ok());
+    }
+}
