@@ -62,6 +62,12 @@ pub struct TmuxRuntime {
     typing: Arc<TypingLocks>,
 }
 
+/// How often, and how far apart, a pane seen dead without its exit status is looked at again: tmux
+/// marks a pane dead when its output ends, and learns the status when it reaps the process, which
+/// on a busy machine can come a moment later.
+const EXIT_STATUS_TRIES: u32 = 5;
+const EXIT_STATUS_WAIT: Duration = Duration::from_millis(100);
+
 /// What a failed tmux invocation means.
 enum Failure {
     /// The server is not running, or the session or pane does not exist.
@@ -74,6 +80,25 @@ impl TmuxRuntime {
     /// A runtime on the tmux server listening on `socket` (started on first use).
     pub fn new(socket: PathBuf) -> TmuxRuntime {
         TmuxRuntime { socket, panes: Arc::new(Panes::default()), typing: Arc::default() }
+    }
+
+    /// One answer from the shared view of the panes.
+    async fn probe_once(&self, handle: &Handle) -> Result<Probe, RuntimeError> {
+        let view = self.panes().await?;
+        let Some(pane) = view.get(&handle.0) else { return Ok(Probe::Missing) };
+        if !pane.dead {
+            return Ok(Probe::Alive);
+        }
+        if let Some(code) = pane.status {
+            return Ok(Probe::Exited(Some(code)));
+        }
+        // tmux 3.3 sometimes marks a pane dead without ever reaping its process, so the status never
+        // arrives; the zombie still holds it.
+        #[cfg(target_os = "linux")]
+        if let (Some(pid), Some(server)) = (pane.pid, pane.server) {
+            return Ok(Probe::Exited(crate::process::tree::zombie_exit_code(pid, server)));
+        }
+        Ok(Probe::Exited(None))
     }
 
     /// Makes the next probe ask tmux again instead of answering from the shared view of the
@@ -425,23 +450,19 @@ impl Runtime for TmuxRuntime {
         }
     }
 
-    /// Answers from the shared view of the panes (see [`panes`]).
+    /// Answers from the shared view of the panes (see [`panes`]). A pane seen dead before tmux
+    /// has its exit status is asked about again, a few times, before its code counts as unknown.
     async fn probe(&self, handle: &Handle) -> Result<Probe, RuntimeError> {
-        let view = self.panes().await?;
-        let Some(pane) = view.get(&handle.0) else { return Ok(Probe::Missing) };
-        if !pane.dead {
-            return Ok(Probe::Alive);
+        let mut probe = self.probe_once(handle).await?;
+        for _ in 0..EXIT_STATUS_TRIES {
+            if probe != Probe::Exited(None) {
+                break;
+            }
+            tokio::time::sleep(EXIT_STATUS_WAIT).await;
+            self.panes.invalidate();
+            probe = self.probe_once(handle).await?;
         }
-        if let Some(code) = pane.status {
-            return Ok(Probe::Exited(Some(code)));
-        }
-        // tmux 3.3 sometimes marks a pane dead without ever reaping its process, so the status never
-        // arrives; the zombie still holds it.
-        #[cfg(target_os = "linux")]
-        if let (Some(pid), Some(server)) = (pane.pid, pane.server) {
-            return Ok(Probe::Exited(crate::process::tree::zombie_exit_code(pid, server)));
-        }
-        Ok(Probe::Exited(None))
+        Ok(probe)
     }
 
     /// Types and submits `text`, verified by the rule of [`delivery`].
