@@ -259,6 +259,46 @@ impl TypingLocks {
     }
 }
 
+/// A change to an emulator and its views; the size the agent's terminal takes next, if any.
+pub(crate) type Change = Box<dyn FnOnce(&mut Emulator) -> Option<(u16, u16)> + Send + 'static>;
+
+/// What [`serve`] needs of a runtime that keeps an [`Emulator`]: its typing lock, a way to write
+/// keys, and a way to change the emulator and give the agent's terminal the size it then asks for.
+#[async_trait::async_trait]
+pub(crate) trait Viewed: Send + Sync + 'static {
+    /// Held while a person's keys are written, so they never land inside a typed message.
+    fn typing(&self) -> &tokio::sync::Mutex<()>;
+    /// Writes keys; an agent that ended takes none, and its view closes by itself.
+    fn keys(&self, bytes: Vec<u8>);
+    /// Runs `change` on the emulator, then resizes the agent's terminal to the size it returns.
+    async fn change(&self, change: Change);
+    /// Redraws view `id` if it dropped output and has room again.
+    fn catch_up(&self, id: u64);
+}
+
+/// Serves view `id` of `agent`: its keys and resizes until both halves are dropped, redraws when
+/// it fell behind, and its removal at the end (which gives the agent its own size back when it
+/// was the last view).
+pub(crate) async fn serve<A: Viewed>(mut watch: Watch, agent: Arc<A>, id: u64) {
+    let mut catch_up = tokio::time::interval(CATCH_UP);
+    loop {
+        tokio::select! {
+            next = watch.next() => match next {
+                None => break,
+                Some(TerminalInput::Bytes(bytes)) => {
+                    let _typing = agent.typing().lock().await;
+                    agent.keys(bytes);
+                }
+                Some(TerminalInput::Resize { cols, rows }) => {
+                    agent.change(Box::new(move |screen| screen.resize(id, cols, rows))).await;
+                }
+            },
+            _ = catch_up.tick() => agent.catch_up(id),
+        }
+    }
+    agent.change(Box::new(move |screen| screen.remove(id))).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

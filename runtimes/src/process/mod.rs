@@ -32,9 +32,7 @@ use aoctl_api::session::RuntimeKind;
 use parking_lot::Mutex;
 use portable_pty::{Child, CommandBuilder, MasterPty, PtySize};
 
-use crate::runtime::{
-    Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalInput, TerminalView,
-};
+use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use crate::terminal::key_bytes;
 use crate::tmux::delivery::{self, Screen, Terminal};
 use crate::view::{self, Emulator};
@@ -103,6 +101,29 @@ impl Agent {
                 tracing::debug!(runtime = RUNTIME, pid = self.pid, error = %e, "cannot resize the terminal");
             }
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl view::Viewed for Agent {
+    fn typing(&self) -> &tokio::sync::Mutex<()> {
+        &self.typing
+    }
+
+    fn keys(&self, bytes: Vec<u8>) {
+        // An agent that ended takes no keys; its view closes by itself.
+        let _ = self.write(bytes);
+    }
+
+    async fn change(&self, change: view::Change) {
+        let resized = change(&mut self.terminal.lock());
+        if let Some(size) = resized {
+            self.resize(size);
+        }
+    }
+
+    fn catch_up(&self, id: u64) {
+        self.terminal.lock().catch_up(id);
     }
 }
 
@@ -201,7 +222,7 @@ fn pump(
 /// Opens a view of `agent` at `cols` × `rows`, which the PTY takes at once, and serves its input
 /// until both halves are dropped.
 fn open_view(agent: Arc<Agent>, cols: u16, rows: u16) -> TerminalView {
-    let (view, output, mut watch) = view::open();
+    let (view, output, watch) = view::open();
     let id = {
         let mut emulator = agent.terminal.lock();
         let (id, resized) = emulator.add(output, cols, rows);
@@ -210,34 +231,7 @@ fn open_view(agent: Arc<Agent>, cols: u16, rows: u16) -> TerminalView {
         }
         id
     };
-    tokio::spawn(async move {
-        let mut catch_up = tokio::time::interval(view::CATCH_UP);
-        loop {
-            tokio::select! {
-                next = watch.next() => match next {
-                    None => break,
-                    Some(TerminalInput::Bytes(bytes)) => {
-                        let _typing = agent.typing.lock().await;
-                        // An agent that ended takes no keys; its view closes by itself.
-                        let _ = agent.write(bytes);
-                    }
-                    Some(TerminalInput::Resize { cols, rows }) => {
-                        let resized = agent.terminal.lock().resize(id, cols, rows);
-                        if let Some(size) = resized {
-                            agent.resize(size);
-                        }
-                    }
-                },
-                _ = catch_up.tick() => {
-                    agent.terminal.lock().catch_up(id);
-                }
-            }
-        }
-        let resized = agent.terminal.lock().remove(id);
-        if let Some(size) = resized {
-            agent.resize(size);
-        }
-    });
+    tokio::spawn(view::serve(watch, agent, id));
     view
 }
 
