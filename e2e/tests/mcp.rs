@@ -320,8 +320,17 @@ async fn claude_code_is_given_aoctl_mcp_and_calls_its_status_tool() {
     let manifest =
         json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": name}, "spec": spec});
     s.server.create("sessions", &manifest).await;
+    // The pane's first process may be the shell that execs the agent: its command line counts
+    // once it is the agent's own.
     let argv = eventually(STEP, "the agent started", || match Tmux::of(&s.server).pane_pid(name) {
-        Some(_) => Ok(agent_argv(&s.server, name)),
+        Some(_) => {
+            let argv = agent_argv(&s.server, name);
+            if argv.iter().any(|a| a.starts_with("--mcp-config=")) {
+                Ok(argv)
+            } else {
+                Err(format!("the pane runs {argv:?}"))
+            }
+        }
         None => Err("no pane yet".to_string()),
     })
     .await;
