@@ -19,7 +19,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [Kind::Project, Kind::Session, Kind::GitSource, Kind::IssueSource, Kind::Event];
+    pub const ALL: [Kind; 5] = [Kind::Project, Kind::Session, Kind::Event, Kind::GitSource, Kind::IssueSource];
 
     /// The `kind` field value, e.g. `Session`.
     pub fn as_str(self) -> &'static str {

@@ -69,9 +69,46 @@ pub trait ObjectStore: Send + Sync + 'static {
     async fn delete(&self, kind: Kind, name: &str, rv: Option<&str>, opts: WriteOptions)
         -> Result<Deleted, StoreError>;
 
+    /// Applies every write of `writes` in order, in one transaction: all of them are stored or,
+    /// when one fails (its error is returned), none is. Later writes see the earlier ones.
+    async fn apply_all(&self, writes: Vec<Write>, opts: WriteOptions) -> Result<Vec<Written>, StoreError>;
+
     /// Every change to objects of `kinds` (all kinds when empty) after resourceVersion `from`.
     /// Fails with `Gone` when some of those changes are no longer retained.
     fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError>;
+}
+
+/// One write of a batch (`ObjectStore::apply_all`), with the rules of the method of the same name.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    Create {
+        kind: Kind,
+        obj: Value,
+    },
+    /// `update`: a `metadata.resourceVersion` in the body is a precondition.
+    Update {
+        kind: Kind,
+        obj: Value,
+    },
+    UpdateStatus {
+        kind: Kind,
+        name: String,
+        status: Value,
+        rv: Option<String>,
+    },
+    Delete {
+        kind: Kind,
+        name: String,
+        rv: Option<String>,
+    },
+}
+
+/// What one write of a batch returned.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Written {
+    /// The object as stored after a create, an update or a status write.
+    Object(Value),
+    Deleted(Deleted),
 }
 
 /// An object as stored: its value and its JSON encoding, so that a read can answer with the
