@@ -37,7 +37,10 @@ pub trait ObjectStore: Send + Sync + 'static {
     async fn list_stored(&self, kind: Kind, selector: &Selector) -> Result<(Vec<StoredObject>, u64), StoreError>;
 
     /// Creates an object; the backend assigns uid, resourceVersion, generation and
-    /// creationTimestamp (or a name, from `generateName`) and drops any status.
+    /// creationTimestamp (or a name, from `generateName`) and drops any status. An owner reference
+    /// with an empty uid names its owner by kind and name (in `create` and `update`): the backend
+    /// fills in that object's uid, as it stands in the same batch or the store, and refuses the
+    /// write when there is no such object.
     async fn create(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError>;
 
     /// Replaces labels, annotations, finalizers, ownerReferences and spec of an existing object.

@@ -322,6 +322,30 @@ pub async fn batches_are_all_or_nothing(b: &mut dyn Backend) {
     assert_eq!(versions, [at + 1, at + 2, at + 3, at + 4], "one batch, consecutive versions");
     assert_eq!(store.resource_version(), at + 4);
 
+    // An owner named without its uid is found in the same batch, and owns as any owner does.
+    let mut owned = project("owned", json!({}));
+    owned["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": API_VERSION, "kind": "Project", "name": "c", "uid": ""}]);
+    let mut orphan = owned.clone();
+    orphan["metadata"]["name"] = json!("orphan");
+    orphan["metadata"]["ownerReferences"][0]["name"] = json!("nobody");
+    let err = store.apply_all(vec![Write::Create { kind: Kind::Project, obj: orphan }], W).await.unwrap_err();
+    assert!(matches!(err, StoreError::Invalid { .. }), "{err:?}");
+    let written = store
+        .apply_all(
+            vec![
+                Write::Create { kind: Kind::Project, obj: project("c", json!({})) },
+                Write::Create { kind: Kind::Project, obj: owned },
+            ],
+            W,
+        )
+        .await
+        .unwrap();
+    let [Written::Object(c), Written::Object(owned)] = &written[..] else { panic!("{written:?}") };
+    assert_eq!(owned["metadata"]["ownerReferences"][0]["uid"], c["metadata"]["uid"]);
+    store.delete(Kind::Project, "c", None, W).await.unwrap();
+    assert!(store.get(Kind::Project, "owned").await.unwrap_err().is_not_found(), "the owner's delete cascades");
+
     let before = store.resource_version();
     let dry = vec![Write::Create { kind: Kind::Project, obj: project("dry", json!({})) }];
     store.apply_all(dry, WriteOptions::DRY_RUN).await.unwrap();
