@@ -66,6 +66,19 @@ impl Kind {
         }
     }
 
+    /// Where objects of this kind go when several are written together (`aoctl apply`, a
+    /// GitSource's revision): Projects first, as the other kinds name them; deletes go in the
+    /// reverse order.
+    pub fn apply_rank(self) -> u8 {
+        match self {
+            Kind::Project => 0,
+            Kind::IssueSource => 1,
+            Kind::Session => 2,
+            Kind::GitSource => 3,
+            Kind::Event => 4,
+        }
+    }
+
     /// Whether objects of this kind have a `spec` users write (events do not).
     pub fn has_spec(self) -> bool {
         !matches!(self, Kind::Event)
