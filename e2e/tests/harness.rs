@@ -540,7 +540,7 @@ impl Server {
     /// The lists of projects, sessions and events, byte for byte, one after the other.
     pub(crate) async fn dump(&self) -> Vec<u8> {
         let mut out = vec![];
-        for plural in ["projects", "sessions", "events"] {
+        for plural in ["projects", "sessions", "gitsources", "issuesources", "events"] {
             out.extend_from_slice(plural.as_bytes());
             out.push(b'\n');
             out.extend(self.list_bytes(plural).await);
