@@ -643,4 +643,39 @@ mod tests {
             tokio::time::timeout(Duration::from_secs(10), t).await.expect("stops").unwrap();
         }
     }
+
+    #[tokio::test]
+    async fn sources_wake_on_their_own_changes_and_an_issuesource_on_its_sessions_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let w = WriteOptions::default();
+        store
+            .create(Kind::GitSource, json!({"metadata": {"name": "fleet"}, "spec": {"url": "/srv/fleet"}}), w)
+            .await
+            .unwrap();
+        store
+            .create(Kind::IssueSource, json!({"metadata": {"name": "bugs"}, "spec": {"project": "demo"}}), w)
+            .await
+            .unwrap();
+        let metrics = Metrics::new().unwrap();
+        let (stop, stopped) = stopper();
+        let (projects, _p, p_task) = recording::<Project>(&store, "projects", &metrics, stopped());
+        let (sessions, _s, s_task) = recording::<Session>(&store, "sessions", &metrics, stopped());
+        let (gitsources, mut git, g_task) = recording::<GitSource>(&store, "gitsources", &metrics, stopped());
+        let (issuesources, mut issues, i_task) = recording::<IssueSource>(&store, "issuesources", &metrics, stopped());
+        let mut router = Router::new(projects, sessions).with_sources(gitsources, issuesources);
+        router.route(Kind::GitSource, EventKind::Modified, &json!({"metadata": {"name": "fleet"}}));
+        reconciled(&mut git, &["fleet"]).await.expect("the GitSource's own change");
+        let owned = json!({"metadata": {"name": "bugs-7", "ownerReferences": [
+            {"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "name": "demo", "uid": "p"},
+            {"apiVersion": "ao.dev/v1alpha1", "kind": "IssueSource", "name": "bugs", "uid": "i"}]},
+            "spec": {"project": "demo"}});
+        router.route(Kind::Session, EventKind::Deleted, &owned);
+        reconciled(&mut issues, &["bugs"]).await.expect("its session went: a waiting issue may start");
+
+        let _ = stop.send(true);
+        for t in [p_task, s_task, g_task, i_task] {
+            tokio::time::timeout(Duration::from_secs(10), t).await.expect("stops").unwrap();
+        }
+    }
 }
