@@ -276,7 +276,7 @@ pub async fn lists_select_and_dry_runs_store_nothing(b: &mut dyn Backend) {
 }
 
 /// A batch is stored whole or not at all: a failing write (here a stale precondition, last)
-/// leaves nothing of the others; a good batch is seen by a watch as consecutive changes, later
+/// leaves nothing of the others; a good batch is seen by a watch as its changes in order, later
 /// writes see earlier ones (a status write on an object the same batch creates), and a delete
 /// in a batch cascades as a single delete does.
 pub async fn batches_are_all_or_nothing(b: &mut dyn Backend) {
@@ -318,9 +318,11 @@ pub async fn batches_are_all_or_nothing(b: &mut dyn Backend) {
         names,
         [(EventKind::Added, "a"), (EventKind::Modified, "a"), (EventKind::Added, "b"), (EventKind::Deleted, "old")]
     );
+    // A backend may give a batch one version (etcd: one revision per transaction) or one per
+    // write (sled); either way they follow what was there, in order, and are visible at once.
     let versions: Vec<u64> = seen.iter().map(|(_, _, v)| *v).collect();
-    assert_eq!(versions, [at + 1, at + 2, at + 3, at + 4], "one batch, consecutive versions");
-    assert_eq!(store.resource_version(), at + 4);
+    assert!(versions[0] > at && versions.windows(2).all(|w| w[0] <= w[1]), "{versions:?} after {at}");
+    assert_eq!(store.resource_version(), versions[3]);
 
     // An owner named without its uid is found in the same batch, and owns as any owner does.
     let mut owned = project("owned", json!({}));
