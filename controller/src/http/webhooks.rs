@@ -96,6 +96,9 @@ pub async fn github(
         WebhookEvent::Unknown(e) => {
             return Ok((StatusCode::ACCEPTED, Json(answer(format!("event `{e}` is not used; ignored")))))
         }
+        WebhookEvent::Issues(_) | WebhookEvent::Push(_) => {
+            return Ok((StatusCode::ACCEPTED, Json(answer(format!("event `{event}` is not used; ignored")))))
+        }
         WebhookEvent::Repository(ev) => ev,
     };
     let names: Vec<&str> = verified.iter().map(|p| p.metadata.name.as_str()).collect();
