@@ -101,13 +101,13 @@ sed -n "s/^  body: '\(.*\)'\$/\1/p" e2e/corpus/api.yaml | sed "s/''/'/g" | while
 done
 # Webhook seeds start with the byte that picks their event (fuzz_targets/webhook.rs, event_name).
 events=(ping pull_request pull_request_review pull_request_review_comment issue_comment check_run check_suite
-  status workflow_run push)
+  status workflow_run issues push deployment)
 for f in controller/github/tests/fixtures/webhooks/*.json; do
   name=$(basename "$f" .json)
   name=${name%%.*}
   for i in "${!events[@]}"; do
     if [ "${events[$i]}" = "$name" ]; then
-      { printf "\\x$(printf %02x "$i")"; cat "$f"; } | seed webhook "$name.json"
+      { printf "\\x$(printf %02x "$i")"; cat "$f"; } | seed webhook "$(basename "$f")"
     fi
   done
 done

@@ -301,12 +301,18 @@ pub struct Version {
     pub platform: String,
 }
 
-/// What a webhook delivery is answered with: what was done with it, and the sessions it woke.
+/// What a webhook delivery is answered with: what was done with it, and the sessions (or, for
+/// `issues` and `push`, the sources) it woke.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WebhookAnswer {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue_sources: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_sources: Option<Vec<String>>,
 }
 
 #[cfg(test)]

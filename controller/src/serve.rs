@@ -155,6 +155,7 @@ pub async fn serve_on(
     let issuesources = Controller::<IssueSource>::new(Config::new(issuesource::NAME), metrics.engine.clone());
     let github =
         Arc::new(crate::github::Hub::new(metrics.github_requests.clone(), metrics.github_ratelimit_remaining.clone()));
+    let issuesource_state = Arc::new(issuesource::State::default());
     let access = Arc::new(crate::http::Access::new(&token, listen, &opts.allowed_hosts));
     let state = AppState {
         store: store.clone(),
@@ -164,6 +165,7 @@ pub async fn serve_on(
         sessions: sessions.handle(),
         gitsources: gitsources.handle(),
         issuesources: issuesources.handle(),
+        issuesource_state: issuesource_state.clone(),
         ready: ready.clone(),
         access: access.clone(),
         recorder: Arc::new(Recorder::new(store.clone())),
@@ -197,8 +199,12 @@ pub async fn serve_on(
         recorder: Recorder::new(store.clone()),
         cache: opts.data_dir.join("sources"),
     });
-    let issuesource_ctx =
-        Arc::new(issuesource::Context { store: store.clone(), recorder: Recorder::new(store.clone()), github });
+    let issuesource_ctx = Arc::new(issuesource::Context {
+        store: store.clone(),
+        recorder: Recorder::new(store.clone()),
+        github,
+        state: issuesource_state,
+    });
     // Subscribe before the engines list keys, so no change between the two is missed.
     let changes = store
         .watch(&ROUTED, store.resource_version())

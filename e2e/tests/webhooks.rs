@@ -2,7 +2,8 @@
 //! taken from `@octokit/webhooks-examples`): correctly signed ones are accepted (`ping` answered),
 //! badly signed or unsigned ones are refused with 401 and change nothing, events aoctl does not use
 //! are ignored, and a `check_run` about a session's branch makes aoctl look at GitHub at once,
-//! although the project polls only every ten minutes.
+//! although the project polls only every ten minutes. A `push` signed with a GitSource's own
+//! secret wakes the GitSources of that repository.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -123,10 +124,9 @@ async fn github_webhooks_are_verified_and_reconcile_at_once() {
         let r = deliver(&gh.server, Some(&event), &body, Some(&sign(SECRET, &body))).await;
         match event.as_str() {
             "ping" => assert_eq!((r.code, &r.json()["message"]), (200, &json!("pong")), "{file}: {}", r.text()),
-            "push" => {
-                assert_eq!(r.code, 202, "{file}: {}", r.text());
-                assert!(r.text().contains("ignored"), "{file}: {}", r.text());
-            }
+            // No IssueSource of the project, no GitSource of the repository.
+            "issues" => assert_eq!((r.code, &r.json()["issueSources"]), (202, &json!([])), "{file}: {}", r.text()),
+            "push" => assert_eq!((r.code, &r.json()["gitSources"]), (202, &json!([])), "{file}: {}", r.text()),
             _ => assert_eq!((r.code, &r.json()["sessions"]), (202, &json!([])), "{file}: {}", r.text()),
         }
     }
@@ -187,4 +187,43 @@ async fn github_webhooks_are_verified_and_reconcile_at_once() {
     let asked = gh.standin.requests().await;
     assert!(asked["total"].as_u64() > requests["total"].as_u64(), "aoctl asked GitHub: {asked:#}");
     cleanup.finish();
+}
+
+/// The variable holding the push secret of the GitSource below.
+const FLEET_SECRET_ENV: &str = "AOCTL_E2E_FLEET_SECRET";
+const FLEET_SECRET: &str = "e2e-fleet-push-secret";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn github_push_webhooks_wake_the_git_sources_of_the_repository() {
+    let secret = std::ffi::OsString::from(FLEET_SECRET);
+    let gh = Gh::start_with_env(REPO, false, &[(FLEET_SECRET_ENV, secret.as_os_str())]).await;
+    // No project has this repository: only the GitSource's own secret can verify its pushes.
+    let source = |name: &str, url: &str| {
+        json!({"apiVersion": "ao.dev/v1alpha1", "kind": "GitSource", "metadata": {"name": name},
+            "spec": {"url": url, "interval": "10m", "suspend": true, "webhookSecretEnv": FLEET_SECRET_ENV}})
+    };
+    gh.server.create("gitsources", &source("fleet", "https://GitHub.com/Codertocat/Hello-World.git")).await;
+    gh.server.create("gitsources", &source("other", "https://github.com/Codertocat/Other")).await;
+    let body = std::fs::read(fixtures().join("push.branch.json")).expect("the push fixture");
+
+    // Signed with the source's secret: the sources naming the repository (by any of its
+    // addresses, the host in any case) are woken, and only they.
+    let r = deliver(&gh.server, Some("push"), &body, Some(&sign(FLEET_SECRET, &body))).await;
+    assert_eq!((r.code, &r.json()["gitSources"]), (202, &json!(["fleet"])), "{}", r.text());
+
+    // Unverified: the projects' secret is no project's of this repository, or a wrong one.
+    for wrong in [SECRET, "not-the-secret"] {
+        let r = deliver(&gh.server, Some("push"), &body, Some(&sign(wrong, &body))).await;
+        r.expect_status(401, "Unauthorized");
+    }
+    // The source's secret verifies pushes only, and only of its repository.
+    let r = deliver(&gh.server, Some("issues"), &body, Some(&sign(FLEET_SECRET, &body))).await;
+    r.expect_status(401, "Unauthorized");
+    let mut elsewhere: Value = serde_json::from_slice(&body).expect("JSON fixture");
+    for key in ["clone_url", "html_url", "ssh_url", "git_url"] {
+        elsewhere["repository"][key] = json!(format!("https://github.com/someone/else/{key}"));
+    }
+    let elsewhere = serde_json::to_vec(&elsewhere).expect("JSON");
+    let r = deliver(&gh.server, Some("push"), &elsewhere, Some(&sign(FLEET_SECRET, &elsewhere))).await;
+    r.expect_status(401, "Unauthorized");
 }

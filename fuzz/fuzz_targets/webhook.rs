@@ -16,13 +16,13 @@ use webhook::{parse, verify_signature, WebhookEvent, EVENTS};
 #[allow(dead_code)]
 mod webhook;
 
-/// The event name for a first byte: `ping`, then `EVENTS` in order, then `push` (an event aoctl
-/// does not read). fuzz/run.sh writes the seeds' first byte in the same order.
+/// The event name for a first byte: `ping`, then `EVENTS` in order, then `deployment` (an event
+/// aoctl does not read). fuzz/run.sh writes the seeds' first byte in the same order.
 fn event_name(selector: u8) -> &'static str {
     match selector as usize % (EVENTS.len() + 2) {
         0 => "ping",
         i if i <= EVENTS.len() => EVENTS[i - 1],
-        _ => "push",
+        _ => "deployment",
     }
 }
 
@@ -37,6 +37,15 @@ fuzz_target!(|data: &[u8]| {
             assert!(r.branches.windows(2).all(|w| w[0] < w[1]), "branches are sorted and unique");
             assert!(r.pull_numbers.windows(2).all(|w| w[0] < w[1]), "pull numbers are sorted and unique");
             let _ = r.concerns("main", r.pull_numbers.first().copied());
+        }
+        Ok(WebhookEvent::Issues(i)) => {
+            assert_eq!(event, "issues");
+            assert_eq!(WebhookEvent::Issues(i.clone()).repository(), Some(i.repository.as_str()));
+        }
+        Ok(WebhookEvent::Push(p)) => {
+            assert_eq!(event, "push");
+            assert!(p.urls().len() <= 4);
+            let _ = (p.branch(), p.deleted());
         }
         Err(e) => {
             assert_eq!(e.event, event);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::{DateTime, TimeZone, Utc};
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
@@ -90,9 +90,17 @@ struct State {
     refused: u64,
 }
 
+/// What the conditional-request cache keeps of one answer: its ETag, its body and its `Link`
+/// header (a 304 need not repeat it, and the pages after it are found through it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Cached {
+    pub(crate) etag: String,
+    pub(crate) body: Bytes,
+    pub(crate) link: Option<HeaderValue>,
+}
+
 struct CacheEntry {
-    etag: String,
-    body: Bytes,
+    answer: Cached,
     used: u64,
 }
 
@@ -254,18 +262,18 @@ impl Budget {
         }
     }
 
-    /// The ETag and body last seen for `url`.
-    pub(crate) fn cached(&self, url: &str) -> Option<(String, Bytes)> {
+    /// The answer last seen for `url`.
+    pub(crate) fn cached(&self, url: &str) -> Option<Cached> {
         let mut cache = self.cache.lock();
         cache.tick += 1;
         let tick = cache.tick;
         let entry = cache.entries.get_mut(url)?;
         entry.used = tick;
-        Some((entry.etag.clone(), entry.body.clone()))
+        Some(entry.answer.clone())
     }
 
-    /// Remembers the ETag and body of `url`, forgetting the least recently used URL when full.
-    pub(crate) fn store(&self, url: &str, etag: String, body: Bytes) {
+    /// Remembers the answer of `url`, forgetting the least recently used URL when full.
+    pub(crate) fn store(&self, url: &str, answer: Cached) {
         let mut cache = self.cache.lock();
         cache.tick += 1;
         let used = cache.tick;
@@ -274,7 +282,7 @@ impl Budget {
                 cache.entries.remove(&oldest);
             }
         }
-        cache.entries.insert(url.to_string(), CacheEntry { etag, body, used });
+        cache.entries.insert(url.to_string(), CacheEntry { answer, used });
     }
 }
 
@@ -357,16 +365,20 @@ mod tests {
         assert_eq!(stats.requests[&("GET /x".to_string(), "<error>".to_string())], 1);
     }
 
+    fn answer(etag: &str) -> Cached {
+        Cached { etag: etag.to_string(), body: Bytes::new(), link: None }
+    }
+
     #[test]
     fn cache_forgets_the_least_recently_used() {
         let budget = Budget::new();
         for i in 0..CACHE_CAPACITY {
-            budget.store(&format!("/u/{i}"), format!("\"{i}\""), Bytes::new());
+            budget.store(&format!("/u/{i}"), answer(&format!("\"{i}\"")));
         }
         assert!(budget.cached("/u/0").is_some());
-        budget.store("/u/new", "\"n\"".to_string(), Bytes::new());
+        budget.store("/u/new", answer("\"n\""));
         assert!(budget.cached("/u/0").is_some());
         assert!(budget.cached("/u/1").is_none());
-        assert_eq!(budget.cached("/u/new").unwrap().0, "\"n\"");
+        assert_eq!(budget.cached("/u/new").unwrap().etag, "\"n\"");
     }
 }

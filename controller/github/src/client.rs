@@ -12,7 +12,7 @@ use http::{HeaderMap, Method, StatusCode};
 use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
 
-use crate::budget::{epoch, header_u64, Budget};
+use crate::budget::{epoch, header_u64, Budget, Cached};
 use crate::error::Error;
 
 /// The REST base URL of github.com.
@@ -61,6 +61,8 @@ pub(crate) struct Reply {
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
+    /// The answer was a 304: `body` (and a missing `Link`) came from the cache, for free.
+    pub(crate) not_modified: bool,
 }
 
 impl Client {
@@ -123,8 +125,8 @@ impl Client {
         self.budget.admit().await?;
         let cached = if conditional { self.budget.cached(path) } else { None };
         let mut builder = http::Request::builder().method(method.clone()).uri(path);
-        if let Some((etag, _)) = &cached {
-            builder = builder.header(IF_NONE_MATCH, etag.as_str());
+        if let Some(answer) = &cached {
+            builder = builder.header(IF_NONE_MATCH, answer.etag.as_str());
         }
         let request = self.octo.build_request(builder, body).map_err(|e| Error::invalid(format!("{endpoint}: {e}")))?;
         let exchange = async {
@@ -154,13 +156,16 @@ impl Client {
             }
             Ok(Ok(answer)) => answer,
         };
-        let (status, headers) = (parts.status, parts.headers);
+        let (status, mut headers) = (parts.status, parts.headers);
         self.budget.observe(endpoint, Some(status.as_u16()), Some(&headers));
         if status == StatusCode::NOT_MODIFIED {
-            return match cached {
-                Some((_, body)) => Ok(Reply { status: StatusCode::OK, headers, body }),
-                None => Err(Error::decode(endpoint, "304 Not Modified to a request that was not conditional")),
+            let Some(answer) = cached else {
+                return Err(Error::decode(endpoint, "304 Not Modified to a request that was not conditional"));
             };
+            if let (Some(link), false) = (answer.link, headers.contains_key(LINK)) {
+                headers.insert(LINK, link);
+            }
+            return Ok(Reply { status: StatusCode::OK, headers, body: answer.body, not_modified: true });
         }
         if let Some(reset_at) = rate_limited(status, &headers, &body) {
             tracing::warn!(endpoint, %reset_at, status = status.as_u16(), "GitHub rate limit hit; holding calls back");
@@ -172,10 +177,11 @@ impl Client {
         }
         if conditional && status.is_success() {
             if let Some(etag) = headers.get(ETAG).and_then(|v| v.to_str().ok()) {
-                self.budget.store(path, etag.to_string(), body.clone());
+                let link = headers.get(LINK).cloned();
+                self.budget.store(path, Cached { etag: etag.to_string(), body: body.clone(), link });
             }
         }
-        Ok(Reply { status, headers, body })
+        Ok(Reply { status, headers, body, not_modified: false })
     }
 
     /// GETs `path` conditionally and decodes a successful answer; `what` names it in `NotFound`.
@@ -196,16 +202,28 @@ impl Client {
         path: &str,
         what: impl Fn() -> String,
     ) -> Result<Vec<T>, Error> {
+        Ok(self.get_pages_changed(endpoint, path, what).await?.0)
+    }
+
+    /// [`Client::get_pages`], and whether any page was new (false when every page answered 304).
+    pub(crate) async fn get_pages_changed<T: DeserializeOwned>(
+        &self,
+        endpoint: &'static str,
+        path: &str,
+        what: impl Fn() -> String,
+    ) -> Result<(Vec<T>, bool), Error> {
         let mut pages = Vec::new();
+        let mut changed = false;
         let mut next = Some(path.to_string());
         while let Some(path) = next.take() {
             let reply = success(endpoint, self.send(Method::GET, endpoint, &path, None, Read::Cached).await?, &what)?;
+            changed |= !reply.not_modified;
             pages.push(decode(endpoint, &reply.body)?);
             if pages.len() < MAX_PAGES {
                 next = next_page(&reply.headers);
             }
         }
-        Ok(pages)
+        Ok((pages, changed))
     }
 }
 
@@ -278,16 +296,23 @@ fn rate_limited(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Option<
     None
 }
 
-/// The path and query of the `rel="next"` link, if any.
+/// The path and query of the `rel="next"` link, if any. A link's URL is read between its angle
+/// brackets, so a comma inside it (as in `labels=a,b`) does not split it.
 fn next_page(headers: &HeaderMap) -> Option<String> {
-    let link = headers.get(LINK)?.to_str().ok()?;
-    link.split(',').find_map(|part| {
-        let (url, params) = part.split_once(';')?;
-        let is_next = params.split(';').any(|p| matches!(p.trim(), "rel=\"next\"" | "rel=next"));
-        let url = url.trim().strip_prefix('<')?.strip_suffix('>')?;
-        let uri: http::Uri = url.parse().ok()?;
-        is_next.then(|| uri.path_and_query().map(|pq| pq.as_str().to_string())).flatten()
-    })
+    let mut rest = headers.get(LINK)?.to_str().ok()?;
+    while let Some(open) = rest.find('<') {
+        let close = open + rest[open..].find('>')?;
+        let url = &rest[open + 1..close];
+        let after = &rest[close + 1..];
+        let params = &after[..after.find('<').unwrap_or(after.len())];
+        let is_next = params.split([';', ',']).any(|p| matches!(p.trim(), "rel=\"next\"" | "rel=next"));
+        if is_next {
+            let uri: http::Uri = url.trim().parse().ok()?;
+            return uri.path_and_query().map(|pq| pq.as_str().to_string());
+        }
+        rest = after;
+    }
+    None
 }
 
 /// Checks an owner or repository name before it becomes a path segment.
@@ -332,6 +357,13 @@ mod tests {
         assert_eq!(next_page(&h).as_deref(), Some("/repositories/1/pulls?page=2"));
         h.insert(LINK, "<https://api.github.com/x?page=1>; rel=\"prev\"".parse().unwrap());
         assert_eq!(next_page(&h), None);
+        h.insert(
+            LINK,
+            "<https://api.github.com/r/issues?labels=a,b&page=1>; rel=\"prev\", <https://api.github.com/r/issues?labels=a,b&page=3>; rel=\"next\""
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(next_page(&h).as_deref(), Some("/r/issues?labels=a,b&page=3"), "a comma inside a link");
     }
 
     #[test]

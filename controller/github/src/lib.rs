@@ -1,6 +1,6 @@
 //! The GitHub side of closing the loop: find or open each session's pull request, read its checks
-//! and reviews, fetch the tail of a failing job's log, merge, read tracker issues, and make sense
-//! of webhook deliveries.
+//! and reviews, fetch the tail of a failing job's log, merge, read and list tracker issues, and
+//! make sense of webhook deliveries.
 //!
 //! Every request goes through a [`Budget`] shared by all clients of one token: GETs are
 //! conditional (a 304 answers from the cache and costs no rate limit), calls are held back near
@@ -11,6 +11,7 @@ mod budget;
 mod checks;
 mod client;
 mod error;
+mod issues;
 mod pulls;
 mod reviews;
 pub mod webhook;
@@ -19,5 +20,6 @@ pub use budget::{Budget, BudgetKey, Observer, RequestRecord, Stats};
 pub use checks::{flaky_cause, CheckKind, Checks, FailingCheck, ACTIONS_APP};
 pub use client::{Client, DEFAULT_API_URL};
 pub use error::Error;
-pub use pulls::{Issue, MergeMethod, PullRequest};
+pub use issues::{Issue, IssueList, IssueStateFilter};
+pub use pulls::{MergeMethod, PullRequest};
 pub use reviews::{NewComment, Review, ReviewComment, ReviewEvent, Reviews};

@@ -1,4 +1,4 @@
-//! Pull requests and issues: find the pull request of a branch, open one, merge one, read an issue.
+//! Pull requests: find the pull request of a branch, open one, merge one.
 
 use aoctl_api::session::{ChecksState, PullRequestState, PullRequestStatus, ReviewState};
 use http::{Method, StatusCode};
@@ -12,7 +12,6 @@ const LIST_PULLS: &str = "GET /repos/{owner}/{repo}/pulls";
 const GET_PULL: &str = "GET /repos/{owner}/{repo}/pulls/{pull_number}";
 const CREATE_PULL: &str = "POST /repos/{owner}/{repo}/pulls";
 const MERGE_PULL: &str = "PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge";
-const GET_ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{issue_number}";
 
 /// What the controller needs to know about a pull request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,20 +72,6 @@ impl MergeMethod {
             MergeMethod::Rebase => "rebase",
         }
     }
-}
-
-/// The title, body and labels of a tracker issue, for the session's first prompt.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Issue {
-    pub number: u64,
-    pub title: String,
-    /// Empty when the issue has no description.
-    pub body: String,
-    pub url: String,
-    /// The labels' names.
-    pub labels: Vec<String>,
-    /// Whether it is still open (GitHub's `state` is `open`).
-    pub open: bool,
 }
 
 #[derive(Deserialize)]
@@ -233,46 +218,5 @@ impl Client {
             return Err(Error::NotMergeable { number, message: merged.message });
         }
         Ok(merged.sha)
-    }
-
-    /// A tracker issue's title, body, labels and state. The read is conditional: an issue that
-    /// did not change since the last read costs a `304 Not Modified`.
-    pub async fn issue(&self, owner: &str, repo: &str, number: u64) -> Result<Issue, Error> {
-        /// A label is an object, or (in older payloads) its bare name.
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum WireLabel {
-            Name(String),
-            Object { name: Option<String> },
-        }
-        #[derive(Deserialize)]
-        struct Wire {
-            number: u64,
-            title: String,
-            body: Option<String>,
-            html_url: String,
-            state: String,
-            #[serde(default)]
-            labels: Vec<WireLabel>,
-        }
-        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
-        let path = format!("/repos/{o}/{r}/issues/{number}");
-        let w: Wire = self.get_json(GET_ISSUE, &path, || format!("issue {o}/{r}#{number}")).await?;
-        let labels = w
-            .labels
-            .into_iter()
-            .filter_map(|l| match l {
-                WireLabel::Name(n) => Some(n),
-                WireLabel::Object { name } => name,
-            })
-            .collect();
-        Ok(Issue {
-            number: w.number,
-            title: w.title,
-            body: w.body.unwrap_or_default(),
-            url: w.html_url,
-            labels,
-            open: w.state == "open",
-        })
     }
 }

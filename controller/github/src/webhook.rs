@@ -1,5 +1,6 @@
 //! GitHub webhooks: the `X-Hub-Signature-256` check and the few facts of a delivery that tell
-//! which sessions to reconcile now (their repository, branches and pull request numbers).
+//! what to reconcile now: sessions (by repository, branch and pull request number), issue
+//! sources (an issue opened, closed or relabeled) and git sources (a branch pushed).
 
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
@@ -26,6 +27,10 @@ pub enum WebhookEvent {
     },
     /// An event about pull requests or CI in a repository.
     Repository(RepositoryEvent),
+    /// An `issues` event: an issue opened, closed, reopened, labeled, unlabeled, edited, …
+    Issues(IssuesEvent),
+    /// A `push` event: a branch or tag moved, appeared or went.
+    Push(PushEvent),
     /// An event aoctl does not act on, by name.
     Unknown(String),
 }
@@ -36,8 +41,64 @@ impl WebhookEvent {
         match self {
             WebhookEvent::Ping { repository, .. } => repository.as_deref(),
             WebhookEvent::Repository(e) => Some(&e.repository),
+            WebhookEvent::Issues(e) => Some(&e.repository),
+            WebhookEvent::Push(e) => Some(&e.repository),
             WebhookEvent::Unknown(_) => None,
         }
+    }
+}
+
+/// An `issues` delivery: which issue, what happened to it, and its labels and state after that.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IssuesEvent {
+    /// The payload's `action`: `opened`, `closed`, `reopened`, `labeled`, `unlabeled`, …
+    pub action: String,
+    /// `owner/name`.
+    pub repository: String,
+    pub number: u64,
+    /// The issue's label names, as they are after the event.
+    pub labels: Vec<String>,
+    /// Whether the issue is open after the event.
+    pub open: bool,
+}
+
+/// A `push` delivery: the ref, the commit it now points at, and the addresses of the repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PushEvent {
+    /// `owner/name`.
+    pub repository: String,
+    /// The full ref, e.g. `refs/heads/main` or `refs/tags/v1`.
+    pub git_ref: String,
+    /// The commit the ref points at now; forty zeros when it was deleted.
+    pub after: String,
+    /// `https://github.com/o/r.git`.
+    pub clone_url: Option<String>,
+    /// `https://github.com/o/r`.
+    pub html_url: Option<String>,
+    /// `git@github.com:o/r.git`.
+    pub ssh_url: Option<String>,
+    /// `git://github.com/o/r.git`.
+    pub git_url: Option<String>,
+}
+
+impl PushEvent {
+    /// Every address the repository is known by, for matching against a source's URL.
+    pub fn urls(&self) -> Vec<&str> {
+        [&self.clone_url, &self.html_url, &self.ssh_url, &self.git_url]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// The branch pushed, when the ref is a branch.
+    pub fn branch(&self) -> Option<&str> {
+        self.git_ref.strip_prefix("refs/heads/")
+    }
+
+    /// Whether the ref was deleted.
+    pub fn deleted(&self) -> bool {
+        !self.after.is_empty() && self.after.bytes().all(|b| b == b'0')
     }
 }
 
@@ -90,6 +151,14 @@ impl ParseError {
 struct Repo {
     id: u64,
     full_name: String,
+    #[serde(default)]
+    clone_url: Option<String>,
+    #[serde(default)]
+    html_url: Option<String>,
+    #[serde(default)]
+    ssh_url: Option<String>,
+    #[serde(default)]
+    git_url: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -152,6 +221,10 @@ struct Named {
 struct IssueRef {
     number: u64,
     pull_request: Option<serde_json::Value>,
+    #[serde(default)]
+    labels: Option<Vec<Named>>,
+    #[serde(default)]
+    state: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -167,9 +240,13 @@ struct Payload {
     sha: Option<String>,
     #[serde(default)]
     branches: Vec<Named>,
+    #[serde(rename = "ref")]
+    git_ref: Option<String>,
+    after: Option<String>,
 }
 
-/// The events that can concern a session.
+/// The events that are read (besides `ping`): the ones that can concern a session, then
+/// `issues` (for issue sources) and `push` (for git sources).
 pub(crate) const EVENTS: &[&str] = &[
     "pull_request",
     "pull_request_review",
@@ -179,6 +256,8 @@ pub(crate) const EVENTS: &[&str] = &[
     "check_suite",
     "status",
     "workflow_run",
+    "issues",
+    "push",
 ];
 
 /// Reads a delivery of `event_name` (the `X-GitHub-Event` header).
@@ -194,6 +273,27 @@ pub fn parse(event_name: &str, body: &[u8]) -> Result<WebhookEvent, ParseError> 
     }
     let missing = |field: &str| error(format!("missing field `{field}`"));
     let repo = p.repository.ok_or_else(|| missing("repository"))?;
+    if event_name == "issues" {
+        let issue = p.issue.ok_or_else(|| missing("issue"))?;
+        return Ok(WebhookEvent::Issues(IssuesEvent {
+            action: p.action.ok_or_else(|| missing("action"))?,
+            repository: repo.full_name,
+            number: issue.number,
+            labels: issue.labels.unwrap_or_default().into_iter().map(|l| l.name).collect(),
+            open: issue.state.ok_or_else(|| missing("issue.state"))? == "open",
+        }));
+    }
+    if event_name == "push" {
+        return Ok(WebhookEvent::Push(PushEvent {
+            repository: repo.full_name,
+            git_ref: p.git_ref.ok_or_else(|| missing("ref"))?,
+            after: p.after.ok_or_else(|| missing("after"))?,
+            clone_url: repo.clone_url,
+            html_url: repo.html_url,
+            ssh_url: repo.ssh_url,
+            git_url: repo.git_url,
+        }));
+    }
     let mut facts = Facts { repo_id: repo.id, branches: Vec::new(), pulls: Vec::new(), sha: None };
     match event_name {
         "pull_request" | "pull_request_review" | "pull_request_review_comment" => {
@@ -283,6 +383,66 @@ mod tests {
         assert!(!verify_signature(SECRET, b"Hello, World!", &SIGNATURE.replace("sha256=", "sha1=")));
         assert!(!verify_signature(SECRET, b"Hello, World!", "sha256=zz"));
         assert!(!verify_signature(SECRET, b"Hello, World!", &SIGNATURE[..SIGNATURE.len() - 2]));
+    }
+
+    fn repository() -> serde_json::Value {
+        serde_json::json!({
+            "id": 1,
+            "full_name": "octo/demo",
+            "clone_url": "https://github.com/octo/demo.git",
+            "html_url": "https://github.com/octo/demo",
+            "ssh_url": "git@github.com:octo/demo.git",
+            "git_url": "git://github.com/octo/demo.git"
+        })
+    }
+
+    #[test]
+    fn issues_events_carry_the_issue_after_the_change() {
+        let body = serde_json::json!({
+            "action": "unlabeled",
+            "issue": {"number": 7, "state": "open", "labels": [{"name": "bug"}]},
+            "label": {"name": "agent"},
+            "repository": repository(),
+        });
+        let ev = parse("issues", body.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            ev,
+            WebhookEvent::Issues(IssuesEvent {
+                action: "unlabeled".into(),
+                repository: "octo/demo".into(),
+                number: 7,
+                labels: vec!["bug".into()],
+                open: true,
+            })
+        );
+        assert_eq!(ev.repository(), Some("octo/demo"));
+        let closed = serde_json::json!({"action": "closed", "issue": {"number": 7, "state": "closed"}, "repository": repository()});
+        let WebhookEvent::Issues(e) = parse("issues", closed.to_string().as_bytes()).unwrap() else { panic!() };
+        assert!(!e.open && e.labels.is_empty());
+        let err =
+            parse("issues", br#"{"action":"opened","issue":{"number":1},"repository":{"id":1,"full_name":"o/r"}}"#)
+                .unwrap_err();
+        assert_eq!(err.to_string(), "invalid `issues` webhook payload: missing field `issue.state`");
+    }
+
+    #[test]
+    fn push_events_name_the_ref_and_every_address() {
+        let body = serde_json::json!({"ref": "refs/heads/main", "after": "a".repeat(40), "repository": repository()});
+        let WebhookEvent::Push(e) = parse("push", body.to_string().as_bytes()).unwrap() else { panic!() };
+        assert_eq!((e.repository.as_str(), e.branch(), e.deleted()), ("octo/demo", Some("main"), false));
+        assert_eq!(
+            e.urls(),
+            [
+                "https://github.com/octo/demo.git",
+                "https://github.com/octo/demo",
+                "git@github.com:octo/demo.git",
+                "git://github.com/octo/demo.git"
+            ]
+        );
+        let body = serde_json::json!({"ref": "refs/tags/v1", "after": "0".repeat(40), "repository": {"id": 1, "full_name": "o/r"}});
+        let WebhookEvent::Push(e) = parse("push", body.to_string().as_bytes()).unwrap() else { panic!() };
+        assert_eq!((e.branch(), e.deleted(), e.urls().len()), (None, true, 0));
+        assert!(parse("push", br#"{"after":"x","repository":{"id":1,"full_name":"o/r"}}"#).is_err());
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub struct AppState {
     pub gitsources: aoctl_engine::Trigger,
     /// Polls an IssueSource at once (issues webhooks).
     pub issuesources: aoctl_engine::Trigger,
+    /// Where the webhook handler asks the IssueSource reconciler for a poll at its next pass.
+    pub issuesource_state: Arc<crate::reconcilers::issuesource::State>,
     /// Set once the store is loaded and the controllers run.
     pub ready: Arc<AtomicBool>,
     /// The bearer token, the hosts served and the other access rules (DESIGN §8).

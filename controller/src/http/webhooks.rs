@@ -1,14 +1,16 @@
 //! `POST /webhooks/github`: verifies `X-Hub-Signature-256` against the secret of the project whose
-//! repository sent it, maps the event to sessions by branch or PR number, and reconciles them at
-//! once. A bad or missing signature is 401, an event that concerns nothing is 202; neither changes
-//! anything. A delivery whose `X-GitHub-Delivery` id was already taken (a replay) is acknowledged
-//! and ignored.
+//! repository sent it (for a `push`, also against the secret of each GitSource of that
+//! repository), then acts at once: an event about pull requests or CI reconciles the sessions it
+//! concerns (by branch or PR number), an `issues` event polls the project's IssueSources, and a
+//! `push` syncs the GitSources of the repository. A bad or missing signature is 401, an event that
+//! concerns nothing is 202; neither changes anything. A delivery whose `X-GitHub-Delivery` id was
+//! already taken (a replay) is acknowledged and ignored.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
 use aoctl_api::wire::WebhookAnswer;
-use aoctl_api::{Project, Session};
+use aoctl_api::{GitSource, IssueSource, Project, Session};
 use aoctl_github::webhook::{self, WebhookEvent};
 use aoctl_store::Selector;
 use axum::body::Bytes;
@@ -64,8 +66,9 @@ pub async fn github(
         return Err(AppError::BadSignature);
     };
     // The secret is the one of the project the delivery is about.
-    let repository = serde_json::from_slice::<Value>(&body)
-        .ok()
+    let payload = serde_json::from_slice::<Value>(&body).ok();
+    let repository = payload
+        .as_ref()
         .and_then(|v| v.pointer("/repository/full_name").and_then(Value::as_str).map(str::to_ascii_lowercase));
     let (projects, _) = state.store.list_typed::<Project>(&Selector::everything()).await?;
     let verified: Vec<&Project> = projects
@@ -78,7 +81,12 @@ pub async fn github(
             webhook_secret(p).is_some_and(|secret| webhook::verify_signature(secret.as_bytes(), &body, signature))
         })
         .collect();
-    if verified.is_empty() {
+    // A push may be about the repository of a GitSource, signed with that source's secret.
+    let gitsources = if event == "push" { naming_gitsources(&state, payload.as_ref()).await? } else { vec![] };
+    let by_gitsource = gitsources.iter().any(|g| {
+        gitsource_secret(g).is_some_and(|secret| webhook::verify_signature(secret.as_bytes(), &body, signature))
+    });
+    if verified.is_empty() && !by_gitsource {
         return Err(AppError::BadSignature);
     }
     // Only a signed delivery is remembered, so nobody without the secret can fill the memory.
@@ -96,6 +104,34 @@ pub async fn github(
         WebhookEvent::Unknown(e) => {
             return Ok((StatusCode::ACCEPTED, Json(answer(format!("event `{e}` is not used; ignored")))))
         }
+        WebhookEvent::Issues(ev) => {
+            // The project's IssueSources read the tracker again now.
+            let names: Vec<&str> = verified.iter().map(|p| p.metadata.name.as_str()).collect();
+            let (sources, _) = state.store.list_typed::<IssueSource>(&Selector::everything()).await?;
+            let mut triggered = vec![];
+            for source in sources.iter().filter(|i| names.contains(&i.spec.project.as_str())) {
+                state.issuesource_state.poll_now(&source.metadata.name);
+                state.issuesources.trigger(&source.metadata.name);
+                triggered.push(source.metadata.name.clone());
+            }
+            tracing::debug!(action = %ev.action, issue = ev.number, sources = ?triggered, "issues webhook");
+            let message =
+                format!("`issues` ({} #{}) concerns {} issue source(s)", ev.action, ev.number, triggered.len());
+            let answer = WebhookAnswer { message, issue_sources: Some(triggered), ..Default::default() };
+            return Ok((StatusCode::ACCEPTED, Json(answer)));
+        }
+        WebhookEvent::Push(ev) => {
+            let urls = ev.urls();
+            let mut triggered = vec![];
+            for source in gitsources.iter().filter(|g| g.spec.names_repository(&urls)) {
+                state.gitsources.trigger(&source.metadata.name);
+                triggered.push(source.metadata.name.clone());
+            }
+            tracing::debug!(git_ref = %ev.git_ref, sources = ?triggered, "push webhook");
+            let message = format!("`push` of {} concerns {} git source(s)", ev.git_ref, triggered.len());
+            let answer = WebhookAnswer { message, git_sources: Some(triggered), ..Default::default() };
+            return Ok((StatusCode::ACCEPTED, Json(answer)));
+        }
         WebhookEvent::Repository(ev) => ev,
     };
     let names: Vec<&str> = verified.iter().map(|p| p.metadata.name.as_str()).collect();
@@ -112,12 +148,31 @@ pub async fn github(
     }
     tracing::debug!(event = %event, sessions = ?triggered, "webhook");
     let message = format!("`{event}` concerns {} session(s)", triggered.len());
-    Ok((StatusCode::ACCEPTED, Json(WebhookAnswer { message, sessions: Some(triggered) })))
+    Ok((StatusCode::ACCEPTED, Json(WebhookAnswer { message, sessions: Some(triggered), ..Default::default() })))
 }
 
-/// An answer that names no sessions.
+/// An answer that names nothing it woke.
 fn answer(message: impl Into<String>) -> WebhookAnswer {
-    WebhookAnswer { message: message.into(), sessions: None }
+    WebhookAnswer { message: message.into(), ..Default::default() }
+}
+
+/// The GitSources whose `spec.url` is one of the addresses of the payload's repository.
+async fn naming_gitsources(state: &AppState, payload: Option<&Value>) -> Result<Vec<GitSource>, AppError> {
+    let urls: Vec<&str> = ["clone_url", "html_url", "ssh_url", "git_url"]
+        .iter()
+        .filter_map(|k| payload?.pointer(&format!("/repository/{k}"))?.as_str())
+        .collect();
+    if urls.is_empty() {
+        return Ok(vec![]);
+    }
+    let (sources, _) = state.store.list_typed::<GitSource>(&Selector::everything()).await?;
+    Ok(sources.into_iter().filter(|g| g.spec.names_repository(&urls)).collect())
+}
+
+/// The push webhook secret of a GitSource, from the variable its `webhookSecretEnv` names.
+fn gitsource_secret(source: &GitSource) -> Option<String> {
+    let var = source.spec.webhook_secret_env.as_deref()?;
+    std::env::var(var).ok().filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]

@@ -1,18 +1,59 @@
 //! IssueSource reconciler: reads the project's tracker with the source's query and keeps one
 //! Session per matching open issue (docs/gitops.md).
+//!
+//! Each pass lists the matching open issues (conditionally: an unchanged list costs 304s and no
+//! rate limit) when a poll is due — every `spec.interval`, at once after an `issues` webhook or
+//! `aoctl reconcile` — and otherwise works from the last list. Sessions are made oldest issue
+//! first, `<source>-<number>` from the template, while fewer than `maxSessions` of them are live;
+//! the other issues wait. A session whose issue closed or stopped matching ends per `onClose`, and
+//! comes back when the issue matches again. A session whose pull request merged is finished: it is
+//! left as it is and frees its place.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use aoctl_api::IssueSource;
+use aoctl_api::condition::{set_condition, types};
+use aoctl_api::decode::AnyObject;
+use aoctl_api::issuesource::{conditions, session_name, IssueFields, IssueSession, OnClose};
+use aoctl_api::session::{Phase, PullRequestState};
+use aoctl_api::source::{self, MANAGED_BY};
+use aoctl_api::validate::Validate;
+use aoctl_api::{
+    Condition, ConditionStatus, EventType, IssueSource, Kind, ObjectMeta, OwnerReference, Project, Session, Time,
+    API_VERSION,
+};
 use aoctl_engine::Action;
-use aoctl_store::Store;
+use aoctl_github::{Issue, IssueStateFilter};
+use aoctl_store::{Deleted, Selector, Store, StoreError};
 
 use super::Error;
+use crate::admission::{self, AdmissionError};
 use crate::github::Hub;
 use crate::recorder::Recorder;
 
 /// Name of this controller in metrics and events.
 pub const NAME: &str = "issuesource";
+
+/// Annotation on a session its source stopped (its issue closed or stopped matching, with
+/// `onClose: stop`); the value is the source, as in `ao.dev/managed-by`. Only such a stop is
+/// undone when the issue matches again: a stop a person made stays.
+pub const STOPPED_BY: &str = "ao.dev/stopped-by";
+
+/// `IssueSession.state` of a session working on a matching issue.
+pub const STATE_OPEN: &str = "open";
+/// `IssueSession.state` of a session ended per `onClose` (or kept with `keep`).
+pub const STATE_CLOSED: &str = "closed";
+/// `IssueSession.state` of a session that is done: its pull request merged or closed, or it failed.
+pub const STATE_FINISHED: &str = "finished";
+
+/// `Ready=False`: a session's name would not be a DNS label.
+const INVALID_SESSION_NAME: &str = "InvalidSessionName";
+/// `Ready=False`: a session of that name exists and this source did not make it.
+const SESSION_NAME_TAKEN: &str = "SessionNameTaken";
+
+/// How soon a failed tracker read is tried again, at most.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
 
 /// What the IssueSource reconciler gets.
 pub struct Context {
@@ -20,14 +61,723 @@ pub struct Context {
     pub recorder: Recorder,
     /// The session reconciler's GitHub clients: the same rate budget per API URL and token.
     pub github: Arc<Hub>,
+    /// The last list of each source, and the polls the webhook handler asked for.
+    pub state: Arc<State>,
+}
+
+/// What the reconciler remembers between passes, shared with the webhook handler.
+#[derive(Default)]
+pub struct State {
+    inner: Mutex<Memory>,
+}
+
+#[derive(Default)]
+struct Memory {
+    /// Per source: the last list read, for which query, and when.
+    polled: HashMap<String, Polled>,
+    /// Sources whose tracker announced a change (an `issues` webhook), and when: poll at the
+    /// next pass.
+    wanted: HashMap<String, Instant>,
+}
+
+struct Polled {
+    query: String,
+    at: Instant,
+    issues: Arc<Vec<Issue>>,
+}
+
+impl State {
+    /// Asks for a poll of `source` at its next pass (the caller triggers the pass).
+    pub fn poll_now(&self, source: &str) {
+        self.lock().wanted.insert(source.to_string(), Instant::now());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The last list of `source` for `query` when no poll is due; `None` when one is.
+    fn fresh(&self, source: &str, query: &str, interval: Duration) -> Option<(Arc<Vec<Issue>>, Duration)> {
+        let m = self.lock();
+        if m.wanted.contains_key(source) {
+            return None;
+        }
+        let p = m.polled.get(source).filter(|p| p.query == query)?;
+        let left = interval.checked_sub(p.at.elapsed())?;
+        Some((p.issues.clone(), left))
+    }
+
+    /// Remembers the list read for `source`, asked for at `asked_at`. A poll asked for while it
+    /// was read stays wanted: the change it announces may have come after the read.
+    fn store(&self, source: &str, query: String, issues: Arc<Vec<Issue>>, asked_at: Instant) {
+        let mut m = self.lock();
+        if m.wanted.get(source).is_some_and(|at| *at <= asked_at) {
+            m.wanted.remove(source);
+        }
+        m.polled.insert(source.to_string(), Polled { query, at: asked_at, issues });
+    }
+
+    fn forget(&self, source: &str) {
+        let mut m = self.lock();
+        m.polled.remove(source);
+        m.wanted.remove(source);
+    }
 }
 
 pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _ = &ctx;
-    Ok(Action::requeue(source.spec.interval()))
+    let name = source.metadata.name.clone();
+    if source.metadata.deletion_timestamp.is_some() {
+        // Its sessions are owned by it and go with it.
+        ctx.state.forget(&name);
+        return Ok(Action::await_change());
+    }
+    let interval = source.spec.interval();
+    let requested = source::pending_request(&source.metadata, source.status.last_handled_reconcile_at.as_deref())
+        .map(str::to_string);
+    let mut status = source.status.clone();
+    status.observed_generation = source.metadata.generation;
+
+    let project = match ctx.store.get_typed::<Project>(&source.spec.project).await {
+        Ok(p) => p,
+        Err(StoreError::NotFound { .. }) => {
+            let msg = format!("project \"{}\" not found", source.spec.project);
+            return blocked(&source, &ctx, status, conditions::PROJECT_NOT_FOUND, &msg, interval).await;
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let client = match ctx.github.client(&project) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            let msg = format!(
+                "project \"{}\" has no GitHub repository (spec.repo) to read issues from",
+                project.metadata.name
+            );
+            return blocked(&source, &ctx, status, conditions::NO_TRACKER, &msg, interval).await;
+        }
+        Err(e) => {
+            let msg = format!("cannot read the issues of project \"{}\": {e}", project.metadata.name);
+            return blocked(&source, &ctx, status, conditions::TRACKER_FAILED, &msg, interval).await;
+        }
+    };
+    let (client, owner, repo) = client;
+    let labels = &source.spec.github.labels;
+    let query = format!("{} {owner}/{repo} {labels:?}", client.api_url());
+
+    // The tracker, read when a poll is due.
+    let fresh = if requested.is_some() { None } else { ctx.state.fresh(&name, &query, interval) };
+    let (issues, next_poll) = match fresh {
+        Some(cached) => cached,
+        None => {
+            let asked_at = Instant::now();
+            match client.list_issues(&owner, &repo, labels, IssueStateFilter::Open).await {
+                Ok(list) => {
+                    let issues = Arc::new(list.issues);
+                    ctx.state.store(&name, query, issues.clone(), asked_at);
+                    status.last_poll_time = Some(Time::now());
+                    if requested.is_some() {
+                        status.last_handled_reconcile_at = requested.clone();
+                    }
+                    (issues, interval)
+                }
+                Err(e) => {
+                    let msg = format!("cannot list the issues of {owner}/{repo}: {e}");
+                    let wait = e.retry_after().unwrap_or(RETRY_AFTER_FAILURE).min(interval).max(Duration::from_secs(1));
+                    return blocked(&source, &ctx, status, conditions::TRACKER_FAILED, &msg, wait).await;
+                }
+            }
+        }
+    };
+
+    // The source's sessions, by issue number.
+    let (all, _) = ctx.store.list_typed::<Session>(&Selector::everything()).await?;
+    let mut mine: BTreeMap<u64, Session> = BTreeMap::new();
+    let mut others: HashSet<String> = HashSet::new();
+    for s in all {
+        if !source::is_managed_by(&s.metadata, Kind::IssueSource, &name) {
+            others.insert(s.metadata.name.clone());
+            continue;
+        }
+        if let Some(n) = s.spec.issue.as_deref().and_then(|i| i.trim_start_matches('#').parse().ok()) {
+            mine.insert(n, s);
+        }
+    }
+    let matching: BTreeMap<u64, &Issue> = issues.iter().filter(|i| i.open).map(|i| (i.number, i)).collect();
+
+    // A session whose issue just closed may have closed it by merging: GitHub knows before the
+    // session does. Asked once, before the session is ended.
+    let mut merged = HashSet::new();
+    let on_close = source.spec.on_close();
+    for (n, s) in &mine {
+        let ends = match on_close {
+            OnClose::Delete => true,
+            OnClose::Stop => !s.spec.stopped,
+            OnClose::Keep => false,
+        };
+        let open_pr = s.status.pull_request.as_ref().filter(|p| p.state == PullRequestState::Open);
+        if let (false, true, Some(pr)) =
+            (matching.contains_key(n), ends && s.metadata.deletion_timestamp.is_none(), open_pr)
+        {
+            match client.pull(&owner, &repo, pr.number).await {
+                Ok(p) if p.merged => {
+                    merged.insert(*n);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let msg = format!("cannot read pull request #{} of session {}: {e}", pr.number, s.metadata.name);
+                    let wait = e.retry_after().unwrap_or(RETRY_AFTER_FAILURE).min(interval).max(Duration::from_secs(1));
+                    return blocked(&source, &ctx, status, conditions::TRACKER_FAILED, &msg, wait).await;
+                }
+            }
+        }
+    }
+
+    let plan = plan(&matching, &mine, &merged, &others, source.spec.max_sessions, on_close, &name);
+    let mut problems: Vec<(&'static str, String)> = plan.problems.clone();
+    let mut entries = plan.entries.clone();
+    for action in &plan.actions {
+        match act(&source, &ctx, action, &matching, &mine).await {
+            Ok(()) => {}
+            Err(Failure::Problem(reason, msg)) => {
+                entries.retain(|e| e.issue != action.issue().to_string());
+                problems.push((reason, msg));
+            }
+            Err(Failure::Conflict) => return Ok(Action::requeue(Duration::ZERO)),
+            Err(Failure::Error(e)) => return Err(e),
+        }
+    }
+    entries.sort_by_key(|e| e.issue.parse::<u64>().unwrap_or(u64::MAX));
+    status.sessions = entries;
+    status.waiting = plan.waiting.iter().map(u64::to_string).collect();
+
+    let (ready, reason, message) = match problems.first() {
+        Some((reason, _)) => {
+            let all: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
+            (ConditionStatus::False, *reason, all.join("; "))
+        }
+        None => (ConditionStatus::True, conditions::SYNCED, summary(&status, matching.len())),
+    };
+    let was = ready_of(&source.status);
+    set_condition(
+        &mut status.conditions,
+        Condition::new(types::READY, ready, reason, message.clone(), source.metadata.generation, Time::now()),
+    );
+    write_status(&source, &ctx, status).await?;
+    if ready == ConditionStatus::False && was != Some((ready, reason.to_string())) {
+        ctx.recorder.publish(&*source, EventType::Warning, reason, &message).await;
+    }
+    Ok(Action::requeue(next_poll.max(Duration::from_secs(1))))
 }
 
 pub fn error_policy(_source: Arc<IssueSource>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(error = %error, kind = error.metric_label(), "issuesource reconcile failed");
-    Action::requeue(std::time::Duration::ZERO)
+    Action::requeue(Duration::ZERO)
+}
+
+/// One change to the store a pass makes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Step {
+    /// Make the session of this issue from the template.
+    Create(u64),
+    /// `spec.stopped: false` on a session this source stopped.
+    Resume(u64),
+    /// `spec.stopped: true` (`onClose: stop`).
+    Stop(u64),
+    /// Delete the session (`onClose: delete`).
+    Delete(u64),
+}
+
+impl Step {
+    fn issue(&self) -> u64 {
+        match self {
+            Step::Create(n) | Step::Resume(n) | Step::Stop(n) | Step::Delete(n) => *n,
+        }
+    }
+}
+
+/// What a pass does and records.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Plan {
+    actions: Vec<Step>,
+    entries: Vec<IssueSession>,
+    waiting: Vec<u64>,
+    problems: Vec<(&'static str, String)>,
+}
+
+/// Whether a session is done: its pull request merged or closed, or it failed for good.
+fn finished(s: &Session) -> bool {
+    matches!(s.status.phase, Some(Phase::Merged | Phase::Closed | Phase::Failed))
+        || s.status.pull_request.as_ref().is_some_and(|p| p.state != PullRequestState::Open)
+}
+
+/// Whether a session's pull request merged (`merged_now`: GitHub says so, the session not yet).
+fn is_merged(s: &Session, merged_now: bool) -> bool {
+    merged_now
+        || s.status.phase == Some(Phase::Merged)
+        || s.status.pull_request.as_ref().is_some_and(|p| p.state == PullRequestState::Merged)
+}
+
+/// Decides a pass: `matching` are the open issues of the query, `mine` the source's sessions by
+/// issue, `merged` the issues whose session's pull request GitHub reports merged, `others` the
+/// names of sessions this source did not make.
+fn plan(
+    matching: &BTreeMap<u64, &Issue>,
+    mine: &BTreeMap<u64, Session>,
+    merged: &HashSet<u64>,
+    others: &HashSet<String>,
+    max: Option<u32>,
+    on_close: OnClose,
+    source: &str,
+) -> Plan {
+    let me = source::managed_by(Kind::IssueSource, source);
+    let stopped_by_me = |s: &Session| s.spec.stopped && s.metadata.annotations.get(STOPPED_BY) == Some(&me);
+    // Live: not finished and not stopped by this source (a stop a person made keeps its place).
+    let is_live = |s: &Session| !finished(s) && !stopped_by_me(s);
+    let entry = |n: u64, state: &str| IssueSession {
+        issue: n.to_string(),
+        session: session_name(source, n),
+        state: Some(state.to_string()),
+    };
+    let mut p = Plan::default();
+    let mut live = 0usize;
+    for (n, s) in mine {
+        let entry = |state: &str| IssueSession { session: s.metadata.name.clone(), ..entry(*n, state) };
+        if s.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if is_merged(s, merged.contains(n)) {
+            p.entries.push(entry(STATE_FINISHED));
+            continue;
+        }
+        let done = finished(s);
+        if !matching.contains_key(n) {
+            match on_close {
+                OnClose::Delete => p.actions.push(Step::Delete(*n)),
+                OnClose::Stop if !s.spec.stopped => p.actions.push(Step::Stop(*n)),
+                OnClose::Stop => {}
+                OnClose::Keep => live += usize::from(is_live(s)),
+            }
+            if on_close != OnClose::Delete {
+                p.entries.push(entry(STATE_CLOSED));
+            }
+            continue;
+        }
+        if stopped_by_me(s) {
+            continue; // resumed below, in issue order, when there is room
+        }
+        p.entries.push(entry(if done { STATE_FINISHED } else { STATE_OPEN }));
+        live += usize::from(is_live(s));
+    }
+    let room = |live: usize| max.is_none_or(|m| live < m as usize);
+    for n in matching.keys() {
+        let step = match mine.get(n) {
+            Some(s) if s.metadata.deletion_timestamp.is_some() => continue, // made again once it is gone
+            Some(s) if stopped_by_me(s) && !is_merged(s, merged.contains(n)) => Step::Resume(*n),
+            Some(_) => continue,
+            None => {
+                let name = session_name(source, *n);
+                if others.contains(&name) {
+                    let msg = format!("session {name} for issue #{n} exists and was not made by this source");
+                    p.problems.push((SESSION_NAME_TAKEN, msg));
+                    continue;
+                }
+                Step::Create(*n)
+            }
+        };
+        if room(live) {
+            live += 1;
+            p.actions.push(step);
+            p.entries.push(entry(*n, STATE_OPEN));
+        } else {
+            if step == Step::Resume(*n) {
+                p.entries.push(entry(*n, STATE_CLOSED)); // stopped until a place frees
+            }
+            p.waiting.push(*n);
+        }
+    }
+    p
+}
+
+/// Why a step did not happen.
+enum Failure {
+    /// Reported on the source's Ready condition; the other steps go on.
+    Problem(&'static str, String),
+    /// The object changed meanwhile: the pass runs again at once.
+    Conflict,
+    Error(Error),
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        if e.is_conflict() {
+            Failure::Conflict
+        } else {
+            Failure::Error(e.into())
+        }
+    }
+}
+
+async fn act(
+    source: &IssueSource,
+    ctx: &Context,
+    step: &Step,
+    matching: &BTreeMap<u64, &Issue>,
+    mine: &BTreeMap<u64, Session>,
+) -> Result<(), Failure> {
+    let me = source::managed_by(Kind::IssueSource, &source.metadata.name);
+    match step {
+        Step::Create(n) => {
+            let Some(issue) = matching.get(n) else { return Ok(()) };
+            let session = session_for(source, issue).map_err(|(r, m)| Failure::Problem(r, m))?;
+            let name = session.metadata.name.clone();
+            let mut obj = AnyObject::Session(session);
+            match admission::admit(&ctx.store, &mut obj, true, &[]).await {
+                Ok(()) => {}
+                Err(AdmissionError::Invalid { errors, .. }) => {
+                    let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                    return Err(Failure::Problem(conditions::PROJECT_NOT_FOUND, text.join("; ")));
+                }
+                Err(AdmissionError::Store(e)) => return Err(e.into()),
+            }
+            match ctx.store.create(Kind::Session, obj.to_value(), Default::default()).await {
+                Ok(_) => {}
+                // Made by an earlier pass whose status write did not land, or by someone else:
+                // the next pass sees which.
+                Err(StoreError::AlreadyExists { .. }) => return Err(Failure::Conflict),
+                Err(e) => return Err(e.into()),
+            }
+            let msg = format!("session {name} for issue #{n}: {}", issue.title);
+            ctx.recorder.publish(source, EventType::Normal, "SessionCreated", &msg).await;
+        }
+        Step::Resume(n) | Step::Stop(n) => {
+            let Some(s) = mine.get(n) else { return Ok(()) };
+            let mut s = s.clone();
+            let resume = matches!(step, Step::Resume(_));
+            s.spec.stopped = !resume;
+            if resume {
+                s.metadata.annotations.remove(STOPPED_BY);
+            } else {
+                s.metadata.annotations.insert(STOPPED_BY.to_string(), me);
+            }
+            ctx.store.update_typed(&s).await?;
+            let (reason, msg) = if resume {
+                ("SessionResumed", format!("session {} resumed: issue #{n} matches again", s.metadata.name))
+            } else {
+                (
+                    "SessionStopped",
+                    format!("session {} stopped: issue #{n} is closed or no longer matches", s.metadata.name),
+                )
+            };
+            ctx.recorder.publish(source, EventType::Normal, reason, &msg).await;
+        }
+        Step::Delete(n) => {
+            let Some(s) = mine.get(n) else { return Ok(()) };
+            let rv = s.metadata.resource_version.as_deref();
+            match ctx.store.delete(Kind::Session, &s.metadata.name, rv, Default::default()).await {
+                Ok(Deleted::Gone(_) | Deleted::Terminating(_)) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+            let msg = format!("session {} deleted: issue #{n} is closed or no longer matches", s.metadata.name);
+            ctx.recorder.publish(source, EventType::Normal, "SessionDeleted", &msg).await;
+        }
+    }
+    Ok(())
+}
+
+/// The Session of `issue`, from the source's template; or why it cannot be made.
+fn session_for(source: &IssueSource, issue: &Issue) -> Result<Session, (&'static str, String)> {
+    let fields = IssueFields {
+        number: issue.number,
+        title: issue.title.clone(),
+        body: issue.body.clone(),
+        labels: issue.labels.clone(),
+        url: issue.url.clone(),
+    };
+    let name = session_name(&source.metadata.name, issue.number);
+    let template = &source.spec.template;
+    let mut metadata = ObjectMeta { name: name.clone(), labels: template.labels.clone(), ..Default::default() };
+    metadata.annotations.insert(MANAGED_BY.to_string(), source::managed_by(Kind::IssueSource, &source.metadata.name));
+    metadata.owner_references.push(OwnerReference {
+        api_version: API_VERSION.to_string(),
+        kind: Kind::IssueSource.as_str().to_string(),
+        name: source.metadata.name.clone(),
+        uid: source.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(false),
+        block_owner_deletion: Some(true),
+    });
+    let session = Session {
+        api_version: API_VERSION.to_string(),
+        kind: Kind::Session.as_str().to_string(),
+        metadata,
+        spec: template.to_spec(&source.spec.project, &fields),
+        status: Default::default(),
+    };
+    let errors = session.validate();
+    if errors.is_empty() {
+        return Ok(session);
+    }
+    if let Some(e) = errors.iter().find(|e| e.field == "metadata.name") {
+        let msg = format!("the session name {name} for issue #{} is not valid: {}", issue.number, e.message);
+        return Err((INVALID_SESSION_NAME, msg));
+    }
+    let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    Err((
+        conditions::INVALID_TEMPLATE,
+        format!("the template does not make a valid session for issue #{}: {}", issue.number, text.join("; ")),
+    ))
+}
+
+/// `Ready=True`'s message: how many sessions work, are done, and wait.
+fn summary(status: &aoctl_api::IssueSourceStatus, matching: usize) -> String {
+    let count = |state: &str| status.sessions.iter().filter(|s| s.state.as_deref() == Some(state)).count();
+    let mut msg = format!("{matching} matching open issue(s); {} session(s) working", count(STATE_OPEN));
+    let (finished, closed) = (count(STATE_FINISHED), count(STATE_CLOSED));
+    if finished > 0 {
+        msg.push_str(&format!(", {finished} finished"));
+    }
+    if closed > 0 {
+        msg.push_str(&format!(", {closed} ended"));
+    }
+    if !status.waiting.is_empty() {
+        msg.push_str(&format!("; {} waiting for a place (maxSessions)", status.waiting.len()));
+    }
+    msg
+}
+
+fn ready_of(status: &aoctl_api::IssueSourceStatus) -> Option<(ConditionStatus, String)> {
+    aoctl_api::condition::find(&status.conditions, types::READY).map(|c| (c.status, c.reason.clone()))
+}
+
+/// Records `Ready=False` with `reason` and looks again after `wait`; the sessions stay as they are.
+async fn blocked(
+    source: &IssueSource,
+    ctx: &Context,
+    mut status: aoctl_api::IssueSourceStatus,
+    reason: &str,
+    message: &str,
+    wait: Duration,
+) -> Result<Action, Error> {
+    let was = ready_of(&source.status);
+    set_condition(
+        &mut status.conditions,
+        Condition::new(types::READY, ConditionStatus::False, reason, message, source.metadata.generation, Time::now()),
+    );
+    write_status(source, ctx, status).await?;
+    if was != Some((ConditionStatus::False, reason.to_string())) {
+        ctx.recorder.publish(source, EventType::Warning, reason, message).await;
+    }
+    Ok(Action::requeue(wait))
+}
+
+async fn write_status(source: &IssueSource, ctx: &Context, status: aoctl_api::IssueSourceStatus) -> Result<(), Error> {
+    if status == source.status {
+        return Ok(());
+    }
+    let mut written = source.clone();
+    written.status = status;
+    match ctx.store.update_status_typed(&written).await {
+        Ok(_) => Ok(()),
+        // Changed meanwhile: the change triggers another pass, which writes it again.
+        Err(e) if e.is_conflict() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aoctl_api::session::{ChecksState, PullRequestStatus, ReviewState};
+
+    use super::*;
+
+    fn issue(number: u64) -> Issue {
+        Issue {
+            number,
+            title: format!("Issue {number}"),
+            body: "Steps".into(),
+            url: format!("https://github.com/o/r/issues/{number}"),
+            labels: vec!["agent".into()],
+            open: true,
+        }
+    }
+
+    fn session(n: u64) -> Session {
+        let mut s = Session::default();
+        s.metadata.name = session_name("bugs", n);
+        s.metadata.annotations.insert(MANAGED_BY.into(), "issuesource/bugs".into());
+        s.spec.issue = Some(n.to_string());
+        s
+    }
+
+    fn stopped_by_source(n: u64) -> Session {
+        let mut s = session(n);
+        s.spec.stopped = true;
+        s.metadata.annotations.insert(STOPPED_BY.into(), "issuesource/bugs".into());
+        s
+    }
+
+    fn with_pr(mut s: Session, state: PullRequestState) -> Session {
+        s.status.pull_request = Some(PullRequestStatus {
+            number: 9,
+            url: String::new(),
+            state,
+            head_sha: None,
+            checks: ChecksState::None,
+            review: ReviewState::None,
+            mergeable: None,
+        });
+        s
+    }
+
+    struct World {
+        issues: Vec<Issue>,
+        mine: BTreeMap<u64, Session>,
+        merged: HashSet<u64>,
+        others: HashSet<String>,
+    }
+
+    impl World {
+        fn new(open: &[u64], sessions: Vec<Session>) -> World {
+            let mine = sessions.into_iter().map(|s| (s.spec.issue.as_ref().unwrap().parse().unwrap(), s)).collect();
+            World {
+                issues: open.iter().map(|n| issue(*n)).collect(),
+                mine,
+                merged: HashSet::new(),
+                others: HashSet::new(),
+            }
+        }
+
+        fn plan(&self, max: Option<u32>, on_close: OnClose) -> Plan {
+            let matching = self.issues.iter().map(|i| (i.number, i)).collect();
+            plan(&matching, &self.mine, &self.merged, &self.others, max, on_close, "bugs")
+        }
+    }
+
+    fn states(p: &Plan) -> Vec<(String, String)> {
+        p.entries.iter().map(|e| (e.issue.clone(), e.state.clone().unwrap())).collect()
+    }
+
+    #[test]
+    fn oldest_issues_first_up_to_max_sessions_and_the_rest_wait() {
+        let w = World::new(&[7, 3, 5, 9], vec![]);
+        let p = w.plan(Some(2), OnClose::Stop);
+        assert_eq!(p.actions, [Step::Create(3), Step::Create(5)]);
+        assert_eq!(p.waiting, [7, 9]);
+        let p = w.plan(None, OnClose::Stop);
+        assert_eq!(p.actions.len(), 4);
+        assert!(p.waiting.is_empty());
+    }
+
+    #[test]
+    fn finished_and_source_stopped_sessions_free_their_place() {
+        let mut merged = with_pr(session(1), PullRequestState::Merged);
+        merged.status.phase = Some(Phase::Merged);
+        let w = World::new(&[1, 2, 3, 4], vec![merged, stopped_by_source(2), session(3)]);
+        // #1 is finished, #3 works; #2 (stopped by the source) resumes before #4 is made.
+        let p = w.plan(Some(2), OnClose::Stop);
+        assert_eq!(p.actions, [Step::Resume(2)]);
+        assert_eq!(p.waiting, [4]);
+        let p = w.plan(Some(1), OnClose::Stop);
+        assert_eq!((p.actions.as_slice(), p.waiting.as_slice()), (&[][..], &[2, 4][..]));
+        assert_eq!(
+            states(&p),
+            [("1".into(), "finished".into()), ("3".into(), "open".into()), ("2".into(), "closed".into())]
+        );
+        let p = w.plan(Some(3), OnClose::Stop);
+        assert_eq!(p.actions, [Step::Resume(2), Step::Create(4)]);
+
+        // A stop a person made is not undone, and the session keeps its place.
+        let mut by_hand = session(2);
+        by_hand.spec.stopped = true;
+        let w = World::new(&[2, 3], vec![by_hand]);
+        let p = w.plan(Some(1), OnClose::Stop);
+        assert_eq!((p.actions.as_slice(), p.waiting.as_slice()), (&[][..], &[3][..]));
+    }
+
+    #[test]
+    fn a_closed_issue_ends_its_session_per_on_close() {
+        let w = World::new(&[], vec![session(1), stopped_by_source(2)]);
+        assert_eq!(w.plan(None, OnClose::Delete).actions, [Step::Delete(1), Step::Delete(2)]);
+        let p = w.plan(None, OnClose::Stop);
+        assert_eq!(p.actions, [Step::Stop(1)], "a stopped one is not stopped again");
+        assert_eq!(states(&p), [("1".into(), "closed".into()), ("2".into(), "closed".into())]);
+        let p = w.plan(None, OnClose::Keep);
+        assert!(p.actions.is_empty());
+        assert_eq!(states(&p).len(), 2);
+    }
+
+    #[test]
+    fn a_merged_pull_request_finishes_the_session_whatever_on_close_says() {
+        let mut w = World::new(
+            &[],
+            vec![with_pr(session(1), PullRequestState::Open), with_pr(session(2), PullRequestState::Merged)],
+        );
+        w.merged.insert(1);
+        for on_close in [OnClose::Delete, OnClose::Stop] {
+            let p = w.plan(Some(1), on_close);
+            assert!(p.actions.is_empty(), "{on_close}: {p:?}");
+            assert_eq!(states(&p), [("1".into(), "finished".into()), ("2".into(), "finished".into())]);
+        }
+        // Reopened after the merge: the finished session stays, and frees its place.
+        let w = World::new(&[2, 3], vec![with_pr(session(2), PullRequestState::Merged)]);
+        assert_eq!(w.plan(Some(1), OnClose::Stop).actions, [Step::Create(3)]);
+    }
+
+    #[test]
+    fn deleted_sessions_are_made_again_and_foreign_names_are_reported() {
+        let mut going = session(1);
+        going.metadata.deletion_timestamp = Some(Time::now());
+        let mut w = World::new(&[1, 2], vec![going]);
+        w.others.insert("bugs-2".into());
+        let p = w.plan(None, OnClose::Delete);
+        assert!(p.actions.is_empty(), "#1 is made again once its old session is gone: {p:?}");
+        assert_eq!(p.problems.len(), 1);
+        assert_eq!(p.problems[0].0, SESSION_NAME_TAKEN);
+        assert!(p.problems[0].1.contains("bugs-2"), "{:?}", p.problems);
+    }
+
+    #[test]
+    fn sessions_are_made_from_the_template_or_a_clear_reason() {
+        let mut source = IssueSource::default();
+        source.metadata.name = "bugs".into();
+        source.metadata.uid = Some("u-1".into());
+        source.spec.project = "demo".into();
+        source.spec.template.prompt = Some("Fix #{{number}}: {{title}} [{{labels}}] {{url}}".into());
+        source.spec.template.labels.insert("team".into(), "web".into());
+        let s = session_for(&source, &issue(42)).unwrap();
+        assert_eq!(s.metadata.name, "bugs-42");
+        assert_eq!(s.spec.prompt.as_deref(), Some("Fix #42: Issue 42 [agent] https://github.com/o/r/issues/42"));
+        assert_eq!((s.spec.project.as_str(), s.spec.issue.as_deref()), ("demo", Some("42")));
+        assert_eq!(s.metadata.annotations[MANAGED_BY], "issuesource/bugs");
+        assert_eq!(s.metadata.labels["team"], "web");
+        let owner = &s.metadata.owner_references[0];
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("IssueSource", "u-1", Some(false)));
+
+        source.metadata.name = "b".repeat(61);
+        let (reason, msg) = session_for(&source, &issue(42)).unwrap_err();
+        assert_eq!(reason, INVALID_SESSION_NAME);
+        assert!(msg.contains("issue #42"), "{msg}");
+
+        source.metadata.name = "bugs".into();
+        source.spec.template.agent_args = vec![String::new()];
+        source.spec.template.base_ref = Some("bad ref..".into());
+        let (reason, msg) = session_for(&source, &issue(42)).unwrap_err();
+        assert_eq!(reason, conditions::INVALID_TEMPLATE, "{msg}");
+    }
+
+    #[test]
+    fn a_poll_is_due_after_the_interval_or_when_asked_for() {
+        let state = State::default();
+        let minute = Duration::from_secs(60);
+        assert!(state.fresh("bugs", "q", minute).is_none(), "never read");
+        state.store("bugs", "q".into(), Arc::new(vec![issue(1)]), Instant::now());
+        let (issues, left) = state.fresh("bugs", "q", minute).unwrap();
+        assert_eq!((issues.len(), left <= minute), (1, true));
+        assert!(state.fresh("bugs", "other query", minute).is_none());
+        assert!(state.fresh("bugs", "q", Duration::ZERO).is_none());
+        state.poll_now("bugs");
+        assert!(state.fresh("bugs", "q", minute).is_none());
+        state.store("bugs", "q".into(), Arc::new(vec![]), Instant::now());
+        assert!(state.fresh("bugs", "q", minute).is_some());
+        state.forget("bugs");
+        assert!(state.fresh("bugs", "q", minute).is_none());
+    }
 }

@@ -129,6 +129,26 @@ class Git {
     });
   }
 
+  // The files a commit added, removed and modified against its first parent (all added for a
+  // root commit), as a `push` payload lists them.
+  changedFiles(sha) {
+    return this.memo(`files ${sha}`, async () => {
+      const r = await this.run(['diff-tree', '--no-commit-id', '-r', '--name-status', '--root', '-m', '--first-parent', sha]);
+      const files = { added: [], removed: [], modified: [] };
+      for (const line of r.stdout.split('\n').filter(Boolean)) {
+        const [status, ...paths] = line.split('\t');
+        const kind = status[0];
+        if (kind === 'A' || kind === 'C') files.added.push(paths[paths.length - 1]);
+        else if (kind === 'D') files.removed.push(paths[0]);
+        else if (kind === 'R') {
+          files.removed.push(paths[0]);
+          files.added.push(paths[1]);
+        } else files.modified.push(paths[paths.length - 1]);
+      }
+      return files;
+    });
+  }
+
   // The hunk header and lines of `git diff base...head -- path` around new-file `line`.
   async diffHunk(base, head, path, line) {
     const r = await this.run(['diff', '--unified=3', `${base}...${head}`, '--', path], { allowCodes: [0, 128] });

@@ -245,7 +245,7 @@ class Render {
       title: pr.title,
       user: this.user(pr.user),
       body: pr.body,
-      labels: [],
+      labels: (pr.labels || []).map((name) => this.label(repo, name)),
       milestone: null,
       active_lock_reason: null,
       created_at: iso(pr.createdAt),
@@ -464,7 +464,7 @@ class Render {
       closed_at: item.closedAt ? iso(item.closedAt) : null,
       created_at: iso(item.createdAt),
       updated_at: iso(item.updatedAt),
-      closed_by: null,
+      closed_by: item.closedBy ? this.user(item.closedBy) : null,
       author_association: this.association(repo, item.user),
       reactions: this.reactions(`${self}/reactions`),
       timeline_url: `${self}/timeline`,
@@ -490,11 +490,34 @@ class Render {
     };
   }
 
+  // A commit as the `push` webhook lists it: `files` is {added, removed, modified}.
+  pushCommit(repo, info, files) {
+    const person = (p) => ({ name: p.name, email: safeEmail(p), username: safeEmail(p).split('@')[0] });
+    return {
+      id: info.sha,
+      tree_id: info.tree,
+      distinct: true,
+      message: info.message,
+      timestamp: info.author.date,
+      url: `${this.html}/${repo.fullName}/commit/${info.sha}`,
+      author: person(info.author),
+      committer: person(info.committer),
+      added: files.added,
+      removed: files.removed,
+      modified: files.modified,
+    };
+  }
+
+  // The repository as a `push` payload carries it: GitHub sends its times as Unix seconds there.
+  pushRepo(repo) {
+    const obj = this.repo(repo);
+    return { ...obj, created_at: Math.floor(repo.createdAt / 1000), pushed_at: Math.floor(repo.pushedAt / 1000), stargazers: 0, master_branch: repo.defaultBranch };
+  }
+
   // A commit as the `status` webhook carries it, from `git log` data.
   commit(repo, info) {
     const r = `${this.api}/repos/${repo.fullName}`;
-    // Git accepts any email; the schema wants a valid one, so odd ones become a noreply address.
-    const email = (p) => (/^[^@\s]+@[^@\s.]+(\.[^@\s.]+)+$/.test(p.email) ? p.email : `${p.name.replace(/[^A-Za-z0-9-]+/g, '-') || 'git'}@users.noreply.github.com`);
+    const email = safeEmail;
     const person = (p) => ({ name: p.name, email: email(p), date: p.date.replace(/\+00:00$/, 'Z'), username: email(p).split('@')[0] });
     return {
       sha: info.sha,
@@ -537,6 +560,11 @@ class Render {
       rate: core,
     };
   }
+}
+
+// Git accepts any email; the schemas want a valid one, so odd ones become a noreply address.
+function safeEmail(p) {
+  return /^[^@\s]+@[^@\s.]+(\.[^@\s.]+)+$/.test(p.email) ? p.email : `${p.name.replace(/[^A-Za-z0-9-]+/g, '-') || 'git'}@users.noreply.github.com`;
 }
 
 // GitHub's combined state: failure if any status failed or errored, pending if any is pending or

@@ -24,6 +24,7 @@ const OPERATIONS = [
   ['GET', '/repos/{owner}/{repo}/pulls/{pull_number}/reviews'],
   ['POST', '/repos/{owner}/{repo}/pulls/{pull_number}/reviews'],
   ['GET', '/repos/{owner}/{repo}/pulls/{pull_number}/comments'],
+  ['GET', '/repos/{owner}/{repo}/issues'],
   ['GET', '/repos/{owner}/{repo}/issues/{issue_number}'],
   ['GET', '/repos/{owner}/{repo}/commits/{ref}/check-runs'],
   ['GET', '/repos/{owner}/{repo}/commits/{ref}/status'],
@@ -47,7 +48,19 @@ const WEBHOOKS = [
   'pull-request-review-submitted',
   'pull-request-review-comment-created',
   'status',
+  'issues-opened',
+  'issues-closed',
+  'issues-reopened',
+  'issues-labeled',
+  'issues-unlabeled',
+  'push',
 ];
+
+const ZERO_SHA = '0'.repeat(40);
+
+// GitHub's closing keywords: in a pull request's body they close the named issues of the same
+// repository once the pull request is merged into the default branch.
+const CLOSING_KEYWORDS = /\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+(?:([A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+))?#(\d+)\b/gi;
 
 const CHECK_STATUSES = ['queued', 'in_progress', 'completed', 'waiting', 'requested', 'pending'];
 const CHECK_CONCLUSIONS = ['success', 'failure', 'neutral', 'cancelled', 'skipped', 'timed_out', 'action_required', 'stale', 'startup_failure'];
@@ -193,6 +206,8 @@ class StandIn {
       reviews: [],
       comments: [],
       mergeLock: new Mutex(),
+      // The branch heads last announced (a `push` delivery goes out when one moves).
+      heads: new Map((await git.branches()).map((b) => [b.name, b.sha])),
     };
     this.repos.set(fullName.toLowerCase(), repo);
     return repo;
@@ -501,6 +516,7 @@ class StandIn {
       const head = await repo.git.branchSha(pr.head.ref);
       if (head && head !== pr.head.sha) {
         const before = pr.head.sha;
+        await this.announceBranch(repo, pr.head.ref, head, deliveries);
         pr.head.sha = head;
         pr.updatedAt = nowMs();
         repo.pushedAt = pr.updatedAt;
@@ -645,6 +661,133 @@ class StandIn {
       sender: this.senderFor(s.creator),
     };
     return this.emit('status', 'status', payload, repo);
+  }
+
+  // Queues an `issues` delivery (opened, closed, reopened, labeled, unlabeled); `label` is the
+  // label name of labeled and unlabeled.
+  emitIssue(repo, issue, action, senderLogin, { label } = {}) {
+    if (!this.webhooks.enabled) return null;
+    const payload = { action, issue: this.render.issue(repo, issue), repository: this.render.repo(repo), sender: this.senderFor(senderLogin) };
+    if (label !== undefined) payload.label = this.render.label(repo, label);
+    return this.emit('issues', `issues-${action}`, payload, repo);
+  }
+
+  // Records that `branch` now points at `sha` (null: deleted) and, when that is news, queues a
+  // `push` delivery onto `deliveries`. The payload is built before this resolves, so deliveries
+  // queued after it go out after it.
+  async announceBranch(repo, branch, sha, deliveries, pusher = this.login) {
+    const before = repo.heads.get(branch) || ZERO_SHA;
+    const after = sha || ZERO_SHA;
+    if (before === after) return;
+    if (sha) repo.heads.set(branch, sha);
+    else repo.heads.delete(branch);
+    repo.pushedAt = nowMs();
+    if (!this.webhooks.enabled) return;
+    const payload = await this.pushPayload(repo, branch, before, after, pusher);
+    const d = this.emit('push', 'push', payload, repo);
+    if (deliveries) deliveries.push(d);
+  }
+
+  // Re-reads every branch of the bare repository and announces the ones that moved, appeared or
+  // went since they were last seen.
+  async scanBranches(repo, deliveries) {
+    const now = await repo.git.branches();
+    const seen = new Set();
+    for (const b of now) {
+      seen.add(b.name);
+      await this.announceBranch(repo, b.name, b.sha, deliveries);
+    }
+    for (const name of [...repo.heads.keys()]) if (!seen.has(name)) await this.announceBranch(repo, name, null, deliveries);
+  }
+
+  // GitHub's `push` payload: the ref, before and after, and up to 20 of the pushed commits with
+  // the files each added, removed and modified.
+  async pushPayload(repo, branch, before, after, pusher) {
+    const created = before === ZERO_SHA;
+    const deleted = after === ZERO_SHA;
+    const forced = !created && !deleted && !(await repo.git.isAncestor(before, after));
+    let shas = [];
+    if (!deleted) {
+      const others = [...repo.heads.entries()].filter(([name]) => name !== branch).map(([, sha]) => sha);
+      const range = created ? [after, '--not', ...others] : [`${before}..${after}`];
+      const r = await repo.git.run(['rev-list', '--reverse', ...range]);
+      shas = r.stdout.split('\n').filter(Boolean).slice(-20);
+    }
+    const commits = [];
+    for (const sha of shas) commits.push(this.render.pushCommit(repo, await repo.git.commitInfo(sha), await repo.git.changedFiles(sha)));
+    const head = deleted ? null : commits.find((c) => c.id === after) || this.render.pushCommit(repo, await repo.git.commitInfo(after), await repo.git.changedFiles(after));
+    const short = (sha) => sha.slice(0, 12);
+    const compare = created ? `${this.htmlBase}/${repo.fullName}/commit/${short(after)}` : `${this.htmlBase}/${repo.fullName}/compare/${short(before)}...${short(after)}`;
+    const login = pusher || this.login;
+    return {
+      ref: `refs/heads/${branch}`,
+      before,
+      after,
+      repository: this.render.pushRepo(repo),
+      pusher: { name: login, email: `${userId(login)}+${login}@users.noreply.github.com` },
+      sender: this.senderFor(login),
+      created,
+      deleted,
+      forced,
+      base_ref: null,
+      compare,
+      commits,
+      head_commit: head,
+    };
+  }
+
+  // The issues of this repository a merged pull request's body names with a closing keyword.
+  closingReferences(repo, pr) {
+    const numbers = new Set();
+    for (const m of String(pr.body || '').matchAll(CLOSING_KEYWORDS)) {
+      if (m[1] && m[1].toLowerCase() !== repo.fullName.toLowerCase()) continue;
+      numbers.add(Number(m[2]));
+    }
+    return [...numbers].map((n) => repo.issues.get(n)).filter(Boolean);
+  }
+
+  // Closes an issue as `actor`; returns the deliveries.
+  closeIssue(repo, issue, actor) {
+    if (issue.state === 'closed') return [];
+    const now = nowMs();
+    Object.assign(issue, { state: 'closed', closedAt: now, updatedAt: now, closedBy: actor });
+    return [this.emitIssue(repo, issue, 'closed', actor)];
+  }
+
+  reopenIssue(repo, issue, actor) {
+    if (issue.state === 'open') return [];
+    Object.assign(issue, { state: 'open', closedAt: null, updatedAt: nowMs(), closedBy: null });
+    return [this.emitIssue(repo, issue, 'reopened', actor)];
+  }
+
+  // The issue or pull request numbered `number` (labels live on both, as on GitHub).
+  labelable(repo, number) {
+    const item = repo.issues.get(Number(number)) || this.pull(repo, number);
+    if (!item) throw new ControlError(404, `no issue or pull request #${number} in ${repo.fullName}`);
+    return item;
+  }
+
+  // Adds labels (names; ones already there are left as they are); returns the deliveries.
+  addLabels(repo, item, names, actor) {
+    const deliveries = [];
+    for (const name of names) {
+      if (typeof name !== 'string' || !name.trim()) throw bad('a label is a non-empty string');
+      const labels = item.labels || (item.labels = []);
+      if (labels.some((l) => l.toLowerCase() === name.toLowerCase())) continue;
+      labels.push(name);
+      item.updatedAt = nowMs();
+      if (repo.issues.get(item.number) === item) deliveries.push(this.emitIssue(repo, item, 'labeled', actor, { label: name }));
+    }
+    return deliveries;
+  }
+
+  removeLabel(repo, item, name, actor) {
+    const labels = item.labels || [];
+    const i = labels.findIndex((l) => l.toLowerCase() === String(name).toLowerCase());
+    if (i < 0) throw new ControlError(404, `#${item.number} has no label ${name}`);
+    const [removed] = labels.splice(i, 1);
+    item.updatedAt = nowMs();
+    return repo.issues.get(item.number) === item ? [this.emitIssue(repo, item, 'unlabeled', actor, { label: removed })] : [];
   }
 
   // ---------------------------------------------------------------- operations shared by the API and the control routes
@@ -821,9 +964,15 @@ class StandIn {
       Object.assign(pr, { state: 'closed', merged: true, mergedAt: now, closedAt: now, updatedAt: now, mergedBy: login, mergeCommitSha: result.sha });
       pr.base.sha = v.baseSha;
       repo.pushedAt = now;
-      const delivery = this.emitPull(repo, pr, 'closed', login);
+      const deliveries = [];
+      await this.announceBranch(repo, pr.base.ref, result.sha, deliveries, login);
+      deliveries.push(this.emitPull(repo, pr, 'closed', login));
+      // Merged into the default branch, the pull request closes the issues its body names.
+      if (pr.base.ref === repo.defaultBranch) {
+        for (const issue of this.closingReferences(repo, pr)) deliveries.push(...this.closeIssue(repo, issue, login));
+      }
       const reply = new Reply(200, { sha: result.sha, merged: true, message: 'Pull Request successfully merged' });
-      reply.deliveries = delivery ? [delivery] : [];
+      reply.deliveries = deliveries.filter(Boolean);
       return reply;
     });
   }
@@ -1050,6 +1199,39 @@ class StandIn {
       return new Reply(200, page.slice.map((c) => this.render.reviewComment(repo, c)), page.headers);
     };
 
+    // Issues and pull requests together, as GitHub lists them (a pull request has a
+    // `pull_request` key). `labels` is a comma list that must all match; the stand-in has no
+    // assignees, milestones, mentions or issue types, so those filters match only `none`.
+    h['GET /repos/{owner}/{repo}/issues'] = async (ctx) => {
+      const { repo, query } = ctx;
+      const items = [];
+      for (const issue of repo.issues.values()) items.push({ item: issue, pull: false });
+      for (const pr of repo.pulls.values()) {
+        await this.view(repo, pr);
+        items.push({ item: pr, pull: true });
+      }
+      const state = query.state || 'open';
+      const wanted = String(query.labels || '')
+        .split(',')
+        .map((l) => l.trim().toLowerCase())
+        .filter(Boolean);
+      const since = query.since ? Date.parse(query.since) : NaN;
+      const none = (v) => v === undefined || v === 'none';
+      let list = items.filter(({ item }) => {
+        if (state !== 'all' && item.state !== state) return false;
+        const have = (item.labels || []).map((l) => l.toLowerCase());
+        if (!wanted.every((l) => have.includes(l))) return false;
+        if (query.creator && query.creator.toLowerCase() !== item.user.toLowerCase()) return false;
+        if (!Number.isNaN(since) && item.updatedAt < since) return false;
+        return none(query.assignee) && none(query.milestone) && query.mentioned === undefined && none(query.type);
+      });
+      const key = query.sort === 'updated' ? ({ item }) => item.updatedAt * 1e4 + item.number : ({ item }) => item.createdAt * 1e4 + item.number;
+      const dir = query.direction || 'desc';
+      list.sort((a, b) => (dir === 'asc' ? key(a) - key(b) : key(b) - key(a)));
+      const page = this.paginate(ctx, list);
+      return new Reply(200, page.slice.map(({ item, pull }) => this.render.issue(repo, item, { pull })), page.headers);
+    };
+
     h['GET /repos/{owner}/{repo}/issues/{issue_number}'] = async ({ repo, params }) => {
       const n = params.issue_number;
       const issue = repo.issues.get(n);
@@ -1255,25 +1437,51 @@ class StandIn {
         title: String(input.title),
         body: input.body ?? null,
         user: input.user || repo.owner,
-        labels: input.labels || [],
+        labels: [],
         state: 'open',
         createdAt: now,
         updatedAt: now,
         closedAt: null,
+        closedBy: null,
       };
+      if (input.labels !== undefined && !Array.isArray(input.labels)) throw bad('labels is a list of names');
       repo.issues.set(issue.number, issue);
-      return new Reply(201, { issue: this.render.issue(repo, issue) });
+      // As on GitHub, an issue opened with labels is announced as opened, then labeled per label.
+      const labels = input.labels || [];
+      for (const l of labels) if (typeof l !== 'string' || !l.trim()) throw bad('a label is a non-empty string');
+      issue.labels = [...new Set(labels)];
+      const deliveries = [this.emitIssue(repo, issue, 'opened', issue.user)];
+      const shown = { ...issue, labels: [] };
+      for (const name of issue.labels) {
+        shown.labels = [...shown.labels, name];
+        if (this.webhooks.enabled) {
+          deliveries.push(this.emit('issues', 'issues-labeled', { action: 'labeled', issue: this.render.issue(repo, { ...shown }), label: this.render.label(repo, name), repository: this.render.repo(repo), sender: this.senderFor(issue.user) }, repo));
+        }
+      }
+      return this.withDeliveries(201, { issue: this.render.issue(repo, issue) }, deliveries);
     }
 
     if (method === 'POST' && (m = /^\/_standin\/issues\/(\d+)\/(close|reopen)$/.exec(path))) {
       const repo = this.repoFor(input);
       const issue = repo.issues.get(Number(m[1]));
       if (!issue) throw new ControlError(404, `no issue #${m[1]} in ${repo.fullName}`);
-      const now = nowMs();
-      issue.state = m[2] === 'close' ? 'closed' : 'open';
-      issue.closedAt = m[2] === 'close' ? now : null;
-      issue.updatedAt = now;
-      return new Reply(200, { issue: this.render.issue(repo, issue) });
+      const actor = input.user || repo.owner;
+      const deliveries = m[2] === 'close' ? this.closeIssue(repo, issue, actor) : this.reopenIssue(repo, issue, actor);
+      return this.withDeliveries(200, { issue: this.render.issue(repo, issue) }, deliveries);
+    }
+
+    if ((m = /^\/_standin\/issues\/(\d+)\/labels(?:\/(.+))?$/.exec(path))) {
+      const repo = this.repoFor(input);
+      const item = this.labelable(repo, m[1]);
+      const actor = input.user || repo.owner;
+      let deliveries = null;
+      if (method === 'POST' && m[2] === undefined) {
+        if (!Array.isArray(input.labels) || input.labels.length === 0) throw bad('labels is a non-empty list of names');
+        deliveries = this.addLabels(repo, item, input.labels, actor);
+      } else if (method === 'DELETE' && m[2] !== undefined) {
+        deliveries = this.removeLabel(repo, item, decodeURIComponent(m[2]), actor);
+      }
+      if (deliveries) return this.withDeliveries(200, { number: item.number, labels: [...(item.labels || [])] }, deliveries);
     }
 
     if ((m = /^\/_standin\/pulls\/(\d+)\/(close|reopen|mergeable|merge)$/.exec(path))) {
@@ -1312,6 +1520,7 @@ class StandIn {
       const deliveries = [];
       const synchronized = [];
       for (const repo of input.repo ? [this.repoFor(input)] : this.repos.values()) {
+        await this.scanBranches(repo, deliveries);
         for (const pr of repo.pulls.values()) {
           const before = deliveries.length;
           const old = pr.head.sha;
@@ -1383,6 +1592,7 @@ class StandIn {
     if (path === '/_standin/reset' && method === 'POST') {
       for (const repo of this.repos.values()) {
         Object.assign(repo, { nextNumber: 1, pulls: new Map(), issues: new Map(), checkRuns: [], statuses: [], reviews: [], comments: [], suites: new Map() });
+        repo.heads = new Map((await repo.git.branches()).map((b) => [b.name, b.sha]));
       }
       this.faults = [];
       this.corruptions = [];
@@ -1429,7 +1639,8 @@ class StandIn {
         defaultBranch: repo.defaultBranch,
         branches: await repo.git.branches(),
         pulls,
-        issues: [...repo.issues.values()].map((i) => ({ number: i.number, title: i.title, body: i.body, state: i.state, user: i.user })),
+        heads: Object.fromEntries(repo.heads),
+        issues: [...repo.issues.values()].map((i) => ({ number: i.number, title: i.title, body: i.body, state: i.state, user: i.user, labels: i.labels, closedBy: i.closedBy })),
         checkRuns: repo.checkRuns.map((r) => ({ id: r.id, name: r.name, headSha: r.headSha, status: r.status, conclusion: r.conclusion, app: r.app, output: r.output, logBytes: Buffer.byteLength(r.log), rerunOf: r.rerunOf ?? null, runAttempt: r.runAttempt || 1 })),
         statuses: repo.statuses.map((s) => ({ id: s.id, sha: s.sha, context: s.context, state: s.state, description: s.description, targetUrl: s.targetUrl })),
         reviews: repo.reviews.map((r) => ({ id: r.id, number: r.number, user: r.user, state: r.state, body: r.body, commitId: r.commitId })),
@@ -1473,8 +1684,10 @@ const CONTROL_ROUTES = [
   'POST /_standin/check-runs {repo?, sha|branch|number, name, status?, conclusion?, log?, timestamps?, title?, summary?, text?, app?, detailsUrl?, id? (update)}',
   'POST /_standin/statuses {repo?, sha|branch|number, context, state, description?, targetUrl?, creator?}',
   'POST /_standin/reviews {repo?, number, user, state: APPROVED|CHANGES_REQUESTED|COMMENTED|DISMISSED, body?, comments?: [{path, line, body, startLine?, side?, inReplyTo?}]}',
-  'POST /_standin/issues {repo?, title, body?, user?, labels?}',
-  'POST /_standin/issues/{number}/close · /reopen {repo?}',
+  'POST /_standin/issues {repo?, title, body?, user?, labels?}  (issues opened, then labeled per label)',
+  'POST /_standin/issues/{number}/close · /reopen {repo?, user?}  (issues closed / reopened)',
+  'POST /_standin/issues/{number}/labels {repo?, labels: [name], user?}  (issues labeled per new label)',
+  'DELETE /_standin/issues/{number}/labels/{name} {repo?, user?}  (issues unlabeled)',
   'POST /_standin/pulls/{number}/close {repo?, user?}',
   'POST /_standin/pulls/{number}/reopen {repo?, user?}',
   'POST /_standin/pulls/{number}/merge {repo?, user?, method?, sha?}',

@@ -486,6 +486,95 @@ test('issues, and the issue side of a pull request', async () => {
   assert.equal((await control('POST', '/issues/999/close')).status, 404);
 });
 
+test('listing issues: labels (all must match), state, pull requests included, pages, ETag', async () => {
+  const made = [];
+  for (const [title, labels] of [['Crash on start', ['agent', 'bug']], ['Docs typo', ['docs']], ['Slow query', ['agent']], ['Agent and docs', ['Agent', 'docs']]]) {
+    const r = await control('POST', '/issues', { title, labels, body: `about ${title}` });
+    assert.equal(r.status, 201, r.text);
+    made.push(r.json.issue.number);
+  }
+  let r = await get('/repos/octo/demo/issues?labels=agent&state=open&per_page=100');
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.map((i) => i.number), [made[3], made[2], made[0]], 'newest first; label names match without case');
+  r = await get('/repos/octo/demo/issues?labels=agent,docs&direction=asc');
+  assert.deepEqual(r.json.map((i) => i.number), [made[3]], 'every label must match');
+  r = await get('/repos/octo/demo/issues?labels=agent, bug&sort=created&direction=asc');
+  assert.deepEqual(r.json.map((i) => i.title), ['Crash on start']);
+
+  // Pull requests are in the list, with a `pull_request` key.
+  r = await get('/repos/octo/demo/issues?state=all&per_page=100');
+  const pulls = r.json.filter((i) => i.pull_request);
+  assert.ok(pulls.length >= 1);
+  assert.ok(pulls.every((i) => /\/pull\/\d+$/.test(i.html_url)));
+  assert.ok(r.json.some((i) => !i.pull_request));
+
+  // Pages with a Link header.
+  r = await get('/repos/octo/demo/issues?state=all&per_page=2&direction=asc');
+  assert.equal(r.json.length, 2);
+  assert.match(r.headers.get('link'), /[?&]page=2>; rel="next"/);
+  const last = Number(/[?&]page=(\d+)>; rel="last"/.exec(r.headers.get('link'))[1]);
+  const seen = [];
+  for (let page = 1; page <= last; page++) seen.push(...(await get(`/repos/octo/demo/issues?state=all&per_page=2&direction=asc&page=${page}`)).json.map((i) => i.number));
+  assert.equal(new Set(seen).size, seen.length, 'no item on two pages');
+  assert.deepEqual(seen, [...seen].sort((a, b) => a - b));
+
+  // Conditional: unchanged → 304 (not counted); a closed issue changes the open list.
+  r = await get('/repos/octo/demo/issues?labels=agent');
+  const etag = r.headers.get('etag');
+  const remaining = Number(r.headers.get('x-ratelimit-remaining'));
+  const again = await get('/repos/octo/demo/issues?labels=agent', { headers: { 'If-None-Match': etag } });
+  assert.equal(again.status, 304);
+  assert.equal(Number(again.headers.get('x-ratelimit-remaining')), remaining);
+  await control('POST', `/issues/${made[2]}/close`, {});
+  r = await get('/repos/octo/demo/issues?labels=agent', { headers: { 'If-None-Match': etag } });
+  assert.equal(r.status, 200);
+  assert.deepEqual(r.json.map((i) => i.number), [made[3], made[0]]);
+  r = await get('/repos/octo/demo/issues?labels=agent&state=closed');
+  assert.deepEqual(r.json.map((i) => [i.number, i.state, i.closed_by.login]), [[made[2], 'closed', OWNER]]);
+
+  r = await get('/repos/octo/demo/issues?state=bogus');
+  assert.equal(r.status, 422);
+  r = await get('/repos/octo/demo/issues?assignee=*');
+  assert.deepEqual(r.json, [], 'nobody is assigned in the stand-in');
+  r = await get('/repos/octo/demo/issues?creator=nobody');
+  assert.deepEqual(r.json, []);
+});
+
+test('labels and the issues webhooks: opened, labeled, unlabeled, closed, reopened', async () => {
+  const since = hooks.length;
+  let r = await control('POST', '/issues', { title: 'Hooked', labels: ['triage'], user: 'alice' });
+  assert.equal(r.status, 201, r.text);
+  const n = r.json.issue.number;
+  assert.deepEqual(r.json.deliveries.map((d) => `${d.event}.${d.action}.${d.status}`), ['issues.opened.204', 'issues.labeled.204']);
+  r = await control('POST', `/issues/${n}/labels`, { labels: ['agent', 'triage'], user: 'bob' });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.labels, ['triage', 'agent']);
+  assert.deepEqual(r.json.deliveries.map((d) => `${d.event}.${d.action}`), ['issues.labeled'], 'a label already there is no event');
+  r = await control('DELETE', `/issues/${n}/labels/triage`);
+  assert.deepEqual(r.json.labels, ['agent']);
+  assert.deepEqual(r.json.deliveries.map((d) => `${d.event}.${d.action}`), ['issues.unlabeled']);
+  assert.equal((await control('DELETE', `/issues/${n}/labels/triage`)).status, 404);
+  assert.equal((await control('POST', `/issues/${n}/labels`, { labels: [] })).status, 400);
+  assert.equal((await control('POST', '/issues/999/labels', { labels: ['x'] })).status, 404);
+  r = await control('POST', `/issues/${n}/close`, { user: 'carol' });
+  assert.deepEqual(r.json.deliveries.map((d) => `${d.event}.${d.action}`), ['issues.closed']);
+  r = await control('POST', `/issues/${n}/close`, {});
+  assert.deepEqual(r.json.deliveries, [], 'closing a closed issue is no event');
+  r = await control('POST', `/issues/${n}/reopen`, {});
+  assert.deepEqual(r.json.deliveries.map((d) => `${d.event}.${d.action}`), ['issues.reopened']);
+
+  const got = await waitHooks((h) => hooks.indexOf(h) >= since && h.event === 'issues', 6);
+  assert.deepEqual(got.map((h) => h.json.action), ['opened', 'labeled', 'labeled', 'unlabeled', 'closed', 'reopened']);
+  assert.deepEqual(got.map((h) => h.json.issue.number), Array(6).fill(n));
+  assert.deepEqual(got.map((h) => h.json.label?.name ?? null), [null, 'triage', 'agent', 'triage', null, null]);
+  assert.deepEqual(got[2].json.issue.labels.map((l) => l.name), ['triage', 'agent'], 'the issue as it is after the change');
+  assert.deepEqual(got.map((h) => h.json.sender.login), ['alice', 'alice', 'bob', OWNER, 'carol', OWNER]);
+  assert.equal(got[4].json.issue.state, 'closed');
+  assert.equal(got[4].json.issue.closed_by.login, 'carol');
+  assert.equal(got[5].json.issue.state, 'open');
+  assert.equal(got[0].json.issue.html_url, `https://github.com/octo/demo/issues/${n}`);
+});
+
 test('pagination with Link headers', async () => {
   for (let i = 0; i < 25; i++) await control('POST', '/statuses', { branch: 'demo/rebase', context: `ctx-${i}`, state: 'success' });
   let r = await get('/repos/octo/demo/commits/demo/rebase/status?per_page=10');
@@ -692,7 +781,7 @@ test('webhook deliveries are signed with the secret (X-Hub-Signature-256)', asyn
     assert.ok(h.json.sender.login);
   }
   const events = new Set(hooks.map((h) => `${h.event}.${h.json.action ?? ''}`));
-  for (const e of ['pull_request.opened', 'pull_request.synchronize', 'pull_request.closed', 'pull_request.reopened', 'check_run.created', 'check_run.completed', 'status.', 'pull_request_review.submitted', 'pull_request_review_comment.created']) {
+  for (const e of ['pull_request.opened', 'pull_request.synchronize', 'pull_request.closed', 'pull_request.reopened', 'check_run.created', 'check_run.completed', 'status.', 'pull_request_review.submitted', 'pull_request_review_comment.created', 'issues.opened', 'issues.labeled', 'issues.unlabeled', 'issues.closed', 'issues.reopened', 'push.']) {
     assert.ok(events.has(e), `received ${e}`);
   }
   const r = await control('GET', '/webhooks');
@@ -709,12 +798,13 @@ test('request counts by route, full state, refresh', async () => {
   assert.ok(r.json.byRoute['GET /repos/{owner}/{repo}/branches'].byStatus['404'] >= 1);
   assert.ok(r.json.total > r.json.counted);
 
+  await control('POST', '/refresh', {});
   const newHead = commitFile('demo/conflict', 'b.txt', 'gamma\n', 'Resolve');
   r = await control('POST', '/refresh', {});
   assert.equal(r.status, 200);
   assert.equal(r.json.synchronized.length, 1);
   assert.equal(r.json.synchronized[0].after, newHead);
-  assert.deepEqual(r.json.deliveries.map((d) => `${d.event}.${d.action}`), ['pull_request.synchronize']);
+  assert.deepEqual(r.json.deliveries.map((d) => `${d.event}.${d.action}`), ['push.null', 'pull_request.synchronize']);
 
   r = await control('GET', '/state');
   assert.equal(r.status, 200);
@@ -732,4 +822,78 @@ test('request counts by route, full state, refresh', async () => {
   r = await control('GET', '/nope');
   assert.equal(r.status, 404);
   assert.ok(r.json.routes.length > 5);
+});
+
+test('push deliveries when a branch moves, appears or goes', async () => {
+  await control('POST', '/refresh', {});
+  const since = hooks.length;
+  git(work, 'branch', 'demo/pushed', 'main');
+  const first = commitFile('demo/pushed', 'p.txt', 'p\n', 'Add p');
+  let r = await control('POST', '/refresh', {});
+  assert.deepEqual(r.json.deliveries.map((d) => `${d.event}.${d.status}`), ['push.204']);
+  fs.writeFileSync(path.join(work, 'p.txt'), 'p2\n');
+  fs.writeFileSync(path.join(work, 'q.txt'), 'q\n');
+  git(work, 'rm', '-q', 'b.txt');
+  git(work, 'add', '-A');
+  git(work, 'commit', '-q', '-m', 'Change p, add q, drop b');
+  git(work, 'push', '-q', 'origin', 'demo/pushed');
+  const second = git(work, 'rev-parse', 'HEAD');
+  r = await control('POST', '/refresh', {});
+  assert.deepEqual(r.json.deliveries.map((d) => d.event), ['push']);
+  r = await control('POST', '/refresh', {});
+  assert.deepEqual(r.json.deliveries, [], 'nothing moved');
+  git(work, 'push', '-q', 'origin', '--force', `${first}:refs/heads/demo/pushed`);
+  await control('POST', '/refresh', {});
+  git(work, 'push', '-q', 'origin', '--delete', 'demo/pushed');
+  await control('POST', '/refresh', {});
+
+  const got = await waitHooks((h) => hooks.indexOf(h) >= since && h.event === 'push', 4);
+  const [created, moved, forced, deleted] = got.map((h) => h.json);
+  assert.deepEqual([created.ref, created.created, created.deleted, created.forced, created.before], ['refs/heads/demo/pushed', true, false, false, '0'.repeat(40)]);
+  assert.deepEqual(created.commits.map((c) => [c.id, c.message, c.added]), [[first, 'Add p', ['p.txt']]]);
+  assert.equal(created.head_commit.id, first);
+  assert.deepEqual([moved.before, moved.after, moved.created, moved.forced], [first, second, false, false]);
+  assert.deepEqual(moved.commits.map((c) => [c.added, c.removed, c.modified]), [[['q.txt'], ['b.txt'], ['p.txt']]]);
+  assert.match(moved.compare, /\/compare\/[0-9a-f]{12}\.\.\.[0-9a-f]{12}$/);
+  assert.deepEqual([forced.before, forced.after, forced.forced, forced.commits.length], [second, first, true, 0]);
+  assert.deepEqual([deleted.deleted, deleted.after, deleted.head_commit, deleted.commits], [true, '0'.repeat(40), null, []]);
+  for (const p of got) {
+    assert.equal(p.json.repository.clone_url, 'https://github.com/octo/demo.git');
+    assert.equal(p.json.repository.html_url, 'https://github.com/octo/demo');
+    assert.equal(p.json.repository.ssh_url, 'git@github.com:octo/demo.git');
+    assert.equal(p.json.repository.git_url, 'git://github.com/octo/demo.git');
+    assert.equal(typeof p.json.repository.pushed_at, 'number');
+    assert.equal(p.json.pusher.name, OWNER);
+  }
+});
+
+test('a pull request merged into the default branch closes the issues its body names', async () => {
+  const a = (await control('POST', '/issues', { title: 'Closed by keyword', labels: ['agent'] })).json.issue.number;
+  const b = (await control('POST', '/issues', { title: 'Also closed' })).json.issue.number;
+  const c = (await control('POST', '/issues', { title: 'Only mentioned' })).json.issue.number;
+  const d = (await control('POST', '/issues', { title: 'Other repository' })).json.issue.number;
+  git(work, 'fetch', '-q', 'origin');
+  git(work, 'checkout', '-q', '-b', 'demo/closes', 'origin/main');
+  git(work, 'push', '-q', 'origin', 'demo/closes');
+  commitFile('demo/closes', 'closes.txt', 'x\n', 'Work for the issues');
+  let r = await call('POST', '/repos/octo/demo/pulls', {
+    body: { title: 'Fix several', head: 'demo/closes', base: 'main', body: `Closes #${a}, and it RESOLVES: octo/demo#${b}.\nSee #${c}; fixes other/repo#${d}` },
+  });
+  assert.equal(r.status, 201, r.text);
+  const number = r.json.number;
+  const since = hooks.length;
+  const mainBefore = bare('rev-parse', 'refs/heads/main');
+  r = await control('POST', `/pulls/${number}/merge`, { user: 'dave' });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.deliveries.map((x) => `${x.event}.${x.action ?? ''}`), ['push.', 'pull_request.closed', 'issues.closed', 'issues.closed']);
+  const states = Object.fromEntries((await get('/repos/octo/demo/issues?state=all&per_page=100')).json.map((i) => [i.number, i.state]));
+  assert.deepEqual([states[a], states[b], states[c], states[d]], ['closed', 'closed', 'open', 'open']);
+  r = await get(`/repos/octo/demo/issues/${a}`);
+  assert.equal(r.json.closed_by.login, 'dave');
+  assert.equal(r.json.state_reason, 'completed');
+  const got = await waitHooks((h) => hooks.indexOf(h) >= since && (h.event === 'issues' || h.event === 'push'), 3);
+  const push = got.find((h) => h.event === 'push').json;
+  assert.deepEqual([push.ref, push.before, push.after], ['refs/heads/main', mainBefore, bare('rev-parse', 'refs/heads/main')]);
+  assert.equal(push.pusher.name, 'dave');
+  assert.deepEqual(got.filter((h) => h.event === 'issues').map((h) => [h.json.action, h.json.issue.number, h.json.sender.login]), [['closed', a, 'dave'], ['closed', b, 'dave']]);
 });

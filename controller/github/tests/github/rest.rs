@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aoctl_api::session::{ChecksState, PullRequestState, ReviewState};
-use aoctl_github::{Budget, CheckKind, Client, Error, FailingCheck, MergeMethod, ReviewComment};
+use aoctl_github::{Budget, CheckKind, Client, Error, FailingCheck, IssueStateFilter, MergeMethod, ReviewComment};
 use chrono::{TimeZone, Utc};
 use serde_json::{json, Value};
 
@@ -414,6 +414,79 @@ async fn issue_title_and_body() {
         (1347, "Found a bug", "I'm having a problem with this.")
     );
     assert_eq!((issue.labels.as_slice(), issue.open), (&["bug".to_string()][..], true));
+}
+
+/// An item of an issue list: the issue fixture as an issue, or as a pull request.
+fn listed(number: u64, title: &str, labels: &[&str], pull: bool) -> Value {
+    let mut i = fixture("rest/issue.json");
+    i["number"] = json!(number);
+    i["title"] = json!(title);
+    i["html_url"] = json!(format!("https://github.com/octocat/Hello-World/issues/{number}"));
+    let label = i["labels"][0].clone();
+    i["labels"] = labels
+        .iter()
+        .map(|name| {
+            let mut l = label.clone();
+            l["name"] = json!(name);
+            l
+        })
+        .collect();
+    if !pull {
+        i.as_object_mut().unwrap().remove("pull_request");
+    }
+    i
+}
+
+#[tokio::test]
+async fn list_issues_reads_every_page_conditionally_and_leaves_pull_requests_out() {
+    let (s, client) = setup().await;
+    let first = format!("{REPO}/issues");
+    let query = "state=open&labels=agent,good%20first%20issue&sort=created&direction=desc&per_page=100";
+    let second = format!("{first}?{query}&page=2");
+    let link = format!("<{}{second}>; rel=\"next\", <{}{second}>; rel=\"last\"", s.url(), s.url());
+    let page1 =
+        json!([listed(3, "Newest", &["agent", "good first issue"], false), listed(2, "A PR", &["agent"], true)]);
+    let page2 = json!([listed(1, "Oldest", &["agent", "good first issue", "bug"], false)]);
+    s.route("GET", &first, vec![Canned::json(200, &page1).header("link", &link).header("etag", "\"p1\"")]);
+    s.route("GET", &second, vec![Canned::json(200, &page2).header("etag", "\"p2\"")]);
+    let labels = ["agent".to_string(), "good first issue".to_string()];
+
+    let list = client.list_issues("octocat", "Hello-World", &labels, IssueStateFilter::Open).await.unwrap();
+    assert!(list.changed);
+    assert_eq!(
+        list.issues.iter().map(|i| (i.number, i.title.as_str())).collect::<Vec<_>>(),
+        [(3, "Newest"), (1, "Oldest")]
+    );
+    assert_eq!(list.issues[1].labels, ["agent", "good first issue", "bug"]);
+    assert_eq!(list.issues[0].url, "https://github.com/octocat/Hello-World/issues/3");
+    assert!(list.issues.iter().all(|i| i.open && i.body == "I'm having a problem with this."));
+    assert_eq!(s.seen()[0].query, query);
+    let remaining = s.remaining();
+
+    // Unchanged: both pages answer 304 (the second found through the cached `Link`), for free.
+    let again = client.list_issues("octocat", "Hello-World", &labels, IssueStateFilter::Open).await.unwrap();
+    assert_eq!((again.changed, &again.issues), (false, &list.issues));
+    let seen = s.seen();
+    assert_eq!(seen.len(), 4);
+    assert_eq!((seen[2].header("if-none-match"), seen[3].header("if-none-match")), (Some("\"p1\""), Some("\"p2\"")));
+    assert_eq!(s.remaining(), remaining, "304s cost no rate limit");
+    assert_eq!(client.budget().stats().not_modified, 2);
+
+    // One page changed: the list is new.
+    s.route("GET", &second, vec![Canned::json(200, &json!([])).header("etag", "\"p2b\"")]);
+    let changed = client.list_issues("octocat", "Hello-World", &labels, IssueStateFilter::Open).await.unwrap();
+    assert!(changed.changed);
+    assert_eq!(changed.issues.iter().map(|i| i.number).collect::<Vec<_>>(), [3]);
+
+    // Without labels the parameter is left out; a label with a comma cannot be asked for.
+    s.route("GET", &first, vec![Canned::json(200, &json!([]))]);
+    let all = client.list_issues("octocat", "Hello-World", &[], IssueStateFilter::All).await.unwrap();
+    assert!(all.issues.is_empty() && all.changed);
+    assert_eq!(s.seen().last().unwrap().query, "state=all&sort=created&direction=desc&per_page=100");
+    let err = client.list_issues("octocat", "Hello-World", &["a,b".into()], IssueStateFilter::Open).await.unwrap_err();
+    assert!(matches!(err, Error::Invalid { .. }), "{err}");
+    let err = client.list_issues("octocat", "Nope", &[], IssueStateFilter::Closed).await.unwrap_err();
+    assert_eq!(err, Error::NotFound { what: "repository octocat/Nope".into() });
 }
 
 #[tokio::test]

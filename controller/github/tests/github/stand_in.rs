@@ -1,5 +1,6 @@
 //! A GitHub stand-in on 127.0.0.1:0: canned answers per route, GitHub's rate-limit headers,
-//! conditional requests (`If-None-Match` → 304), and a log of what it was sent.
+//! conditional requests (`If-None-Match` → 304, without the body or `Link`), and a log of what it
+//! was sent.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -190,7 +191,9 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
         headers.insert(axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
     }
     if not_modified {
+        // Like the end-to-end GitHub stand-in, a 304 repeats neither the body nor the `Link`.
         headers.remove("content-type");
+        headers.remove("link");
         return (StatusCode::NOT_MODIFIED, headers).into_response();
     }
     (StatusCode::from_u16(canned.status).unwrap(), headers, Body::from(canned.body)).into_response()

@@ -1,6 +1,6 @@
 //! Webhook parsing on real deliveries copied from `@octokit/webhooks-examples`, and signatures.
 
-use aoctl_github::webhook::{parse, verify_signature, RepositoryEvent, WebhookEvent};
+use aoctl_github::webhook::{parse, verify_signature, IssuesEvent, PushEvent, RepositoryEvent, WebhookEvent};
 use hmac::{Hmac, Mac};
 use serde_json::json;
 use sha2::Sha256;
@@ -84,9 +84,66 @@ fn ping_and_unknown_events() {
         WebhookEvent::Ping { hook_id: Some(109948940), repository: Some("Octocoders/Hello-World".into()) }
     );
     assert_eq!(ping.repository(), Some("Octocoders/Hello-World"));
-    let push = parse("push", &fixture_bytes("webhooks/push.json")).unwrap();
-    assert_eq!(push, WebhookEvent::Unknown("push".into()));
-    assert_eq!(push.repository(), None);
+    let deployment = parse("deployment", b"{}").unwrap();
+    assert_eq!(deployment, WebhookEvent::Unknown("deployment".into()));
+    assert_eq!(deployment.repository(), None);
+}
+
+fn issues_event(file: &str) -> IssuesEvent {
+    match parse("issues", &fixture_bytes(&format!("webhooks/{file}"))).unwrap() {
+        WebhookEvent::Issues(e) => e,
+        other => panic!("{file}: {other:?}"),
+    }
+}
+
+#[test]
+fn issues_events() {
+    let issue = |action: &str| IssuesEvent {
+        action: action.into(),
+        repository: "Codertocat/Hello-World".into(),
+        number: 1,
+        labels: vec!["bug".into()],
+        open: true,
+    };
+    assert_eq!(issues_event("issues.opened.json"), issue("opened"));
+    assert_eq!(issues_event("issues.labeled.json"), issue("labeled"));
+    assert_eq!(issues_event("issues.reopened.json"), issue("reopened"));
+    // GitHub's example still lists the label the event removed; the issue is as the payload says.
+    assert_eq!(issues_event("issues.unlabeled.json"), issue("unlabeled"));
+
+    let mut closed = fixture("webhooks/issues.reopened.json");
+    closed["action"] = json!("closed");
+    closed["issue"]["state"] = json!("closed");
+    closed["issue"]["labels"] = json!([]);
+    let WebhookEvent::Issues(e) = parse("issues", &serde_json::to_vec(&closed).unwrap()).unwrap() else {
+        panic!("not an issues event")
+    };
+    assert_eq!((e.action.as_str(), e.open, e.labels.len()), ("closed", false, 0));
+}
+
+#[test]
+fn push_events() {
+    let push = |file: &str| match parse("push", &fixture_bytes(&format!("webhooks/{file}"))).unwrap() {
+        WebhookEvent::Push(e) => e,
+        other => panic!("{file}: {other:?}"),
+    };
+    let branch = push("push.branch.json");
+    assert_eq!(
+        branch,
+        PushEvent {
+            repository: "Codertocat/Hello-World".into(),
+            git_ref: "refs/heads/master".into(),
+            after: "6113728f27ae82c7b1a177c8d03f9e96e0adf246".into(),
+            clone_url: Some("https://github.com/Codertocat/Hello-World.git".into()),
+            html_url: Some("https://github.com/Codertocat/Hello-World".into()),
+            ssh_url: Some("git@github.com:Codertocat/Hello-World.git".into()),
+            git_url: Some("git://github.com/Codertocat/Hello-World.git".into()),
+        }
+    );
+    assert_eq!((branch.branch(), branch.deleted(), branch.urls().len()), (Some("master"), false, 4));
+    let tag = push("push.json");
+    assert_eq!((tag.git_ref.as_str(), tag.branch()), ("refs/tags/simple-tag", None));
+    assert_eq!(WebhookEvent::Push(tag).repository(), Some("Codertocat/Hello-World"));
 }
 
 #[test]
