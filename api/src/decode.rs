@@ -6,18 +6,34 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::gitsource::GitSource;
+use crate::issuesource::IssueSource;
 use crate::meta::{Kind, ObjectMeta, Resource};
 use crate::project::Project;
 use crate::session::Session;
 use crate::validate::{FieldError, Validate};
 
 /// A decoded object of a kind users write.
-// Made once per decoded document and taken apart at once: the sizes of the two kinds do not matter.
+// Made once per decoded document and taken apart at once: the sizes of the kinds do not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum AnyObject {
     Project(Project),
     Session(Session),
+    GitSource(GitSource),
+    IssueSource(IssueSource),
+}
+
+/// Runs `$body` with `$o` bound to the typed object, whatever its kind.
+macro_rules! each_kind {
+    ($any:expr, $o:ident => $body:expr) => {
+        match $any {
+            AnyObject::Project($o) => $body,
+            AnyObject::Session($o) => $body,
+            AnyObject::GitSource($o) => $body,
+            AnyObject::IssueSource($o) => $body,
+        }
+    };
 }
 
 impl AnyObject {
@@ -25,34 +41,36 @@ impl AnyObject {
         match self {
             AnyObject::Project(_) => Kind::Project,
             AnyObject::Session(_) => Kind::Session,
+            AnyObject::GitSource(_) => Kind::GitSource,
+            AnyObject::IssueSource(_) => Kind::IssueSource,
         }
     }
     pub fn meta(&self) -> &ObjectMeta {
-        match self {
-            AnyObject::Project(p) => &p.metadata,
-            AnyObject::Session(s) => &s.metadata,
-        }
+        each_kind!(self, o => &o.metadata)
     }
     pub fn meta_mut(&mut self) -> &mut ObjectMeta {
-        match self {
-            AnyObject::Project(p) => &mut p.metadata,
-            AnyObject::Session(s) => &mut s.metadata,
-        }
+        each_kind!(self, o => &mut o.metadata)
     }
     pub fn to_value(&self) -> serde_json::Value {
-        match self {
-            AnyObject::Project(p) => serde_json::to_value(p),
-            AnyObject::Session(s) => serde_json::to_value(s),
-        }
-        .expect("typed objects serialise")
+        each_kind!(self, o => serde_json::to_value(o)).expect("typed objects serialise")
     }
     pub fn validate(&self) -> Vec<FieldError> {
-        match self {
-            AnyObject::Project(p) => p.validate(),
-            AnyObject::Session(s) => s.validate(),
-        }
+        each_kind!(self, o => o.validate())
+    }
+    /// Decodes a JSON body of `kind` strictly (no validation); `None` for a kind users do not write.
+    pub fn decode_json(kind: Kind, body: &[u8]) -> Option<Result<AnyObject, DecodeError>> {
+        Some(match kind {
+            Kind::Project => decode_json(body).map(AnyObject::Project),
+            Kind::Session => decode_json(body).map(AnyObject::Session),
+            Kind::GitSource => decode_json(body).map(AnyObject::GitSource),
+            Kind::IssueSource => decode_json(body).map(AnyObject::IssueSource),
+            Kind::Event => return None,
+        })
     }
 }
+
+/// The kinds a manifest may hold.
+pub const WRITABLE_KINDS: [&str; 4] = ["Project", "Session", "GitSource", "IssueSource"];
 
 /// Where and why decoding failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,19 +171,28 @@ fn decode_yaml_document(source: &str, start: usize, doc: &str) -> Result<AnyObje
     let kind = match map.get("kind") {
         Some(serde_yaml_ng::Value::String(k)) => k.clone(),
         Some(_) => return Err(at(locate(doc, "kind"), None, Some("kind".into()), "must be a string".into())),
-        None => return Err(at(Some(1), None, Some("kind".into()), "is required: Project or Session".into())),
+        None => {
+            return Err(at(
+                Some(1),
+                None,
+                Some("kind".into()),
+                format!("is required: one of {}", WRITABLE_KINDS.join(", ")),
+            ))
+        }
     };
+    let typed = |(l, c, f, m)| at(l, c, f, m);
     let object = match kind.as_str() {
-        "Project" => AnyObject::Project(typed_yaml(doc).map_err(|(l, c, f, m)| at(l, c, f, m))?),
-        "Session" => AnyObject::Session(typed_yaml(doc).map_err(|(l, c, f, m)| at(l, c, f, m))?),
+        "Project" => AnyObject::Project(typed_yaml(doc).map_err(typed)?),
+        "Session" => AnyObject::Session(typed_yaml(doc).map_err(typed)?),
+        "GitSource" => AnyObject::GitSource(typed_yaml(doc).map_err(typed)?),
+        "IssueSource" => AnyObject::IssueSource(typed_yaml(doc).map_err(typed)?),
         other => {
-            let hint =
-                suggest(other, &["Project", "Session"]).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+            let hint = suggest(other, &WRITABLE_KINDS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
             return Err(at(
                 locate(doc, "kind"),
                 None,
                 Some("kind".into()),
-                format!("unknown kind `{other}`{hint}; allowed: Project, Session"),
+                format!("unknown kind `{other}`{hint}; allowed: {}", WRITABLE_KINDS.join(", ")),
             ));
         }
     };

@@ -1,4 +1,4 @@
-//! Resource types of aoctl: metadata, `Project`, `Session`, `Event`, conditions, durations,
+//! Resource types of aoctl: metadata, `Project`, `Session`, `GitSource`, `IssueSource`, `Event`, conditions, durations,
 //! quantities, validation, defaults, selectors, finalizer names, JSON Schema and the API's envelopes
 //! (`Status`, watch lines, lists, tables).
 //! This crate does no IO.
@@ -8,6 +8,8 @@ pub mod decode;
 pub mod duration;
 pub mod event;
 pub mod finalizers;
+pub mod gitsource;
+pub mod issuesource;
 pub mod meta;
 pub mod notification;
 pub mod project;
@@ -17,6 +19,7 @@ pub mod review;
 pub mod schema;
 pub mod selector;
 pub mod session;
+pub mod source;
 pub mod table;
 pub mod validate;
 pub mod wire;
@@ -25,6 +28,8 @@ pub use condition::{Condition, ConditionStatus};
 pub use decode::{AnyObject, DecodeError};
 pub use duration::Duration;
 pub use event::{Event, EventType, InvolvedObject};
+pub use gitsource::{GitSource, GitSourceSpec, GitSourceStatus};
+pub use issuesource::{IssueSource, IssueSourceSpec, IssueSourceStatus};
 pub use meta::{Kind, ObjectMeta, OwnerReference, Resource, Time};
 pub use project::{Project, ProjectSpec, ProjectStatus};
 pub use quantity::Quantity;

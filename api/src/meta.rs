@@ -13,17 +13,21 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub enum Kind {
     Project,
     Session,
+    GitSource,
+    IssueSource,
     Event,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Project, Kind::Session, Kind::Event];
+    pub const ALL: [Kind; 5] = [Kind::Project, Kind::Session, Kind::Event, Kind::GitSource, Kind::IssueSource];
 
     /// The `kind` field value, e.g. `Session`.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Project => "Project",
             Kind::Session => "Session",
+            Kind::GitSource => "GitSource",
+            Kind::IssueSource => "IssueSource",
             Kind::Event => "Event",
         }
     }
@@ -33,6 +37,8 @@ impl Kind {
         match self {
             Kind::Project => "projects",
             Kind::Session => "sessions",
+            Kind::GitSource => "gitsources",
+            Kind::IssueSource => "issuesources",
             Kind::Event => "events",
         }
     }
@@ -42,17 +48,34 @@ impl Kind {
         match self {
             Kind::Project => "ProjectList",
             Kind::Session => "SessionList",
+            Kind::GitSource => "GitSourceList",
+            Kind::IssueSource => "IssueSourceList",
             Kind::Event => "EventList",
         }
     }
 
-    /// Parses a kind as users type it: `Session`, `session`, `sessions`, `sess`, `proj`, `ev`.
+    /// Parses a kind as users type it: `Session`, `session`, `sessions`, `sess`, `proj`, `gs`, `is`, `ev`.
     pub fn parse(s: &str) -> Option<Kind> {
         match s.to_ascii_lowercase().as_str() {
             "project" | "projects" | "proj" => Some(Kind::Project),
             "session" | "sessions" | "sess" => Some(Kind::Session),
+            "gitsource" | "gitsources" | "gs" => Some(Kind::GitSource),
+            "issuesource" | "issuesources" | "is" => Some(Kind::IssueSource),
             "event" | "events" | "ev" => Some(Kind::Event),
             _ => None,
+        }
+    }
+
+    /// Where objects of this kind go when several are written together (`aoctl apply`, a
+    /// GitSource's revision): Projects first, as the other kinds name them; deletes go in the
+    /// reverse order.
+    pub fn apply_rank(self) -> u8 {
+        match self {
+            Kind::Project => 0,
+            Kind::IssueSource => 1,
+            Kind::Session => 2,
+            Kind::GitSource => 3,
+            Kind::Event => 4,
         }
     }
 

@@ -1,5 +1,7 @@
 //! JSON Schemas of the kinds users write, as committed under manifests/schema/.
 
+use crate::gitsource::GitSource;
+use crate::issuesource::IssueSource;
 use crate::project::Project;
 use crate::session::Session;
 
@@ -9,5 +11,7 @@ pub fn schemas() -> Vec<(&'static str, String)> {
     vec![
         ("project.json", render(schemars::schema_for!(Project))),
         ("session.json", render(schemars::schema_for!(Session))),
+        ("gitsource.json", render(schemars::schema_for!(GitSource))),
+        ("issuesource.json", render(schemars::schema_for!(IssueSource))),
     ]
 }

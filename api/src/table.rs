@@ -131,6 +131,30 @@ pub fn columns(kind: Kind) -> Vec<ColumnDefinition> {
                 "status.overlaps: the other sessions changing the same files, and how many",
             ),
         ],
+        Kind::GitSource => vec![
+            column("Name", "string", 0, "metadata.name"),
+            column("Revision", "string", 0, "status.lastAppliedRevision, its commit id cut to 12 digits"),
+            column("Suspended", "string", 0, "spec.suspend"),
+            column("Ready", "string", 0, "Status of the Ready condition"),
+            column("Message", "string", 0, "Message of the Ready condition"),
+            column("Age", "string", 0, age),
+            column("URL", "string", 1, "spec.url"),
+            column("Path", "string", 1, "spec.path"),
+            column("Objects", "integer", 1, "How many objects status.inventory lists"),
+            column("Attempted", "string", 1, "status.lastAttemptedRevision"),
+        ],
+        Kind::IssueSource => vec![
+            column("Name", "string", 0, "metadata.name"),
+            column("Project", "string", 0, "spec.project"),
+            column("Labels", "string", 0, "spec.github.labels"),
+            column("Sessions", "string", 0, "Open sessions, and spec.maxSessions"),
+            column("Waiting", "integer", 0, "How many issues wait for a slot (status.waiting)"),
+            column("Ready", "string", 0, "Status of the Ready condition"),
+            column("Age", "string", 0, age),
+            column("On Close", "string", 1, "spec.onClose"),
+            column("Last Poll", "string", 1, "Time since status.lastPollTime"),
+            column("Reason", "string", 1, "Reason of the Ready condition"),
+        ],
         Kind::Event => vec![
             column("Last Seen", "string", 0, "Time since lastTimestamp"),
             column("Type", "string", 0, "type"),
@@ -196,6 +220,14 @@ fn session_phase(meta: &Value, status: &Value) -> String {
     str_at(status, &["phase"]).unwrap_or("Pending").to_string()
 }
 
+/// A revision as tables show it: `main@sha1:` and the first 12 digits of the commit id.
+fn short_revision(revision: &str) -> String {
+    match revision.rsplit_once("sha1:") {
+        Some((head, id)) if id.len() > 12 => format!("{head}sha1:{}", &id[..12]),
+        _ => revision.to_string(),
+    }
+}
+
 /// What a missing part of an object reads as.
 static NULL: Value = Value::Null;
 
@@ -251,6 +283,49 @@ pub fn cells(kind: Kind, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 field(runtime, "restarts").and_then(Value::as_u64).unwrap_or(0).into(),
                 pr.unwrap_or_else(none).into(),
                 overlaps.unwrap_or_else(none).into(),
+            ]
+        }
+        Kind::GitSource => {
+            let ready = condition(status, "Ready");
+            let cond = |k: &str| ready.and_then(|c| field(c, k)).and_then(Value::as_str).map(str::to_string);
+            let suspended = field(spec, "suspend").and_then(Value::as_bool).unwrap_or(false);
+            vec![
+                name.into(),
+                s(status, &["lastAppliedRevision"]).map(|r| short_revision(&r)).unwrap_or_else(none).into(),
+                suspended.to_string().into(),
+                cond("status").unwrap_or_else(|| "Unknown".into()).into(),
+                cond("message").unwrap_or_default().into(),
+                created().into(),
+                s(spec, &["url"]).unwrap_or_default().into(),
+                s(spec, &["path"]).unwrap_or_else(|| "./".into()).into(),
+                field(status, "inventory").and_then(Value::as_array).map_or(0, Vec::len).into(),
+                s(status, &["lastAttemptedRevision"]).map(|r| short_revision(&r)).unwrap_or_else(none).into(),
+            ]
+        }
+        Kind::IssueSource => {
+            let ready = condition(status, "Ready");
+            let cond = |k: &str| ready.and_then(|c| field(c, k)).and_then(Value::as_str).map(str::to_string);
+            let labels = at(spec, &["github", "labels"])
+                .and_then(Value::as_array)
+                .map(|l| l.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","));
+            let open = field(status, "sessions")
+                .and_then(Value::as_array)
+                .map_or(0, |l| l.iter().filter(|x| str_at(x, &["state"]).unwrap_or("open") == "open").count());
+            let sessions = match field(spec, "maxSessions").and_then(Value::as_u64) {
+                Some(max) => format!("{open}/{max}"),
+                None => open.to_string(),
+            };
+            vec![
+                name.into(),
+                s(spec, &["project"]).unwrap_or_default().into(),
+                labels.filter(|l| !l.is_empty()).unwrap_or_else(none).into(),
+                sessions.into(),
+                field(status, "waiting").and_then(Value::as_array).map_or(0, Vec::len).into(),
+                cond("status").unwrap_or_else(|| "Unknown".into()).into(),
+                created().into(),
+                s(spec, &["onClose"]).unwrap_or_else(|| "stop".into()).into(),
+                time_at(status, &["lastPollTime"]).map(|t| age(Some(t), now)).unwrap_or_else(none).into(),
+                cond("reason").unwrap_or_else(none).into(),
             ]
         }
         Kind::Event => {
@@ -438,6 +513,8 @@ mod tests {
         assert_eq!(names(Kind::Project, 1)[5..], ["REPO", "REASON"]);
         assert_eq!(names(Kind::Session, 0), ["NAME", "PROJECT", "AGENT", "PHASE", "BRANCH", "AGE"]);
         assert_eq!(names(Kind::Session, 1)[6..], ["RUNTIME", "ACTIVITY", "RESTARTS", "PR", "OVERLAPS"]);
+        assert_eq!(names(Kind::GitSource, 0), ["NAME", "REVISION", "SUSPENDED", "READY", "MESSAGE", "AGE"]);
+        assert_eq!(names(Kind::IssueSource, 0), ["NAME", "PROJECT", "LABELS", "SESSIONS", "WAITING", "READY", "AGE"]);
         assert_eq!(names(Kind::Event, 0), ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
         assert_eq!(names(Kind::Event, 1)[5..], ["SOURCE", "FIRST SEEN", "COUNT", "NAME"]);
         for kind in Kind::ALL {
@@ -510,6 +587,38 @@ mod tests {
         );
         let odd = json!({"involvedObject": {"kind": "Widget", "name": "w"}});
         assert_eq!(cells(Kind::Event, &odd, now)[3], "widget/w");
+    }
+
+    #[test]
+    fn source_cells() {
+        let now = Utc::now();
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        let g = json!({"metadata": {"name": "fleet"}, "spec": {"url": "/srv/fleet.git", "path": "sessions"},
+            "status": {"lastAppliedRevision": format!("main@sha1:{id}"), "lastAttemptedRevision": format!("main@sha1:{id}"),
+                "inventory": [{"kind": "Session", "name": "a"}, {"kind": "Session", "name": "b"}],
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Applied", "message": "applied 2 objects"}]}});
+        assert_eq!(
+            cells(Kind::GitSource, &g, now),
+            [
+                json!("fleet"),
+                json!("main@sha1:0123456789ab"),
+                json!("false"),
+                json!("True"),
+                json!("applied 2 objects"),
+                json!("<unknown>"),
+                json!("/srv/fleet.git"),
+                json!("sessions"),
+                json!(2),
+                json!("main@sha1:0123456789ab")
+            ]
+        );
+        let i = json!({"metadata": {"name": "bugs"}, "spec": {"project": "demo", "github": {"labels": ["agent", "bug"]}, "maxSessions": 2},
+            "status": {"sessions": [{"issue": "1", "session": "bugs-1", "state": "open"}, {"issue": "2", "session": "bugs-2", "state": "closed"}],
+                "waiting": ["3", "4"]}});
+        assert_eq!(
+            cells(Kind::IssueSource, &i, now)[..6],
+            [json!("bugs"), json!("demo"), json!("agent,bug"), json!("1/2"), json!(2), json!("Unknown")]
+        );
     }
 
     #[test]

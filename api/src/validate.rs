@@ -6,6 +6,8 @@ use std::fmt;
 
 use crate::condition::validate_reason;
 use crate::event::Event;
+use crate::gitsource::GitSource;
+use crate::issuesource::IssueSource;
 use crate::meta::ObjectMeta;
 use crate::project::{NotifierType, Project};
 use crate::review::ReviewSpec;
@@ -443,6 +445,167 @@ impl Validate for Event {
     }
 }
 
+impl Validate for GitSource {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errs = vec![];
+        validate_meta(&self.metadata, &mut errs);
+        let mut e = Errors(errs);
+        let s = &self.spec;
+        e.check("spec.url", source_url(&s.url));
+        if let Some(r) = &s.git_ref {
+            let set = [&r.branch, &r.tag, &r.commit].iter().filter(|v| v.is_some()).count();
+            if set != 1 {
+                e.check("spec.ref", Err("must name exactly one of branch, tag and commit".into()));
+            }
+            if let Some(b) = &r.branch {
+                e.check("spec.ref.branch", git_ref(b));
+            }
+            if let Some(t) = &r.tag {
+                e.check("spec.ref.tag", git_ref(t));
+            }
+            if let Some(c) = &r.commit {
+                if c.len() != 40 || !c.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                    e.check(
+                        "spec.ref.commit",
+                        Err(format!("`{c}` is not a full commit id (40 lower-case hex digits)")),
+                    );
+                }
+            }
+        }
+        if let Some(p) = &s.path {
+            if p != "." && p != "./" {
+                e.check("spec.path", relative_path(p.trim_start_matches("./")));
+            }
+        }
+        if let Some(i) = s.interval {
+            e.check("spec.interval", at_least_a_second(i));
+        }
+        if let Some(v) = &s.token_env {
+            e.check("spec.tokenEnv", env_name(v));
+            if !(s.url.starts_with("https://") || loopback_http(&s.url)) {
+                e.check(
+                    "spec.tokenEnv",
+                    Err("a token is only sent to an https:// URL (or http:// on this machine)".into()),
+                );
+            }
+        }
+        if let Some(v) = &s.webhook_secret_env {
+            e.check("spec.webhookSecretEnv", env_name(v));
+        }
+        e.0
+    }
+}
+
+/// The repository URLs a GitSource fetches: a local absolute path, `file://` or `http(s)://`.
+fn source_url(url: &str) -> Result<(), String> {
+    if url.is_empty() {
+        return Err("is required: an absolute path, a file:// URL or an https:// URL".into());
+    }
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!("`{}` contains a space or a control character", url.escape_debug()));
+    }
+    if url.starts_with("https://") || url.starts_with("http://") {
+        return http_url(url);
+    }
+    if let Some(p) = url.strip_prefix("file://") {
+        return if p.starts_with('/') { Ok(()) } else { Err(format!("`{url}` must name an absolute path")) };
+    }
+    if is_absolute(url) {
+        return Ok(());
+    }
+    Err(format!("`{url}` is not a repository aoctl fetches: use an absolute path, file:// or https://"))
+}
+
+/// Whether `url` is `http://` to this machine's loopback address.
+fn loopback_http(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else { return false };
+    let authority = rest.split('/').next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host_port.split(':').next().unwrap_or(""),
+    };
+    matches!(host, "127.0.0.1" | "localhost" | "::1")
+}
+
+fn at_least_a_second(d: crate::Duration) -> Result<(), String> {
+    if d.as_std() < std::time::Duration::from_secs(1) {
+        Err(format!("`{d}` is shorter than a second"))
+    } else {
+        Ok(())
+    }
+}
+
+/// The longest IssueSource name: `<name>-<number>` must still be a DNS label for issue numbers of
+/// up to ten digits.
+pub const MAX_ISSUESOURCE_NAME: usize = 52;
+
+impl Validate for IssueSource {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errs = vec![];
+        validate_meta(&self.metadata, &mut errs);
+        let mut e = Errors(errs);
+        if self.metadata.name.len() > MAX_ISSUESOURCE_NAME {
+            e.check(
+                "metadata.name",
+                Err(format!(
+                    "is {} characters long; at most {MAX_ISSUESOURCE_NAME} are allowed, so that `<name>-<issue number>` names a session",
+                    self.metadata.name.len()
+                )),
+            );
+        }
+        let s = &self.spec;
+        if s.project.is_empty() {
+            e.check("spec.project", Err("is required: the name of the Project whose issues become sessions".into()));
+        } else {
+            e.check("spec.project", dns1123_label(&s.project));
+        }
+        for (i, l) in s.github.labels.iter().enumerate() {
+            let ok =
+                !l.trim().is_empty() && !l.contains(',') && l.chars().count() <= 50 && !l.chars().any(char::is_control);
+            if !ok {
+                e.check(
+                    format!("spec.github.labels[{i}]"),
+                    Err(format!("`{}` is not a GitHub label name (1 to 50 characters, no comma)", l.escape_debug())),
+                );
+            }
+        }
+        if s.max_sessions == Some(0) {
+            e.check("spec.maxSessions", Err("must be at least 1 (delete the source to have no sessions)".into()));
+        }
+        if let Some(i) = s.interval {
+            e.check("spec.interval", at_least_a_second(i));
+        }
+        let t = &s.template;
+        if let Some(p) = &t.prompt {
+            for name in crate::issuesource::placeholders(p) {
+                if !crate::issuesource::PLACEHOLDERS.contains(&name) {
+                    e.check(
+                        "spec.template.prompt",
+                        Err(format!(
+                            "`{{{{{name}}}}}` is not a placeholder; use {}",
+                            crate::issuesource::PLACEHOLDERS.map(|p| format!("{{{{{p}}}}}")).join(", ")
+                        )),
+                    );
+                }
+            }
+        }
+        check_labels("spec.template.labels", &t.labels, &mut e, true);
+        // The rest of the template is checked as the spec of a session made from it.
+        let spec = t.to_spec(if s.project.is_empty() { "p" } else { &s.project }, &Default::default());
+        let session =
+            Session { metadata: ObjectMeta { name: "s-1".into(), ..Default::default() }, spec, ..Default::default() };
+        for fe in session.validate() {
+            if let Some(rest) = fe.field.strip_prefix("spec.") {
+                if !rest.starts_with("project") && !rest.starts_with("issue") {
+                    e.0.push(FieldError::new(format!("spec.template.{rest}"), fe.message));
+                }
+            }
+        }
+        e.0
+    }
+}
+
 /// Validates conditions written through a status update.
 pub fn validate_conditions(field: &str, conditions: &[crate::Condition]) -> Vec<FieldError> {
     let mut e = Errors(vec![]);
@@ -488,6 +651,78 @@ mod tests {
         assert!(label_key("Bad_Prefix/x").is_err());
         label_value("").unwrap();
         assert!(label_value("a b").is_err());
+    }
+
+    #[test]
+    fn gitsources() {
+        use crate::gitsource::{GitRef, GitSourceSpec};
+        let with = |spec: GitSourceSpec| {
+            let g = GitSource {
+                metadata: ObjectMeta { name: "fleet".into(), ..Default::default() },
+                spec,
+                ..Default::default()
+            };
+            g.validate().into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>()
+        };
+        let spec = |url: &str| GitSourceSpec { url: url.into(), ..Default::default() };
+        for ok in
+            ["/srv/git/fleet.git", "file:///srv/git/fleet", "https://github.com/o/fleet.git", "http://127.0.0.1:9/f"]
+        {
+            assert_eq!(with(spec(ok)), Vec::<String>::new(), "{ok}");
+        }
+        for bad in ["", "fleet", "ssh://git@host/f", "git@github.com:o/f", "ext::sh -c x", "file://rel", "/a b"] {
+            assert_eq!(with(spec(bad)).len(), 1, "{bad}");
+        }
+        let two = GitRef { branch: Some("main".into()), tag: Some("v1".into()), commit: None };
+        assert_eq!(
+            with(GitSourceSpec { git_ref: Some(two), ..spec("/r") }),
+            ["spec.ref: must name exactly one of branch, tag and commit"]
+        );
+        let short = GitRef { commit: Some("abc123".into()), ..Default::default() };
+        assert_eq!(with(GitSourceSpec { git_ref: Some(short), ..spec("/r") }).len(), 1);
+        assert_eq!(with(GitSourceSpec { path: Some("../up".into()), ..spec("/r") }).len(), 1);
+        assert_eq!(with(GitSourceSpec { path: Some("./sessions".into()), ..spec("/r") }), Vec::<String>::new());
+        let token = |url: &str| with(GitSourceSpec { token_env: Some("FLEET_TOKEN".into()), ..spec(url) });
+        assert_eq!(token("https://github.com/o/f"), Vec::<String>::new());
+        assert_eq!(token("http://localhost:8080/f"), Vec::<String>::new());
+        assert_eq!(token("http://[::1]:8080/f"), Vec::<String>::new());
+        assert_eq!(token("http://example.com/f").len(), 1, "a token never travels in the clear");
+        assert_eq!(token("/srv/f").len(), 1);
+    }
+
+    #[test]
+    fn issuesources() {
+        use crate::issuesource::{IssueSourceSpec, SessionTemplate};
+        let with = |name: &str, spec: IssueSourceSpec| {
+            let i = IssueSource {
+                metadata: ObjectMeta { name: name.into(), ..Default::default() },
+                spec,
+                ..Default::default()
+            };
+            i.validate().into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>()
+        };
+        let spec = IssueSourceSpec { project: "demo".into(), ..Default::default() };
+        assert_eq!(with("bugs", spec.clone()), Vec::<String>::new());
+        assert_eq!(with(&"b".repeat(53), spec.clone()).len(), 1, "no room left for the issue number");
+        assert_eq!(with("bugs", IssueSourceSpec { project: String::new(), ..spec.clone() }).len(), 1);
+        assert_eq!(with("bugs", IssueSourceSpec { max_sessions: Some(0), ..spec.clone() }).len(), 1);
+        let mut labels = spec.clone();
+        labels.github.labels = vec!["agent".into(), "a,b".into()];
+        assert_eq!(
+            with("bugs", labels),
+            ["spec.github.labels[1]: `a,b` is not a GitHub label name (1 to 50 characters, no comma)"]
+        );
+        let template = |t: SessionTemplate| with("bugs", IssueSourceSpec { template: t, ..spec.clone() });
+        let prompt = |p: &str| template(SessionTemplate { prompt: Some(p.into()), ..Default::default() });
+        assert_eq!(prompt("Fix #{{number}}: {{ title }}\n{{body}} {{labels}} {{url}}"), Vec::<String>::new());
+        assert_eq!(
+            prompt("Fix {{nubmer}}"),
+            ["spec.template.prompt: `{{nubmer}}` is not a placeholder; use {{number}}, {{title}}, {{body}}, {{labels}}, {{url}}"]
+        );
+        let env = SessionTemplate { env: [("1BAD".to_string(), "x".to_string())].into(), ..Default::default() };
+        assert_eq!(template(env).len(), 1);
+        let bad_ref = SessionTemplate { base_ref: Some("a..b".into()), ..Default::default() };
+        assert!(template(bad_ref)[0].starts_with("spec.template.baseRef: "));
     }
 
     #[test]

@@ -22,10 +22,12 @@ pub(crate) fn parse() -> Cli {
 /// A flag's value, or a combination of flags, that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ArgError {
-    #[error("unknown kind `{0}`; known kinds: projects (proj), sessions (sess), events (ev)")]
+    #[error("unknown kind `{0}`; known kinds: projects (proj), sessions (sess), gitsources (gs), issuesources (is), events (ev)")]
     UnknownKind(String),
-    #[error("unknown kind `{0}`; expected project or session")]
+    #[error("unknown kind `{0}`; expected project, session, gitsource or issuesource")]
     NotWritable(String),
+    #[error("unknown kind `{0}`; expected gitsource or issuesource")]
+    NotASource(String),
     #[error("unknown agent `{given}`; did you mean `{near}`?")]
     AgentNearMiss { given: String, near: String },
     #[error("unknown agent `{0}`; built-in agents: {list}", list = BUILTIN_AGENTS.join(", "))]
@@ -119,6 +121,12 @@ pub(crate) enum Command {
     /// session's agent gets at launch, and offers the tools status, report, ask_human, send,
     /// handoff and request_review, each acting on that session only (docs/mcp.md).
     Mcp,
+    /// Sync a GitSource or poll an IssueSource now, and wait until it has.
+    ///
+    /// Sets the `ao.dev/reconcile-requested-at` annotation to the current time; the source acts
+    /// on it at once and records the value in `status.lastHandledReconcileAt`. Prints the
+    /// outcome (the revision applied, or why not) and exits 1 when the source is not ready.
+    Reconcile(ReconcileArgs),
     /// Start a review round of a session's pull request now, with its project's reviewers.
     ///
     /// Sets the `ao.dev/review-requested` annotation to the current time; the controller starts
@@ -234,7 +242,7 @@ pub(crate) enum OutputFormat {
 
 #[derive(Debug, Args)]
 pub(crate) struct DescribeArgs {
-    /// project or session.
+    /// project, session, gitsource or issuesource.
     #[arg(value_parser = parse_writable_kind, value_name = "KIND")]
     pub kind: Kind,
     pub name: String,
@@ -242,7 +250,7 @@ pub(crate) struct DescribeArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct DeleteArgs {
-    /// project or session.
+    /// project, session, gitsource or issuesource.
     #[arg(value_parser = parse_writable_kind, value_name = "KIND", required_unless_present = "filenames")]
     pub kind: Option<Kind>,
     /// Names of the objects to delete.
@@ -298,6 +306,20 @@ pub(crate) struct ReviewArgs {
     /// Name of the worker session.
     #[arg(value_name = "SESSION")]
     pub session: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReconcileArgs {
+    /// gitsource (gs) or issuesource (is).
+    #[arg(value_parser = parse_source_kind, value_name = "KIND")]
+    pub kind: Kind,
+    pub name: String,
+    /// How long to wait for the source to act, such as `90s` or `5m`.
+    #[arg(long, default_value = "2m", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: std::time::Duration,
+    /// Return once the request is recorded, without waiting.
+    #[arg(long)]
+    pub no_wait: bool,
 }
 
 #[derive(Debug, Args)]
@@ -367,6 +389,13 @@ impl FromStr for KindList {
 
 fn parse_kinds(s: &str) -> Result<KindList, ArgError> {
     s.parse()
+}
+
+fn parse_source_kind(s: &str) -> Result<Kind, ArgError> {
+    match Kind::parse(s) {
+        Some(k @ (Kind::GitSource | Kind::IssueSource)) => Ok(k),
+        _ => Err(ArgError::NotASource(s.to_string())),
+    }
 }
 
 fn parse_writable_kind(s: &str) -> Result<Kind, ArgError> {

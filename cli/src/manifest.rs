@@ -101,22 +101,15 @@ fn check_names(list: &[Manifest]) -> Result<(), ManifestError> {
     Ok(())
 }
 
-/// Projects first, as sessions refer to them; the order within a kind is kept.
+/// Projects first, as the objects of the other kinds refer to them (`Kind::apply_rank`); the
+/// order within a kind is kept.
 pub(crate) fn sort_for_apply(list: &mut [Manifest]) {
-    list.sort_by_key(|m| kind_rank(m.kind()));
+    list.sort_by_key(|m| m.kind().apply_rank());
 }
 
 /// Sessions first, so that their project is deleted last.
 pub(crate) fn sort_for_delete(list: &mut [Manifest]) {
-    list.sort_by_key(|m| std::cmp::Reverse(kind_rank(m.kind())));
-}
-
-fn kind_rank(kind: Kind) -> u8 {
-    match kind {
-        Kind::Project => 0,
-        Kind::Session => 1,
-        Kind::Event => 2,
-    }
+    list.sort_by_key(|m| std::cmp::Reverse(m.kind().apply_rank()));
 }
 
 /// A named file is read whatever its extension; directories give their `*.yaml|*.yml|*.json`

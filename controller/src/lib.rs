@@ -2,6 +2,7 @@
 //! the store and the engine.
 
 pub mod activity_watch;
+pub mod admission;
 pub mod agent_token;
 pub mod fleet;
 pub mod github;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use aoctl_api::{Kind, Project, Resource, Session};
+use aoctl_api::{GitSource, IssueSource, Kind, Project, Resource, Session};
 use aoctl_engine::{Action, Config, Controller, Trigger};
 use aoctl_store::{EventKind, Selector, Store, StoreError, Watch};
 use tokio::net::TcpListener;
@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use crate::fleet::Fleet;
 use crate::http::{router, AppState};
 use crate::metrics::Metrics;
-use crate::reconcilers::{project, session, Error};
+use crate::reconcilers::{gitsource, issuesource, project, session, Error};
 use crate::recorder::Recorder;
 
 /// Settings of `aoctl serve`.
@@ -151,6 +151,10 @@ pub async fn serve_on(
     let projects = Controller::<Project>::new(Config::new(project::NAME), metrics.engine.clone());
     let sessions =
         Controller::<Session>::new(Config { concurrency: 16, ..Config::new(session::NAME) }, metrics.engine.clone());
+    let gitsources = Controller::<GitSource>::new(Config::new(gitsource::NAME), metrics.engine.clone());
+    let issuesources = Controller::<IssueSource>::new(Config::new(issuesource::NAME), metrics.engine.clone());
+    let github =
+        Arc::new(crate::github::Hub::new(metrics.github_requests.clone(), metrics.github_ratelimit_remaining.clone()));
     let access = Arc::new(crate::http::Access::new(&token, listen, &opts.allowed_hosts));
     let state = AppState {
         store: store.clone(),
@@ -158,6 +162,8 @@ pub async fn serve_on(
         fleet: fleet.clone(),
         session_state: session_state.clone(),
         sessions: sessions.handle(),
+        gitsources: gitsources.handle(),
+        issuesources: issuesources.handle(),
         ready: ready.clone(),
         access: access.clone(),
         recorder: Arc::new(Recorder::new(store.clone())),
@@ -177,7 +183,7 @@ pub async fn serve_on(
         store: store.clone(),
         recorder: Recorder::new(store.clone()),
         machine: fleet.clone(),
-        github: crate::github::Hub::new(metrics.github_requests.clone(), metrics.github_ratelimit_remaining.clone()),
+        github: github.clone(),
         metrics: metrics.clone(),
         state: session_state,
         // Agents that take an MCP server get this binary's `aoctl mcp` (docs/mcp.md).
@@ -186,12 +192,20 @@ pub async fn serve_on(
             Err(_) => access.sessions.clone(),
         }),
     });
+    let gitsource_ctx = Arc::new(gitsource::Context {
+        store: store.clone(),
+        recorder: Recorder::new(store.clone()),
+        cache: opts.data_dir.join("sources"),
+    });
+    let issuesource_ctx =
+        Arc::new(issuesource::Context { store: store.clone(), recorder: Recorder::new(store.clone()), github });
     // Subscribe before the engines list keys, so no change between the two is missed.
     let changes = store
-        .watch(&[Kind::Project, Kind::Session], store.resource_version())
+        .watch(&ROUTED, store.resource_version())
         .map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
-    let mut tasks =
-        vec![tokio::spawn(route_changes(store.clone(), changes, projects.handle(), sessions.handle(), stopped()))];
+    let triggers =
+        Router::new(projects.handle(), sessions.handle()).with_sources(gitsources.handle(), issuesources.handle());
+    let mut tasks = vec![tokio::spawn(route_changes(store.clone(), changes, triggers, stopped()))];
     // Agents' output and exits wake their sessions, so quiet ones are not polled.
     match crate::activity_watch::start(fleet.clone(), sessions.handle(), stopped()) {
         Ok(watch) => tasks.push(watch),
@@ -211,6 +225,22 @@ pub async fn serve_on(
         session_ctx.clone(),
         session::reconcile,
         session::error_policy,
+        stopped(),
+    )));
+    tasks.push(tokio::spawn(run_controller(
+        gitsources,
+        store.clone(),
+        gitsource_ctx,
+        gitsource::reconcile,
+        gitsource::error_policy,
+        stopped(),
+    )));
+    tasks.push(tokio::spawn(run_controller(
+        issuesources,
+        store.clone(),
+        issuesource_ctx,
+        issuesource::reconcile,
+        issuesource::error_policy,
         stopped(),
     )));
     tasks.push(tokio::spawn(collect_orphans(session_ctx, stopped())));
@@ -238,14 +268,7 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(200);
 /// behind the store's log, or the store could not read it), it says so, watches again from the
 /// store's newest version and triggers every object it lists then, so no change made meanwhile
 /// goes unreconciled until the next resync.
-async fn route_changes(
-    store: Store,
-    mut changes: Watch,
-    projects: Trigger,
-    sessions: Trigger,
-    stopped: impl Future<Output = ()>,
-) {
-    let mut router = Router::new(projects, sessions);
+async fn route_changes(store: Store, mut changes: Watch, mut router: Router, stopped: impl Future<Output = ()>) {
     let forward = async {
         loop {
             while let Some(ev) = changes.next().await {
@@ -281,6 +304,10 @@ async fn route_changes(
 struct Router {
     projects: Trigger,
     sessions: Trigger,
+    /// The sources' engines: a source's change triggers it, and so does a change of a Session an
+    /// IssueSource owns (a finished or stopped one frees a place for a waiting issue).
+    gitsources: Option<Trigger>,
+    issuesources: Option<Trigger>,
     by_project: HashMap<String, BTreeSet<String>>,
     /// What sessions depend on in a project: its generation and its Ready condition. Status-only
     /// writes (such as the session count) must not wake every session of the project.
@@ -296,11 +323,17 @@ impl Router {
         Router {
             projects,
             sessions,
+            gitsources: None,
+            issuesources: None,
             by_project: HashMap::new(),
             seen: HashMap::new(),
             holding: HashMap::new(),
             published: HashMap::new(),
         }
+    }
+
+    fn with_sources(self, gitsources: Trigger, issuesources: Trigger) -> Router {
+        Router { gitsources: Some(gitsources), issuesources: Some(issuesources), ..self }
     }
 
     fn route(&mut self, kind: Kind, type_: EventKind, obj: &serde_json::Value) {
@@ -357,6 +390,17 @@ impl Router {
                     }
                 }
                 self.projects.trigger(project);
+                if let Some(issuesources) = &self.issuesources {
+                    for owner in owners(obj, Kind::IssueSource) {
+                        issuesources.trigger(owner);
+                    }
+                }
+            }
+            Kind::GitSource | Kind::IssueSource => {
+                let engine = if kind == Kind::GitSource { &self.gitsources } else { &self.issuesources };
+                if let Some(engine) = engine.as_ref().filter(|_| type_ != EventKind::Deleted) {
+                    engine.trigger(&name);
+                }
             }
             Kind::Event => {}
         }
@@ -366,9 +410,14 @@ impl Router {
     /// what changed while no watch ran is reconciled now. What is remembered is rebuilt from the
     /// lists; a change both listed and watched only triggers twice, and triggers coalesce.
     async fn resubscribe(&mut self, store: &Store) -> Result<Watch, StoreError> {
-        let watch = store.watch(&[Kind::Project, Kind::Session], store.resource_version())?;
+        let watch = store.watch(&ROUTED, store.resource_version())?;
         let (projects, _) = store.list(Kind::Project, &Selector::everything()).await?;
         let (sessions, _) = store.list(Kind::Session, &Selector::everything()).await?;
+        for kind in [Kind::GitSource, Kind::IssueSource] {
+            for source in store.list(kind, &Selector::everything()).await?.0 {
+                self.route(kind, EventKind::Modified, &source);
+            }
+        }
         self.by_project.clear();
         self.seen.clear();
         self.holding.clear();
@@ -383,6 +432,18 @@ impl Router {
         tracing::info!(projects = projects.len(), sessions = sessions.len(), "watching changes again");
         Ok(watch)
     }
+}
+
+/// The kinds whose changes `route_changes` turns into triggers.
+const ROUTED: [Kind; 4] = [Kind::Project, Kind::Session, Kind::GitSource, Kind::IssueSource];
+
+/// The names of the owners of `kind` in an object's ownerReferences.
+fn owners(obj: &serde_json::Value, kind: Kind) -> impl Iterator<Item = &str> {
+    let refs =
+        obj.pointer("/metadata/ownerReferences").and_then(|r| r.as_array()).map(Vec::as_slice).unwrap_or_default();
+    refs.iter()
+        .filter(move |r| r.get("kind").and_then(|k| k.as_str()) == Some(kind.as_str()))
+        .filter_map(|r| r.get("name").and_then(|n| n.as_str()))
 }
 
 /// Runs one controller over the objects of one kind in the store.
@@ -530,7 +591,7 @@ mod tests {
         let (stop, stopped) = stopper();
         let (projects, mut reconciled_projects, p_task) = recording::<Project>(&store, "projects", &metrics, stopped());
         let (sessions, mut reconciled_sessions, s_task) = recording::<Session>(&store, "sessions", &metrics, stopped());
-        let router = tokio::spawn(route_changes(store.clone(), changes, projects, sessions, stopped()));
+        let router = tokio::spawn(route_changes(store.clone(), changes, Router::new(projects, sessions), stopped()));
 
         reconciled(&mut reconciled_sessions, &["a", "b", "c", "d"]).await.expect("the sessions made while behind");
         reconciled(&mut reconciled_projects, &["demo"]).await.expect("the project");

@@ -16,6 +16,8 @@ use crate::table;
 
 /// How many of the object's events are shown.
 const EVENTS: usize = 10;
+/// How many of a GitSource's objects are listed.
+const INVENTORY_SHOWN: usize = 20;
 
 pub(crate) async fn run(client: &Client, a: DescribeArgs) -> anyhow::Result<ExitCode> {
     let obj = client.get(a.kind, &a.name).await?;
@@ -198,6 +200,58 @@ fn status_section(kind: Kind, o: &Value, now: DateTime<Utc>) -> String {
                 })
                 .collect();
             st.list("Overlaps", overlaps);
+        }
+        Kind::GitSource => {
+            for (label, path) in [
+                ("Applied Revision", "/status/lastAppliedRevision"),
+                ("Attempted Revision", "/status/lastAttemptedRevision"),
+                ("Last Reconcile Request", "/status/lastHandledReconcileAt"),
+            ] {
+                if let Some(v) = s(path) {
+                    st.add(label, &v);
+                }
+            }
+            let inventory = o.pointer("/status/inventory").and_then(Value::as_array).cloned().unwrap_or_default();
+            let objects: Vec<String> = inventory
+                .iter()
+                .map(|e| {
+                    aoctl_api::table::reference(
+                        str_at(e, "/kind").unwrap_or_default(),
+                        str_at(e, "/name").unwrap_or_default(),
+                    )
+                })
+                .collect();
+            if !objects.is_empty() {
+                st.add("Objects", &objects.len().to_string());
+            }
+            let shown = objects.len().min(INVENTORY_SHOWN);
+            let mut listed: Vec<String> = objects[..shown].to_vec();
+            if objects.len() > shown {
+                listed.push(format!("… and {} more", objects.len() - shown));
+            }
+            st.list("Inventory", listed);
+        }
+        Kind::IssueSource => {
+            if let Some(t) = object::time_at(o, "/status/lastPollTime") {
+                st.add("Last Poll", &format!("{} ago", table::age(Some(t), now)));
+            }
+            let sessions = o.pointer("/status/sessions").and_then(Value::as_array).cloned().unwrap_or_default();
+            let sessions: Vec<String> = sessions
+                .iter()
+                .map(|v| {
+                    let state = str_at(v, "/state").unwrap_or("open");
+                    format!(
+                        "#{} → session {} ({state})",
+                        str_at(v, "/issue").unwrap_or_default(),
+                        str_at(v, "/session").unwrap_or_default()
+                    )
+                })
+                .collect();
+            st.list("Sessions", sessions);
+            let waiting: Vec<String> = strings(o.pointer("/status/waiting")).iter().map(|n| format!("#{n}")).collect();
+            if !waiting.is_empty() {
+                st.add("Waiting", &waiting.join(", "));
+            }
         }
         Kind::Event => {}
     }

@@ -11,6 +11,7 @@ pub(crate) mod down;
 pub(crate) mod get;
 pub(crate) mod logs;
 mod mcp;
+pub(crate) mod reconcile;
 pub(crate) mod review;
 pub(crate) mod send;
 pub(crate) mod serve;
@@ -43,6 +44,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Send(a) => send::run(&client(&global)?, a).await,
         Command::Answer(a) => send::answer(&client(&global)?, a).await,
         Command::Mcp => mcp::run().await,
+        Command::Reconcile(a) => reconcile::run(&client(&global)?, a).await,
         Command::Review(a) => review::run(&client(&global)?, a).await,
         Command::Attach(a) => attach::run(&client(&global)?, a).await,
         Command::Spawn(a) => spawn::run(&client(&global)?, a).await,

@@ -163,6 +163,17 @@ pub async fn status_for_framework_errors(resp: Response) -> Response {
     resp
 }
 
+impl From<crate::admission::AdmissionError> for AppError {
+    fn from(e: crate::admission::AdmissionError) -> AppError {
+        match e {
+            crate::admission::AdmissionError::Invalid { kind, name, errors } => {
+                AppError::Invalid { kind, name, errors }
+            }
+            crate::admission::AdmissionError::Store(e) => AppError::Store(e),
+        }
+    }
+}
+
 impl From<axum::extract::ws::rejection::WebSocketUpgradeRejection> for AppError {
     fn from(r: axum::extract::ws::rejection::WebSocketUpgradeRejection) -> AppError {
         let message = format!("this endpoint takes a WebSocket handshake: {}", r.body_text());

@@ -40,6 +40,10 @@ pub struct AppState {
     pub session_state: Arc<crate::reconcilers::session::State>,
     /// Reconciles a session at once (webhooks).
     pub sessions: aoctl_engine::Trigger,
+    /// Syncs a GitSource at once (push webhooks).
+    pub gitsources: aoctl_engine::Trigger,
+    /// Polls an IssueSource at once (issues webhooks).
+    pub issuesources: aoctl_engine::Trigger,
     /// Set once the store is loaded and the controllers run.
     pub ready: Arc<AtomicBool>,
     /// The bearer token, the hosts served and the other access rules (DESIGN §8).

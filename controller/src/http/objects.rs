@@ -3,11 +3,10 @@
 use std::collections::HashMap;
 
 use aoctl_api::decode::{decode_json, AnyObject};
-use aoctl_api::finalizers;
 use aoctl_api::table::{self, IncludeObject};
 use aoctl_api::validate::validate_conditions;
 use aoctl_api::wire::{DeleteOptions, List};
-use aoctl_api::{FieldError, Kind, OwnerReference, Project, Session, API_VERSION};
+use aoctl_api::{GitSource, IssueSource, Kind, Project, Session};
 use aoctl_store::{Deleted, StoreError, StoredObject, WriteOptions};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -134,10 +133,9 @@ fn list_body(kind: Kind, rv: u64, items: &[StoredObject]) -> Vec<u8> {
 
 /// Decodes a body strictly into the kind's type, validates it and returns its canonical JSON.
 fn decode_body(kind: Kind, body: &[u8]) -> Result<AnyObject, AppError> {
-    let obj = match kind {
-        Kind::Project => AnyObject::Project(decode_json::<Project>(body).map_err(AppError::Decode)?),
-        Kind::Session => AnyObject::Session(decode_json::<Session>(body).map_err(AppError::Decode)?),
-        Kind::Event => return Err(writable(kind).unwrap_err()),
+    let obj = match AnyObject::decode_json(kind, body) {
+        Some(decoded) => decoded.map_err(AppError::Decode)?,
+        None => return Err(writable(kind).unwrap_err()),
     };
     let errors = obj.validate();
     if !errors.is_empty() {
@@ -179,38 +177,9 @@ fn require_json(headers: &HeaderMap, merge_patch: bool) -> Result<(), AppError> 
     }
 }
 
-/// Admission: a Session's project must exist, and the Session is owned by it (deleting the
-/// Project deletes its Sessions).
+/// Admission (`crate::admission`) for a write through the API.
 pub(super) async fn admit(state: &AppState, obj: &mut AnyObject, creating: bool) -> Result<(), AppError> {
-    let AnyObject::Session(s) = obj else { return Ok(()) };
-    let project: Project = match state.store.get_typed(&s.spec.project).await {
-        Ok(p) => p,
-        Err(StoreError::NotFound { .. }) => {
-            return Err(AppError::Invalid {
-                kind: Kind::Session,
-                name: s.metadata.name.clone(),
-                errors: vec![FieldError::new("spec.project", format!("project \"{}\" not found", s.spec.project))],
-            })
-        }
-        Err(e) => return Err(e.into()),
-    };
-    // The session controller cleans up before a Session goes; holding its finalizer from the
-    // start saves the controller a write and a round trip on every spawn.
-    if creating && !finalizers::holds(&s.metadata.finalizers, finalizers::SESSION_CLEANUP) {
-        s.metadata.finalizers.push(finalizers::SESSION_CLEANUP.to_string());
-    }
-    let uid = project.metadata.uid.clone().unwrap_or_default();
-    let refs = &mut s.metadata.owner_references;
-    refs.retain(|r| r.kind != Kind::Project.as_str());
-    refs.push(OwnerReference {
-        api_version: API_VERSION.into(),
-        kind: Kind::Project.as_str().into(),
-        name: project.metadata.name.clone(),
-        uid,
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    });
-    Ok(())
+    crate::admission::admit(&state.store, obj, creating, &[]).await.map_err(AppError::from)
 }
 
 pub async fn create(
@@ -358,6 +327,16 @@ pub async fn replace_status(
             let errs = validate_conditions("status.conditions", &s.status.conditions);
             (serde_json::to_value(&s.status), s.metadata.resource_version, errs)
         }
+        Kind::GitSource => {
+            let g: GitSource = decode_json(&body).map_err(AppError::Decode)?;
+            let errs = validate_conditions("status.conditions", &g.status.conditions);
+            (serde_json::to_value(&g.status), g.metadata.resource_version, errs)
+        }
+        Kind::IssueSource => {
+            let i: IssueSource = decode_json(&body).map_err(AppError::Decode)?;
+            let errs = validate_conditions("status.conditions", &i.status.conditions);
+            (serde_json::to_value(&i.status), i.metadata.resource_version, errs)
+        }
         Kind::Event => unreachable!("events are rejected by writable()"),
     };
     if !errors.is_empty() {
@@ -371,6 +350,7 @@ pub async fn replace_status(
 mod tests {
     use super::*;
     use aoctl_api::selector::Selector;
+    use aoctl_api::API_VERSION;
     use aoctl_store::{Store, WriteOptions};
     use axum::http::HeaderValue;
     use serde_json::json;

@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use aoctl_api::{Event, Kind, Project, Session};
+use aoctl_api::{Event, GitSource, IssueSource, Kind, Project, Session};
 use axum::Json;
 use serde_json::{json, Value};
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItemBuilder};
@@ -338,6 +338,8 @@ fn schemas() -> Value {
     let mut gen = schemars::generate::SchemaSettings::openapi3().into_generator();
     gen.subschema_for::<Project>();
     gen.subschema_for::<Session>();
+    gen.subschema_for::<GitSource>();
+    gen.subschema_for::<IssueSource>();
     gen.subschema_for::<Event>();
     let mut defs = gen.take_definitions(true);
     for kind in Kind::ALL {

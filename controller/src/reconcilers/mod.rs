@@ -1,6 +1,8 @@
 //! The reconcilers: each looks at the whole object, drives the world toward its spec and writes
 //! status. None is told why it runs, so each is idempotent.
 
+pub mod gitsource;
+pub mod issuesource;
 pub mod project;
 pub mod session;
 
@@ -19,6 +21,10 @@ pub enum Error {
     Io { path: PathBuf, source: std::io::Error },
     #[error("background task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Git(#[from] aoctl_runtimes::git::GitError),
+    #[error(transparent)]
+    GitHub(#[from] aoctl_github::Error),
 }
 
 impl From<crate::typing::TypingError> for Error {
@@ -41,6 +47,8 @@ impl Error {
             Error::Workspace(_) => "workspace",
             Error::Io { .. } => "io",
             Error::Join(_) => "join",
+            Error::Git(_) => "git",
+            Error::GitHub(_) => "github",
         }
     }
 }

@@ -37,7 +37,10 @@ pub trait ObjectStore: Send + Sync + 'static {
     async fn list_stored(&self, kind: Kind, selector: &Selector) -> Result<(Vec<StoredObject>, u64), StoreError>;
 
     /// Creates an object; the backend assigns uid, resourceVersion, generation and
-    /// creationTimestamp (or a name, from `generateName`) and drops any status.
+    /// creationTimestamp (or a name, from `generateName`) and drops any status. An owner reference
+    /// with an empty uid names its owner by kind and name (in `create` and `update`): the backend
+    /// fills in that object's uid, as it stands in the same batch or the store, and refuses the
+    /// write when there is no such object.
     async fn create(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError>;
 
     /// Replaces labels, annotations, finalizers, ownerReferences and spec of an existing object.
@@ -69,9 +72,46 @@ pub trait ObjectStore: Send + Sync + 'static {
     async fn delete(&self, kind: Kind, name: &str, rv: Option<&str>, opts: WriteOptions)
         -> Result<Deleted, StoreError>;
 
+    /// Applies every write of `writes` in order, in one transaction: all of them are stored or,
+    /// when one fails (its error is returned), none is. Later writes see the earlier ones.
+    async fn apply_all(&self, writes: Vec<Write>, opts: WriteOptions) -> Result<Vec<Written>, StoreError>;
+
     /// Every change to objects of `kinds` (all kinds when empty) after resourceVersion `from`.
     /// Fails with `Gone` when some of those changes are no longer retained.
     fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError>;
+}
+
+/// One write of a batch (`ObjectStore::apply_all`), with the rules of the method of the same name.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    Create {
+        kind: Kind,
+        obj: Value,
+    },
+    /// `update`: a `metadata.resourceVersion` in the body is a precondition.
+    Update {
+        kind: Kind,
+        obj: Value,
+    },
+    UpdateStatus {
+        kind: Kind,
+        name: String,
+        status: Value,
+        rv: Option<String>,
+    },
+    Delete {
+        kind: Kind,
+        name: String,
+        rv: Option<String>,
+    },
+}
+
+/// What one write of a batch returned.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Written {
+    /// The object as stored after a create, an update or a status write.
+    Object(Value),
+    Deleted(Deleted),
 }
 
 /// An object as stored: its value and its JSON encoding, so that a read can answer with the

@@ -17,17 +17,20 @@ pub(crate) const RV_KEY: &[u8] = b"rv";
 /// Key of the `meta` entry a store that cannot write rewrites to learn when it can again.
 pub(crate) const PROBE_KEY: &[u8] = b"probe";
 
-/// The position of a kind in `Kind::ALL`, used as its byte in log entries and as an index.
+/// A kind's byte in log entries on disk, and its index in per-kind tables. The numbers are
+/// stored: a new kind takes the next one, and none ever changes.
 pub(crate) fn kind_index(kind: Kind) -> usize {
     match kind {
         Kind::Project => 0,
         Kind::Session => 1,
         Kind::Event => 2,
+        Kind::GitSource => 3,
+        Kind::IssueSource => 4,
     }
 }
 
 pub(crate) fn kind_from_index(i: u8) -> Option<Kind> {
-    Kind::ALL.get(usize::from(i)).copied()
+    Kind::ALL.into_iter().find(|k| kind_index(*k) == usize::from(i))
 }
 
 /// The kind whose `kind` field value is exactly `s`.
@@ -119,5 +122,20 @@ pub(crate) fn set_meta(obj: &mut Value, field: &str, value: Value) {
         if let Some(m) = m.as_object_mut() {
             m.insert(field.to_string(), value);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_bytes_are_fixed_and_distinct() {
+        // The bytes of log entries already on disk.
+        assert_eq!([Kind::Project, Kind::Session, Kind::Event].map(kind_index), [0, 1, 2]);
+        for kind in Kind::ALL {
+            assert_eq!(kind_from_index(kind_index(kind) as u8), Some(kind));
+        }
+        assert_eq!(kind_from_index(Kind::ALL.len() as u8), None);
     }
 }

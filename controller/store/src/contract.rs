@@ -8,7 +8,7 @@ use std::time::Duration;
 use aoctl_api::{Kind, API_VERSION};
 use serde_json::{json, Value};
 
-use crate::{Deleted, EventKind, Selector, Store, StoreError, Watch, WatchEvent, WriteOptions};
+use crate::{Deleted, EventKind, Selector, Store, StoreError, Watch, WatchEvent, Write, WriteOptions, Written};
 
 /// How long a watch may take to deliver a change that was already acknowledged.
 const DELIVERY_BOUND: Duration = Duration::from_secs(10);
@@ -273,4 +273,82 @@ pub async fn lists_select_and_dry_runs_store_nothing(b: &mut dyn Backend) {
     assert!(store.get(Kind::Project, "dry").await.unwrap_err().is_not_found());
     assert!(store.get(Kind::Project, "web").await.is_ok());
     assert!(store.get(Kind::Project, "db").await.unwrap()["metadata"].get("finalizers").is_none());
+}
+
+/// A batch is stored whole or not at all: a failing write (here a stale precondition, last)
+/// leaves nothing of the others; a good batch is seen by a watch as consecutive changes, later
+/// writes see earlier ones (a status write on an object the same batch creates), and a delete
+/// in a batch cascades as a single delete does.
+pub async fn batches_are_all_or_nothing(b: &mut dyn Backend) {
+    let store = b.store(100);
+    let old = store.create(Kind::Project, project("old", json!({})), W).await.unwrap();
+    let at = store.resource_version();
+    let stale = Some((rv(&old) + 5).to_string());
+    let failing = vec![
+        Write::Create { kind: Kind::Project, obj: project("a", json!({})) },
+        Write::Delete { kind: Kind::Project, name: "old".into(), rv: None },
+        Write::UpdateStatus { kind: Kind::Project, name: "a".into(), status: json!({"sessions": 1}), rv: None },
+        Write::Delete { kind: Kind::Project, name: "old".into(), rv: stale },
+    ];
+    let err = store.apply_all(failing, W).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. } | StoreError::Conflict { .. }), "{err:?}");
+    assert_eq!(store.resource_version(), at, "nothing of a failed batch is stored");
+    assert!(store.get(Kind::Project, "a").await.unwrap_err().is_not_found());
+    assert!(store.get(Kind::Project, "old").await.is_ok());
+
+    let mut watch = store.watch(&[Kind::Project], at).unwrap();
+    let good = vec![
+        Write::Create { kind: Kind::Project, obj: project("a", json!({})) },
+        Write::UpdateStatus { kind: Kind::Project, name: "a".into(), status: json!({"sessions": 1}), rv: None },
+        Write::Create { kind: Kind::Project, obj: project("b", json!({})) },
+        Write::Delete { kind: Kind::Project, name: "old".into(), rv: Some(rv_str(&old)) },
+    ];
+    let written = store.apply_all(good, W).await.unwrap();
+    assert_eq!(written.len(), 4);
+    let Written::Object(status) = &written[1] else { panic!("{written:?}") };
+    assert_eq!(status["status"]["sessions"], 1);
+    assert!(matches!(&written[3], Written::Deleted(Deleted::Gone(_))), "{written:?}");
+    let mut seen = vec![];
+    for _ in 0..4 {
+        let ev = next(&mut watch).await;
+        seen.push((ev.kind_, ev.object["metadata"]["name"].as_str().unwrap_or_default().to_string(), ev.rv));
+    }
+    let names: Vec<(EventKind, &str)> = seen.iter().map(|(k, n, _)| (*k, n.as_str())).collect();
+    assert_eq!(
+        names,
+        [(EventKind::Added, "a"), (EventKind::Modified, "a"), (EventKind::Added, "b"), (EventKind::Deleted, "old")]
+    );
+    let versions: Vec<u64> = seen.iter().map(|(_, _, v)| *v).collect();
+    assert_eq!(versions, [at + 1, at + 2, at + 3, at + 4], "one batch, consecutive versions");
+    assert_eq!(store.resource_version(), at + 4);
+
+    // An owner named without its uid is found in the same batch, and owns as any owner does.
+    let mut owned = project("owned", json!({}));
+    owned["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": API_VERSION, "kind": "Project", "name": "c", "uid": ""}]);
+    let mut orphan = owned.clone();
+    orphan["metadata"]["name"] = json!("orphan");
+    orphan["metadata"]["ownerReferences"][0]["name"] = json!("nobody");
+    let err = store.apply_all(vec![Write::Create { kind: Kind::Project, obj: orphan }], W).await.unwrap_err();
+    assert!(matches!(err, StoreError::Invalid { .. }), "{err:?}");
+    let written = store
+        .apply_all(
+            vec![
+                Write::Create { kind: Kind::Project, obj: project("c", json!({})) },
+                Write::Create { kind: Kind::Project, obj: owned },
+            ],
+            W,
+        )
+        .await
+        .unwrap();
+    let [Written::Object(c), Written::Object(owned)] = &written[..] else { panic!("{written:?}") };
+    assert_eq!(owned["metadata"]["ownerReferences"][0]["uid"], c["metadata"]["uid"]);
+    store.delete(Kind::Project, "c", None, W).await.unwrap();
+    assert!(store.get(Kind::Project, "owned").await.unwrap_err().is_not_found(), "the owner's delete cascades");
+
+    let before = store.resource_version();
+    let dry = vec![Write::Create { kind: Kind::Project, obj: project("dry", json!({})) }];
+    store.apply_all(dry, WriteOptions::DRY_RUN).await.unwrap();
+    assert_eq!(store.resource_version(), before, "a dry-run batch stores nothing");
+    assert!(store.apply_all(vec![], W).await.unwrap().is_empty());
 }

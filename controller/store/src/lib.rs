@@ -27,7 +27,7 @@ use aoctl_api::{Kind, Resource};
 use serde_json::Value;
 
 pub use aoctl_api::selector::{FieldSelector, Requirement, Selector};
-pub use backend::{EventKind, ObjectStore, StoredObject, Watch, WatchEvent, WatchStream};
+pub use backend::{EventKind, ObjectStore, StoredObject, Watch, WatchEvent, WatchStream, Write, Written};
 pub use error::{StoreError, CONFLICT_MESSAGE};
 pub use sled_store::SledStore;
 pub use state::StoreConfig;
@@ -191,6 +191,12 @@ impl Store {
 
     /// Every change to objects of `kinds` (all kinds when empty) after resourceVersion `from`.
     /// Fails with `Gone` when some of those changes are no longer in the log.
+    /// Applies the writes in one transaction: all are stored, or none (the first failure is
+    /// returned). Later writes see the earlier ones.
+    pub async fn apply_all(&self, writes: Vec<Write>, opts: WriteOptions) -> Result<Vec<Written>, StoreError> {
+        self.backend.apply_all(writes, opts).await
+    }
+
     pub fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError> {
         self.backend.watch(kinds, from)
     }

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
-use crate::backend::{ObjectStore, StoredObject, Watch, WatchEvent};
+use crate::backend::{ObjectStore, StoredObject, Watch, WatchEvent, Write, Written};
 use crate::error::StoreError;
 use crate::state::{Shared, StoreConfig};
 use crate::watch::LogWatch;
@@ -73,6 +73,7 @@ impl SledStore {
         match self.submit(op, opts).await? {
             Reply::Object(v) => Ok(v),
             Reply::Deleted(d) => Ok(d.into_object()),
+            Reply::All(_) => Err(StoreError::Storage("unexpected reply to a single write".into())),
         }
     }
 
@@ -161,8 +162,31 @@ impl ObjectStore for SledStore {
     ) -> Result<Deleted, StoreError> {
         match self.submit(Op::Delete { kind, name: name.to_string(), rv: rv.map(str::to_string) }, opts).await? {
             Reply::Deleted(d) => Ok(d),
-            Reply::Object(_) => Err(StoreError::Storage("unexpected reply to a delete".into())),
+            Reply::Object(_) | Reply::All(_) => Err(StoreError::Storage("unexpected reply to a delete".into())),
         }
+    }
+
+    async fn apply_all(&self, writes: Vec<Write>, opts: WriteOptions) -> Result<Vec<Written>, StoreError> {
+        let ops = writes
+            .into_iter()
+            .map(|w| match w {
+                Write::Create { kind, obj } => Op::Create { kind, obj },
+                Write::Update { kind, obj } => Op::Update { kind, obj },
+                Write::UpdateStatus { kind, name, status, rv } => Op::UpdateStatus { kind, name, status, rv },
+                Write::Delete { kind, name, rv } => Op::Delete { kind, name, rv },
+            })
+            .collect();
+        let Reply::All(replies) = self.submit(Op::All(ops), opts).await? else {
+            return Err(StoreError::Storage("unexpected reply to a batch".into()));
+        };
+        Ok(replies
+            .into_iter()
+            .map(|r| match r {
+                Reply::Deleted(d) => Written::Deleted(d),
+                Reply::Object(v) => Written::Object(v),
+                Reply::All(_) => unreachable!("batches do not nest"),
+            })
+            .collect())
     }
 
     fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError> {

@@ -39,7 +39,7 @@ impl Default for StoreConfig {
 /// The objects as of the newest published resourceVersion, in memory.
 #[derive(Default)]
 pub(crate) struct Cache {
-    pub objects: [BTreeMap<String, StoredObject>; 3],
+    pub objects: [BTreeMap<String, StoredObject>; Kind::ALL.len()],
     pub rv: u64,
 }
 

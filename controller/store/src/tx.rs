@@ -92,9 +92,29 @@ impl<'a> Tx<'a> {
         obj
     }
 
+    /// Fills in the uid of each owner reference that names its owner by kind and name only, from
+    /// the owner as it stands now (written earlier in the same batch, say); fails when it is not there.
+    fn resolve_owners(&self, meta: &mut ObjectMeta) -> Result<(), StoreError> {
+        for (i, r) in meta.owner_references.iter_mut().enumerate().filter(|(_, r)| r.uid.is_empty()) {
+            let owner = Kind::ALL.into_iter().find(|k| k.as_str() == r.kind).and_then(|k| self.get(k, &r.name));
+            let uid = owner.as_deref().and_then(|o| meta_str(o, "uid")).map(str::to_string);
+            match uid {
+                Some(uid) => r.uid = uid,
+                None => {
+                    return Err(StoreError::invalid(format!(
+                        "metadata.ownerReferences[{i}]: the owner {} \"{}\" does not exist",
+                        r.kind, r.name
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn create(&mut self, kind: Kind, body: Value) -> Result<Value, StoreError> {
         let body = check_object(kind, body)?;
         let mut meta = parse_meta(&body)?;
+        self.resolve_owners(&mut meta)?;
         check_meta(&meta)?;
         if meta.name.is_empty() {
             let prefix = meta.generate_name.clone().unwrap_or_default();
@@ -126,10 +146,11 @@ impl<'a> Tx<'a> {
 
     pub fn update(&mut self, kind: Kind, body: Value) -> Result<Value, StoreError> {
         let body = check_object(kind, body)?;
-        let body_meta = parse_meta(&body)?;
+        let mut body_meta = parse_meta(&body)?;
         if body_meta.name.is_empty() {
             return Err(StoreError::invalid("metadata.name: is required"));
         }
+        self.resolve_owners(&mut body_meta)?;
         check_meta(&body_meta)?;
         let name = body_meta.name.clone();
         let stored = self.get_existing(kind, &name)?;

@@ -22,7 +22,7 @@ const REPLAY_CHUNK: u64 = 256;
 pub(crate) struct LogWatch {
     shared: Arc<Shared>,
     rx: broadcast::Receiver<WatchEvent>,
-    kinds: [bool; 3],
+    kinds: [bool; Kind::ALL.len()],
     /// Every change up to this resourceVersion (of any kind) has been seen.
     last: u64,
     /// Changes up to this resourceVersion are to be read from the log rather than the channel.
@@ -34,7 +34,7 @@ pub(crate) struct LogWatch {
 
 impl LogWatch {
     pub(crate) fn new(shared: Arc<Shared>, rx: broadcast::Receiver<WatchEvent>, kinds: &[Kind], from: u64) -> LogWatch {
-        let mut wanted = [kinds.is_empty(); 3];
+        let mut wanted = [kinds.is_empty(); Kind::ALL.len()];
         for k in kinds {
             wanted[kind_index(*k)] = true;
         }

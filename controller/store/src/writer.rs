@@ -29,17 +29,40 @@ use crate::Deleted;
 
 /// A write the store was asked for.
 pub(crate) enum Op {
-    Create { kind: Kind, obj: Value },
-    Update { kind: Kind, obj: Value },
-    UpdateStatus { kind: Kind, name: String, status: Value, rv: Option<String> },
-    UpdateFinalizers { kind: Kind, name: String, finalizers: Vec<String>, rv: Option<String> },
-    Delete { kind: Kind, name: String, rv: Option<String> },
+    Create {
+        kind: Kind,
+        obj: Value,
+    },
+    Update {
+        kind: Kind,
+        obj: Value,
+    },
+    UpdateStatus {
+        kind: Kind,
+        name: String,
+        status: Value,
+        rv: Option<String>,
+    },
+    UpdateFinalizers {
+        kind: Kind,
+        name: String,
+        finalizers: Vec<String>,
+        rv: Option<String>,
+    },
+    Delete {
+        kind: Kind,
+        name: String,
+        rv: Option<String>,
+    },
+    /// Writes applied in one transaction: all or none.
+    All(Vec<Op>),
 }
 
 /// What a write returns.
 pub(crate) enum Reply {
     Object(Value),
     Deleted(Deleted),
+    All(Vec<Reply>),
 }
 
 pub(crate) struct Request {
@@ -397,5 +420,7 @@ fn apply(tx: &mut Tx<'_>, op: Op) -> Result<Reply, StoreError> {
             tx.update_finalizers(kind, &name, finalizers, rv.as_deref()).map(Reply::Object)
         }
         Op::Delete { kind, name, rv } => tx.delete(kind, &name, rv.as_deref()).map(Reply::Deleted),
+        // One failed write fails the request, and the request's staged writes are dropped.
+        Op::All(ops) => ops.into_iter().map(|op| apply(tx, op)).collect::<Result<_, _>>().map(Reply::All),
     }
 }

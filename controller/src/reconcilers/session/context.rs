@@ -16,7 +16,8 @@ pub struct Context {
     pub store: Store,
     pub recorder: Recorder,
     pub machine: Arc<dyn Machine>,
-    pub github: Hub,
+    /// Shared with the IssueSource reconciler: one rate budget per API URL and token.
+    pub github: Arc<Hub>,
     pub metrics: Arc<Metrics>,
     /// Shared with the webhook handler, which asks for a poll of a session's pull request.
     pub state: Arc<State>,

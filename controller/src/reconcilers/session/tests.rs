@@ -247,10 +247,10 @@ impl World {
             store: store.clone(),
             recorder: Recorder::new(store),
             machine: Arc::new(machine),
-            github: crate::github::Hub::new(
+            github: Arc::new(crate::github::Hub::new(
                 metrics.github_requests.clone(),
                 metrics.github_ratelimit_remaining.clone(),
-            ),
+            )),
             metrics,
             state: Arc::new(State::default()),
             session_keys: Some(crate::agent_token::SessionKeys::new("t0ken", "127.0.0.1:7420".parse().unwrap())),

@@ -38,4 +38,5 @@ contract_tests!(
     watch_from_a_version,
     too_old_versions_are_gone,
     lists_select_and_dry_runs_store_nothing,
+    batches_are_all_or_nothing,
 );

@@ -1,0 +1,209 @@
+//! The `GitSource` kind: a folder of a git repository whose manifests are applied and kept applied.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::condition::Condition;
+use crate::duration::Duration;
+use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta};
+
+/// Manifests from git: each revision of `spec.ref` is applied whole, or not at all.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitSource {
+    #[serde(default = "default_api_version", deserialize_with = "de_api_version")]
+    pub api_version: String,
+    #[serde(default = "gitsource_kind", deserialize_with = "de_kind")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: GitSourceSpec,
+    #[serde(default, skip_serializing_if = "GitSourceStatus::is_empty")]
+    pub status: GitSourceStatus,
+}
+
+fn gitsource_kind() -> String {
+    Kind::GitSource.as_str().to_string()
+}
+
+fn de_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    check_kind(d, Kind::GitSource)
+}
+
+resource_impl!(GitSource, Kind::GitSource);
+
+/// Where the manifests are and how they are kept applied.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitSourceSpec {
+    /// The repository: an absolute path, a `file://` URL or an `http(s)://` URL.
+    pub url: String,
+    /// What of the repository is applied; `{branch: main}` when absent.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub git_ref: Option<GitRef>,
+    /// The folder inside the repository (read recursively); the root when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// How often the repository is fetched and its objects applied again (drift is undone then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Duration>,
+    /// Objects this source applied that left the repository are deleted, and so are all of its
+    /// objects when the source is deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prune: bool,
+    /// `true` stops fetching and applying; what was applied stays.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+    /// The environment variable of the controller holding a token for an `https://` URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// The environment variable holding the secret that signs the repository's push webhooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret_env: Option<String>,
+}
+
+/// How often a source syncs when `spec.interval` is absent.
+pub const DEFAULT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl GitSourceSpec {
+    /// The ref to apply, `{branch: main}` by default.
+    pub fn reference(&self) -> GitRef {
+        self.git_ref.clone().unwrap_or_else(|| GitRef { branch: Some("main".into()), ..Default::default() })
+    }
+
+    /// The sync interval.
+    pub fn interval(&self) -> std::time::Duration {
+        self.interval.map_or(DEFAULT_INTERVAL, Duration::as_std)
+    }
+
+    /// Whether this source's repository is one of `urls` (a push webhook's clone, HTML, SSH and
+    /// git URLs), compared without a trailing `/` or `.git` and with the scheme and host in any case.
+    pub fn names_repository(&self, urls: &[&str]) -> bool {
+        let mine = comparable_url(&self.url);
+        urls.iter().any(|u| !u.is_empty() && comparable_url(u) == mine)
+    }
+}
+
+/// A URL reduced to what names the repository: the scheme and host lower-cased, no trailing `/`
+/// or `.git`.
+fn comparable_url(url: &str) -> String {
+    let url = url.trim().trim_end_matches('/');
+    let url = url.strip_suffix(".git").unwrap_or(url);
+    match url.find("://") {
+        Some(i) => {
+            let rest = &url[i + 3..];
+            let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            format!("{}://{}{path}", url[..i].to_ascii_lowercase(), host.to_ascii_lowercase())
+        }
+        None => url.to_string(),
+    }
+}
+
+/// One of a branch, a tag or a commit id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitRef {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// A full 40-hex commit id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+}
+
+impl GitRef {
+    /// The revision string of `commit` fetched for this ref: `main@sha1:<id>`, `v1@sha1:<id>`,
+    /// or `sha1:<id>` for a commit ref.
+    pub fn revision(&self, commit: &str) -> String {
+        match (&self.branch, &self.tag) {
+            (Some(b), _) => format!("{b}@sha1:{commit}"),
+            (None, Some(t)) => format!("{t}@sha1:{commit}"),
+            (None, None) => format!("sha1:{commit}"),
+        }
+    }
+}
+
+/// What the source last did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitSourceStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling` and `Stalled` (a revision that cannot be applied as it is).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The revision whose objects are in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_revision: Option<String>,
+    /// The newest revision fetched, applied or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_revision: Option<String>,
+    /// The objects of the applied revision.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<InventoryEntry>,
+    /// The last `ao.dev/reconcile-requested-at` value acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
+}
+
+impl GitSourceStatus {
+    pub fn is_empty(&self) -> bool {
+        *self == GitSourceStatus::default()
+    }
+}
+
+/// An object a source applied.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InventoryEntry {
+    pub kind: String,
+    pub name: String,
+}
+
+/// Condition types and reasons of a GitSource.
+pub mod conditions {
+    pub const READY: &str = "Ready";
+    pub const RECONCILING: &str = "Reconciling";
+    pub const STALLED: &str = "Stalled";
+    /// `Ready=True`: the fetched revision is applied.
+    pub const APPLIED: &str = "Applied";
+    /// A manifest of the revision does not decode, validate or pass admission.
+    pub const INVALID_MANIFEST: &str = "InvalidManifest";
+    /// The repository or the ref could not be fetched.
+    pub const FETCH_FAILED: &str = "FetchFailed";
+    /// The store refused the revision's writes.
+    pub const APPLY_FAILED: &str = "ApplyFailed";
+    /// `spec.suspend` is set.
+    pub const SUSPENDED: &str = "Suspended";
+    /// A sync is under way.
+    pub const PROGRESSING: &str = "Progressing";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_name_the_ref_and_the_commit() {
+        let c = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(GitSourceSpec::default().reference().revision(c), format!("main@sha1:{c}"));
+        let tag = GitRef { tag: Some("v1".into()), ..Default::default() };
+        assert_eq!(tag.revision(c), format!("v1@sha1:{c}"));
+        let commit = GitRef { commit: Some(c.into()), ..Default::default() };
+        assert_eq!(commit.revision(c), format!("sha1:{c}"));
+    }
+
+    #[test]
+    fn a_push_names_the_repository_by_any_of_its_urls() {
+        let spec = GitSourceSpec { url: "https://GitHub.com/octo/fleet.git".into(), ..Default::default() };
+        assert!(spec.names_repository(&["https://github.com/octo/fleet"]));
+        assert!(spec.names_repository(&["", "git@github.com:octo/fleet.git", "https://github.com/octo/fleet/"]));
+        assert!(!spec.names_repository(&["https://github.com/octo/Fleet"]), "the path keeps its case");
+        assert!(!spec.names_repository(&["https://github.com/octo/fleet-2"]));
+        assert!(!spec.names_repository(&[]));
+        let local = GitSourceSpec { url: "/srv/git/fleet.git".into(), ..Default::default() };
+        assert!(local.names_repository(&["/srv/git/fleet"]));
+        assert_eq!(GitSourceSpec::default().interval(), DEFAULT_INTERVAL);
+    }
+}

@@ -1,0 +1,335 @@
+//! The `IssueSource` kind: the open issues of a project's tracker that match a query, one Session
+//! each, made from a template.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::condition::Condition;
+use crate::duration::Duration;
+use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta};
+use crate::reactions::Reactions;
+use crate::review::ReviewSpec;
+use crate::session::{
+    AgentRef, DockerSpec, Permissions, PullRequestSpec, RestartPolicy, RuntimeKind, SessionSpec, WorkspaceKind,
+};
+
+/// A backlog as sessions: every matching open issue gets a Session named `<source>-<number>`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IssueSource {
+    #[serde(default = "default_api_version", deserialize_with = "de_api_version")]
+    pub api_version: String,
+    #[serde(default = "issuesource_kind", deserialize_with = "de_kind")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: IssueSourceSpec,
+    #[serde(default, skip_serializing_if = "IssueSourceStatus::is_empty")]
+    pub status: IssueSourceStatus,
+}
+
+fn issuesource_kind() -> String {
+    Kind::IssueSource.as_str().to_string()
+}
+
+fn de_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    check_kind(d, Kind::IssueSource)
+}
+
+resource_impl!(IssueSource, Kind::IssueSource);
+
+/// Which issues, and the sessions made of them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IssueSourceSpec {
+    /// The Project whose repository's tracker is read, and whose sessions these are.
+    pub project: String,
+    /// The query on the project's GitHub repository.
+    #[serde(default)]
+    pub github: GithubIssueQuery,
+    /// At most this many of the source's sessions are live at once; the other issues wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<u32>,
+    /// How often the tracker is read (a read that finds nothing new costs no rate limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Duration>,
+    /// What each Session's spec is made of.
+    #[serde(default)]
+    pub template: SessionTemplate,
+    /// What happens to a session when its issue closes or stops matching: `stop` (default),
+    /// `delete` or `keep`. A session whose pull request merged is finished and left as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_close: Option<OnClose>,
+}
+
+impl IssueSourceSpec {
+    /// The poll interval.
+    pub fn interval(&self) -> std::time::Duration {
+        self.interval.map_or(crate::gitsource::DEFAULT_INTERVAL, Duration::as_std)
+    }
+
+    pub fn on_close(&self) -> OnClose {
+        self.on_close.unwrap_or(OnClose::Stop)
+    }
+}
+
+/// GitHub issues by labels (all of them) and state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GithubIssueQuery {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// Only open issues get sessions; `open` is the only state the query takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<IssueState>,
+}
+
+/// The issue states a query selects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum IssueState {
+    #[default]
+    Open,
+}
+
+/// What becomes of a session whose issue closed or stopped matching.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnClose {
+    /// `spec.stopped: true`: the agent stops and the workspace stays; a reopened issue resumes it.
+    Stop,
+    /// The Session is deleted (its branch stays).
+    Delete,
+    /// Nothing changes.
+    Keep,
+}
+
+impl OnClose {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnClose::Stop => "stop",
+            OnClose::Delete => "delete",
+            OnClose::Keep => "keep",
+        }
+    }
+}
+
+impl fmt::Display for OnClose {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The fields of a Session's spec a source fills in for each issue (the project, the issue and
+/// the branch come from the source and the issue).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionTemplate {
+    /// Labels of every Session made.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentRef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agent_args: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<Permissions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceKind>,
+    /// The first message, with `{{number}}`, `{{title}}`, `{{body}}`, `{{labels}}` and `{{url}}`
+    /// replaced by the issue's. The issue's title and body join the first prompt anyway (as for
+    /// any session with `spec.issue`), fenced as text from the tracker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<RestartPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<PullRequestSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<DockerSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reactions: Option<Reactions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewSpec>,
+}
+
+impl SessionTemplate {
+    /// The spec of the session for `issue` of `project`, its prompt rendered.
+    pub fn to_spec(&self, project: &str, issue: &IssueFields) -> SessionSpec {
+        SessionSpec {
+            project: project.to_string(),
+            agent: self.agent.clone(),
+            agent_args: self.agent_args.clone(),
+            permissions: self.permissions,
+            runtime: self.runtime,
+            workspace: self.workspace,
+            prompt: self.prompt.as_deref().map(|p| render(p, issue)),
+            issue: Some(issue.number.to_string()),
+            base_ref: self.base_ref.clone(),
+            env: self.env.clone(),
+            restart_policy: self.restart_policy,
+            pull_request: self.pull_request.clone(),
+            docker: self.docker.clone(),
+            reactions: self.reactions.clone(),
+            review: self.review.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// What a template may use of an issue.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IssueFields {
+    pub number: u64,
+    pub title: String,
+    pub body: String,
+    pub labels: Vec<String>,
+    pub url: String,
+}
+
+/// The placeholders a template may use.
+pub const PLACEHOLDERS: [&str; 5] = ["number", "title", "body", "labels", "url"];
+
+/// The placeholders of `template` (`{{ name }}`, spaces allowed inside the braces), in order.
+pub fn placeholders(template: &str) -> Vec<&str> {
+    let mut out = vec![];
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start + 2..].find("}}") else { break };
+        out.push(rest[start + 2..start + 2 + len].trim());
+        rest = &rest[start + 2 + len + 2..];
+    }
+    out
+}
+
+/// `template` with each known placeholder replaced by the issue's value; `{{labels}}` is the
+/// labels joined with `, `. Unknown placeholders are left as written (validation refuses them).
+pub fn render(template: &str, issue: &IssueFields) -> String {
+    let mut out = String::with_capacity(template.len() + issue.body.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start + 2..].find("}}") else { break };
+        out.push_str(&rest[..start]);
+        let whole = &rest[start..start + 2 + len + 2];
+        match rest[start + 2..start + 2 + len].trim() {
+            "number" => out.push_str(&issue.number.to_string()),
+            "title" => out.push_str(&issue.title),
+            "body" => out.push_str(&issue.body),
+            "labels" => out.push_str(&issue.labels.join(", ")),
+            "url" => out.push_str(&issue.url),
+            _ => out.push_str(whole),
+        }
+        rest = &rest[start + whole.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The name of the session `source` makes for issue `number`.
+pub fn session_name(source: &str, number: u64) -> String {
+    format!("{source}-{number}")
+}
+
+/// What the source did last.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IssueSourceStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`: the tracker was read and the sessions match it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The source's sessions, by issue.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<IssueSession>,
+    /// Matching open issues without a session yet, because of `maxSessions`, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
+    /// When the tracker was last read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_poll_time: Option<crate::meta::Time>,
+    /// The last `ao.dev/reconcile-requested-at` value acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
+}
+
+impl IssueSourceStatus {
+    pub fn is_empty(&self) -> bool {
+        *self == IssueSourceStatus::default()
+    }
+}
+
+/// One issue's session.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IssueSession {
+    /// The issue number.
+    pub issue: String,
+    pub session: String,
+    /// `open` (the session works on it), `closed` (ended per `onClose`), `finished` (its pull
+    /// request merged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+/// Condition types and reasons of an IssueSource.
+pub mod conditions {
+    pub const READY: &str = "Ready";
+    /// `Ready=True`: the sessions match the tracker.
+    pub const SYNCED: &str = "Synced";
+    pub const PROJECT_NOT_FOUND: &str = "ProjectNotFound";
+    /// The project has no GitHub repository to read issues from.
+    pub const NO_TRACKER: &str = "NoTracker";
+    /// The tracker could not be read.
+    pub const TRACKER_FAILED: &str = "TrackerFailed";
+    /// A session made from the template does not validate.
+    pub const INVALID_TEMPLATE: &str = "InvalidTemplate";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn issue() -> IssueFields {
+        IssueFields {
+            number: 42,
+            title: "Login fails".into(),
+            body: "Steps: {{title}}".into(),
+            labels: vec!["agent".into(), "bug".into()],
+            url: "https://github.com/o/r/issues/42".into(),
+        }
+    }
+
+    #[test]
+    fn a_template_is_rendered_once_with_the_issue() {
+        let t = "Fix #{{number}}: {{ title }}\n{{body}}\n[{{labels}}] {{url}} {{unknown}} {{";
+        assert_eq!(
+            render(t, &issue()),
+            "Fix #42: Login fails\nSteps: {{title}}\n[agent, bug] https://github.com/o/r/issues/42 {{unknown}} {{",
+            "the issue's own text is not rendered again"
+        );
+        assert_eq!(placeholders(t), ["number", "title", "body", "labels", "url", "unknown"]);
+        assert_eq!(render("no placeholders", &issue()), "no placeholders");
+    }
+
+    #[test]
+    fn the_spec_takes_the_project_the_issue_and_the_rendered_prompt() {
+        let t = SessionTemplate { prompt: Some("Fix #{{number}}".into()), ..Default::default() };
+        let s = t.to_spec("demo", &issue());
+        assert_eq!(
+            (s.project.as_str(), s.issue.as_deref(), s.prompt.as_deref()),
+            ("demo", Some("42"), Some("Fix #42"))
+        );
+        assert_eq!(session_name("bugs", 42), "bugs-42");
+        assert_eq!(IssueSourceSpec::default().on_close(), OnClose::Stop);
+    }
+}
