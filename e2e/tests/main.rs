@@ -40,6 +40,7 @@ mod escalation;
 mod github_feedback;
 mod github_loop;
 mod github_waiting;
+mod gitsource;
 mod logs;
 mod observability;
 mod overlap;
