@@ -360,16 +360,18 @@ fn set_network_timeouts() {
     });
 }
 
-/// Whether a file name is a manifest's: `.yaml`, `.yml` or `.json`.
+/// Whether a file name is a manifest's: `.yaml`, `.yml` or `.json`, and not hidden (`.`).
 pub fn is_manifest_name(name: &str) -> bool {
-    [".yaml", ".yml", ".json"].iter().any(|ext| name.len() > ext.len() && name.ends_with(ext))
+    !name.starts_with('.') && [".yaml", ".yml", ".json"].iter().any(|ext| name.ends_with(ext))
 }
 
 /// Reads the manifest files (`.yaml`, `.yml`, `.json`) under `folder` (relative to the
 /// repository's root; empty or `.` for the root) of `commit` in the cache repository, recursively,
 /// from the commit's tree; sorted by path, each named by its path from the repository's root.
-/// A symbolic link with a manifest's name is refused ([`SourceError::Symlink`]); other symbolic
-/// links, other files and submodules are skipped. Every file must be UTF-8 and within `limits`.
+/// Hidden files and folders (their names start with `.`, such as `.github/`) are skipped, and so
+/// are other files and submodules. A symbolic link with a manifest's name is refused
+/// ([`SourceError::Symlink`]); other symbolic links are skipped. Every file must be UTF-8 and
+/// within `limits`.
 pub fn read_manifests(
     cache: &Path,
     commit: &str,
@@ -411,7 +413,9 @@ pub fn read_manifests(
                 false => format!("{prefix}/{name}"),
             };
             match entry.kind() {
-                Some(git2::ObjectType::Tree) => stack.push((path, repo.find_tree(entry.id()).map_err(cache_err)?)),
+                Some(git2::ObjectType::Tree) if !name.starts_with('.') => {
+                    stack.push((path, repo.find_tree(entry.id()).map_err(cache_err)?))
+                }
                 Some(git2::ObjectType::Blob) if is_manifest_name(name) => {
                     if entry.filemode() == 0o120000 {
                         return Err(SourceError::Symlink { path });

@@ -105,6 +105,8 @@ fn follows_a_branch_that_adds_changes_and_removes_files() {
         ("sessions/nested/c.json", Some(b"{\"kind\": \"Session\"}")),
         ("sessions/README.md", Some(b"not a manifest")),
         ("sessions/.yaml", Some(b"only an extension")),
+        ("sessions/.hidden.yaml", Some(b"a hidden file")),
+        (".github/workflows/ci.yml", Some(b"on: push")),
         ("other/x.yaml", Some(b"kind: Project\n")),
     ]);
     let got = up.fetch(&main()).unwrap();
