@@ -13,6 +13,7 @@ mod dashboard_login;
 mod dashboard_serving;
 mod durability;
 mod full_disk;
+mod gitsource;
 mod races;
 mod security;
 mod semantics;

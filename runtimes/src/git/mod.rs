@@ -1,4 +1,7 @@
-//! Reading git repositories (root, default branch, head, origin) with git2, and cloning.
+//! Reading git repositories (root, default branch, head, origin) with git2, and cloning;
+//! [`source`] fetches and reads a GitSource's repository.
+
+pub mod source;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
