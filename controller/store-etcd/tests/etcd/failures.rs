@@ -1,0 +1,163 @@
+//! What a cluster in trouble does to the store: a member (the leader) killed with SIGKILL, every
+//! member down and back, and revisions compacted away.
+
+use std::time::{Duration, Instant};
+
+use aoctl_api::Kind;
+use aoctl_store::{EventKind, Selector, StoreError, WriteOptions};
+use aoctl_store_etcd::EtcdConfig;
+use etcd_client::Client;
+
+use crate::cluster::EtcdCluster;
+use crate::{config, eventually, name, next, open, project, rv};
+
+const W: WriteOptions = WriteOptions { dry_run: false };
+
+/// The index of the member that leads the cluster.
+async fn leader(cluster: &EtcdCluster, members: usize) -> usize {
+    for _ in 0..100 {
+        for i in 0..members {
+            let Ok(mut c) = Client::connect([cluster.endpoint(i)], None).await else { continue };
+            let Ok(Ok(status)) = tokio::time::timeout(Duration::from_secs(2), c.status()).await else { continue };
+            if status.header().is_some_and(|h| h.member_id() == status.leader()) {
+                return i;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no member says it leads the cluster");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_and_watches_go_on_when_a_member_is_killed() {
+    let mut cluster = EtcdCluster::start(3);
+    let settings = config(cluster.endpoints());
+    let prefix = settings.prefix.clone();
+    let (_, store) = open(settings).await;
+    let mut watch = store.watch(&[Kind::Project], store.resource_version()).unwrap();
+    for i in 0..5 {
+        store.create(Kind::Project, project(&format!("before-{i}")), W).await.unwrap();
+    }
+    for i in 0..5 {
+        assert_eq!(name(&next(&mut watch).await.object), format!("before-{i}"));
+    }
+
+    let killed = leader(&cluster, 3).await;
+    cluster.kill(killed);
+    let started = Instant::now();
+    let mut written = vec![];
+    for i in 0..20 {
+        let p = store.create(Kind::Project, project(&format!("after-{i}")), W).await;
+        written.push(p.unwrap_or_else(|e| panic!("write {i} after the leader was killed: {e}")));
+    }
+    eprintln!("20 writes with the leader killed took {:?}", started.elapsed());
+    for (i, w) in written.iter().enumerate() {
+        let ev = next(&mut watch).await;
+        assert_eq!((ev.kind_, name(&ev.object), ev.rv), (EventKind::Added, name(w), rv(w)), "change {i}");
+    }
+    let status = store.update_status(Kind::Project, "after-3", serde_json::json!({"sessions": 2}), None, W).await;
+    let status = status.unwrap();
+    assert_eq!(status["status"]["sessions"], 2);
+    let ev = next(&mut watch).await;
+    assert_eq!((ev.kind_, ev.rv), (EventKind::Modified, rv(&status)));
+    eventually("the store is writable", Duration::from_secs(20), || store.writable().is_ok()).await;
+
+    // A store opened now, with the dead member among its endpoints, reads everything.
+    let (_, other) = open(EtcdConfig { prefix, ..EtcdConfig::new(cluster.endpoints()) }).await;
+    let (items, _) = other.list(Kind::Project, &Selector::everything()).await.unwrap();
+    assert_eq!(items.len(), 25);
+
+    // The member comes back and catches up; the store goes on.
+    cluster.restart(killed);
+    eventually("the killed member is healthy again", Duration::from_secs(60), || cluster.healthy(killed)).await;
+    let p = store.create(Kind::Project, project("back"), W).await.unwrap();
+    assert_eq!(name(&next(&mut watch).await.object), name(&p));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_fail_with_503_while_etcd_is_down_and_resume_when_it_is_back() {
+    let mut cluster = EtcdCluster::start(3);
+    let fast = EtcdConfig {
+        request_timeout: Duration::from_secs(1),
+        write_timeout: Duration::from_secs(4),
+        ..config(cluster.endpoints())
+    };
+    let (_, store) = open(fast).await;
+    store.create(Kind::Project, project("a"), W).await.unwrap();
+    let mut watch = store.watch(&[Kind::Project], store.resource_version()).unwrap();
+
+    cluster.kill_all();
+    let started = Instant::now();
+    let e = store.create(Kind::Project, project("refused"), W).await.unwrap_err();
+    assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
+    assert_eq!((e.code(), e.reason()), (503, "ServiceUnavailable"));
+    assert!(started.elapsed() < Duration::from_secs(15), "the write gave up in time: {:?}", started.elapsed());
+    let why = store.writable().unwrap_err();
+    assert_eq!(why.code(), 503, "{why}");
+    assert!(why.to_string().contains("etcd"), "{why}");
+    // Reads go on from memory.
+    assert!(store.get(Kind::Project, "a").await.is_ok());
+    // A store that knows it cannot write gives up after one try.
+    let started = Instant::now();
+    store.create(Kind::Project, project("refused-again"), W).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+
+    for i in 0..3 {
+        cluster.restart(i);
+    }
+    eventually("the cluster is healthy again", Duration::from_secs(60), || (0..3).all(|i| cluster.healthy(i))).await;
+    eventually("the store is writable again", Duration::from_secs(30), || store.writable().is_ok()).await;
+    let b = store.create(Kind::Project, project("b"), W).await.unwrap();
+    let ev = next(&mut watch).await;
+    assert_eq!((name(&ev.object), ev.rv), ("b", rv(&b)), "the watch goes on where it was");
+    assert!(store.get(Kind::Project, "refused").await.unwrap_err().is_not_found(), "a refused write is not stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_read_etcds_history_and_compacted_revisions_are_gone() {
+    let cluster = EtcdCluster::start(1);
+    // Two changes in memory, no compaction of the store's own: older revisions come from etcd.
+    let (_, store) = open(EtcdConfig { memory_changes: 2, retention: 0, ..config(cluster.endpoints()) }).await;
+    let mut rvs = vec![];
+    for i in 0..10 {
+        rvs.push(rv(&store.create(Kind::Project, project(&format!("p{i}")), W).await.unwrap()));
+    }
+    let mut w = store.watch(&[Kind::Project], rvs[2]).unwrap();
+    for want in &rvs[3..] {
+        assert_eq!(next(&mut w).await.rv, *want, "from etcd's history, in order");
+    }
+    let live = store.create(Kind::Project, project("live"), W).await.unwrap();
+    assert_eq!(next(&mut w).await.rv, rv(&live), "then live");
+
+    // etcd compacts (its operator, or another store); the store learns it from etcd.
+    let mut etcd = Client::connect(cluster.endpoints(), None).await.unwrap();
+    etcd.compact(rvs[5] as i64, None).await.unwrap();
+    let mut old = store.watch(&[Kind::Project], rvs[2]).expect("not known to be compacted yet");
+    let end = tokio::time::timeout(Duration::from_secs(15), old.next()).await.expect("the watch ends");
+    assert!(end.is_none());
+    let e = old.error().cloned().expect("why it ended");
+    assert!(matches!(e, StoreError::Gone { .. }), "{e:?}");
+    assert_eq!((e.code(), e.reason()), (410, "Expired"));
+    assert_eq!(store.oldest_resource_version(), rvs[5] - 1);
+    let e = store.watch(&[Kind::Project], rvs[1]).err().expect("now known to be compacted");
+    assert_eq!(e.code(), 410);
+    // From the oldest retained revision on, the history is there.
+    let mut w = store.watch(&[Kind::Project], store.oldest_resource_version()).unwrap();
+    assert_eq!(next(&mut w).await.rv, rvs[5]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_compacts_what_it_no_longer_keeps() {
+    let cluster = EtcdCluster::start(1);
+    let (_, store) = open(EtcdConfig { retention: 16, memory_changes: 4, ..config(cluster.endpoints()) }).await;
+    let first = rv(&store.create(Kind::Project, project("first"), W).await.unwrap());
+    for i in 0..40 {
+        store.create(Kind::Project, project(&format!("p{i}")), W).await.unwrap();
+    }
+    let now = store.resource_version();
+    let oldest = store.oldest_resource_version();
+    assert!(oldest > first && oldest <= now - 16, "compacted to {oldest}, between {first} and {now} - 16");
+    assert_eq!(store.watch(&[], first).err().map(|e| e.code()), Some(410));
+    let mut w = store.watch(&[], now - 16).unwrap();
+    assert_eq!(next(&mut w).await.rv, now - 15);
+}
