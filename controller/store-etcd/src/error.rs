@@ -1,6 +1,6 @@
-//! What an etcd error means for a write: refused for good (nothing was applied) or perhaps
-//! applied (the answer was lost, or the cluster is unreachable or electing a leader), and the
-//! store error a client gets for it.
+//! What an etcd error means for a write: refused for good (nothing was applied), never sent (the
+//! member it went to does not take connections: another may), or perhaps applied (the answer
+//! was lost, or the cluster is electing a leader), and the store error a client gets for it.
 
 use aoctl_store::StoreError;
 use etcd_client::Error;
@@ -10,6 +10,8 @@ use etcd_client::Error;
 pub(crate) enum Failure {
     /// etcd refused the request, so nothing of it was applied; the error says why.
     Refused(StoreError),
+    /// The request did not leave: no connection to the member it was sent to.
+    NotSent(String),
     /// No answer came: the request may or may not have been applied.
     Unknown(String),
 }
@@ -24,6 +26,7 @@ mod code {
     pub(super) const FAILED_PRECONDITION: i32 = 9;
     pub(super) const OUT_OF_RANGE: i32 = 11;
     pub(super) const UNIMPLEMENTED: i32 = 12;
+    pub(super) const UNAVAILABLE: i32 = 14;
     pub(super) const UNAUTHENTICATED: i32 = 16;
 }
 
@@ -38,6 +41,14 @@ pub(crate) fn classify(e: &Error) -> Failure {
         };
     };
     let message = status.message();
+    let lower = message.to_ascii_lowercase();
+    if i32::from(status.code()) == code::UNAVAILABLE
+        && (lower.contains("connect error")
+            || lower.contains("connection refused")
+            || lower.contains("trying to connect"))
+    {
+        return Failure::NotSent(format!("etcd: {message}"));
+    }
     match i32::from(status.code()) {
         code::INVALID_ARGUMENT if message.contains("too many operations") => Failure::Refused(StoreError::Storage(
             "the write needs more operations in one etcd transaction than the cluster allows (etcd's \

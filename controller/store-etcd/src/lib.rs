@@ -22,7 +22,7 @@ mod write;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aoctl_api::selector::Selector;
 use aoctl_api::Kind;
@@ -122,12 +122,17 @@ pub(crate) struct Shared {
     health: Mutex<Health>,
 }
 
-/// Why the store cannot write now: its requests fail, or its watch of etcd is down.
+/// Why the store cannot write now: its requests have failed, or its watch of etcd has been down,
+/// for longer than a moment (a request sent to a member that just died is sent to another).
 #[derive(Default)]
 struct Health {
-    requests: Option<String>,
-    watch: Option<String>,
+    requests: Option<(Instant, String)>,
+    watch: Option<(Instant, String)>,
 }
+
+/// How long requests must keep failing, or the watch stay down, before the store says it cannot
+/// write.
+const FAILING_FOR: Duration = Duration::from_secs(1);
 
 impl EtcdStore {
     /// Connects to the cluster, lists the store's objects and starts following its changes.
@@ -290,34 +295,52 @@ impl Shared {
     /// Why the store cannot write, if it cannot.
     pub(crate) fn unwritable(&self) -> Option<String> {
         let h = self.health();
-        h.requests.clone().or_else(|| h.watch.clone())
+        let failing = |f: &Option<(Instant, String)>| {
+            f.as_ref().filter(|(since, _)| since.elapsed() >= FAILING_FOR).map(|(_, why)| why.clone())
+        };
+        failing(&h.requests).or_else(|| failing(&h.watch))
+    }
+
+    /// Whether a request failed since the last one that succeeded.
+    fn requests_failing(&self) -> bool {
+        self.health().requests.is_some()
     }
 
     pub(crate) fn requests_failed(&self, why: &str) {
         let mut h = self.health();
-        if h.requests.is_none() {
-            tracing::warn!(error = why, "etcd does not answer the store's requests");
+        match &mut h.requests {
+            Some((_, last)) => *last = why.to_string(),
+            None => {
+                tracing::debug!(error = why, "an etcd request of the store failed");
+                h.requests = Some((Instant::now(), why.to_string()));
+            }
         }
-        h.requests = Some(why.to_string());
     }
 
     pub(crate) fn requests_ok(&self) {
-        if let Some(was) = self.health().requests.take() {
-            tracing::info!(after = %was, "etcd answers the store's requests again");
+        if let Some((since, was)) = self.health().requests.take() {
+            if since.elapsed() >= FAILING_FOR {
+                tracing::info!(after = %was, "etcd answers the store's requests again");
+            }
         }
     }
 
     pub(crate) fn watch_failed(&self, why: &str) {
         let mut h = self.health();
-        if h.watch.is_none() {
-            tracing::warn!(error = why, "the store's watch of etcd is down; watching again");
+        match &mut h.watch {
+            Some((_, last)) => *last = why.to_string(),
+            None => {
+                tracing::info!(error = why, "the store's watch of etcd broke; watching again");
+                h.watch = Some((Instant::now(), why.to_string()));
+            }
         }
-        h.watch = Some(why.to_string());
     }
 
     pub(crate) fn watch_ok(&self) {
-        if let Some(was) = self.health().watch.take() {
-            tracing::info!(after = %was, "the store watches etcd again");
+        if let Some((since, was)) = self.health().watch.take() {
+            if since.elapsed() >= FAILING_FOR {
+                tracing::info!(after = %was, "the store watches etcd again");
+            }
         }
     }
 
@@ -337,7 +360,7 @@ impl Shared {
 async fn probe(shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(PROBE_EVERY).await;
-        if shared.health().requests.is_none() {
+        if !shared.requests_failing() {
             continue;
         }
         let mut kv = shared.kv();

@@ -28,6 +28,8 @@ const MAX_CONFLICTS: usize = 16;
 /// How long a write whose precondition names a revision the copy has not reached waits for it.
 const PRECONDITION_WAIT: Duration = Duration::from_secs(2);
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// The pause before a write that was not sent is sent again.
+const NOT_SENT_PAUSE: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
 
 /// What the rules made of a write against the copy at revision `at`.
@@ -55,6 +57,7 @@ pub(crate) async fn write(shared: &Shared, op: Op, dry_run: bool) -> Result<Repl
     let mut waited_for_precondition = false;
     let mut conflicts = 0;
     let mut backoff = BACKOFF_MIN;
+    let mut resend = NOT_SENT_PAUSE;
     let mut last_error = unavailable("no answer");
     loop {
         let plan = match plan(shared, &op, dry_run) {
@@ -93,19 +96,29 @@ pub(crate) async fn write(shared: &Shared, op: Op, dry_run: bool) -> Result<Repl
             Ok(Ok(resp)) => {
                 shared.requests_ok();
                 // Someone else wrote: let the copy see it, then run the rules again.
-                shared.wait_for(newest_record(&resp.op_responses())).await;
+                let left = deadline.saturating_duration_since(Instant::now());
+                let _ = tokio::time::timeout(left, shared.wait_for(newest_record(&resp.op_responses()))).await;
                 if let Some(reply) = confirmed(shared, &mut unconfirmed) {
                     return Ok(reply);
                 }
+                let (kind, name) = target(&op);
+                last_error = StoreError::conflict(kind, &name);
                 conflicts += 1;
                 if conflicts >= MAX_CONFLICTS {
-                    let (kind, name) = target(&op);
-                    return Err(StoreError::conflict(kind, &name));
+                    return Err(last_error);
                 }
                 continue;
             }
             Ok(Err(e)) => match classify(&e) {
                 Failure::Refused(e) => return Err(e),
+                Failure::NotSent(why) => {
+                    // Nothing was applied: try again at once, most likely on another member.
+                    shared.requests_failed(&why);
+                    last_error = unavailable(&format!("{why}; the write was not stored"));
+                    tokio::time::sleep(resend.min(deadline.saturating_duration_since(Instant::now()))).await;
+                    resend = (resend * 2).min(BACKOFF_MAX);
+                    continue;
+                }
                 Failure::Unknown(why) => why,
             },
             Err(_) => format!("no answer within {:?}", config.request_timeout.min(left)),
@@ -119,7 +132,8 @@ pub(crate) async fn write(shared: &Shared, op: Op, dry_run: bool) -> Result<Repl
         let left = deadline.saturating_duration_since(Instant::now());
         if let Ok(Some(rv)) = tokio::time::timeout(left, newest_record_now(shared)).await {
             shared.requests_ok();
-            shared.wait_for(rv).await;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let _ = tokio::time::timeout(left, shared.wait_for(rv)).await;
             if let Some(reply) = confirmed(shared, &mut unconfirmed) {
                 return Ok(reply);
             }
