@@ -161,3 +161,24 @@ async fn the_store_compacts_what_it_no_longer_keeps() {
     let mut w = store.watch(&[], now - 16).unwrap();
     assert_eq!(next(&mut w).await.rv, now - 15);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_beyond_etcds_transaction_limit_is_refused_whole() {
+    // etcd's default --max-txn-ops is 128: a cascade to 130 objects needs more.
+    let cluster = EtcdCluster::start(1);
+    let (_, store) = open(config(cluster.endpoints())).await;
+    let owner = store.create(Kind::Project, project("owner"), W).await.unwrap();
+    for i in 0..130 {
+        let mut child = project(&format!("child-{i:03}"));
+        child["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "ao.dev/v1alpha1",
+            "kind": "Project", "name": "owner", "uid": owner["metadata"]["uid"]}]);
+        store.create(Kind::Project, child, W).await.unwrap();
+    }
+    let at = store.resource_version();
+    let e = store.delete(Kind::Project, "owner", None, W).await.unwrap_err();
+    assert_eq!(e.code(), 500, "{e}");
+    assert!(e.to_string().contains("--max-txn-ops"), "{e}");
+    assert_eq!(store.resource_version(), at, "nothing of it was stored");
+    assert_eq!(store.list(Kind::Project, &Selector::everything()).await.unwrap().0.len(), 131);
+    assert!(store.writable().is_ok(), "a refused write says nothing about etcd's health");
+}
