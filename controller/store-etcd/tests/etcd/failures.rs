@@ -1,12 +1,16 @@
 //! What a cluster in trouble does to the store: a member (the leader) killed with SIGKILL, every
-//! member down and back, and revisions compacted away.
+//! member down and back, revisions compacted away, a transaction too big for etcd, and one whose
+//! answer was lost after etcd applied it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aoctl_api::Kind;
 use aoctl_store::{EventKind, Selector, StoreError, WriteOptions};
 use aoctl_store_etcd::EtcdConfig;
 use etcd_client::Client;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cluster::EtcdCluster;
 use crate::{config, eventually, name, next, open, project, rv};
@@ -181,4 +185,105 @@ async fn a_write_beyond_etcds_transaction_limit_is_refused_whole() {
     assert_eq!(store.resource_version(), at, "nothing of it was stored");
     assert_eq!(store.list(Kind::Project, &Selector::everything()).await.unwrap().0.len(), 131);
     assert!(store.writable().is_ok(), "a refused write says nothing about etcd's health");
+}
+
+/// A TCP proxy in front of one etcd member that can hold back etcd's answers and cut every
+/// connection, so that a transaction is applied while its answer never arrives.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    hold: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(upstream: String) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let hold = Arc::new(AtomicBool::new(false));
+        let connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let upstream = upstream.trim_start_matches("http://").to_string();
+        let (h, c) = (hold.clone(), connections.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
+                let hold = h.clone();
+                c.lock().unwrap().push(tokio::spawn(async move {
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    let up = tokio::io::copy(&mut cr, &mut sw);
+                    let down = async {
+                        let mut buf = vec![0u8; 64 << 10];
+                        loop {
+                            // While held, etcd's answers wait in the socket.
+                            while hold.load(Ordering::Acquire) {
+                                tokio::time::sleep(Duration::from_millis(5)).await;
+                            }
+                            let n = sr.read(&mut buf).await?;
+                            if n == 0 {
+                                return Ok::<(), std::io::Error>(());
+                            }
+                            cw.write_all(&buf[..n]).await?;
+                        }
+                    };
+                    let _ = tokio::join!(up, down);
+                }));
+            }
+        });
+        Proxy { addr, hold, connections, accept }
+    }
+
+    /// Drops every connection; new ones pass answers through again.
+    fn cut(&self) {
+        for c in self.connections.lock().unwrap().drain(..) {
+            c.abort();
+        }
+        self.hold.store(false, Ordering::Release);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cut();
+        self.accept.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_answer_was_lost_is_found_applied() {
+    let cluster = EtcdCluster::start(1);
+    let proxy = Proxy::start(cluster.endpoint(0)).await;
+    let settings =
+        EtcdConfig { request_timeout: Duration::from_secs(2), ..config(vec![format!("http://{}", proxy.addr)]) };
+    let prefix = settings.prefix.clone();
+    let (_, store) = open(settings).await;
+    let mut watch = store.watch(&[Kind::Project], store.resource_version()).unwrap();
+
+    proxy.hold.store(true, Ordering::Release);
+    let writing = {
+        let store = store.clone();
+        tokio::spawn(async move { store.create(Kind::Project, project("lost"), W).await })
+    };
+    // The transaction is applied (etcd has the object) while its answer is held back.
+    let mut direct = Client::connect(cluster.endpoints(), None).await.unwrap();
+    let key = format!("{prefix}/objects/Project/lost");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while direct.get(key.as_str(), None).await.unwrap().kvs().is_empty() {
+        assert!(Instant::now() < deadline, "the transaction was not applied");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.cut();
+
+    let created = tokio::time::timeout(Duration::from_secs(30), writing)
+        .await
+        .expect("the write answers")
+        .unwrap()
+        .expect("the applied write answers as done, not as a conflict or AlreadyExists");
+    let stored = direct.get(key.as_str(), None).await.unwrap();
+    assert_eq!(rv(&created), stored.kvs()[0].mod_revision() as u64, "at the revision it was applied at");
+    let ev = next(&mut watch).await;
+    assert_eq!((ev.kind_, ev.rv), (EventKind::Added, rv(&created)));
+    assert_eq!(store.get(Kind::Project, "lost").await.unwrap(), created);
+    let again = tokio::time::timeout(Duration::from_millis(500), watch.next()).await;
+    assert!(again.is_err(), "one change, not two: {again:?}");
 }
