@@ -45,6 +45,10 @@ pub(crate) enum ArgError {
     WatchWithKinds,
     #[error("cannot find a data directory: set --data-dir or AOCTL_DATA_DIR")]
     NoDataDir,
+    #[error("--store etcd needs --etcd-endpoints (or AOCTL_ETCD_ENDPOINTS)")]
+    NoEtcdEndpoints,
+    #[error("--etcd-endpoints is for --store etcd (or AOCTL_STORE=etcd)")]
+    EndpointsWithoutEtcd,
 }
 
 /// aoctl runs coding agents as Kubernetes-style resources; this is its command-line client.
@@ -176,6 +180,22 @@ pub(crate) struct ServeArgs {
     /// Format of the log on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Pretty, value_name = "FORMAT")]
     pub log_format: LogFormat,
+    /// Where the objects are kept: sled in DATA_DIR/store, or an etcd v3 cluster (--etcd-endpoints).
+    #[arg(long, value_enum, env = "AOCTL_STORE", default_value_t = StoreKind::Sled, value_name = "STORE")]
+    pub store: StoreKind,
+    /// The etcd cluster's client URLs, comma-separated (with --store etcd).
+    #[arg(long, env = "AOCTL_ETCD_ENDPOINTS", value_delimiter = ',', value_name = "URL[,URL...]")]
+    pub etcd_endpoints: Vec<String>,
+    /// The key prefix of the objects in etcd; servers with different prefixes share a cluster
+    /// without seeing each other's objects.
+    #[arg(long, env = "AOCTL_ETCD_PREFIX", default_value = "/aoctl", value_name = "PREFIX")]
+    pub etcd_prefix: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StoreKind {
+    Sled,
+    Etcd,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -441,6 +461,14 @@ fn parse_label(s: &str) -> Result<(String, String), ArgError> {
 impl Cli {
     /// Checks rules across flags; the message is for a usage error.
     fn check(&self) -> Result<(), ArgError> {
+        if let Command::Serve(a) = &self.command {
+            let endpoints = a.etcd_endpoints.iter().any(|e| !e.trim().is_empty());
+            match a.store {
+                StoreKind::Etcd if !endpoints => return Err(ArgError::NoEtcdEndpoints),
+                StoreKind::Sled if endpoints => return Err(ArgError::EndpointsWithoutEtcd),
+                _ => {}
+            }
+        }
         if let Command::Get(g) = &self.command {
             if g.kinds.0.len() > 1 && g.name.is_some() {
                 return Err(ArgError::NameWithKinds);
@@ -464,6 +492,27 @@ mod tests {
         let e = "projects,pods".parse::<KindList>().unwrap_err().to_string();
         assert!(e.contains("unknown kind `pods`"), "{e}");
         assert!("".parse::<KindList>().is_err());
+    }
+
+    #[test]
+    fn serve_store_flags() {
+        let serve = |args: &[&str]| {
+            let cli = Cli::try_parse_from([&["aoctl", "serve"], args].concat()).expect("the flags parse");
+            cli.check().map(|()| match cli.command {
+                Command::Serve(a) => (a.store, a.etcd_endpoints, a.etcd_prefix),
+                _ => unreachable!("a serve command"),
+            })
+        };
+        assert_eq!(serve(&[]).unwrap(), (StoreKind::Sled, vec![], "/aoctl".to_string()));
+        let etcd =
+            serve(&["--store", "etcd", "--etcd-endpoints", "http://a:2379,http://b:2379", "--etcd-prefix", "/p"]);
+        assert_eq!(
+            etcd.unwrap(),
+            (StoreKind::Etcd, vec!["http://a:2379".to_string(), "http://b:2379".to_string()], "/p".to_string())
+        );
+        assert!(matches!(serve(&["--store", "etcd"]), Err(ArgError::NoEtcdEndpoints)));
+        assert!(matches!(serve(&["--etcd-endpoints", "http://a:2379"]), Err(ArgError::EndpointsWithoutEtcd)));
+        assert!(Cli::try_parse_from(["aoctl", "serve", "--store", "zookeeper"]).is_err());
     }
 
     #[test]

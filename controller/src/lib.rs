@@ -16,7 +16,7 @@ pub mod recorder;
 mod serve;
 pub mod typing;
 
-pub use serve::{serve, serve_on, ServeError, ServeOptions, TOKEN_FILE};
+pub use serve::{serve, serve_on, ServeError, ServeOptions, StoreBackend, TOKEN_FILE};
 
 /// Version of this build, as `/version` and `aoctl version` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

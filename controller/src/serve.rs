@@ -13,6 +13,7 @@ use std::time::Duration;
 use aoctl_api::{GitSource, IssueSource, Kind, Project, Resource, Session};
 use aoctl_engine::{Action, Config, Controller, Trigger};
 use aoctl_store::{EventKind, Selector, Store, StoreError, Watch};
+use aoctl_store_etcd::{EtcdConfig, EtcdStore};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -31,6 +32,18 @@ pub struct ServeOptions {
     pub token_file: Option<PathBuf>,
     /// Host names served besides `localhost`, loopback IPs and the listen address (`--allowed-host`).
     pub allowed_hosts: Vec<String>,
+    /// Where the objects are kept (`--store`).
+    pub store: StoreBackend,
+}
+
+/// Where `aoctl serve` keeps its objects.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum StoreBackend {
+    /// sled, in `<data dir>/store`.
+    #[default]
+    Sled,
+    /// An etcd v3 cluster (docs/store.md), under a key prefix.
+    Etcd { endpoints: Vec<String>, prefix: String },
 }
 
 /// The file in the data directory that holds the bearer token, where the CLI finds it.
@@ -50,6 +63,8 @@ pub enum ServeError {
     DataDir { path: PathBuf, source: std::io::Error },
     #[error("cannot open the store in {path}: {source}")]
     Store { path: PathBuf, source: StoreError },
+    #[error("cannot open the store in etcd at {endpoints}: {source}")]
+    Etcd { endpoints: String, source: StoreError },
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("metrics: {0}")]
@@ -141,8 +156,7 @@ pub async fn serve_on(
     aoctl_runtimes::secret::private_dir(&opts.data_dir)
         .map_err(|e| ServeError::DataDir { path: opts.data_dir.clone(), source: e })?;
     let token = read_token(&opts)?;
-    let store_dir = opts.data_dir.join("store");
-    let store = Store::open(&store_dir).map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
+    let store = open_store(&opts).await?;
     let metrics = Arc::new(Metrics::new()?);
     let ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -208,7 +222,7 @@ pub async fn serve_on(
     // Subscribe before the engines list keys, so no change between the two is missed.
     let changes = store
         .watch(&ROUTED, store.resource_version())
-        .map_err(|e| ServeError::Store { path: store_dir.clone(), source: e })?;
+        .map_err(|e| ServeError::Store { path: opts.data_dir.join("store"), source: e })?;
     let triggers =
         Router::new(projects.handle(), sessions.handle()).with_sources(gitsources.handle(), issuesources.handle());
     let mut tasks = vec![tokio::spawn(route_changes(store.clone(), changes, triggers, stopped()))];
@@ -264,6 +278,24 @@ pub async fn serve_on(
     match served {
         Ok(r) => r.map_err(ServeError::Io),
         Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
+    }
+}
+
+/// Opens the store the options name: sled in `<data dir>/store`, or etcd.
+async fn open_store(opts: &ServeOptions) -> Result<Store, ServeError> {
+    match &opts.store {
+        StoreBackend::Sled => {
+            let dir = opts.data_dir.join("store");
+            Store::open(&dir).map_err(|e| ServeError::Store { path: dir, source: e })
+        }
+        StoreBackend::Etcd { endpoints, prefix } => {
+            let config = EtcdConfig { prefix: prefix.clone(), ..EtcdConfig::new(endpoints.clone()) };
+            let etcd = EtcdStore::connect(config)
+                .await
+                .map_err(|e| ServeError::Etcd { endpoints: endpoints.join(","), source: e })?;
+            tracing::info!(endpoints = %endpoints.join(","), prefix = %prefix, "the store is in etcd");
+            Ok(Store::new(etcd))
+        }
     }
 }
 

@@ -31,8 +31,19 @@ pub(crate) fn free_port() -> u16 {
 /// Environment variables of the calling shell that would change what `aoctl` does, or what the
 /// agents it starts do: `CI` makes many agent CLIs (Ink's apps among them) skip their interactive
 /// screen, as they would never do in a person's terminal.
-const SCRUBBED: &[&str] =
-    &["AOCTL_SERVER", "AOCTL_TOKEN", "AOCTL_DATA_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "RUST_LOG", "GIT_DIR", "CI"];
+const SCRUBBED: &[&str] = &[
+    "AOCTL_SERVER",
+    "AOCTL_TOKEN",
+    "AOCTL_DATA_DIR",
+    "AOCTL_STORE",
+    "AOCTL_ETCD_ENDPOINTS",
+    "AOCTL_ETCD_PREFIX",
+    "XDG_DATA_HOME",
+    "XDG_CONFIG_HOME",
+    "RUST_LOG",
+    "GIT_DIR",
+    "CI",
+];
 
 /// A command for the binary with a scrubbed environment and a throwaway HOME.
 pub(crate) fn command(home: &Path) -> Command {

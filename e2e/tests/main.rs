@@ -4,6 +4,8 @@
 
 #[path = "../support/disk.rs"]
 mod disk;
+#[path = "../support/etcd.rs"]
+mod etcd;
 mod harness;
 
 mod auth;
@@ -12,6 +14,7 @@ mod cli;
 mod dashboard_login;
 mod dashboard_serving;
 mod durability;
+mod etcd_store;
 mod full_disk;
 mod gitsource;
 mod races;

@@ -130,15 +130,21 @@ impl StoredObject {
 
     /// A value with the encoding `serde_json::to_vec` gives it.
     pub fn encode(object: Value) -> StoredObject {
-        let json = serde_json::to_vec(&object).expect("values serialise");
-        StoredObject { object: Arc::new(object), json: Arc::from(json) }
+        StoredObject::encode_shared(Arc::new(object))
+    }
+
+    /// A shared value with the encoding `serde_json::to_vec` gives it; the value is not copied.
+    pub fn encode_shared(object: Arc<Value>) -> StoredObject {
+        let json = serde_json::to_vec(&*object).expect("values serialise");
+        StoredObject { object, json: Arc::from(json) }
     }
 
     pub fn object(&self) -> &Value {
         &self.object
     }
 
-    pub(crate) fn object_arc(&self) -> &Arc<Value> {
+    /// The value, shared.
+    pub fn object_arc(&self) -> &Arc<Value> {
         &self.object
     }
 

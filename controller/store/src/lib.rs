@@ -3,7 +3,8 @@
 //!
 //! [`ObjectStore`] is what a backend implements; [`SledStore`] keeps the objects in sled on the
 //! local disk. Callers hold a [`Store`], a cheap handle on one backend that adds the reads of
-//! plain values and the typed helpers. The `contract` module (with the `contract` feature) is the
+//! plain values and the typed helpers. [`tx`] holds the rules of every write, which every backend
+//! runs over a view of its objects. The `contract` module (with the `contract` feature) is the
 //! test suite every backend passes.
 
 mod backend;
@@ -13,7 +14,7 @@ pub mod contract;
 mod error;
 mod sled_store;
 mod state;
-mod tx;
+pub mod tx;
 mod watch;
 mod writer;
 

@@ -19,8 +19,9 @@ use tokio::sync::{broadcast, oneshot};
 use crate::backend::{ObjectStore, StoredObject, Watch, WatchEvent, Write, Written};
 use crate::error::StoreError;
 use crate::state::{Shared, StoreConfig};
+use crate::tx::{Op, Reply};
 use crate::watch::LogWatch;
-use crate::writer::{Op, Reply, Request, Writer};
+use crate::writer::{Request, Writer};
 use crate::{Deleted, WriteOptions};
 
 /// The sled backend; clones share it, and the writer stops when the last one goes.
@@ -70,11 +71,7 @@ impl SledStore {
     }
 
     async fn object(&self, op: Op, opts: WriteOptions) -> Result<Value, StoreError> {
-        match self.submit(op, opts).await? {
-            Reply::Object(v) => Ok(v),
-            Reply::Deleted(d) => Ok(d.into_object()),
-            Reply::All(_) => Err(StoreError::Storage("unexpected reply to a single write".into())),
-        }
+        self.submit(op, opts).await?.into_object()
     }
 
     /// Queues a write for the writer and waits until it is committed and flushed (or refused).
@@ -160,33 +157,11 @@ impl ObjectStore for SledStore {
         rv: Option<&str>,
         opts: WriteOptions,
     ) -> Result<Deleted, StoreError> {
-        match self.submit(Op::Delete { kind, name: name.to_string(), rv: rv.map(str::to_string) }, opts).await? {
-            Reply::Deleted(d) => Ok(d),
-            Reply::Object(_) | Reply::All(_) => Err(StoreError::Storage("unexpected reply to a delete".into())),
-        }
+        self.submit(Op::Delete { kind, name: name.to_string(), rv: rv.map(str::to_string) }, opts).await?.into_deleted()
     }
 
     async fn apply_all(&self, writes: Vec<Write>, opts: WriteOptions) -> Result<Vec<Written>, StoreError> {
-        let ops = writes
-            .into_iter()
-            .map(|w| match w {
-                Write::Create { kind, obj } => Op::Create { kind, obj },
-                Write::Update { kind, obj } => Op::Update { kind, obj },
-                Write::UpdateStatus { kind, name, status, rv } => Op::UpdateStatus { kind, name, status, rv },
-                Write::Delete { kind, name, rv } => Op::Delete { kind, name, rv },
-            })
-            .collect();
-        let Reply::All(replies) = self.submit(Op::All(ops), opts).await? else {
-            return Err(StoreError::Storage("unexpected reply to a batch".into()));
-        };
-        Ok(replies
-            .into_iter()
-            .map(|r| match r {
-                Reply::Deleted(d) => Written::Deleted(d),
-                Reply::Object(v) => Written::Object(v),
-                Reply::All(_) => unreachable!("batches do not nest"),
-            })
-            .collect())
+        self.submit(Op::batch(writes), opts).await?.into_written()
     }
 
     fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError> {

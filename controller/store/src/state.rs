@@ -10,8 +10,9 @@ use aoctl_api::Kind;
 use serde_json::Value;
 
 use crate::backend::StoredObject;
-use crate::codec::{self, kind_index, object_rv, parse_object_key, parse_rv_key};
+use crate::codec::{self, is_owned_by, kind_index, object_rv, parse_object_key, parse_rv_key};
 use crate::error::StoreError;
+use crate::tx::View;
 
 /// A key and its value, as stored.
 #[cfg(test)]
@@ -51,9 +52,23 @@ impl Cache {
     pub fn map_mut(&mut self, kind: Kind) -> &mut BTreeMap<String, StoredObject> {
         &mut self.objects[kind_index(kind)]
     }
+}
 
-    pub fn get(&self, kind: Kind, name: &str) -> Option<&Arc<Value>> {
-        self.map(kind).get(name).map(StoredObject::object_arc)
+impl View for Cache {
+    fn get(&self, kind: Kind, name: &str) -> Option<Arc<Value>> {
+        self.map(kind).get(name).map(|o| o.object_arc().clone())
+    }
+
+    fn owned_by(&self, uid: &str) -> Vec<(Kind, String)> {
+        let mut out = vec![];
+        for kind in Kind::ALL {
+            for (name, obj) in self.map(kind) {
+                if is_owned_by(obj.object(), uid) {
+                    out.push((kind, name.clone()));
+                }
+            }
+        }
+        out
     }
 }
 

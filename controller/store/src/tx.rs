@@ -1,5 +1,7 @@
 //! The rules of every write, applied to a staged view of the store: what the store assigns,
-//! preconditions, generations, finalizers and cascading deletion.
+//! preconditions, generations, finalizers and cascading deletion. Every backend runs its writes
+//! through these rules over a [`View`] of its objects (the sled store over its published cache,
+//! the etcd store over its watch-fed cache), so all backends apply exactly the same ones.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -9,23 +11,140 @@ use aoctl_api::{Kind, ObjectMeta, Time, API_VERSION};
 use rand::Rng;
 use serde_json::{Map, Value};
 
-use crate::backend::EventKind;
+use crate::backend::{EventKind, Write, Written};
 use crate::codec::{has_finalizers, is_owned_by, meta_str, set_meta};
 use crate::error::StoreError;
-use crate::state::Cache;
 use crate::Deleted;
 
+/// What the rules read of a backend's objects: one object by kind and name, and which objects
+/// an owner has (for cascading deletion).
+pub trait View {
+    /// The object of `kind` named `name`, as stored (with its `metadata.resourceVersion`).
+    fn get(&self, kind: Kind, name: &str) -> Option<Arc<Value>>;
+
+    /// The kinds and names of the objects whose `metadata.ownerReferences` list `uid`, in any order.
+    fn owned_by(&self, uid: &str) -> Vec<(Kind, String)>;
+}
+
 /// Staged objects by kind and name; `None` marks a removal.
-pub(crate) type Overlay = HashMap<(Kind, String), Option<Arc<Value>>>;
+pub type Overlay = HashMap<(Kind, String), Option<Arc<Value>>>;
 
 /// One change to commit, with the resourceVersion it was given.
 #[derive(Clone, Debug)]
-pub(crate) struct Change {
+pub struct Change {
     pub rv: u64,
     pub type_: EventKind,
     pub kind: Kind,
     pub name: String,
     pub object: Arc<Value>,
+}
+
+/// A write a backend was asked for, as the rules take it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Create {
+        kind: Kind,
+        obj: Value,
+    },
+    Update {
+        kind: Kind,
+        obj: Value,
+    },
+    UpdateStatus {
+        kind: Kind,
+        name: String,
+        status: Value,
+        rv: Option<String>,
+    },
+    UpdateFinalizers {
+        kind: Kind,
+        name: String,
+        finalizers: Vec<String>,
+        rv: Option<String>,
+    },
+    Delete {
+        kind: Kind,
+        name: String,
+        rv: Option<String>,
+    },
+    /// Writes applied in one transaction: all or none.
+    All(Vec<Op>),
+}
+
+impl Op {
+    /// The writes of an `apply_all`, as one transaction.
+    pub fn batch(writes: Vec<Write>) -> Op {
+        Op::All(
+            writes
+                .into_iter()
+                .map(|w| match w {
+                    Write::Create { kind, obj } => Op::Create { kind, obj },
+                    Write::Update { kind, obj } => Op::Update { kind, obj },
+                    Write::UpdateStatus { kind, name, status, rv } => Op::UpdateStatus { kind, name, status, rv },
+                    Write::Delete { kind, name, rv } => Op::Delete { kind, name, rv },
+                })
+                .collect(),
+        )
+    }
+}
+
+/// What a write returns.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    Object(Value),
+    Deleted(Deleted),
+    All(Vec<Reply>),
+}
+
+impl Reply {
+    /// The object of a single write (the last state, for a delete).
+    pub fn into_object(self) -> Result<Value, StoreError> {
+        match self {
+            Reply::Object(v) => Ok(v),
+            Reply::Deleted(d) => Ok(d.into_object()),
+            Reply::All(_) => Err(StoreError::Storage("unexpected reply to a single write".into())),
+        }
+    }
+
+    /// The outcome of a delete.
+    pub fn into_deleted(self) -> Result<Deleted, StoreError> {
+        match self {
+            Reply::Deleted(d) => Ok(d),
+            Reply::Object(_) | Reply::All(_) => Err(StoreError::Storage("unexpected reply to a delete".into())),
+        }
+    }
+
+    /// What each write of a batch returned.
+    pub fn into_written(self) -> Result<Vec<Written>, StoreError> {
+        let Reply::All(replies) = self else {
+            return Err(StoreError::Storage("unexpected reply to a batch".into()));
+        };
+        replies
+            .into_iter()
+            .map(|r| match r {
+                Reply::Deleted(d) => Ok(Written::Deleted(d)),
+                Reply::Object(v) => Ok(Written::Object(v)),
+                Reply::All(_) => Err(StoreError::Storage("batches do not nest".into())),
+            })
+            .collect()
+    }
+}
+
+/// Applies one write (or a batch, in order) to `tx`. A failed write of a batch fails it, and the
+/// caller drops what the batch staged.
+pub fn apply(tx: &mut Tx<'_>, op: Op) -> Result<Reply, StoreError> {
+    match op {
+        Op::Create { kind, obj } => tx.create(kind, obj).map(Reply::Object),
+        Op::Update { kind, obj } => tx.update(kind, obj).map(Reply::Object),
+        Op::UpdateStatus { kind, name, status, rv } => {
+            tx.update_status(kind, &name, status, rv.as_deref()).map(Reply::Object)
+        }
+        Op::UpdateFinalizers { kind, name, finalizers, rv } => {
+            tx.update_finalizers(kind, &name, finalizers, rv.as_deref()).map(Reply::Object)
+        }
+        Op::Delete { kind, name, rv } => tx.delete(kind, &name, rv.as_deref()).map(Reply::Deleted),
+        Op::All(ops) => ops.into_iter().map(|op| apply(tx, op)).collect::<Result<_, _>>().map(Reply::All),
+    }
 }
 
 /// Characters `generateName` appends.
@@ -35,9 +154,12 @@ const NAME_ATTEMPTS: usize = 16;
 /// Top-level fields that are never part of an object's spec.
 const NOT_SPEC: [&str; 4] = ["apiVersion", "kind", "metadata", "status"];
 
-/// One request's staged writes, read through the batch's staged writes and the published cache.
-pub(crate) struct Tx<'a> {
-    cache: &'a Cache,
+/// One request's staged writes, read through the batch's staged writes and the backend's view.
+///
+/// Each change is given the next resourceVersion from `next_rv` on (none in a dry run); a
+/// backend whose versions are assigned at commit (etcd's revisions) replaces them afterwards.
+pub struct Tx<'a> {
+    view: &'a dyn View,
     base: &'a Overlay,
     own: Overlay,
     changes: Vec<Change>,
@@ -46,8 +168,8 @@ pub(crate) struct Tx<'a> {
 }
 
 impl<'a> Tx<'a> {
-    pub fn new(cache: &'a Cache, base: &'a Overlay, next_rv: u64, dry_run: bool) -> Tx<'a> {
-        Tx { cache, base, own: Overlay::new(), changes: vec![], next_rv, dry_run }
+    pub fn new(view: &'a dyn View, base: &'a Overlay, next_rv: u64, dry_run: bool) -> Tx<'a> {
+        Tx { view, base, own: Overlay::new(), changes: vec![], next_rv, dry_run }
     }
 
     /// The staged objects, the changes and the next free resourceVersion.
@@ -60,7 +182,7 @@ impl<'a> Tx<'a> {
         if let Some(v) = self.own.get(&key).or_else(|| self.base.get(&key)) {
             return v.clone();
         }
-        self.cache.get(kind, name).cloned()
+        self.view.get(kind, name)
     }
 
     fn get_existing(&self, kind: Kind, name: &str) -> Result<Arc<Value>, StoreError> {
@@ -299,17 +421,12 @@ impl<'a> Tx<'a> {
 
     /// The objects that list `uid` as an owner, sorted by kind and name.
     fn owned_by(&self, uid: &str) -> Vec<(Kind, String)> {
-        let mut out = vec![];
-        for kind in Kind::ALL {
-            for (name, obj) in self.cache.map(kind) {
-                if is_owned_by(obj.object(), uid) {
-                    let key = (kind, name.clone());
-                    if !self.own.contains_key(&key) && !self.base.contains_key(&key) {
-                        out.push(key);
-                    }
-                }
-            }
-        }
+        let mut out: Vec<(Kind, String)> = self
+            .view
+            .owned_by(uid)
+            .into_iter()
+            .filter(|key| !self.own.contains_key(key) && !self.base.contains_key(key))
+            .collect();
         for (key, obj) in self.base {
             if obj.as_deref().is_some_and(|o| is_owned_by(o, uid)) && !self.own.contains_key(key) {
                 out.push(key.clone());

@@ -13,7 +13,6 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use aoctl_api::Kind;
-use serde_json::Value;
 use sled::transaction::ConflictableTransactionError;
 use sled::Transactional;
 use tokio::sync::{broadcast, oneshot};
@@ -24,46 +23,7 @@ use crate::codec::{
 };
 use crate::error::StoreError;
 use crate::state::{Cache, Db, Loaded, Shared};
-use crate::tx::{Change, Overlay, Tx};
-use crate::Deleted;
-
-/// A write the store was asked for.
-pub(crate) enum Op {
-    Create {
-        kind: Kind,
-        obj: Value,
-    },
-    Update {
-        kind: Kind,
-        obj: Value,
-    },
-    UpdateStatus {
-        kind: Kind,
-        name: String,
-        status: Value,
-        rv: Option<String>,
-    },
-    UpdateFinalizers {
-        kind: Kind,
-        name: String,
-        finalizers: Vec<String>,
-        rv: Option<String>,
-    },
-    Delete {
-        kind: Kind,
-        name: String,
-        rv: Option<String>,
-    },
-    /// Writes applied in one transaction: all or none.
-    All(Vec<Op>),
-}
-
-/// What a write returns.
-pub(crate) enum Reply {
-    Object(Value),
-    Deleted(Deleted),
-    All(Vec<Reply>),
-}
+use crate::tx::{apply, Change, Op, Overlay, Reply, Tx};
 
 pub(crate) struct Request {
     pub op: Op,
@@ -182,7 +142,7 @@ impl Writer {
             let mut overlay = Overlay::new();
             let mut next_rv = self.rv + 1;
             for req in requests {
-                let mut tx = Tx::new(&cache, &overlay, next_rv, req.dry_run);
+                let mut tx = Tx::new(&*cache, &overlay, next_rv, req.dry_run);
                 let res = apply(&mut tx, req.op);
                 if res.is_ok() && !req.dry_run {
                     let (own, staged, n) = tx.into_parts();
@@ -191,7 +151,7 @@ impl Writer {
                     changes.extend(staged);
                     next_rv = n;
                     if self.event_index.len() > shared.config.max_events {
-                        let mut tx = Tx::new(&cache, &overlay, next_rv, false);
+                        let mut tx = Tx::new(&*cache, &overlay, next_rv, false);
                         while self.event_index.len() > shared.config.max_events {
                             let Some(name) = self.event_index.pop_oldest() else { break };
                             tx.expire(Kind::Event, &name);
@@ -406,21 +366,5 @@ fn not_stored(e: StoreError) -> StoreError {
         StoreError::Unavailable(m) => StoreError::Unavailable(format!("{m}; the write was not stored")),
         StoreError::Storage(m) => StoreError::Storage(format!("{m}; the write was not stored")),
         e => e,
-    }
-}
-
-fn apply(tx: &mut Tx<'_>, op: Op) -> Result<Reply, StoreError> {
-    match op {
-        Op::Create { kind, obj } => tx.create(kind, obj).map(Reply::Object),
-        Op::Update { kind, obj } => tx.update(kind, obj).map(Reply::Object),
-        Op::UpdateStatus { kind, name, status, rv } => {
-            tx.update_status(kind, &name, status, rv.as_deref()).map(Reply::Object)
-        }
-        Op::UpdateFinalizers { kind, name, finalizers, rv } => {
-            tx.update_finalizers(kind, &name, finalizers, rv.as_deref()).map(Reply::Object)
-        }
-        Op::Delete { kind, name, rv } => tx.delete(kind, &name, rv.as_deref()).map(Reply::Deleted),
-        // One failed write fails the request, and the request's staged writes are dropped.
-        Op::All(ops) => ops.into_iter().map(|op| apply(tx, op)).collect::<Result<_, _>>().map(Reply::All),
     }
 }
