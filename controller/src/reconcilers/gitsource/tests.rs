@@ -282,3 +282,17 @@ async fn a_sync_applies_a_revision_stalls_on_a_bad_one_and_writes_nothing_when_u
     assert_eq!((reconciling.status, reconciling.reason.as_str()), (ConditionStatus::False, c::SUSPENDED));
     assert_eq!(condition::find(&s.status.conditions, c::READY).unwrap().reason, c::FETCH_FAILED, "Ready unchanged");
 }
+
+#[test]
+fn the_spec_ref_names_what_is_fetched_and_long_lists_are_cut() {
+    let r = |branch: Option<&str>, tag: Option<&str>, commit: Option<&str>| {
+        source_ref(&GitRef { branch: branch.map(Into::into), tag: tag.map(Into::into), commit: commit.map(Into::into) })
+    };
+    assert_eq!(r(Some("main"), None, None), SourceRef::Branch("main".into()));
+    assert_eq!(r(None, Some("v1"), None), SourceRef::Tag("v1".into()));
+    assert_eq!(r(None, None, Some("ab12")), SourceRef::Commit("ab12".into()));
+    assert_eq!(source_ref(&GitSourceSpec::default().reference()), SourceRef::Branch("main".into()));
+    let names: Vec<String> = (0..12).map(|i| format!("session/s{i}")).collect();
+    assert_eq!(listed(&names[..2]), "session/s0, session/s1");
+    assert!(listed(&names).ends_with("session/s9 and 2 more"), "{}", listed(&names));
+}
