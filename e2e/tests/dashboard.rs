@@ -444,9 +444,16 @@ async fn the_session_page_types_into_the_agent_and_a_diff_comment_reaches_it_onc
     .await;
     let typed = std::fs::read_to_string(workspace(&server, "shop", name).join("typed.txt")).unwrap_or_default();
     assert_eq!(typed, format!("edited by {name}\n"), "the workspace has the agent's edit");
+    // The first task's commit line is on the screen already: wait for one after the answer.
+    let answered = r#"(want) => {
+      const rows = document.querySelector('#terminal .xterm-rows');
+      const text = rows ? [...rows.children].map((r) => r.textContent).join('\n') : '';
+      const asked = text.indexOf(want[0]);
+      return asked >= 0 && text.lastIndexOf(want[1]) > asked && text;
+    }"#;
     let shown = page.wait_until(
         "the agent's answer in the terminal",
-        screen,
+        answered,
         json!(["demo-agent: got: edit typed.txt", "demo-agent: committed"]),
         LIVE,
     );
