@@ -1,11 +1,11 @@
-//! Fuzzes the JSON request-body decoder of the HTTP API: any bytes decode as a `Project`, a
-//! `Session` or a merge patch (`serde_json::Value`), or fail with a `DecodeError` value; decoded
+//! Fuzzes the JSON request-body decoder of the HTTP API: any bytes decode as an object of every
+//! kind users write (through `AnyObject::decode_json`) or a merge patch (`serde_json::Value`), or fail with a `DecodeError` value; decoded
 //! objects validate, serialise and render as YAML without a panic.
 
 #![no_main]
 
 use aoctl_api::decode::{self, AnyObject, DecodeError};
-use aoctl_api::{Project, Session};
+use aoctl_api::{GitSource, IssueSource, Kind, Project, Session};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,13 +13,12 @@ fuzz_target!(|data: &[u8]| {
     if let Err(e) = decode::decode_json::<serde_json::Value>(data) {
         check_error(&e);
     }
-    match decode::decode_json::<Project>(data) {
-        Ok(p) => exercise(AnyObject::Project(p)),
-        Err(e) => check_error(&e),
-    }
-    match decode::decode_json::<Session>(data) {
-        Ok(s) => exercise(AnyObject::Session(s)),
-        Err(e) => check_error(&e),
+    for kind in Kind::ALL {
+        match AnyObject::decode_json(kind, data) {
+            Some(Ok(object)) => exercise(object),
+            Some(Err(e)) => check_error(&e),
+            None => {}
+        }
     }
     if let Err(e) = decode::decode_json_valid::<Project>(data) {
         check_error(&e);
@@ -40,6 +39,14 @@ fn exercise(object: AnyObject) {
         AnyObject::Session(s) => {
             let _ = decode::to_yaml(s);
             let _ = decode::from_value::<Session>(value);
+        }
+        AnyObject::GitSource(g) => {
+            let _ = decode::to_yaml(g);
+            let _ = decode::from_value::<GitSource>(value);
+        }
+        AnyObject::IssueSource(i) => {
+            let _ = decode::to_yaml(i);
+            let _ = decode::from_value::<IssueSource>(value);
         }
     }
 }

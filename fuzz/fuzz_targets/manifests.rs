@@ -5,7 +5,6 @@
 #![no_main]
 
 use aoctl_api::decode::{self, AnyObject};
-use aoctl_api::{Kind, Project, Session};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -35,18 +34,10 @@ fuzz_target!(|data: &[u8]| {
 /// The JSON body `aoctl apply` builds from a decoded object decodes on the server and validates.
 fn server_accepts(object: &AnyObject) {
     let body = serde_json::to_vec(&object.to_value()).expect("an object's JSON serialises");
-    let errors = match object.kind() {
-        Kind::Project => {
-            let p: Project = decode::decode_json(&body).unwrap_or_else(|e| panic!("server rejects {object:?}: {e}"));
-            let _ = decode::to_yaml(&p);
-            AnyObject::Project(p).validate()
-        }
-        Kind::Session => {
-            let s: Session = decode::decode_json(&body).unwrap_or_else(|e| panic!("server rejects {object:?}: {e}"));
-            let _ = decode::to_yaml(&s);
-            AnyObject::Session(s).validate()
-        }
-        other => panic!("decode_manifests returned a {other:?}"),
-    };
+    let decoded = AnyObject::decode_json(object.kind(), &body)
+        .unwrap_or_else(|| panic!("decode_manifests returned a {:?}", object.kind()))
+        .unwrap_or_else(|e| panic!("server rejects {object:?}: {e}"));
+    let _ = decode::to_yaml(&decoded.to_value());
+    let errors = decoded.validate();
     assert!(errors.is_empty(), "valid in YAML but not as JSON: {errors:?} for {object:?}");
 }
