@@ -65,6 +65,16 @@ impl<T: Send + Sync + 'static> Controller<T> {
         Controller { config, metrics, queue, _object: PhantomData }
     }
 
+    /// A controller that takes the keys of `handle` again once the controller `handle` came from
+    /// has stopped: triggers sent meanwhile were ignored, and the first list enqueues every key.
+    /// A replica that leads again runs its reconcilers anew this way, and the handles the rest of
+    /// the program keeps reach them.
+    pub fn resume(config: Config, metrics: Arc<Metrics>, handle: &Trigger) -> Controller<T> {
+        handle.queue.reopen();
+        let metrics = metrics.controller(config.name);
+        Controller { config, metrics, queue: handle.queue.clone(), _object: PhantomData }
+    }
+
     /// Returns a handle that enqueues keys of this controller.
     pub fn handle(&self) -> Trigger {
         Trigger { queue: self.queue.clone() }

@@ -156,6 +156,14 @@ impl WorkQueue {
         self.notify.notify_waiters();
     }
 
+    /// Takes adds and hands out keys again after [`WorkQueue::shut_down`], for a controller that
+    /// runs again (a replica that leads once more); what waited before is kept.
+    pub(crate) fn reopen(&self) {
+        let mut inner = self.inner.lock();
+        inner.shutting_down = false;
+        inner.processing.clear();
+    }
+
     /// Adds `key` under the lock; returns whether it became ready for a worker.
     fn add_locked(&self, inner: &mut Inner, key: &str, now: Instant) -> bool {
         if inner.shutting_down || inner.dirty.contains_key(key) {

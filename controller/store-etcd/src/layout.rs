@@ -10,17 +10,28 @@ use aoctl_store::{EventKind, StoreError, WatchEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The keys of one store: `<prefix>/objects/<Kind>/<name>` and `<prefix>/changes`.
+/// The keys of one store: `<prefix>/objects/<Kind>/<name>`, `<prefix>/changes`, and the
+/// election's `<prefix>/leader/<lease>` (see `crate::election`).
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {
     objects: String,
     changes: Vec<u8>,
+    leader: Vec<u8>,
 }
 
 impl Keys {
     pub(crate) fn new(prefix: &str) -> Keys {
         let prefix = prefix.trim_end_matches('/');
-        Keys { objects: format!("{prefix}/objects/"), changes: format!("{prefix}/changes").into_bytes() }
+        Keys {
+            objects: format!("{prefix}/objects/"),
+            changes: format!("{prefix}/changes").into_bytes(),
+            leader: format!("{prefix}/leader").into_bytes(),
+        }
+    }
+
+    /// The name the replicas campaign under.
+    pub(crate) fn leader(&self) -> &[u8] {
+        &self.leader
     }
 
     pub(crate) fn object(&self, kind: Kind, name: &str) -> Vec<u8> {

@@ -14,6 +14,7 @@
 //! reached its revision, so a reader of the same store sees it at once.
 
 mod cache;
+mod election;
 mod error;
 mod follow;
 mod layout;
@@ -32,6 +33,8 @@ use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions, KvClient, WatchClient};
 use serde_json::Value;
 use tokio::task::JoinHandle;
+
+pub use crate::election::{Election, Term, MIN_TTL};
 
 use crate::cache::State;
 use crate::layout::{Batch, Keys};
@@ -83,11 +86,32 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// The largest etcd message the store decodes (a watch response can carry many revisions).
 const MAX_MESSAGE: usize = 256 << 20;
 
+/// The id of the cluster the client reaches.
+async fn cluster_id(client: &Client, timeout: Duration) -> Result<u64, StoreError> {
+    let mut cluster = client.cluster_client();
+    match tokio::time::timeout(timeout, cluster.member_list()).await {
+        Ok(Ok(resp)) => Ok(resp.header().map_or(0, |h| h.cluster_id())),
+        Ok(Err(e)) => Err(StoreError::Unavailable(format!("cannot read the etcd cluster's id: {e}"))),
+        Err(_) => Err(StoreError::Unavailable(format!("no answer to a member list within {timeout:?}"))),
+    }
+}
+
 /// The etcd backend; clones share it. Dropping the last one stops its watch of etcd, and ends
 /// the store's watches.
 #[derive(Clone)]
 pub struct EtcdStore {
     inner: Arc<Inner>,
+    /// The leader key a term's handle writes under (see [`Term::store`]); `None` for the
+    /// replica's own handle, which writes whoever leads.
+    fence: Option<Arc<Fence>>,
+}
+
+/// A leader key: a transaction under it is stored only while etcd holds the key as created at
+/// `create_revision`.
+#[derive(Debug)]
+pub(crate) struct Fence {
+    pub key: Vec<u8>,
+    pub create_revision: i64,
 }
 
 struct Inner {
@@ -107,6 +131,8 @@ impl Drop for Inner {
 /// What the store's handles, its watch of etcd and its watches share.
 pub(crate) struct Shared {
     pub config: EtcdConfig,
+    /// The etcd cluster's id, as its members answer it.
+    cluster: u64,
     pub keys: Keys,
     client: Client,
     state: RwLock<State>,
@@ -169,9 +195,11 @@ impl EtcdStore {
                 }
             }
         };
+        let cluster = cluster_id(&client, config.request_timeout).await?;
         let (advanced, _) = tokio::sync::watch::channel(rv);
         let state = State::new(objects, rv, config.memory_changes);
         let shared = Arc::new(Shared {
+            cluster,
             keys,
             client,
             state: RwLock::new(state),
@@ -186,7 +214,7 @@ impl EtcdStore {
         });
         let tasks = vec![tokio::spawn(follow::follow(shared.clone())), tokio::spawn(probe(shared.clone()))];
         tracing::info!(rv, prefix = %shared.config.prefix, "the store follows etcd");
-        Ok(EtcdStore { inner: Arc::new(Inner { shared, tasks }) })
+        Ok(EtcdStore { inner: Arc::new(Inner { shared, tasks }), fence: None })
     }
 
     /// The settings the store was opened with.
@@ -194,8 +222,15 @@ impl EtcdStore {
         &self.inner.shared.config
     }
 
+    /// What names this store among all: the etcd cluster's id and the key prefix. Replicas of
+    /// one store share it, and a store of another prefix or cluster differs.
+    pub fn identity(&self) -> String {
+        let shared = &self.inner.shared;
+        format!("etcd:{:016x}{}", shared.cluster, shared.config.prefix.trim_end_matches('/'))
+    }
+
     async fn submit(&self, op: Op, opts: WriteOptions) -> Result<Reply, StoreError> {
-        write::write(&self.inner.shared, op, opts.dry_run).await
+        write::write(&self.inner.shared, self.fence.as_deref(), op, opts.dry_run).await
     }
 }
 

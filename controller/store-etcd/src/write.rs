@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::cache::{Reads, Recording};
 use crate::error::{classify, unavailable, Failure};
 use crate::layout::{encode_record, object_rv, set_rv, stored_value, Keys};
-use crate::Shared;
+use crate::{Fence, Shared};
 
 /// How many times a write whose condition failed runs the rules again before `Conflict`.
 const MAX_CONFLICTS: usize = 16;
@@ -48,7 +48,7 @@ enum Planned {
 }
 
 /// Runs a write: the rules, the transaction and the retries.
-pub(crate) async fn write(shared: &Shared, op: Op, dry_run: bool) -> Result<Reply, StoreError> {
+pub(crate) async fn write(shared: &Shared, fence: Option<&Fence>, op: Op, dry_run: bool) -> Result<Reply, StoreError> {
     let config = &shared.config;
     // A store that already cannot reach etcd tries once rather than for the whole write timeout.
     let budget = if shared.unwritable().is_some() { config.request_timeout } else { config.write_timeout };
@@ -82,7 +82,7 @@ pub(crate) async fn write(shared: &Shared, op: Op, dry_run: bool) -> Result<Repl
             return Err(last_error);
         }
         let id = uuid::Uuid::new_v4().to_string();
-        let txn = transaction(&shared.keys, &plan, &id);
+        let txn = transaction(&shared.keys, fence, &plan, &id);
         let mut kv = shared.kv();
         let answer = tokio::time::timeout(config.request_timeout.min(left), kv.txn(txn)).await;
         let why = match answer {
@@ -95,6 +95,10 @@ pub(crate) async fn write(shared: &Shared, op: Op, dry_run: bool) -> Result<Repl
             }
             Ok(Ok(resp)) => {
                 shared.requests_ok();
+                if let Some(fence) = fence.filter(|f| !fence_holds(&resp.op_responses(), f)) {
+                    tracing::warn!(key = %String::from_utf8_lossy(&fence.key), "a write of an ended term was refused");
+                    return Err(unavailable("this replica's term of leadership has ended; the write was not stored"));
+                }
                 // Someone else wrote: let the copy see it, then run the rules again.
                 let left = deadline.saturating_duration_since(Instant::now());
                 let _ = tokio::time::timeout(left, shared.wait_for(newest_record(&resp.op_responses()))).await;
@@ -186,9 +190,10 @@ fn plan(shared: &Shared, op: &Op, dry_run: bool) -> Result<Planned, StoreError> 
 }
 
 /// The transaction of a plan: if every object read is still at the revision read (or still
-/// absent), write the objects and the change record; else read the change record.
-fn transaction(keys: &Keys, plan: &Plan, id: &str) -> Txn {
-    let compares: Vec<Compare> = plan
+/// absent), and the fence's leader key is still the one it names, write the objects and the
+/// change record; else read the change record and the leader key.
+fn transaction(keys: &Keys, fence: Option<&Fence>, plan: &Plan, id: &str) -> Txn {
+    let mut compares: Vec<Compare> = plan
         .reads
         .iter()
         .map(|((kind, name), rv)| {
@@ -199,6 +204,11 @@ fn transaction(keys: &Keys, plan: &Plan, id: &str) -> Txn {
             }
         })
         .collect();
+    let mut otherwise = vec![TxnOp::get(keys.changes().to_vec(), None)];
+    if let Some(fence) = fence {
+        compares.push(Compare::create_revision(fence.key.clone(), CompareOp::Equal, fence.create_revision));
+        otherwise.push(TxnOp::get(fence.key.clone(), None));
+    }
     let mut writes: Vec<_> = plan.writes.iter().collect();
     writes.sort_by(|a, b| a.0.cmp(b.0));
     let mut ops: Vec<TxnOp> = writes
@@ -213,7 +223,17 @@ fn transaction(keys: &Keys, plan: &Plan, id: &str) -> Txn {
         .collect();
     // Last, so that a watch of the objects would see the record after them.
     ops.push(TxnOp::put(keys.changes().to_vec(), encode_record(id, &plan.changes), None));
-    Txn::new().when(compares).and_then(ops).or_else(vec![TxnOp::get(keys.changes().to_vec(), None)])
+    Txn::new().when(compares).and_then(ops).or_else(otherwise)
+}
+
+/// Whether a failed transaction's answer shows the fence's leader key still held (its second
+/// read, after the change record's).
+fn fence_holds(responses: &[TxnOpResponse], fence: &Fence) -> bool {
+    let read = responses.iter().filter_map(|r| match r {
+        TxnOpResponse::Get(g) => Some(g),
+        _ => None,
+    });
+    read.skip(1).next().and_then(|g| g.kvs().first()).is_some_and(|kv| kv.create_revision() == fence.create_revision)
 }
 
 /// The revision of the newest change record in a failed transaction's answer.

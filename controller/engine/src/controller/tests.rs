@@ -366,3 +366,25 @@ async fn shutdown_drains_in_flight_reconciles_and_starts_no_new_ones() {
     assert_eq!(tracker.runs("a").len() + tracker.runs("b").len(), 1, "no reconcile starts after shutdown");
     assert!(tracker.runs("c").is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_controller_takes_its_handles_triggers_again() {
+    let registry = Registry::new();
+    let metrics = Metrics::register(&registry).unwrap();
+    let first = Controller::<String>::new(config(), metrics.clone());
+    let tracker = Arc::new(Tracker::default());
+    let (trigger, running) = spawn(first, &["a"], sleeping(&tracker, Duration::from_millis(10)));
+    sleep(Duration::from_secs(1)).await;
+    running.stop().await;
+    // Between the two runs the handle's triggers are ignored.
+    trigger.trigger("ignored");
+    let again = Controller::<String>::resume(config(), metrics, &trigger);
+    let (_, running) = spawn(again, &["b"], sleeping(&tracker, Duration::from_millis(10)));
+    trigger.trigger("c");
+    sleep(Duration::from_secs(1)).await;
+    running.stop().await;
+    assert_eq!(tracker.runs("a").len(), 1, "{:?}", tracker.runs.lock().unwrap());
+    assert_eq!(tracker.runs("b").len(), 1, "the second run lists its keys");
+    assert_eq!(tracker.runs("c").len(), 1, "the old handle reaches the second run");
+    assert!(tracker.runs("ignored").is_empty(), "a trigger between runs is dropped");
+}

@@ -7,6 +7,7 @@
 mod cluster;
 
 mod contract;
+mod election;
 mod failures;
 mod sharing;
 

@@ -1,0 +1,211 @@
+//! Leader election among the replicas of one store: each candidate keeps an etcd lease alive and
+//! campaigns with etcd's election API under `<prefix>/leader`; the winner's term lasts while it
+//! can show its lease alive, and the store handle of a term writes only while its leader key is
+//! the one etcd holds (every transaction compares the key's create revision), so a replica that
+//! lost its lease unnoticed cannot overwrite its successor's work.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aoctl_store::StoreError;
+use etcd_client::{ElectionClient, LeaseClient};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::{EtcdStore, Fence, Shared};
+
+/// The shortest lease the election accepts: etcd counts TTLs in whole seconds.
+pub const MIN_TTL: Duration = Duration::from_secs(2);
+/// How long a failed campaign step waits before it tries again.
+const RETRY: Duration = Duration::from_millis(500);
+
+/// One replica's candidacy: it campaigns for terms under the store's prefix.
+#[derive(Clone)]
+pub struct Election {
+    store: EtcdStore,
+    name: Vec<u8>,
+    identity: String,
+    ttl: Duration,
+}
+
+/// A term of leadership. It ends when the lease can no longer be shown alive (the candidate
+/// stops leading before etcd could let another one win), or when [`Term::resign`] ends it.
+pub struct Term {
+    store: EtcdStore,
+    lease: i64,
+    ended: watch::Receiver<bool>,
+    keeper: JoinHandle<()>,
+}
+
+impl EtcdStore {
+    /// The candidacy of a replica called `identity` (what [`Election::leader`] answers while it
+    /// leads), with leases of `ttl` (at least [`MIN_TTL`]): a leader that dies is followed
+    /// within about `ttl`.
+    pub fn election(&self, identity: &str, ttl: Duration) -> Election {
+        let name = self.inner.shared.keys.leader().to_vec();
+        Election { store: self.clone(), name, identity: identity.to_string(), ttl: ttl.max(MIN_TTL) }
+    }
+}
+
+impl Election {
+    /// Waits until this replica leads, trying again through etcd's failures, and returns the term.
+    pub async fn campaign(&self) -> Term {
+        loop {
+            match self.try_campaign().await {
+                Ok(term) => return term,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the campaign for leadership failed; trying again");
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+        }
+    }
+
+    async fn try_campaign(&self) -> Result<Term, String> {
+        let shared = self.store.inner.shared.clone();
+        let timeout = shared.config.request_timeout;
+        let mut leases = shared.client.lease_client();
+        let granted = tokio::time::timeout(timeout, leases.grant(self.ttl.as_secs() as i64, None))
+            .await
+            .map_err(|_| format!("no answer to a lease grant within {timeout:?}"))?
+            .map_err(|e| format!("cannot grant a lease: {e}"))?;
+        let lease = granted.id();
+        let (alive_tx, ended) = watch::channel(false);
+        let keeper = tokio::spawn(keep_alive(leases.clone(), lease, self.ttl, alive_tx));
+        let mut elections = shared.client.election_client();
+        let mut lost = ended.clone();
+        let campaign = elections.campaign(self.name.clone(), self.identity.clone(), lease);
+        let won = tokio::select! {
+            won = campaign => won,
+            _ = lost.wait_for(|e| *e) => {
+                keeper.abort();
+                return Err("the lease expired while campaigning".into());
+            }
+        };
+        let leader = match won {
+            Ok(mut resp) => resp.take_leader(),
+            Err(e) => {
+                keeper.abort();
+                revoke(&mut leases, lease, timeout).await;
+                return Err(format!("the campaign failed: {e}"));
+            }
+        };
+        let Some(leader) = leader else {
+            keeper.abort();
+            revoke(&mut leases, lease, timeout).await;
+            return Err("etcd answered the campaign without a leader key".into());
+        };
+        let fence = Fence { key: leader.key().to_vec(), create_revision: leader.rev() };
+        tracing::info!(identity = %self.identity, lease, revision = leader.rev(), "this replica leads");
+        let store = EtcdStore { inner: self.store.inner.clone(), fence: Some(Arc::new(fence)) };
+        Ok(Term { store, lease, ended, keeper })
+    }
+
+    /// The identity of the replica that leads now, if one does.
+    pub async fn leader(&self) -> Result<Option<String>, StoreError> {
+        let shared = &self.store.inner.shared;
+        let mut elections: ElectionClient = shared.client.election_client();
+        let timeout = shared.config.request_timeout;
+        match tokio::time::timeout(timeout, elections.leader(self.name.clone())).await {
+            Ok(Ok(resp)) => Ok(resp.kv().map(|kv| String::from_utf8_lossy(kv.value()).into_owned())),
+            // etcd answers "election: no leader" as an error.
+            Ok(Err(e)) if e.to_string().contains("no leader") => Ok(None),
+            Ok(Err(e)) => Err(crate::error::unavailable(&e.to_string())),
+            Err(_) => Err(crate::error::unavailable(&format!("no answer within {timeout:?}"))),
+        }
+    }
+}
+
+impl Term {
+    /// The store handle of this term: its writes are stored only while the term lasts, and are
+    /// refused as `Unavailable` after it.
+    pub fn store(&self) -> EtcdStore {
+        self.store.clone()
+    }
+
+    /// Resolves when the term has ended.
+    pub async fn ended(&self) {
+        let mut ended = self.ended.clone();
+        let _ = ended.wait_for(|e| *e).await;
+    }
+
+    /// Whether the term still lasts.
+    pub fn lasts(&self) -> bool {
+        !*self.ended.borrow()
+    }
+
+    /// Ends the term now: the lease is revoked, which deletes the leader key, so another replica
+    /// can win at once rather than after the lease's TTL.
+    pub async fn resign(self) {
+        self.keeper.abort();
+        let shared: &Shared = &self.store.inner.shared;
+        let mut leases = shared.client.lease_client();
+        revoke(&mut leases, self.lease, shared.config.request_timeout).await;
+        tracing::info!(lease = self.lease, "this replica resigned its leadership");
+    }
+}
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        self.keeper.abort();
+    }
+}
+
+/// Keeps the lease alive, about six times per TTL, and ends the term once the lease cannot be
+/// shown alive for a third of its TTL more: the lease lives until at least the send time of the
+/// last answered keep-alive plus the TTL, and no sooner can another candidate win.
+async fn keep_alive(mut leases: LeaseClient, lease: i64, ttl: Duration, ended: watch::Sender<bool>) {
+    let step = ttl / 6;
+    let mut alive_until = Instant::now() + ttl;
+    let mut stream = None;
+    loop {
+        if Instant::now() + ttl / 3 >= alive_until {
+            tracing::warn!(lease, "the leadership lease could not be kept alive; this replica stops leading");
+            let _ = ended.send(true);
+            return;
+        }
+        let sent = Instant::now();
+        if stream.is_none() {
+            stream = match tokio::time::timeout(step, leases.keep_alive(lease)).await {
+                Ok(Ok(pair)) => Some(pair),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "cannot open the lease's keep-alive stream");
+                    None
+                }
+                Err(_) => None,
+            };
+        }
+        let answered = match stream.as_mut() {
+            Some((keeper, answers)) => {
+                let once = async {
+                    keeper.keep_alive().await.map_err(|e| e.to_string())?;
+                    answers.message().await.map_err(|e| e.to_string())
+                };
+                match tokio::time::timeout(step, once).await {
+                    Ok(Ok(Some(answer))) => Some(answer.ttl()),
+                    Ok(Ok(None)) | Ok(Err(_)) | Err(_) => None,
+                }
+            }
+            None => None,
+        };
+        match answered {
+            Some(left) if left > 0 => alive_until = sent + ttl,
+            Some(_) => {
+                tracing::warn!(lease, "the leadership lease has expired; this replica stops leading");
+                let _ = ended.send(true);
+                return;
+            }
+            None => stream = None,
+        }
+        tokio::time::sleep_until(sent + step).await;
+    }
+}
+
+async fn revoke(leases: &mut LeaseClient, lease: i64, timeout: Duration) {
+    match tokio::time::timeout(timeout, leases.revoke(lease)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::debug!(error = %e, lease, "cannot revoke the lease; it expires by itself"),
+        Err(_) => tracing::debug!(lease, "no answer to the lease's revocation; it expires by itself"),
+    }
+}
