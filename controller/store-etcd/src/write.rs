@@ -229,11 +229,11 @@ fn transaction(keys: &Keys, fence: Option<&Fence>, plan: &Plan, id: &str) -> Txn
 /// Whether a failed transaction's answer shows the fence's leader key still held (its second
 /// read, after the change record's).
 fn fence_holds(responses: &[TxnOpResponse], fence: &Fence) -> bool {
-    let read = responses.iter().filter_map(|r| match r {
+    let mut read = responses.iter().filter_map(|r| match r {
         TxnOpResponse::Get(g) => Some(g),
         _ => None,
     });
-    read.skip(1).next().and_then(|g| g.kvs().first()).is_some_and(|kv| kv.create_revision() == fence.create_revision)
+    read.nth(1).and_then(|g| g.kvs().first()).is_some_and(|kv| kv.create_revision() == fence.create_revision)
 }
 
 /// The revision of the newest change record in a failed transaction's answer.
