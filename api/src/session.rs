@@ -536,6 +536,10 @@ pub struct RuntimeStatus {
     /// the runtime cannot be attached to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attach_command: Vec<String>,
+    /// The controller node the runtime lives on, for runtimes only that machine can reach (tmux,
+    /// process, a docker engine on a local socket): only a controller of that node drives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -674,6 +678,9 @@ pub mod reasons {
     pub const ISSUE_CLOSED: &str = "IssueClosed";
     /// `RuntimeReady=False`: the agent cannot be launched as configured.
     pub const AGENT_CONFIG_INVALID: &str = "AgentConfigInvalid";
+    /// `RuntimeReady=Unknown`: the runtime lives on another controller node than the one that
+    /// leads; it is left alone until a controller of its node leads.
+    pub const ON_ANOTHER_NODE: &str = "OnAnotherNode";
     /// `RuntimeReady=False`: the runtime kind is not available to this controller.
     pub const RUNTIME_UNAVAILABLE: &str = "RuntimeUnavailable";
     /// `RuntimeReady` reasons that no retry will fix without a change: the phase is `Failed`. An

@@ -49,6 +49,8 @@ pub(crate) enum ArgError {
     NoEtcdEndpoints,
     #[error("--etcd-endpoints is for --store etcd (or AOCTL_STORE=etcd)")]
     EndpointsWithoutEtcd,
+    #[error("--lease-ttl `{0}`: expected whole seconds, at least 2s (etcd counts leases in seconds)")]
+    LeaseTtl(String),
 }
 
 /// aoctl runs coding agents as Kubernetes-style resources; this is its command-line client.
@@ -190,6 +192,15 @@ pub(crate) struct ServeArgs {
     /// without seeing each other's objects.
     #[arg(long, env = "AOCTL_ETCD_PREFIX", default_value = "/aoctl", value_name = "PREFIX")]
     pub etcd_prefix: String,
+    /// This replica's node: the machine and data folder its tmux and process sessions live on;
+    /// a leader of another node leaves them alone. Replicas sharing a data folder are one node
+    /// [default: the host name].
+    #[arg(long, env = "AOCTL_NODE", value_name = "NAME")]
+    pub node: Option<String>,
+    /// With --store etcd: how long a leader that stops answering keeps its lease, so how soon
+    /// another replica takes over (at least 2 s).
+    #[arg(long, env = "AOCTL_LEASE_TTL", default_value = "5s", value_parser = parse_lease_ttl, value_name = "DURATION")]
+    pub lease_ttl: Duration,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -429,6 +440,14 @@ fn parse_duration(s: &str) -> Result<Duration, ArgError> {
     aoctl_api::Duration::from_str(s).map(|d| d.as_std()).map_err(ArgError::Invalid)
 }
 
+fn parse_lease_ttl(s: &str) -> Result<Duration, ArgError> {
+    let ttl = parse_duration(s)?;
+    if ttl < Duration::from_secs(2) || ttl.subsec_nanos() != 0 {
+        return Err(ArgError::LeaseTtl(s.to_string()));
+    }
+    Ok(ttl)
+}
+
 fn parse_name(s: &str) -> Result<String, ArgError> {
     aoctl_api::validate::dns1123_label(s).map(|()| s.to_string()).map_err(ArgError::Invalid)
 }
@@ -513,6 +532,23 @@ mod tests {
         assert!(matches!(serve(&["--store", "etcd"]), Err(ArgError::NoEtcdEndpoints)));
         assert!(matches!(serve(&["--etcd-endpoints", "http://a:2379"]), Err(ArgError::EndpointsWithoutEtcd)));
         assert!(Cli::try_parse_from(["aoctl", "serve", "--store", "zookeeper"]).is_err());
+    }
+
+    #[test]
+    fn serve_lease_ttl_is_whole_seconds_of_at_least_two() {
+        let ttl = |v: &str| match Cli::try_parse_from(["aoctl", "serve", "--lease-ttl", v]).map(|c| c.command) {
+            Ok(Command::Serve(a)) => Ok(a.lease_ttl),
+            Ok(_) => unreachable!("a serve command"),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(ttl("3s").unwrap(), Duration::from_secs(3));
+        assert_eq!(ttl("1m").unwrap(), Duration::from_secs(60));
+        let e = ttl("1s").unwrap_err();
+        assert!(e.contains("at least 2s"), "{e}");
+        assert!(ttl("2500ms").is_err());
+        let Command::Serve(a) = Cli::try_parse_from(["aoctl", "serve"]).unwrap().command else { panic!() };
+        assert_eq!(a.lease_ttl, Duration::from_secs(5));
+        assert_eq!(a.node, None);
     }
 
     #[test]

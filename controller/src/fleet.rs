@@ -48,6 +48,12 @@ impl Fleet {
         }
     }
 
+    /// The same, with the owner id of a store that several controllers share (etcd): its
+    /// replicas take over each other's containers on the engines they share.
+    pub fn shared_by(data_dir: &Path, store_identity: &str) -> Fleet {
+        Fleet { owner: identity_id(store_identity), ..Fleet::new(data_dir) }
+    }
+
     /// The folder of every session's controller-side files.
     pub fn sessions_dir(&self) -> &Path {
         self.files.root()
@@ -153,6 +159,13 @@ pub fn owner_id(data_dir: &Path) -> String {
     hex::encode(digest)[..12].to_string()
 }
 
+/// The owner id of the controllers sharing the store that `identity` names: 12 hex digits of the
+/// SHA-256 of `store:<identity>`.
+fn identity_id(identity: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(format!("store:{identity}").as_bytes()))[..12].to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +179,9 @@ mod tests {
         assert_eq!(owner_id(&a.path().join(".")), id, "the canonical path counts");
         assert_ne!(owner_id(b.path()), id);
         assert_eq!(Fleet::new(a.path()).owner(), id);
+        let shared = Fleet::shared_by(a.path(), "etcd:00000000000000ab/aoctl").owner().to_string();
+        assert_eq!(Fleet::shared_by(b.path(), "etcd:00000000000000ab/aoctl").owner(), shared, "any data folder");
+        assert_ne!(Fleet::shared_by(a.path(), "etcd:00000000000000ab/other").owner(), shared);
+        assert_ne!(shared, id);
     }
 }

@@ -8,6 +8,7 @@ pub mod fleet;
 pub mod github;
 pub mod http;
 pub mod input;
+pub mod leader;
 pub mod machine;
 pub mod metrics;
 pub mod notify;

@@ -38,6 +38,8 @@ pub struct Metrics {
     pub github_requests: IntCounterVec,
     /// Exported only once a GitHub answer has set it (see `KnownGauge`).
     pub github_ratelimit_remaining: IntGauge,
+    /// 1 while this replica leads (runs the reconcilers), else 0.
+    pub leader: IntGauge,
     /// The `aoctl_sessions` series set at the last scrape.
     published: Mutex<BTreeSet<(String, &'static str)>>,
 }
@@ -139,7 +141,13 @@ impl Metrics {
         )?;
         github_ratelimit_remaining.set(UNKNOWN);
         registry.register(Box::new(KnownGauge(github_ratelimit_remaining.clone())))?;
+        let leader = IntGauge::new(
+            "aoctl_leader_election_master_status",
+            "1 while this replica leads and runs the reconcilers, 0 while it only serves the API.",
+        )?;
+        registry.register(Box::new(leader.clone()))?;
         Ok(Metrics {
+            leader,
             registry,
             engine,
             sessions,

@@ -34,6 +34,11 @@ pub struct ServeOptions {
     pub allowed_hosts: Vec<String>,
     /// Where the objects are kept (`--store`).
     pub store: StoreBackend,
+    /// This replica's node (`--node`): the machine and data folder its tmux and process sessions
+    /// live on. Replicas sharing a data folder are one node.
+    pub node: String,
+    /// How long a leader that stops answering holds its lease (`--lease-ttl`), with etcd.
+    pub lease_ttl: Duration,
 }
 
 /// Where `aoctl serve` keeps its objects.
@@ -145,6 +150,9 @@ async fn shutdown_signal() {
 }
 
 /// Serves on an already bound listener until `shutdown` resolves; tests use `127.0.0.1:0`.
+///
+/// Every replica serves the API and its watches; the reconcilers run while the replica leads
+/// (always, on sled; for a term of the etcd election otherwise, see [`crate::leader`]).
 pub async fn serve_on(
     listener: TcpListener,
     opts: ServeOptions,
@@ -156,83 +164,209 @@ pub async fn serve_on(
     aoctl_runtimes::secret::private_dir(&opts.data_dir)
         .map_err(|e| ServeError::DataDir { path: opts.data_dir.clone(), source: e })?;
     let token = read_token(&opts)?;
-    let store = open_store(&opts).await?;
+    let (store, etcd) = open_store(&opts).await?;
     let metrics = Arc::new(Metrics::new()?);
     let ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = watch::channel(false);
-    let fleet = Arc::new(Fleet::new(&opts.data_dir));
-    let session_state = Arc::new(session::State::default());
-    let projects = Controller::<Project>::new(Config::new(project::NAME), metrics.engine.clone());
-    let sessions =
-        Controller::<Session>::new(Config { concurrency: 16, ..Config::new(session::NAME) }, metrics.engine.clone());
-    let gitsources = Controller::<GitSource>::new(Config::new(gitsource::NAME), metrics.engine.clone());
-    let issuesources = Controller::<IssueSource>::new(Config::new(issuesource::NAME), metrics.engine.clone());
+    let fleet = Arc::new(match &etcd {
+        Some(etcd) => Fleet::shared_by(&opts.data_dir, &etcd.identity()),
+        None => Fleet::new(&opts.data_dir),
+    });
+    let engines = Engines::new(&metrics);
     let github =
         Arc::new(crate::github::Hub::new(metrics.github_requests.clone(), metrics.github_ratelimit_remaining.clone()));
-    let issuesource_state = Arc::new(issuesource::State::default());
     let access = Arc::new(crate::http::Access::new(&token, listen, &opts.allowed_hosts));
+    let world = World {
+        own: store.clone(),
+        metrics: metrics.clone(),
+        fleet: fleet.clone(),
+        session_state: Arc::new(session::State::default()),
+        issuesource_state: Arc::new(issuesource::State::default()),
+        github,
+        // Agents that take an MCP server get this binary's `aoctl mcp` (docs/mcp.md).
+        session_keys: match std::env::current_exe() {
+            Ok(exe) => access.sessions.clone().with_mcp_command(exe),
+            Err(_) => access.sessions.clone(),
+        },
+        sources_cache: opts.data_dir.join("sources"),
+        node: opts.node.clone(),
+        engines: engines.clone(),
+    };
     let state = AppState {
         store: store.clone(),
         metrics: metrics.clone(),
-        fleet: fleet.clone(),
-        session_state: session_state.clone(),
-        sessions: sessions.handle(),
-        gitsources: gitsources.handle(),
-        issuesources: issuesources.handle(),
-        issuesource_state: issuesource_state.clone(),
+        fleet,
+        session_state: world.session_state.clone(),
+        sessions: engines.sessions.clone(),
+        gitsources: engines.gitsources.clone(),
+        issuesources: engines.issuesources.clone(),
+        issuesource_state: world.issuesource_state.clone(),
         ready: ready.clone(),
-        access: access.clone(),
+        access,
         recorder: Arc::new(Recorder::new(store.clone())),
         deliveries: Default::default(),
         shutdown: stop_rx.clone(),
     };
-
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
+    let candidacy = match &etcd {
+        Some(etcd) => {
+            let identity = format!("{}/{listen}/{}", opts.node, std::process::id());
+            crate::leader::Candidacy::etcd(etcd, &identity, opts.lease_ttl)
         }
+        None => crate::leader::Candidacy::Sole,
     };
+    let leading = tokio::spawn(lead(candidacy, world, stop_rx.clone()));
+    ready.store(true, Ordering::Release);
+    tracing::info!(listen = %listen, data_dir = %opts.data_dir.display(), node = %opts.node, "serving");
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(until(stop_rx));
+    let server = tokio::spawn(async move { server.await });
+    shutdown.await;
+    ready.store(false, Ordering::Release);
+    let _ = stop_tx.send(true);
+    let served = server.await;
+    let _ = leading.await;
+    match served {
+        Ok(r) => r.map_err(ServeError::Io),
+        Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
+    }
+}
 
+/// Resolves once `stop` turns true (or its sender is gone).
+fn until(stop: watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut stop = stop;
+    async move {
+        let _ = stop.wait_for(|s| *s).await;
+    }
+}
+
+/// The reconcilers' engines. They are made once, so the handles the HTTP API keeps reach the
+/// engines of every term; each term runs them again ([`Controller::resume`]).
+#[derive(Clone)]
+struct Engines {
+    metrics: Arc<aoctl_engine::Metrics>,
+    projects: Trigger,
+    sessions: Trigger,
+    gitsources: Trigger,
+    issuesources: Trigger,
+}
+
+impl Engines {
+    fn new(metrics: &Metrics) -> Engines {
+        let m = metrics.engine.clone();
+        Engines {
+            projects: Controller::<Project>::new(Engines::config(project::NAME), m.clone()).handle(),
+            sessions: Controller::<Session>::new(Engines::config(session::NAME), m.clone()).handle(),
+            gitsources: Controller::<GitSource>::new(Engines::config(gitsource::NAME), m.clone()).handle(),
+            issuesources: Controller::<IssueSource>::new(Engines::config(issuesource::NAME), m.clone()).handle(),
+            metrics: m,
+        }
+    }
+
+    fn config(name: &'static str) -> Config {
+        match name {
+            session::NAME => Config { concurrency: 16, ..Config::new(name) },
+            _ => Config::new(name),
+        }
+    }
+
+    fn resume<T: Resource>(&self, handle: &Trigger, name: &'static str) -> Controller<T> {
+        Controller::resume(Engines::config(name), self.metrics.clone(), handle)
+    }
+}
+
+/// What the reconcilers of every term share with the rest of the replica.
+#[derive(Clone)]
+struct World {
+    /// The replica's own store handle; a term's reconcilers get a fenced one (see [`Lead::store`]).
+    own: Store,
+    metrics: Arc<Metrics>,
+    fleet: Arc<Fleet>,
+    session_state: Arc<session::State>,
+    issuesource_state: Arc<issuesource::State>,
+    github: Arc<crate::github::Hub>,
+    session_keys: crate::agent_token::SessionKeys,
+    sources_cache: PathBuf,
+    node: String,
+    engines: Engines,
+}
+
+/// Campaigns, runs the reconcilers for each term won, and stops them when the term ends (then
+/// campaigns again) or the replica stops (then resigns, so another replica leads at once).
+async fn lead(candidacy: crate::leader::Candidacy, world: World, stop: watch::Receiver<bool>) {
+    loop {
+        let term = tokio::select! {
+            term = candidacy.campaign() => term,
+            _ = until(stop.clone()) => return,
+        };
+        world.metrics.leader.set(1);
+        let (end_tx, end_rx) = watch::channel(false);
+        let store = term.store(&world.own);
+        let running = tokio::spawn(run_term(world.clone(), store, end_rx));
+        let stopping = tokio::select! {
+            _ = term.ended() => false,
+            _ = until(stop.clone()) => true,
+        };
+        let _ = end_tx.send(true);
+        if let Err(e) = running.await {
+            tracing::error!(error = %e, "the reconcilers of a term ended abnormally");
+        }
+        world.metrics.leader.set(0);
+        if stopping {
+            term.resign().await;
+            return;
+        }
+        tracing::warn!("this replica's term of leadership ended; its reconcilers stopped, and it campaigns again");
+    }
+}
+
+/// Runs every reconciler on `store` until `end` turns true, then waits for them to drain.
+async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
+    let World { metrics, fleet, engines, .. } = &world;
+    let stopped = || until(end.clone());
     let project_ctx = Arc::new(project::Context { store: store.clone(), recorder: Recorder::new(store.clone()) });
     let session_ctx = Arc::new(session::Context {
         store: store.clone(),
         recorder: Recorder::new(store.clone()),
         machine: fleet.clone(),
-        github: github.clone(),
+        github: world.github.clone(),
         metrics: metrics.clone(),
-        state: session_state,
-        // Agents that take an MCP server get this binary's `aoctl mcp` (docs/mcp.md).
-        session_keys: Some(match std::env::current_exe() {
-            Ok(exe) => access.sessions.clone().with_mcp_command(exe),
-            Err(_) => access.sessions.clone(),
-        }),
+        state: world.session_state.clone(),
+        node: world.node.clone(),
+        session_keys: Some(world.session_keys.clone()),
     });
     let gitsource_ctx = Arc::new(gitsource::Context {
         store: store.clone(),
         recorder: Recorder::new(store.clone()),
-        cache: opts.data_dir.join("sources"),
+        cache: world.sources_cache.clone(),
     });
     let issuesource_ctx = Arc::new(issuesource::Context {
         store: store.clone(),
         recorder: Recorder::new(store.clone()),
-        github,
-        state: issuesource_state,
+        github: world.github.clone(),
+        state: world.issuesource_state.clone(),
     });
     // Subscribe before the engines list keys, so no change between the two is missed.
-    let changes = store
-        .watch(&ROUTED, store.resource_version())
-        .map_err(|e| ServeError::Store { path: opts.data_dir.join("store"), source: e })?;
-    let triggers =
-        Router::new(projects.handle(), sessions.handle()).with_sources(gitsources.handle(), issuesources.handle());
+    let changes = loop {
+        match store.watch(&ROUTED, store.resource_version()) {
+            Ok(w) => break w,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the store; trying again");
+                tokio::select! {
+                    _ = tokio::time::sleep(RESUBSCRIBE_AFTER) => {},
+                    _ = stopped() => return,
+                }
+            }
+        }
+    };
+    let triggers = Router::new(engines.projects.clone(), engines.sessions.clone())
+        .with_sources(engines.gitsources.clone(), engines.issuesources.clone());
     let mut tasks = vec![tokio::spawn(route_changes(store.clone(), changes, triggers, stopped()))];
     // Agents' output and exits wake their sessions, so quiet ones are not polled.
-    match crate::activity_watch::start(fleet.clone(), sessions.handle(), stopped()) {
+    match crate::activity_watch::start(fleet.clone(), engines.sessions.clone(), stopped()) {
         Ok(watch) => tasks.push(watch),
         Err(e) => tracing::warn!(error = %e, "agents' activity is polled: the transcripts cannot be watched"),
     }
     tasks.push(tokio::spawn(run_controller(
-        projects,
+        engines.resume::<Project>(&engines.projects, project::NAME),
         store.clone(),
         project_ctx,
         project::reconcile,
@@ -240,7 +374,7 @@ pub async fn serve_on(
         stopped(),
     )));
     tasks.push(tokio::spawn(run_controller(
-        sessions,
+        engines.resume::<Session>(&engines.sessions, session::NAME),
         store.clone(),
         session_ctx.clone(),
         session::reconcile,
@@ -248,7 +382,7 @@ pub async fn serve_on(
         stopped(),
     )));
     tasks.push(tokio::spawn(run_controller(
-        gitsources,
+        engines.resume::<GitSource>(&engines.gitsources, gitsource::NAME),
         store.clone(),
         gitsource_ctx,
         gitsource::reconcile,
@@ -256,7 +390,7 @@ pub async fn serve_on(
         stopped(),
     )));
     tasks.push(tokio::spawn(run_controller(
-        issuesources,
+        engines.resume::<IssueSource>(&engines.issuesources, issuesource::NAME),
         store.clone(),
         issuesource_ctx,
         issuesource::reconcile,
@@ -264,29 +398,18 @@ pub async fn serve_on(
         stopped(),
     )));
     tasks.push(tokio::spawn(collect_orphans(session_ctx, stopped())));
-    ready.store(true, Ordering::Release);
-    tracing::info!(listen = %listener.local_addr()?, data_dir = %opts.data_dir.display(), "serving");
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(stopped());
-    let server = tokio::spawn(async move { server.await });
-    shutdown.await;
-    ready.store(false, Ordering::Release);
-    let _ = stop_tx.send(true);
-    let served = server.await;
     for t in tasks {
         let _ = t.await;
     }
-    match served {
-        Ok(r) => r.map_err(ServeError::Io),
-        Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
-    }
 }
 
-/// Opens the store the options name: sled in `<data dir>/store`, or etcd.
-async fn open_store(opts: &ServeOptions) -> Result<Store, ServeError> {
+/// Opens the store the options name: sled in `<data dir>/store`, or etcd (whose handle comes
+/// too, for the election and the store's identity).
+async fn open_store(opts: &ServeOptions) -> Result<(Store, Option<EtcdStore>), ServeError> {
     match &opts.store {
         StoreBackend::Sled => {
             let dir = opts.data_dir.join("store");
-            Store::open(&dir).map_err(|e| ServeError::Store { path: dir, source: e })
+            Ok((Store::open(&dir).map_err(|e| ServeError::Store { path: dir, source: e })?, None))
         }
         StoreBackend::Etcd { endpoints, prefix } => {
             let config = EtcdConfig { prefix: prefix.clone(), ..EtcdConfig::new(endpoints.clone()) };
@@ -294,7 +417,7 @@ async fn open_store(opts: &ServeOptions) -> Result<Store, ServeError> {
                 .await
                 .map_err(|e| ServeError::Etcd { endpoints: endpoints.join(","), source: e })?;
             tracing::info!(endpoints = %endpoints.join(","), prefix = %prefix, "the store is in etcd");
-            Ok(Store::new(etcd))
+            Ok((Store::new(etcd.clone()), Some(etcd)))
         }
     }
 }

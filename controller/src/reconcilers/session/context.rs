@@ -21,6 +21,9 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Shared with the webhook handler, which asks for a poll of a session's pull request.
     pub state: Arc<State>,
+    /// The controller node this runs on (`aoctl serve --node`): the runtimes it starts that only
+    /// this machine reaches are recorded as this node's (see `node`).
+    pub node: String,
     /// Makes the token each agent gets for the agent API (`aoctl mcp`); `None` gives none.
     pub session_keys: Option<crate::agent_token::SessionKeys>,
 }

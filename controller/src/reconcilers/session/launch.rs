@@ -84,6 +84,7 @@ impl Reconcile<'_> {
         let project = &self.project;
         let st = &mut *self.st;
         let prompt = (!prompt.trim().is_empty()).then_some(prompt);
+        let engine = container_of(s, Some(project)).and_then(|d| d.host);
         let rt = match ctx.machine.runtime_for(s, Some(project), kind).await {
             Ok(rt) => rt,
             Err(e) => {
@@ -151,6 +152,7 @@ impl Reconcile<'_> {
                         restarts: st.runtime.as_ref().map_or(0, |r| r.restarts),
                         exit_code: None,
                         attach_command: rt.attach_command(&h),
+                        node: super::node::owner(kind, engine.as_deref(), &ctx.node),
                     });
                     ctx.recorder
                         .publish(s, EventType::Normal, "Adopted", &format!("{kind} runtime {} is running", h.0))
@@ -247,6 +249,7 @@ impl Reconcile<'_> {
         prompt: Option<&str>,
     ) -> Step<Agent> {
         let (s, ctx, kind) = (self.s, self.ctx, self.runtime_kind);
+        let engine = container_of(s, Some(&self.project)).and_then(|d| d.host);
         let st = &mut *self.st;
         let name = &s.metadata.name;
         let files = ctx.machine.files();
@@ -313,6 +316,7 @@ impl Reconcile<'_> {
             restarts,
             exit_code: None,
             attach_command: rt.attach_command(&h),
+            node: super::node::owner(kind, engine.as_deref(), &ctx.node),
         });
         cond(st, s, types::RUNTIME_READY, ConditionStatus::True, "Running", format!("{kind} runtime {}", h.0));
         let continuing = if launch.resumed { " (continuing its last conversation)" } else { "" };

@@ -16,6 +16,7 @@ mod effects;
 pub mod gc;
 mod launch;
 mod messages;
+mod node;
 pub mod overlap;
 pub mod pr;
 mod reactions;
@@ -140,6 +141,7 @@ async fn drive(
     st: &mut SessionStatus,
     tally: &mut reactions::Tally,
 ) -> Result<Action, Error> {
+    step!(node::held_elsewhere(s, ctx, st));
     let project = step!(project(s, ctx, st).await);
     Reconcile::new(s, ctx, project, st, tally).run().await
 }

@@ -253,6 +253,7 @@ impl World {
             )),
             metrics,
             state: Arc::new(State::default()),
+            node: "here".into(),
             session_keys: Some(crate::agent_token::SessionKeys::new("t0ken", "127.0.0.1:7420".parse().unwrap())),
         });
         World { dir, ctx, runtime }
