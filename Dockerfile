@@ -3,7 +3,8 @@
 #
 #   docker build -t aoctl:0.1.0 .
 
-FROM rust:1.85-bookworm AS build
+# The locked dependencies need Rust 1.91 or newer (notify-types, cargo-platform).
+FROM rust:1.95-bookworm AS build
 # protoc compiles the etcd client's protobuf files; libgit2 links OpenSSL.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends protobuf-compiler libssl-dev pkg-config \
