@@ -34,9 +34,9 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-## Regenerate manifests/schema/ from the api types.
+## Regenerate manifests/schema/ and the CRDs (manifests/crds/, charts/aoctl/crds/) from the api types.
 schema:
-	UPDATE_SCHEMAS=1 $(CARGO) test -p aoctl-api --test schema_fresh
+	UPDATE_SCHEMAS=1 $(CARGO) test -p aoctl-api --test schema_fresh --test crd_fresh
 
 bench:
 	$(CARGO) build --release -p aoctl

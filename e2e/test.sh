@@ -95,6 +95,10 @@ fi
 # and installed into the tests' cache of npm packages.
 e2e/browser/install.sh >/dev/null
 
+# The Helm chart: linted and rendered for each values case, validated, and its arguments run by
+# the real aoctl serve (charts/check/check.sh; helm and kubernetes-validate go into the cache).
+CARGO="$CARGO" timeout 1800 charts/check/check.sh
+
 # The GitHub stand-in's own tests (its packages first when missing or older than the lock file).
 standin=e2e/github-standin
 if [ ! -d "$standin/node_modules" ] || [ "$standin/package-lock.json" -nt "$standin/node_modules" ]; then

@@ -1,9 +1,10 @@
 //! Resource types of aoctl: metadata, `Project`, `Session`, `GitSource`, `IssueSource`, `Event`, conditions, durations,
-//! quantities, validation, defaults, selectors, finalizer names, JSON Schema and the API's envelopes
+//! quantities, validation, defaults, selectors, finalizer names, JSON Schema, CustomResourceDefinitions and the API's envelopes
 //! (`Status`, watch lines, lists, tables).
 //! This crate does no IO.
 
 pub mod condition;
+pub mod crd;
 pub mod decode;
 pub mod duration;
 pub mod event;
