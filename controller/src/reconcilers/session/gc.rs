@@ -16,7 +16,16 @@ pub async fn collect(ctx: &Context) -> Result<(usize, usize), Error> {
     // Session afterwards cannot belong to a Session still being created.
     let mut owned = vec![];
     for rt in ctx.machine.runtimes().await {
-        for o in rt.list().await? {
+        // An engine that does not answer is looked at again at the next collection.
+        let listed = match rt.list().await {
+            Ok(listed) => listed,
+            Err(e @ aoctl_runtimes::RuntimeError::Unavailable { .. }) => {
+                tracing::debug!(error = %e, "an engine does not answer; collected later");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for o in listed {
             owned.push((rt.clone(), o));
         }
     }
