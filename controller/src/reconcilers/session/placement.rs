@@ -162,6 +162,12 @@ impl Reconcile<'_> {
             // Failed with its engine (restartPolicy Never): it stays failed.
             return Ok(Break(if pending_cleanup { Action::requeue(LOST_RECHECK) } else { Action::await_change() }));
         }
+        if s.spec.stopped {
+            // A stopped session holds no place; its container is stopped where its status says.
+            ctx.state.lock().placed.remove(name);
+            self.host = self.st.runtime.as_ref().filter(|r| r.kind == RuntimeKind::Docker).and_then(|r| r.host.clone());
+            return Ok(Continue(()));
+        }
         let resumed =
             condition::find(&self.st.conditions, types::RUNTIME_READY).is_some_and(|c| c.reason == reasons::STOPPED);
         let recorded = self.st.runtime.as_ref().filter(|r| r.kind == RuntimeKind::Docker).and_then(|r| r.host.clone());
@@ -169,14 +175,11 @@ impl Reconcile<'_> {
         let current = match remembered {
             Some(h) => h,
             // A session coming back from a stop gave its place up: it is placed again.
-            None if resumed && !s.spec.stopped => None,
+            None if resumed => None,
             None => recorded,
         };
         if let Some(host) = current {
             self.host = Some(host.clone());
-            if s.spec.stopped {
-                return Ok(Continue(()));
-            }
             let health = ctx.machine.engine_health(&host).await;
             if health.answers {
                 self.placed(&hosts, &host, None).await;
@@ -188,9 +191,6 @@ impl Reconcile<'_> {
                 return Ok(Break(Action::requeue(wait)));
             }
             return Ok(Break(self.host_lost(&hosts, &host, &health).await));
-        }
-        if s.spec.stopped {
-            return Ok(Continue(()));
         }
         let mut health = HashMap::new();
         for h in &hosts {
