@@ -47,6 +47,9 @@ pub mod types {
     /// Session: its branch changes files that another live session of its project changes too
     /// (`True`, reason `FilesOverlap`, naming the files and the sessions; `False`, `NoOverlap`).
     pub const OVERLAPPING: &str = "Overlapping";
+    /// Session placed on `spec.docker.hosts`: whether it has a place on an engine (`True`, reason
+    /// `Placed`, naming the engine; `False`, `NoCapacity` or `HostLost`).
+    pub const SCHEDULED: &str = "Scheduled";
     /// Project: its `budget` is spent; new sessions wait.
     pub const BUDGET_SPENT: &str = "BudgetSpent";
 }

@@ -323,9 +323,65 @@ pub struct DockerSpec {
     /// `none` (default), `bridge`, `host` or a network name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
-    /// Engine address: `unix://`, `tcp://` (TLS) or `ssh://`.
+    /// Engine address: `unix://`, `tcp://` (TLS) or `ssh://`. A session that names one is pinned
+    /// to it; exclusive with `hosts` at one level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Engines sessions are placed on, each with the number of sessions it takes at once: a
+    /// session goes to the least loaded one that answers and has room.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<DockerHost>,
+}
+
+/// One engine of `spec.docker.hosts`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DockerHost {
+    /// Engine address, as `spec.docker.host`.
+    pub host: String,
+    /// How many live sessions the engine takes at once (at least 1).
+    pub capacity: u32,
+    /// A short label for messages and metrics; derived from the address when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl DockerHost {
+    /// The label: `name`, else the address's host name (`tcp://build-1:2376` → `build-1`,
+    /// `ssh://me@gpu-box` → `gpu-box`) or, for a socket, its file name without extension
+    /// (`unix:///run/b/docker.sock` → `docker`, unless the folder tells more: `b`).
+    pub fn label(&self) -> String {
+        if let Some(n) = self.name.as_deref().filter(|n| !n.is_empty()) {
+            return n.to_string();
+        }
+        derived_label(&self.host)
+    }
+}
+
+/// The label of an engine address (see [`DockerHost::label`]).
+pub fn derived_label(address: &str) -> String {
+    let (scheme, rest) = address.split_once("://").unwrap_or(("", address));
+    if matches!(scheme, "unix" | "npipe") {
+        let parts: Vec<&str> = rest.split(['/', '\\']).filter(|p| !p.is_empty()).collect();
+        let file = parts.last().copied().unwrap_or(rest);
+        let stem = file.split('.').next().filter(|s| !s.is_empty()).unwrap_or(file);
+        // `…/b/docker.sock`: the folder names the engine better than the usual file name.
+        return match (stem, parts.len()) {
+            ("docker" | "dockerd", n) if n >= 2 && !["run", "var"].contains(&parts[n - 2]) => parts[n - 2].to_string(),
+            _ => stem.to_string(),
+        };
+    }
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => host.split(':').next().unwrap_or(host),
+    };
+    if host.is_empty() {
+        address.to_string()
+    } else {
+        host.to_string()
+    }
 }
 
 /// What the controller observed about a session.
@@ -540,6 +596,9 @@ pub struct RuntimeStatus {
     /// process, a docker engine on a local socket): only a controller of that node drives it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Docker: the address of the engine the container lives on; absent for the default engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -683,6 +742,17 @@ pub mod reasons {
     pub const ON_ANOTHER_NODE: &str = "OnAnotherNode";
     /// `RuntimeReady=False`: the runtime kind is not available to this controller.
     pub const RUNTIME_UNAVAILABLE: &str = "RuntimeUnavailable";
+    /// `Scheduled=True`: the session has a place on one of `spec.docker.hosts`.
+    pub const PLACED: &str = "Placed";
+    /// `Scheduled=False`, `Ready=False`: no engine of `spec.docker.hosts` that answers has room;
+    /// the session waits (phase `Pending`).
+    pub const NO_CAPACITY: &str = "NoCapacity";
+    /// `Scheduled=False`, `RuntimeReady=False`: the engine the session was placed on stopped
+    /// answering for longer than the grace period. With `restartPolicy: Never` also `Ready=False`
+    /// and the phase `Failed`; otherwise `Ready=False`, reason `Rescheduling`.
+    pub const HOST_LOST: &str = "HostLost";
+    /// `Ready=False`: the session's host was lost and it is placed on another one.
+    pub const RESCHEDULING: &str = "Rescheduling";
     /// `RuntimeReady` reasons that no retry will fix without a change: the phase is `Failed`. An
     /// unavailable runtime (a docker engine that is down) is retried instead.
     pub const PERMANENT: &[&str] = &[AGENT_EXITED, AGENT_CONFIG_INVALID];
@@ -714,6 +784,12 @@ impl SessionStatus {
             .is_some_and(|c| c.status == False && [reasons::QUEUED, reasons::BUDGET_SPENT].contains(&c.reason.as_str()))
         {
             return Phase::Queued;
+        }
+        if is(types::READY, False) && cond(types::READY).is_some_and(|c| c.reason == reasons::HOST_LOST) {
+            return Phase::Failed;
+        }
+        if cond(types::SCHEDULED).is_some_and(|c| c.status == False && c.reason == reasons::NO_CAPACITY) {
+            return Phase::Pending;
         }
         if is(types::WORKSPACE_READY, False) {
             return Phase::Failed;
@@ -812,5 +888,41 @@ mod tests {
         let exited =
             with(&[(types::WORKSPACE_READY, True, "Ready"), (types::RUNTIME_READY, False, reasons::AGENT_EXITED)]);
         assert_eq!(exited.derive_phase(false, false), Phase::Failed);
+    }
+
+    #[test]
+    fn host_labels_come_from_the_name_or_the_address() {
+        let label = |host: &str, name: Option<&str>| {
+            DockerHost { host: host.into(), capacity: 1, name: name.map(str::to_string) }.label()
+        };
+        assert_eq!(label("tcp://build-1:2376", None), "build-1");
+        assert_eq!(label("ssh://me@gpu-box", None), "gpu-box");
+        assert_eq!(label("tcp://[::1]:2376", None), "::1");
+        assert_eq!(label("unix:///run/user/1000/docker.sock", None), "1000");
+        assert_eq!(label("unix:///var/run/docker.sock", None), "docker");
+        assert_eq!(label("unix:///tmp/engines/b.sock", None), "b");
+        assert_eq!(label("unix:///tmp/engines/b.sock", Some("second")), "second");
+    }
+
+    #[test]
+    fn a_session_without_room_is_pending_and_one_whose_host_was_lost_for_good_failed() {
+        use ConditionStatus::*;
+        let waiting =
+            with(&[(types::SCHEDULED, False, reasons::NO_CAPACITY), (types::READY, False, reasons::NO_CAPACITY)]);
+        assert_eq!(waiting.derive_phase(false, false), Phase::Pending);
+        let lost = with(&[
+            (types::WORKSPACE_READY, True, "WorkspaceReady"),
+            (types::SCHEDULED, False, reasons::HOST_LOST),
+            (types::RUNTIME_READY, False, reasons::HOST_LOST),
+            (types::READY, False, reasons::HOST_LOST),
+        ]);
+        assert_eq!(lost.derive_phase(false, false), Phase::Failed);
+        let moving = with(&[
+            (types::WORKSPACE_READY, True, "WorkspaceReady"),
+            (types::SCHEDULED, False, reasons::HOST_LOST),
+            (types::RUNTIME_READY, False, reasons::HOST_LOST),
+            (types::READY, False, reasons::RESCHEDULING),
+        ]);
+        assert_eq!(moving.derive_phase(false, false), Phase::Provisioning);
     }
 }

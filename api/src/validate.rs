@@ -216,6 +216,16 @@ fn check_labels(field: &str, map: &BTreeMap<String, String>, e: &mut Errors, val
     }
 }
 
+/// Checks a docker engine address: `unix://`, `tcp://`, `ssh://` or `npipe://`, with something after.
+fn engine_address(h: &str) -> Result<(), String> {
+    let known = ["unix://", "tcp://", "ssh://", "npipe://"].iter().find(|s| h.starts_with(**s));
+    match known {
+        Some(scheme) if h.len() > scheme.len() && !h.chars().any(char::is_whitespace) => Ok(()),
+        Some(_) => Err(format!("`{h}` is not an engine address: it needs a path or host after the scheme")),
+        None => Err(format!("`{h}` must start with unix://, tcp://, ssh:// or npipe://")),
+    }
+}
+
 fn check_docker(field: &str, d: &DockerSpec, e: &mut Errors) {
     if let Some(c) = d.cpus {
         if !(c > 0.0 && c.is_finite()) {
@@ -228,8 +238,28 @@ fn check_docker(field: &str, d: &DockerSpec, e: &mut Errors) {
         }
     }
     if let Some(h) = &d.host {
-        if !["unix://", "tcp://", "ssh://", "npipe://"].iter().any(|s| h.starts_with(s)) {
-            e.check(format!("{field}.host"), Err(format!("`{h}` must start with unix://, tcp://, ssh:// or npipe://")));
+        e.check(format!("{field}.host"), engine_address(h));
+        if !d.hosts.is_empty() {
+            e.check(
+                format!("{field}.hosts"),
+                Err("cannot be set together with `host`: `host` pins to one engine, `hosts` places on several".into()),
+            );
+        }
+    }
+    for (i, h) in d.hosts.iter().enumerate() {
+        let f = format!("{field}.hosts[{i}]");
+        e.check(format!("{f}.host"), engine_address(&h.host));
+        if d.hosts[..i].iter().any(|o| o.host == h.host) {
+            e.check(format!("{f}.host"), Err(format!("`{}` is listed twice", h.host)));
+        }
+        if h.capacity == 0 {
+            e.check(format!("{f}.capacity"), Err("must be at least 1 session".into()));
+        }
+        if let Some(n) = &h.name {
+            e.check(format!("{f}.name"), dns1123_label(n));
+        }
+        if h.name.is_some() && d.hosts[..i].iter().any(|o| o.label() == h.label()) {
+            e.check(format!("{f}.name"), Err(format!("`{}` names another host too", h.label())));
         }
     }
     if let Some(img) = &d.image {
@@ -775,5 +805,50 @@ mod review_tests {
         assert_eq!(fields(s.validate()), ["spec.reviewOf: a session cannot review itself"]);
         s.spec.review_of = Some("Not_A_Name".into());
         assert!(fields(s.validate())[0].starts_with("spec.reviewOf: "), "{:?}", s.validate());
+    }
+
+    #[test]
+    fn docker_hosts_are_checked_field_by_field() {
+        use crate::session::{DockerHost, DockerSpec};
+        let host = |h: &str, capacity: u32, name: Option<&str>| DockerHost {
+            host: h.into(),
+            capacity,
+            name: name.map(str::to_string),
+        };
+        let errors = |d: DockerSpec| {
+            let mut e = Errors(vec![]);
+            check_docker("spec.docker", &d, &mut e);
+            e.0.iter().map(|e| e.to_string()).collect::<Vec<_>>()
+        };
+        let good = DockerSpec {
+            hosts: vec![host("unix:///run/a.sock", 2, None), host("tcp://build-1:2376", 1, Some("build"))],
+            ..Default::default()
+        };
+        assert_eq!(errors(good.clone()), Vec::<String>::new());
+        let bad = DockerSpec {
+            hosts: vec![
+                host("unix:///run/a.sock", 2, None),
+                host("unix:///run/a.sock", 0, Some("Big Box")),
+                host("http://x", 1, None),
+                host("tcp://", 1, Some("a")),
+            ],
+            ..Default::default()
+        };
+        let found = errors(bad);
+        for want in [
+            "spec.docker.hosts[1].host: `unix:///run/a.sock` is listed twice",
+            "spec.docker.hosts[1].capacity: must be at least 1 session",
+            "spec.docker.hosts[2].host: `http://x` must start with unix://, tcp://, ssh:// or npipe://",
+            "spec.docker.hosts[3].host: `tcp://` is not an engine address: it needs a path or host after the scheme",
+            "spec.docker.hosts[3].name: `a` names another host too",
+        ] {
+            assert!(found.iter().any(|f| f == want), "{want} not in {found:#?}");
+        }
+        assert!(found.iter().any(|f| f.starts_with("spec.docker.hosts[1].name: `Big Box` is not a DNS-1123 label")));
+        let both = DockerSpec { host: Some("unix:///run/b.sock".into()), ..good };
+        assert_eq!(
+            errors(both),
+            ["spec.docker.hosts: cannot be set together with `host`: `host` pins to one engine, `hosts` places on several"]
+        );
     }
 }

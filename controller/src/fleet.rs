@@ -16,7 +16,44 @@ use aoctl_runtimes::workspace::Workspaces;
 use aoctl_runtimes::{Runtime, RuntimeError};
 
 pub use crate::machine::{agent_of, container_of, input_style};
-use crate::machine::{Machine, SessionFiles, WorkspaceStore};
+use crate::machine::{EngineHealth, Machine, SessionFiles, WorkspaceStore};
+
+/// How long a ping of an engine may take.
+const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+/// How long an engine that answered is trusted before it is pinged again.
+const PING_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest wait between pings of an engine that does not answer (they back off up to it).
+const PING_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// What was learnt of an engine at its last ping.
+#[derive(Clone, Debug)]
+struct Pinged {
+    at: std::time::Instant,
+    /// Since when it has not answered; `None` while it answers.
+    down_since: Option<std::time::Instant>,
+    /// Pings failed in a row.
+    failures: u32,
+    message: String,
+}
+
+impl Pinged {
+    /// When the next ping is due: soon for an engine that answers, backing off for one that does not.
+    fn fresh(&self) -> bool {
+        let wait = match self.failures {
+            0 => PING_FRESH,
+            n => (std::time::Duration::from_millis(250) * (1 << n.min(5))).min(PING_BACKOFF_MAX),
+        };
+        self.at.elapsed() < wait
+    }
+
+    fn health(&self) -> EngineHealth {
+        EngineHealth {
+            answers: self.down_since.is_none(),
+            down_for: self.down_since.map_or_else(Default::default, |t| t.elapsed()),
+            message: self.message.clone(),
+        }
+    }
+}
 
 pub struct Fleet {
     tmux: Arc<TmuxRuntime>,
@@ -24,6 +61,8 @@ pub struct Fleet {
     pub workspaces: Workspaces,
     files: SessionFiles,
     docker: tokio::sync::Mutex<HashMap<String, Arc<DockerRuntime>>>,
+    /// The last ping of each engine address asked about.
+    pings: parking_lot::Mutex<HashMap<String, Pinged>>,
     /// This controller's id on shared docker engines (`ao.dev/owner`), from its data folder.
     owner: String,
     /// Whether a watcher of the transcripts wakes sessions on output and exits
@@ -42,6 +81,7 @@ impl Fleet {
             workspaces: Workspaces::new(data_dir.join("workspaces")),
             files: SessionFiles::new(data_dir.join("sessions")),
             docker: tokio::sync::Mutex::new(HashMap::new()),
+            pings: parking_lot::Mutex::new(HashMap::new()),
             owner: owner_id(data_dir),
             output_events: AtomicBool::new(false),
             typing: Default::default(),
@@ -129,6 +169,47 @@ impl Machine for Fleet {
         }
         all.extend(self.docker.lock().await.values().map(|d| d.clone() as Arc<dyn Runtime>));
         all
+    }
+
+    /// Pings the engine unless it was pinged a moment ago; failed pings back off.
+    async fn engine_health(&self, host: &str) -> EngineHealth {
+        if let Some(p) = self.pings.lock().get(host).filter(|p| p.fresh()) {
+            return p.health();
+        }
+        let answer = match tokio::time::timeout(PING_TIMEOUT, self.docker(Some(host))).await {
+            Ok(Ok(d)) => d.ping(PING_TIMEOUT).await,
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(RuntimeError::Unavailable {
+                runtime: "docker",
+                message: format!("the engine at {host} did not answer within {}s", PING_TIMEOUT.as_secs()),
+            }),
+        };
+        let now = std::time::Instant::now();
+        let mut pings = self.pings.lock();
+        let before = pings.get(host).cloned();
+        let next = match answer {
+            Ok(()) => Pinged { at: now, down_since: None, failures: 0, message: String::new() },
+            Err(e) => Pinged {
+                at: now,
+                down_since: Some(before.as_ref().and_then(|b| b.down_since).unwrap_or(now)),
+                failures: before.as_ref().map_or(0, |b| b.failures) + 1,
+                message: e.to_string(),
+            },
+        };
+        if before.as_ref().map(|b| b.down_since.is_some()) != Some(next.down_since.is_some()) {
+            match &next.down_since {
+                None => tracing::info!(engine = %host, "the docker engine answers"),
+                Some(_) => tracing::warn!(engine = %host, error = %next.message, "the docker engine does not answer"),
+            }
+        }
+        let health = next.health();
+        pings.insert(host.to_string(), next);
+        health
+    }
+
+    async fn docker_engines(&self) -> Vec<(Option<String>, Arc<dyn Runtime>)> {
+        let engines = self.docker.lock().await;
+        engines.values().map(|d| (d.host().map(str::to_string), d.clone() as Arc<dyn Runtime>)).collect()
     }
 
     fn workspaces(&self) -> &dyn WorkspaceStore {

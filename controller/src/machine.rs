@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use aoctl_api::condition::{self, types};
 use aoctl_api::project::Project;
@@ -40,14 +41,27 @@ pub trait Machine: Send + Sync + 'static {
     /// Whether agents' output and exits wake their sessions, so quiet ones need no polling.
     fn output_events(&self) -> bool;
 
-    /// The runtime a session's agent runs in, with its docker engine from its and its project's settings.
+    /// Whether the docker engine at `host` answers, and since when it does not. A machine with
+    /// no engines of its own to watch says every engine answers.
+    async fn engine_health(&self, _host: &str) -> EngineHealth {
+        EngineHealth { answers: true, down_for: Duration::ZERO, message: String::new() }
+    }
+
+    /// The docker engines connected so far, by address (`None`: the default engine).
+    async fn docker_engines(&self) -> Vec<(Option<String>, Arc<dyn Runtime>)> {
+        vec![]
+    }
+
+    /// The runtime a session's agent runs in: for docker, the engine its status records it on,
+    /// else the one its and its project's settings name.
     async fn runtime_for(
         &self,
         s: &Session,
         p: Option<&Project>,
         kind: RuntimeKind,
     ) -> Result<Arc<dyn Runtime>, RuntimeError> {
-        let host = container_of(s, p).and_then(|d| d.host);
+        let recorded = s.status.runtime.as_ref().filter(|r| r.kind == kind).and_then(|r| r.host.clone());
+        let host = recorded.or_else(|| container_of(s, p).and_then(|d| d.host));
         self.runtime(kind, host.as_deref()).await
     }
 
@@ -61,6 +75,17 @@ pub trait Machine: Send + Sync + 'static {
         let rt = self.runtime_for(s, p, running.kind).await?;
         Ok((rt, Handle(running.handle.clone())))
     }
+}
+
+/// What was last seen of a docker engine's answers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineHealth {
+    /// It answered the last ping.
+    pub answers: bool,
+    /// How long it has not answered; zero while it answers.
+    pub down_for: Duration,
+    /// Why the last ping failed; empty while it answers.
+    pub message: String,
 }
 
 /// The session checkouts: made, listed and removed. Calls block (git, setup commands); callers
@@ -215,13 +240,23 @@ pub fn container_of(s: &Session, p: Option<&Project>) -> Option<aoctl_api::sessi
     match (own, base) {
         (None, b) => b,
         (Some(o), None) => Some(o),
-        (Some(o), Some(b)) => Some(aoctl_api::session::DockerSpec {
-            image: o.image.or(b.image),
-            cpus: o.cpus.or(b.cpus),
-            memory: o.memory.or(b.memory),
-            pids_limit: o.pids_limit.or(b.pids_limit),
-            network: o.network.or(b.network),
-            host: o.host.or(b.host),
+        (Some(o), Some(b)) => Some({
+            let pinned_or_own = o.host.is_some() || !o.hosts.is_empty();
+            aoctl_api::session::DockerSpec {
+                image: o.image.or(b.image),
+                cpus: o.cpus.or(b.cpus),
+                memory: o.memory.or(b.memory),
+                pids_limit: o.pids_limit.or(b.pids_limit),
+                network: o.network.or(b.network),
+                // A session's own `host` pins it, its own `hosts` replace the project's, and either
+                // hides the project's other choice.
+                host: match (&o.host, o.hosts.is_empty()) {
+                    (Some(_), _) => o.host,
+                    (None, true) => b.host,
+                    (None, false) => None,
+                },
+                hosts: if pinned_or_own { o.hosts } else { b.hosts },
+            }
         }),
     }
 }
@@ -275,5 +310,28 @@ mod tests {
         assert_eq!(files.transcript_of(&files.prompt("web-1")), None);
         assert_eq!(files.transcript_of(&files.root().join("transcript.log")), None);
         assert_eq!(files.transcript_of(&dir.path().join("other/web-1/transcript.log")), None);
+    }
+
+    #[test]
+    fn a_sessions_own_engine_choice_hides_its_projects() {
+        use aoctl_api::session::{DockerHost, DockerSpec};
+        let hosts = vec![DockerHost { host: "unix:///a.sock".into(), capacity: 2, name: None }];
+        let mut p: Project = serde_json::from_value(serde_json::json!({"apiVersion": "ao.dev/v1alpha1",
+            "kind": "Project", "metadata": {"name": "p"}, "spec": {"path": "/r"}}))
+        .unwrap();
+        p.spec.docker = Some(DockerSpec { image: Some("img".into()), hosts: hosts.clone(), ..Default::default() });
+        let mut s = session(serde_json::json!({}), serde_json::json!({}));
+        let merged = container_of(&s, Some(&p)).unwrap();
+        assert_eq!((merged.host, merged.hosts.clone()), (None, hosts.clone()), "inherited");
+        s.spec.docker = Some(DockerSpec { host: Some("unix:///pinned.sock".into()), ..Default::default() });
+        let merged = container_of(&s, Some(&p)).unwrap();
+        assert_eq!(
+            (merged.host.as_deref(), merged.hosts.len(), merged.image.as_deref()),
+            (Some("unix:///pinned.sock"), 0, Some("img"))
+        );
+        p.spec.docker = Some(DockerSpec { host: Some("unix:///project.sock".into()), ..Default::default() });
+        s.spec.docker = Some(DockerSpec { hosts: hosts.clone(), ..Default::default() });
+        let merged = container_of(&s, Some(&p)).unwrap();
+        assert_eq!((merged.host, merged.hosts), (None, hosts), "the session's own hosts");
     }
 }

@@ -1,4 +1,5 @@
-//! The controller's Prometheus registry: engine metrics, `aoctl_sessions`, `aoctl_watch_streams`,
+//! The controller's Prometheus registry: engine metrics, `aoctl_sessions`, the places on docker
+//! engines (`aoctl_docker_host_sessions`, `aoctl_docker_host_capacity`), `aoctl_watch_streams`,
 //! `aoctl_terminal_streams` and the standard `process_*` metrics.
 //!
 //! `aoctl_sessions` is counted at each scrape on the store's stored objects, which are shared,
@@ -40,6 +41,10 @@ pub struct Metrics {
     pub github_ratelimit_remaining: IntGauge,
     /// 1 while this replica leads (runs the reconcilers), else 0.
     pub leader: IntGauge,
+    /// Places taken on each docker engine of a project's `spec.docker.hosts`, as last counted.
+    pub docker_host_sessions: IntGaugeVec,
+    /// The capacity of each docker engine of a project's `spec.docker.hosts`.
+    pub docker_host_capacity: IntGaugeVec,
     /// The `aoctl_sessions` series set at the last scrape.
     published: Mutex<BTreeSet<(String, &'static str)>>,
 }
@@ -67,6 +72,19 @@ impl Metrics {
             &["project", "phase"],
         )?;
         registry.register(Box::new(sessions.clone()))?;
+        let docker_host_sessions = IntGaugeVec::new(
+            Opts::new(
+                "aoctl_docker_host_sessions",
+                "Sessions placed on each docker engine of a project, as last counted.",
+            ),
+            &["project", "host"],
+        )?;
+        registry.register(Box::new(docker_host_sessions.clone()))?;
+        let docker_host_capacity = IntGaugeVec::new(
+            Opts::new("aoctl_docker_host_capacity", "Sessions each docker engine of a project takes at once."),
+            &["project", "host"],
+        )?;
+        registry.register(Box::new(docker_host_capacity.clone()))?;
         let watch_streams = IntGauge::new("aoctl_watch_streams", "Number of open watch streams of the HTTP API.")?;
         registry.register(Box::new(watch_streams.clone()))?;
         let terminal_streams =
@@ -151,6 +169,8 @@ impl Metrics {
             registry,
             engine,
             sessions,
+            docker_host_sessions,
+            docker_host_capacity,
             watch_streams,
             terminal_streams,
             spawn_duration,
@@ -190,6 +210,12 @@ impl Metrics {
             let _ = self.sessions.remove_label_values(&[project.as_str(), phase]);
         }
         *published = now;
+    }
+
+    /// Records the places taken on a project's docker engine and its capacity.
+    pub fn docker_host(&self, project: &str, host: &str, taken: u32, capacity: u32) {
+        self.docker_host_sessions.with_label_values(&[project, host]).set(i64::from(taken));
+        self.docker_host_capacity.with_label_values(&[project, host]).set(i64::from(capacity));
     }
 
     /// Counts one runtime operation.

@@ -460,8 +460,9 @@ async fn route_changes(store: Store, mut changes: Watch, mut router: Router, sto
 /// What `route_changes` knows of the objects: a Project's change triggers its own key and its
 /// Sessions' keys (they wait for it); a Session's triggers its own key, its Project's (which
 /// counts them) and its siblings' when a session that stops holding a slot under
-/// `maxConcurrentSessions` frees it for them, or when the files it publishes as changed
-/// (`status.changedFiles`, see `session::overlap`) change, so each sibling words its own overlap.
+/// `maxConcurrentSessions` or a place on a docker engine of `spec.docker.hosts` frees it for
+/// them, or when the files it publishes as changed (`status.changedFiles`, see
+/// `session::overlap`) change, so each sibling words its own overlap.
 struct Router {
     projects: Trigger,
     sessions: Trigger,
@@ -475,6 +476,8 @@ struct Router {
     seen: HashMap<String, (Option<serde_json::Value>, Option<serde_json::Value>)>,
     /// Whether each session held a slot when last seen.
     holding: HashMap<String, bool>,
+    /// The docker engine each live session held a place on when last seen (`spec.docker.hosts`).
+    places: HashMap<String, String>,
     /// The changed files each live session published when last seen.
     published: HashMap<String, serde_json::Value>,
 }
@@ -489,6 +492,7 @@ impl Router {
             by_project: HashMap::new(),
             seen: HashMap::new(),
             holding: HashMap::new(),
+            places: HashMap::new(),
             published: HashMap::new(),
         }
     }
@@ -539,6 +543,14 @@ impl Router {
                     self.holding.insert(name.clone(), holds)
                 };
                 let frees = !holds && held.unwrap_or(type_ != EventKind::Added);
+                // A place on a docker engine frees when a session that held one goes, ends, stops
+                // or leaves that engine: a sibling waiting for room may take it.
+                let place = (type_ != EventKind::Deleted).then(|| session::placement::place_of(obj)).flatten();
+                let had = match place {
+                    Some(h) => self.places.insert(name.clone(), h.to_string()),
+                    None => self.places.remove(&name),
+                };
+                let frees = frees || had.is_some_and(|h| Some(h.as_str()) != place);
                 let files = (type_ != EventKind::Deleted).then(|| session::overlap::published(obj)).flatten();
                 let before = match files {
                     Some(f) => self.published.insert(name.clone(), f.clone()),
@@ -582,6 +594,7 @@ impl Router {
         self.by_project.clear();
         self.seen.clear();
         self.holding.clear();
+        self.places.clear();
         self.published.clear();
         for s in &sessions {
             // A session seen for the first time that does not hold a slot may have freed one.
@@ -798,6 +811,37 @@ mod tests {
         // b is deleted: what it published is gone, so a is woken once more.
         router.route(Kind::Session, EventKind::Deleted, &with_files("b", "demo", &["y.rs"]));
         reconciled(&mut reconciled_sessions, &["a"]).await.expect("woken by the deletion");
+
+        let _ = stop.send(true);
+        for t in [p_task, s_task] {
+            tokio::time::timeout(Duration::from_secs(10), t).await.expect("stops").unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_leaving_its_docker_engine_wakes_its_waiting_siblings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let w = WriteOptions::default();
+        for name in ["a", "b"] {
+            let s = json!({"metadata": {"name": name}, "spec": {"project": "demo", "prompt": "p"}});
+            store.create(Kind::Session, s, w).await.unwrap();
+        }
+        let metrics = Metrics::new().unwrap();
+        let (stop, stopped) = stopper();
+        let (projects, _p, p_task) = recording::<Project>(&store, "projects", &metrics, stopped());
+        let (sessions, mut reconciled_sessions, s_task) = recording::<Session>(&store, "sessions", &metrics, stopped());
+        let mut router = Router::new(projects, sessions);
+        let on = |name: &str, host: Option<&str>| {
+            json!({"metadata": {"name": name}, "spec": {"project": "demo"},
+                "status": {"phase": "Working", "runtime": {"kind": "docker", "handle": name, "host": host}}})
+        };
+        router.route(Kind::Session, EventKind::Added, &on("a", Some("unix:///b.sock")));
+        router.route(Kind::Session, EventKind::Added, &on("b", None));
+        reconciled(&mut reconciled_sessions, &["a", "b"]).await.expect("their own changes");
+        // a is still live (it holds its maxConcurrentSessions slot) but leaves its engine.
+        router.route(Kind::Session, EventKind::Modified, &on("a", None));
+        reconciled(&mut reconciled_sessions, &["b"]).await.expect("b woken: a place freed");
 
         let _ = stop.send(true);
         for t in [p_task, s_task] {

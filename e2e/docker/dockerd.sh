@@ -8,6 +8,15 @@
 #   dockerd.sh stop          stops the dockerd this script started (by the pid in $PID_FILE).
 #   dockerd.sh tls-env       prints the `export` line for the remote-engine test (below) when the
 #                            TLS listener answers.
+#   dockerd.sh engine-start DIR
+#                            starts one more engine (root only) with everything of its own in DIR:
+#                            the socket DIR/docker.sock, --data-root, --exec-root, --pidfile, the
+#                            log DIR/dockerd.log and a containerd namespace of its own; no bridge and
+#                            no iptables, so it leaves the machine's network alone. Waits up to 30 s
+#                            for it to answer, then builds the test image aoctl-agent:busybox on it.
+#                            DIR may hold an engine stopped before: it starts again with its data.
+#   dockerd.sh engine-stop DIR
+#                            stops that engine (SIGTERM, SIGKILL after 15 s) and its containerd.
 #
 # The engine it starts also listens on tcp://127.0.0.1:$TLS_PORT with mutual TLS, from a throwaway
 # CA made at each start; the client's ca.pem, cert.pem and key.pem go to $TLS_DIR, so the remote-
@@ -101,12 +110,66 @@ tls_env() {
   fi
 }
 
+# Starts an engine of its own in $1 (see the top of this file).
+engine_start() {
+  local dir=${1:?engine-start needs a folder}
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  local ns
+  ns=aoctl-$(printf '%s' "$dir" | sha256sum | cut -c1-12)
+  dockerd --exec-opt native.cgroupdriver=cgroupfs -H "unix://$dir/docker.sock" \
+    --data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$dir/docker.pid" \
+    --bridge none --iptables=false --ip6tables=false \
+    --containerd-namespace "$ns" --containerd-plugins-namespace "$ns-plugins" >>"$dir/dockerd.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 300); do
+    if docker -H "unix://$dir/docker.sock" version >/dev/null 2>&1; then
+      DOCKER_HOST="unix://$dir/docker.sock" "$(dirname "$0")/build-image.sh"
+      echo "dockerd.sh: engine up at unix://$dir/docker.sock (pid $pid)"
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "dockerd.sh: dockerd exited; the end of $dir/dockerd.log:" >&2
+      tail -n 20 "$dir/dockerd.log" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "dockerd.sh: the engine in $dir did not answer within 30 s; see $dir/dockerd.log" >&2
+  kill "$pid" 2>/dev/null || true
+  return 1
+}
+
+# Stops the engine of $1, and the containerd it started when that outlives it.
+engine_stop() {
+  local dir=${1:?engine-stop needs a folder}
+  local pid containerd
+  pid=$(cat "$dir/docker.pid" 2>/dev/null) || return 0
+  containerd=$(cat "$dir/exec/containerd/containerd.pid" 2>/dev/null || true)
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid"
+    for _ in $(seq 1 150); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  if [ -n "$containerd" ] && kill -0 "$containerd" 2>/dev/null; then
+    kill "$containerd" 2>/dev/null || true
+    sleep 1
+    kill -9 "$containerd" 2>/dev/null || true
+  fi
+  rm -f "$dir/docker.pid"
+}
+
 case "${1:-}" in
   start) start "${2:-}" ;;
   stop) stop ;;
   tls-env) tls_env ;;
+  engine-start) engine_start "${2:-}" ;;
+  engine-stop) engine_stop "${2:-}" ;;
   *)
-    echo "usage: $0 start [LOG] | stop | tls-env" >&2
+    echo "usage: $0 start [LOG] | stop | tls-env | engine-start DIR | engine-stop DIR" >&2
     exit 2
     ;;
 esac

@@ -38,6 +38,7 @@ mod typing;
 mod browser;
 mod dashboard;
 
+mod docker_hosts;
 mod docker_sandbox;
 mod docker_sessions;
 mod escalation;

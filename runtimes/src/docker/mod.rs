@@ -224,9 +224,20 @@ impl DockerRuntime {
     }
 
     /// The engine address given to `connect`, `None` for the default engine.
-    #[cfg(test)]
-    pub(crate) fn host(&self) -> Option<&str> {
+    pub fn host(&self) -> Option<&str> {
         self.host.as_deref()
+    }
+
+    /// Whether the engine answers now: one `/_ping`, given at most `within` to answer.
+    pub async fn ping(&self, within: Duration) -> Result<(), RuntimeError> {
+        match tokio::time::timeout(within, self.docker.ping()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.engine("ping", e)),
+            Err(_) => Err(RuntimeError::Unavailable {
+                runtime: RUNTIME,
+                message: format!("the engine at {} did not answer a ping within {}s", self.address, within.as_secs()),
+            }),
+        }
     }
 
     /// The container of session `session`: `aoctl-<owner hash>-<session>`.

@@ -59,7 +59,7 @@ impl Reconcile<'_> {
         let (s, ctx) = (self.s, self.ctx);
         let name = &s.metadata.name;
         let Some(runtime) = self.st.runtime.clone() else { return Ok(Action::await_change()) };
-        let rt = ctx.machine.runtime_for(s, Some(&self.project), runtime.kind).await?;
+        let rt = super::launch::engine(self.ctx, &self.host, runtime.kind).await?;
         let h = Handle(runtime.handle.clone());
         let evented = ctx.machine.output_events() && runtime.kind != RuntimeKind::Docker;
         let recapture_every = if evented { RECAPTURE_QUIET } else { RECAPTURE_POLLED };

@@ -3,7 +3,7 @@
 
 use aoctl_api::{EventType, Session};
 use aoctl_engine::Action;
-use aoctl_runtimes::Handle;
+use aoctl_runtimes::{Handle, RuntimeError};
 
 use super::{Context, Error, FINALIZER};
 
@@ -25,7 +25,17 @@ pub(super) async fn finalize(s: &Session, ctx: &Context) -> Result<Action, Error
         if let Some(r) = s.status.runtime.as_ref().filter(|r| r.kind == rt.kind()) {
             handles.push(Handle(r.handle.clone()));
         }
-        handles.extend(rt.list().await?.into_iter().filter(|o| o.session == name).map(|o| o.handle));
+        // An engine that does not answer (a lost docker host) does not hold the deletion up: what
+        // is left there is an orphan, which the collector removes once it answers (`gc.rs`).
+        let listed = match rt.list().await {
+            Ok(listed) => listed,
+            Err(e @ RuntimeError::Unavailable { .. }) => {
+                tracing::warn!(session = %name, error = %e, "an engine does not answer; its containers are collected later");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        handles.extend(listed.into_iter().filter(|o| o.session == name).map(|o| o.handle));
         handles.dedup();
         for h in handles {
             rt.stop(&h).await?;

@@ -1,9 +1,11 @@
 //! Orphan collection: runtimes and workspaces this controller owns that no Session claims (left
-//! by a crash between deleting an object and cleaning up after it) are removed.
+//! by a crash between deleting an object and cleaning up after it) are removed, and so are the
+//! containers of sessions that were moved off a lost docker engine and are recorded on another.
 
 use std::collections::HashSet;
 
-use aoctl_api::Session;
+use aoctl_api::session::RuntimeKind;
+use aoctl_api::{Project, Session};
 use aoctl_store::Selector;
 
 use super::{Context, Error};
@@ -14,8 +16,34 @@ pub async fn collect(ctx: &Context) -> Result<(usize, usize), Error> {
     // Session afterwards cannot belong to a Session still being created.
     let mut owned = vec![];
     for rt in ctx.machine.runtimes().await {
-        for o in rt.list().await? {
+        // An engine that does not answer is looked at again at the next collection.
+        let listed = match rt.list().await {
+            Ok(listed) => listed,
+            Err(e @ aoctl_runtimes::RuntimeError::Unavailable { .. }) => {
+                tracing::debug!(error = %e, "an engine does not answer; collected later");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for o in listed {
             owned.push((rt.clone(), o));
+        }
+    }
+    // Every engine of the projects' `spec.docker.hosts` is asked, connected or not yet.
+    let (projects, _) = ctx.store.list_typed::<Project>(&Selector::everything()).await?;
+    for h in projects.iter().filter_map(|p| p.spec.docker.as_ref()).flat_map(|d| d.hosts.iter()) {
+        if ctx.machine.engine_health(&h.host).await.answers {
+            let _ = ctx.machine.runtime(RuntimeKind::Docker, Some(&h.host)).await;
+        }
+    }
+    let mut elsewhere = vec![];
+    for (host, rt) in ctx.machine.docker_engines().await {
+        let Some(host) = host else { continue };
+        if !ctx.machine.engine_health(&host).await.answers {
+            continue;
+        }
+        for o in rt.list().await? {
+            elsewhere.push((host.clone(), rt.clone(), o));
         }
     }
     let machine = ctx.machine.clone();
@@ -28,6 +56,22 @@ pub async fn collect(ctx: &Context) -> Result<(usize, usize), Error> {
     for (rt, o) in owned {
         if !names.contains(o.session.as_str()) {
             tracing::warn!(session = %o.session, runtime = %rt.kind(), "removing an orphaned runtime");
+            rt.stop(&o.handle).await?;
+            runtimes += 1;
+        }
+    }
+    // A session recorded on one engine that left a container on another (moved off it while it
+    // did not answer): that container goes.
+    let recorded: std::collections::HashMap<&str, &str> = sessions
+        .iter()
+        .filter_map(|s| {
+            let r = s.status.runtime.as_ref().filter(|r| r.kind == RuntimeKind::Docker)?;
+            Some((s.metadata.name.as_str(), r.host.as_deref()?))
+        })
+        .collect();
+    for (host, rt, o) in elsewhere {
+        if recorded.get(o.session.as_str()).is_some_and(|on| *on != host) {
+            tracing::warn!(session = %o.session, engine = %host, "removing a container left on an engine the session moved off");
             rt.stop(&o.handle).await?;
             runtimes += 1;
         }

@@ -29,6 +29,16 @@ pub(super) struct Agent {
 /// Longest wait between restarts of a crash-looping agent.
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(300);
 
+/// The runtime of `kind`; for docker, on the engine placement found (`host`).
+pub(super) async fn engine(
+    ctx: &Context,
+    host: &Option<String>,
+    kind: RuntimeKind,
+) -> Result<Arc<dyn Runtime>, aoctl_runtimes::RuntimeError> {
+    let host = if kind == RuntimeKind::Docker { host.as_deref() } else { None };
+    ctx.machine.runtime(kind, host).await
+}
+
 fn running_as_root() -> bool {
     #[cfg(unix)]
     {
@@ -56,7 +66,7 @@ impl Reconcile<'_> {
         }
         let (s, ctx, kind) = (self.s, self.ctx, self.runtime_kind);
         let st = &mut *self.st;
-        if let Ok(rt) = ctx.machine.runtime_for(s, Some(&self.project), kind).await {
+        if let Ok(rt) = engine(self.ctx, &self.host, kind).await {
             if let Some(h) = handle_of(s, st, &*rt) {
                 if rt.probe(&h).await? == Probe::Alive {
                     rt.stop(&h).await?;
@@ -84,8 +94,7 @@ impl Reconcile<'_> {
         let project = &self.project;
         let st = &mut *self.st;
         let prompt = (!prompt.trim().is_empty()).then_some(prompt);
-        let engine = container_of(s, Some(project)).and_then(|d| d.host);
-        let rt = match ctx.machine.runtime_for(s, Some(project), kind).await {
+        let rt = match engine(self.ctx, &self.host, kind).await {
             Ok(rt) => rt,
             Err(e) => {
                 cond(st, s, types::RUNTIME_READY, ConditionStatus::False, e.reason(), e.to_string());
@@ -152,7 +161,8 @@ impl Reconcile<'_> {
                         restarts: st.runtime.as_ref().map_or(0, |r| r.restarts),
                         exit_code: None,
                         attach_command: rt.attach_command(&h),
-                        node: super::node::owner(kind, engine.as_deref(), &ctx.node),
+                        host: self.host.clone().filter(|_| kind == RuntimeKind::Docker),
+                        node: super::node::owner(kind, self.host.as_deref(), &ctx.node),
                     });
                     ctx.recorder
                         .publish(s, EventType::Normal, "Adopted", &format!("{kind} runtime {} is running", h.0))
@@ -249,7 +259,6 @@ impl Reconcile<'_> {
         prompt: Option<&str>,
     ) -> Step<Agent> {
         let (s, ctx, kind) = (self.s, self.ctx, self.runtime_kind);
-        let engine = container_of(s, Some(&self.project)).and_then(|d| d.host);
         let st = &mut *self.st;
         let name = &s.metadata.name;
         let files = ctx.machine.files();
@@ -316,7 +325,8 @@ impl Reconcile<'_> {
             restarts,
             exit_code: None,
             attach_command: rt.attach_command(&h),
-            node: super::node::owner(kind, engine.as_deref(), &ctx.node),
+            host: self.host.clone().filter(|_| kind == RuntimeKind::Docker),
+            node: super::node::owner(kind, self.host.as_deref(), &ctx.node),
         });
         cond(st, s, types::RUNTIME_READY, ConditionStatus::True, "Running", format!("{kind} runtime {}", h.0));
         let continuing = if launch.resumed { " (continuing its last conversation)" } else { "" };
@@ -399,7 +409,7 @@ impl Reconcile<'_> {
         let name = &s.metadata.name;
         let Some(rt_status) = st.runtime.as_ref() else { return Ok(()) };
         let files = ctx.machine.files().typing(name);
-        let rt = ctx.machine.runtime_for(s, Some(project), rt_status.kind).await?;
+        let rt = engine(self.ctx, &self.host, rt_status.kind).await?;
         let h = Handle(rt_status.handle.clone());
         let _typing = ctx.machine.typing().lock(name).await;
         if let Some(found) = typing::recover(&files, &*rt, &h).await? {
@@ -434,7 +444,7 @@ impl Reconcile<'_> {
     async fn stop_for_new_workspace(&mut self) -> Result<(), Error> {
         let (s, ctx, kind) = (self.s, self.ctx, self.runtime_kind);
         let st = &mut *self.st;
-        let rt = ctx.machine.runtime_for(s, Some(&self.project), kind).await?;
+        let rt = engine(self.ctx, &self.host, kind).await?;
         if let Some(h) = handle_of(s, st, &*rt) {
             if rt.probe(&h).await? == Probe::Alive {
                 rt.stop(&h).await?;

@@ -1,5 +1,5 @@
 //! Session reconciler. One reconcile is a list of steps, in order: finalizer → project → queue
-//! slot → budget → workspace → stopped → first prompt's text → runtime → first prompt → queued
+//! slot → budget → placement on a docker engine → workspace → stopped → first prompt's text → runtime → first prompt → queued
 //! messages → activity → pull request → reactions, then effects once the status is written. Each
 //! step either goes on or ends the reconcile with an [`Action`]; the runtime → activity steps end
 //! only the agent's part, so the pull request and reactions are looked at whatever the agent does.
@@ -18,6 +18,7 @@ mod launch;
 mod messages;
 mod node;
 pub mod overlap;
+pub mod placement;
 pub mod pr;
 mod reactions;
 mod review;
@@ -178,6 +179,10 @@ pub(super) struct Reconcile<'a> {
     slot_free: bool,
     /// The reactions recorded, counted in the metrics once the status is written.
     tally: &'a mut reactions::Tally,
+    /// The docker engine the runtime is on (`None`: the default one), from `place`.
+    host: Option<String>,
+    /// How soon a placed session looks at its engine again.
+    host_check: Option<Duration>,
 }
 
 impl<'a> Reconcile<'a> {
@@ -190,7 +195,7 @@ impl<'a> Reconcile<'a> {
     ) -> Reconcile<'a> {
         let defaults = project.spec.defaults.as_ref();
         let runtime_kind = s.spec.runtime.or(defaults.and_then(|d| d.runtime)).unwrap_or(RuntimeKind::Tmux);
-        Reconcile { s, ctx, project, st, runtime_kind, slot_free: true, tally }
+        Reconcile { s, ctx, project, st, runtime_kind, slot_free: true, tally, host: None, host_check: None }
     }
 
     /// The branch the session's work is compared with: `spec.baseRef`, else the project's default.
@@ -201,12 +206,13 @@ impl<'a> Reconcile<'a> {
     async fn run(mut self) -> Result<Action, Error> {
         step!(self.slot().await);
         step!(self.budget().await);
+        step!(self.place().await);
         let ws = step!(self.workspace().await);
         // Before the stop: a stopped session's branch still overlaps its siblings'.
         self.overlap(&ws).await?;
         step!(self.stopped().await);
         let prompt = step!(self.first_prompt_text().await);
-        let agent = self.agent(&ws, &prompt).await?;
+        let agent = earliest(self.agent(&ws, &prompt).await?, self.host_check);
         if self.s.spec.review_of.is_some() {
             // A reviewer opens no pull request and reacts to none: it writes its review file.
             let again = self.read_review_file().await?;

@@ -79,6 +79,7 @@ mod tests {
             restarts: 0,
             exit_code: None,
             attach_command: vec![],
+            host: None,
             node: Some("a".into()),
         });
         assert_eq!(elsewhere(&st, "a"), None);

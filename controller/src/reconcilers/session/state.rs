@@ -1,6 +1,6 @@
 //! What the session reconciler learns in one reconcile and uses in the next: the queues under
 //! `maxConcurrentSessions`, the last look at each agent, the pull request answers, the limits
-//! waited for, when usage was read and the issues read. It lives as long as this controller: a
+//! waited for, when usage was read, the issues read and the places taken on docker engines. It lives as long as this controller: a
 //! restarted one starts with nothing remembered.
 
 use std::collections::HashMap;
@@ -82,12 +82,20 @@ pub(super) struct Memory {
     pub usage_read: HashMap<String, UsageRead>,
     /// Per session: its tracker issue and when it was read.
     pub issues: HashMap<String, (Instant, Arc<aoctl_github::Issue>)>,
+    /// Per session: the engine it was placed on (`None`: taken off a lost one), until and after
+    /// its status says so; placement counts these over the stored statuses (see `placement.rs`).
+    pub placed: HashMap<String, Option<String>>,
+    /// Per session: the lost engine it was moved off, whose container is removed once it answers.
+    pub moved_from: HashMap<String, String>,
 }
 
 /// The session reconciler's memory, shared with the webhook handler (which asks for a poll).
 #[derive(Default)]
 pub struct State {
     memory: Mutex<Memory>,
+    /// Held while a session is placed on an engine: the places are counted and one is taken
+    /// before another session counts them.
+    pub(super) placing: tokio::sync::Mutex<()>,
 }
 
 impl State {
@@ -128,5 +136,7 @@ impl State {
         m.limits.remove(session);
         m.usage_read.remove(session);
         m.issues.remove(session);
+        m.placed.remove(session);
+        m.moved_from.remove(session);
     }
 }

@@ -195,6 +195,8 @@ struct FakeMachine {
     workspaces: FakeWorkspaces,
     files: SessionFiles,
     typing: Typing,
+    /// Docker engine addresses that have not answered for a minute.
+    down: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 #[async_trait::async_trait]
@@ -205,6 +207,15 @@ impl Machine for FakeMachine {
 
     async fn runtimes(&self) -> Vec<Arc<dyn Runtime>> {
         vec![self.runtime.clone()]
+    }
+
+    async fn engine_health(&self, host: &str) -> crate::machine::EngineHealth {
+        let down = self.down.lock().unwrap().contains(host);
+        crate::machine::EngineHealth {
+            answers: !down,
+            down_for: if down { Duration::from_secs(60) } else { Duration::ZERO },
+            message: if down { "connection refused".into() } else { String::new() },
+        }
     }
 
     fn workspaces(&self) -> &dyn WorkspaceStore {
@@ -229,6 +240,7 @@ struct World {
     dir: tempfile::TempDir,
     ctx: Arc<Context>,
     runtime: Arc<FakeRuntime>,
+    down: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 impl World {
@@ -236,7 +248,9 @@ impl World {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("store")).unwrap();
         let runtime = Arc::new(FakeRuntime::default());
+        let down = Arc::new(Mutex::new(std::collections::HashSet::new()));
         let machine = FakeMachine {
+            down: down.clone(),
             runtime: runtime.clone(),
             workspaces: FakeWorkspaces { root: dir.path().join("workspaces"), made: Default::default() },
             files: SessionFiles::new(dir.path().join("sessions")),
@@ -256,7 +270,7 @@ impl World {
             node: "here".into(),
             session_keys: Some(crate::agent_token::SessionKeys::new("t0ken", "127.0.0.1:7420".parse().unwrap())),
         });
-        World { dir, ctx, runtime }
+        World { dir, ctx, runtime, down }
     }
 
     /// A Ready project named `demo`, with `spec` merged over its path.
@@ -479,4 +493,90 @@ async fn a_failed_ci_is_typed_into_the_agent_once() {
     assert!(typed[0].contains("test"), "names the failing check: {}", typed[0]);
     let s = w.get("web").await;
     assert_eq!(s.status.reactions["ci-failed"].attempts, 1);
+}
+
+/// A project placing docker sessions on engines `(address, capacity)`.
+fn hosts(engines: &[(&str, u32)]) -> Value {
+    let hosts: Vec<Value> = engines.iter().map(|(h, c)| json!({"host": h, "capacity": c})).collect();
+    json!({"docker": {"image": "img", "hosts": hosts}, "defaults": {"runtime": "docker"}})
+}
+
+fn host_of(s: &Session) -> Option<String> {
+    s.status.runtime.as_ref().and_then(|r| r.host.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_sessions_reconciled_at_once_take_no_more_places_than_there_are() {
+    let w = Arc::new(World::new().await);
+    w.project(hosts(&[("unix:///x.sock", 3), ("unix:///y.sock", 2)])).await;
+    let names: Vec<String> = (0..16).map(|i| format!("s{i}")).collect();
+    for n in &names {
+        w.session(n, json!({})).await;
+    }
+    for _ in 0..3 {
+        let all = names.iter().map(|n| {
+            let w = w.clone();
+            let n = n.clone();
+            tokio::spawn(async move { w.reconcile(&n).await })
+        });
+        for done in futures::future::join_all(all).await {
+            done.unwrap();
+        }
+    }
+    let mut on: HashMap<Option<String>, usize> = HashMap::new();
+    for n in &names {
+        let s = w.get(n).await;
+        *on.entry(host_of(&s)).or_default() += 1;
+        match host_of(&s) {
+            Some(_) => assert_eq!(reason(&s, types::SCHEDULED), "Placed"),
+            None => {
+                assert_eq!(reason(&s, types::SCHEDULED), "NoCapacity", "{n}");
+                assert_eq!(s.status.phase, Some(aoctl_api::session::Phase::Pending));
+            }
+        }
+    }
+    assert_eq!(on.get(&Some("unix:///x.sock".into())), Some(&3), "{on:?}");
+    assert_eq!(on.get(&Some("unix:///y.sock".into())), Some(&2), "{on:?}");
+    assert_eq!(w.started().len(), 5, "{:?}", w.started());
+}
+
+#[tokio::test]
+async fn a_lost_engine_fails_its_never_sessions_and_moves_the_others() {
+    let w = World::new().await;
+    w.project(hosts(&[("unix:///x.sock", 1), ("unix:///y.sock", 1), ("unix:///z.sock", 1)])).await;
+    w.session("never", json!({"restartPolicy": "Never"})).await;
+    w.running("never").await;
+    w.session("moves", json!({})).await;
+    w.running("moves").await;
+    assert_eq!(host_of(&w.get("never").await).as_deref(), Some("unix:///x.sock"));
+    assert_eq!(host_of(&w.get("moves").await).as_deref(), Some("unix:///y.sock"));
+
+    // y goes, and its container with it.
+    started_a_minute_ago(&w, "moves").await;
+    w.down.lock().unwrap().insert("unix:///y.sock".into());
+    w.runtime.agents().held.remove(&handle("moves"));
+    assert_eq!(w.reconcile("moves").await, Action::requeue(Duration::ZERO));
+    let lost = w.get("moves").await;
+    assert_eq!(reason(&lost, types::RUNTIME_READY), "HostLost");
+    assert_eq!(reason(&lost, types::SCHEDULED), "HostLost");
+    assert_eq!(reason(&lost, types::READY), "Rescheduling");
+    let msg = &condition::find(&lost.status.conditions, types::RUNTIME_READY).unwrap().message;
+    assert!(msg.contains("y (unix:///y.sock) has not answered for 60s"), "{msg}");
+    assert_eq!(host_of(&lost), None);
+    w.running("moves").await;
+    let moved = w.get("moves").await;
+    assert_eq!(host_of(&moved).as_deref(), Some("unix:///z.sock"));
+    assert_eq!(moved.status.runtime.as_ref().unwrap().restarts, 1);
+    assert_eq!(w.started(), ["never", "moves", "moves"]);
+
+    // x goes: its Never session fails, and stays failed when x answers again.
+    w.down.lock().unwrap().insert("unix:///x.sock".into());
+    w.reconcile("never").await;
+    let failed = w.get("never").await;
+    assert_eq!(reason(&failed, types::READY), "HostLost");
+    assert_eq!(failed.status.phase, Some(aoctl_api::session::Phase::Failed));
+    w.down.lock().unwrap().remove("unix:///x.sock");
+    w.reconcile("never").await;
+    assert_eq!(w.get("never").await.status.phase, Some(aoctl_api::session::Phase::Failed));
+    assert_eq!(w.started(), ["never", "moves", "moves"], "nothing started again");
 }
