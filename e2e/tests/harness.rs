@@ -732,3 +732,50 @@ impl Server {
         panic!("the server could not listen on port {} again; log:\n{}", self.port, self.log_text());
     }
 }
+
+impl Server {
+    /// Another `aoctl serve` on the same data dir and HOME (one node) with `env` added, on its own
+    /// port, with its own log, waited for until ready: a replica of this server's store, which
+    /// `env` must name (etcd; a sled store is locked by one process).
+    pub(crate) async fn replica(&self, env: &[(&str, &std::ffi::OsStr)]) -> Server {
+        let tmp = tempfile::Builder::new().prefix("aoctl-e2e-replica-").tempdir().expect("tempdir");
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("HTTP client");
+        let mut s = Server {
+            data_dir: self.data_dir.clone(),
+            log: tmp.path().join("server.log"),
+            home: self.home.clone(),
+            port: 0,
+            base: String::new(),
+            opts: Options::default(),
+            child: None,
+            http,
+            tmp,
+            token: String::new(),
+        };
+        for _ in 0..5 {
+            s.port = free_port();
+            s.base = format!("http://127.0.0.1:{}", s.port);
+            let mut cmd = command(&s.home);
+            cmd.envs(env.iter().copied());
+            cmd.args(["serve", "--listen", &format!("127.0.0.1:{}", s.port), "--data-dir"]).arg(&s.data_dir);
+            let log = std::fs::OpenOptions::new().create(true).append(true).open(&s.log).expect("open log");
+            cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
+            s.child = Some(cmd.spawn().expect("aoctl serve starts"));
+            match s.wait_ready().await {
+                Ok(()) => {
+                    s.learn_token();
+                    return s;
+                }
+                Err(exited) if exited && s.log_text().contains("cannot listen") => continue,
+                Err(_) => panic!("the replica did not become ready; its log:\n{}", s.log_text()),
+            }
+        }
+        panic!("no free port after 5 attempts; log:\n{}", s.log_text());
+    }
+
+    /// Whether this server leads its store's replicas, from its `/metrics`.
+    pub(crate) async fn leads(&self) -> bool {
+        let r = self.get_path("/metrics").await;
+        r.code == 200 && r.text().lines().any(|l| l.trim() == "aoctl_leader_election_master_status 1")
+    }
+}

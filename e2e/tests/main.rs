@@ -30,6 +30,7 @@ mod model_agents;
 mod real_agent;
 mod real_clis;
 mod recovery;
+mod replicas;
 mod sessions;
 mod terminal;
 mod truth;

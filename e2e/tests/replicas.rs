@@ -1,0 +1,229 @@
+//! Several `aoctl serve` replicas on one etcd store (a real three-member cluster on loopback):
+//! every replica serves the API, one leads and runs the reconcilers. The leader is killed with
+//! SIGKILL while 20 sessions spawn (with three replicas, an etcd member too): another replica
+//! leads within seconds, no session is lost or
+//! launched twice, and every write a replica acknowledged meanwhile is there. A leader of another
+//! node leaves the tmux sessions of the node that started them alone, and that node's controller
+//! takes them back without a second launch.
+
+use std::ffi::OsStr;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::etcd::EtcdCluster;
+use crate::harness::{free_port, Server, API, NO_REPO};
+use crate::lifecycle::{
+    agent_repo, eventually, is_true, launch_count, launches, phase, processes_with, project, ready, session, token,
+    wait_all, write_manifest, Cleanup, Tmux, READY,
+};
+
+/// How long a replica waits after the leader's last keep-alive before it takes over.
+const LEASE_TTL: &str = "2s";
+/// The bound on a takeover: the lease's TTL, the campaign and the first list, on a loaded machine.
+const TAKEOVER: Duration = Duration::from_secs(20);
+/// How long 20 agents may take to be Ready on two cores, after a takeover.
+const FLEET_READY: Duration = Duration::from_secs(240);
+
+/// The environment of a replica of the store under `prefix` of `cluster`.
+fn etcd_env(cluster: &EtcdCluster, prefix: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AOCTL_STORE", "etcd".into()),
+        ("AOCTL_ETCD_ENDPOINTS", cluster.endpoints().join(",")),
+        ("AOCTL_ETCD_PREFIX", prefix.into()),
+        ("AOCTL_LEASE_TTL", LEASE_TTL.into()),
+    ]
+}
+
+fn as_env<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a OsStr)> {
+    env.iter().map(|(k, v)| (*k, OsStr::new(v))).collect()
+}
+
+/// Waits until exactly one of `replicas` leads; its index.
+async fn the_leader(replicas: &[&Server], bound: Duration) -> usize {
+    let deadline = Instant::now() + bound;
+    loop {
+        let mut leading = vec![];
+        for (i, r) in replicas.iter().enumerate() {
+            if r.leads().await {
+                leading.push(i);
+            }
+        }
+        if let [one] = leading.as_slice() {
+            return *one;
+        }
+        assert!(Instant::now() < deadline, "not exactly one leader within {bound:?}: {leading:?} lead");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+/// With `member_killed`, an etcd member is killed too, just before the leader.
+async fn leader_killed_while_sessions_spawn(n: usize, member_killed: bool) {
+    let mut cluster = EtcdCluster::start(3);
+    let prefix = format!("/aoctl-e2e/{}-{}", std::process::id(), free_port());
+    let env = etcd_env(&cluster, &prefix);
+    let mut replicas = vec![Server::start_with_env(&as_env(&env)).await];
+    for _ in 1..n {
+        let r = replicas[0].replica(&as_env(&env)).await;
+        replicas.push(r);
+    }
+    let leader = the_leader(&replicas.iter().collect::<Vec<_>>(), TAKEOVER).await;
+    let follower = (leader + 1) % n;
+    let cleanup = Cleanup::new(&replicas[follower]);
+    let tmux = Tmux::of(&replicas[0]);
+
+    // Everything is written through a follower: the API of every replica serves writes.
+    let api = &replicas[follower];
+    let repo = agent_repo(api.tmp.path(), "fleet");
+    let log = api.tmp.path().join("launches.log");
+    api.create("projects", &project("fleet", &repo, json!({}))).await;
+    api.wait_for("projects", "fleet", READY, |p| is_true(p, "Ready")).await;
+    let names: Vec<String> = (0..20).map(|i| format!("s{i:02}")).collect();
+    let tokens: Vec<String> = names.iter().map(|n| token(n)).collect();
+    let docs: Vec<Value> = names
+        .iter()
+        .zip(&tokens)
+        .map(|(n, t)| session(n, "fleet", t, json!({"env": {"E2E_LAUNCH_LOG": log}})))
+        .collect();
+    let file = write_manifest(&api.tmp.path().join("sessions.yaml"), &docs);
+    api.aoctl(&["apply", "-f", &file]).ok();
+
+    // Writes go on through the follower while the leader dies; those acknowledged must stay.
+    let writer = {
+        let (base, token) = (api.base.clone(), api.token.clone());
+        tokio::spawn(async move {
+            let http = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
+            let mut acknowledged = vec![];
+            for i in 0..40 {
+                let name = format!("ack-{i:02}");
+                let body = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": name},
+                    "spec": {"path": NO_REPO}});
+                let sent = http.post(format!("{base}{API}/projects")).bearer_auth(&token).json(&body).send().await;
+                if sent.is_ok_and(|r| r.status().as_u16() == 201) {
+                    acknowledged.push(name);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            acknowledged
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    if member_killed {
+        cluster.kill(0);
+    }
+    let before = launches(&log).len();
+    replicas[leader].kill9();
+    let killed = Instant::now();
+    let survivors: Vec<&Server> = replicas.iter().enumerate().filter(|(i, _)| *i != leader).map(|(_, r)| r).collect();
+    let next = the_leader(&survivors, TAKEOVER).await;
+    eprintln!(
+        "{n} replicas: the leader was killed with {before} of 20 agents launched; another led {:?} later",
+        killed.elapsed()
+    );
+
+    let objs =
+        wait_all(survivors[next], &names.iter().map(String::as_str).collect::<Vec<_>>(), FLEET_READY, "Ready", |o| {
+            ready(o) || phase(o) == "Failed"
+        })
+        .await;
+    let failed: Vec<String> = objs.iter().filter(|o| !ready(o)).map(|o| format!("{o:#}")).collect();
+    assert!(failed.is_empty(), "sessions failed after the takeover:\n{}", failed.join("\n"));
+    // A second launch would come within a reconcile or two.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (name, tok) in names.iter().zip(&tokens) {
+        assert_eq!(launch_count(&log, name), 1, "{name} launched other than once: {:?}", launches(&log));
+        assert_eq!(processes_with(tok).len(), 1, "{name} has other than one agent process");
+    }
+    assert_eq!(tmux.sessions(), names, "one tmux session per Session");
+    let acknowledged = tokio::time::timeout(Duration::from_secs(120), writer).await.expect("the writer ends").unwrap();
+    assert!(!acknowledged.is_empty(), "no write was acknowledged while the leader died");
+    let list = survivors[next].get_path(&format!("{API}/projects")).await.expect(200);
+    let stored: Vec<&str> =
+        list["items"].as_array().unwrap().iter().filter_map(|p| p["metadata"]["name"].as_str()).collect();
+    for name in &acknowledged {
+        assert!(stored.contains(&name.as_str()), "the acknowledged {name} is missing: {stored:?}");
+    }
+
+    // The killed replica comes back as a follower; nothing is launched again.
+    let mut back = replicas.remove(leader);
+    back.restart_with_env(&as_env(&env)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!back.leads().await, "the restarted replica took the lead from a live leader");
+    assert_eq!(launches(&log).len(), 20, "launch log: {:?}", launches(&log));
+    cleanup.finish();
+    // Before `back`, which may own the shared data folder.
+    drop(cleanup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_the_leader_killed_while_20_sessions_spawn() {
+    leader_killed_while_sessions_spawn(2, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_the_leader_and_an_etcd_member_killed_while_20_sessions_spawn() {
+    leader_killed_while_sessions_spawn(3, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_of_another_node_leaves_that_nodes_tmux_sessions_alone() {
+    let cluster = EtcdCluster::start(1);
+    let prefix = format!("/aoctl-e2e/{}-{}", std::process::id(), free_port());
+    let mut alpha_env = etcd_env(&cluster, &prefix);
+    alpha_env.push(("AOCTL_NODE", "alpha".into()));
+    let mut beta_env = etcd_env(&cluster, &prefix);
+    beta_env.push(("AOCTL_NODE", "beta".into()));
+    let mut alpha = Server::start_with_env(&as_env(&alpha_env)).await;
+    the_leader(&[&alpha], TAKEOVER).await;
+    // Another machine: its own data folder, tmux server and HOME.
+    let mut beta = Server::start_with_env(&as_env(&beta_env)).await;
+    let repo = agent_repo(alpha.tmp.path(), "nodes");
+    let log = alpha.tmp.path().join("launches.log");
+    alpha.create("projects", &project("nodes", &repo, json!({}))).await;
+    let tokens = [token("n1"), token("n2")];
+    for (name, tok) in ["n1", "n2"].iter().zip(&tokens) {
+        alpha.create("sessions", &session(name, "nodes", tok, json!({"env": {"E2E_LAUNCH_LOG": log}}))).await;
+    }
+    let objs = wait_all(&alpha, &["n1", "n2"], READY, "Ready", ready).await;
+    for o in &objs {
+        assert_eq!(o["status"]["runtime"]["node"], "alpha", "a tmux runtime records its node: {o:#}");
+    }
+
+    // alpha dies; beta leads, and leaves alpha's sessions alone.
+    alpha.kill9();
+    the_leader(&[&beta], TAKEOVER).await;
+    let held = wait_all(&beta, &["n1", "n2"], TAKEOVER, "held by node alpha", |o| {
+        condition(o, "RuntimeReady").is_some_and(|c| c["status"] == "Unknown" && c["reason"] == "OnAnotherNode")
+    })
+    .await;
+    let msg = condition(&held[0], "RuntimeReady").unwrap()["message"].as_str().unwrap_or_default().to_string();
+    assert!(msg.contains("\"alpha\"") && msg.contains("\"beta\""), "{msg}");
+    assert_eq!(Tmux::of(&beta).sessions(), Vec::<String>::new(), "beta started none of alpha's agents");
+    for (name, tok) in ["n1", "n2"].iter().zip(&tokens) {
+        assert_eq!(launch_count(&log, name), 1, "{name}: {:?}", launches(&log));
+        assert_eq!(processes_with(tok).len(), 1, "{name}'s agent runs on in alpha's tmux");
+    }
+
+    // alpha comes back as a follower; beta dies; alpha leads and takes its sessions back as
+    // they are, without launching them again.
+    alpha.restart_with_env(&as_env(&alpha_env)).await;
+    beta.kill9();
+    the_leader(&[&alpha], TAKEOVER).await;
+    wait_all(&alpha, &["n1", "n2"], READY, "Ready on alpha again", |o| {
+        ready(o) && condition(o, "RuntimeReady").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    eventually(Duration::from_secs(5), "one launch each", || {
+        match (launch_count(&log, "n1"), launch_count(&log, "n2")) {
+            (1, 1) => Ok(()),
+            counts => Err(format!("{counts:?}: {:?}", launches(&log))),
+        }
+    })
+    .await;
+    Cleanup::new(&alpha).finish();
+}
