@@ -206,6 +206,7 @@ pub async fn serve_on(
         recorder: Arc::new(Recorder::new(store.clone())),
         deliveries: Default::default(),
         shutdown: stop_rx.clone(),
+        node: opts.node.clone(),
     };
     let candidacy = match &etcd {
         Some(etcd) => {

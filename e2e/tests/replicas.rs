@@ -203,6 +203,13 @@ async fn a_leader_of_another_node_leaves_that_nodes_tmux_sessions_alone() {
     let msg = condition(&held[0], "RuntimeReady").unwrap()["message"].as_str().unwrap_or_default().to_string();
     assert!(msg.contains("\"alpha\"") && msg.contains("\"beta\""), "{msg}");
     assert_eq!(Tmux::of(&beta).sessions(), Vec::<String>::new(), "beta started none of alpha's agents");
+    // What reaches the runtime or its files is refused on beta, and says where to go; nothing is
+    // queued there to be lost.
+    let sent = beta.json("POST", &format!("{API}/sessions/n1/input"), &json!({"text": "hello"})).await;
+    let refused = sent.expect(409);
+    assert!(refused["message"].as_str().is_some_and(|m| m.contains("node \"alpha\"")), "{refused:#}");
+    assert_eq!(beta.get_path(&format!("{API}/sessions/n1/diff")).await.code, 409);
+    assert_eq!(beta.get_path(&format!("{API}/sessions/n1/log")).await.code, 409);
     for (name, tok) in ["n1", "n2"].iter().zip(&tokens) {
         assert_eq!(launch_count(&log, name), 1, "{name}: {:?}", launches(&log));
         assert_eq!(processes_with(tok).len(), 1, "{name}'s agent runs on in alpha's tmux");

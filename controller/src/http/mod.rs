@@ -56,6 +56,9 @@ pub struct AppState {
     pub recorder: Arc<crate::recorder::Recorder>,
     /// Turns `true` when the server shuts down; open watch streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The controller node this server runs on (`aoctl serve --node`): what touches a session's
+    /// runtime or files is refused for a session whose runtime lives on another node.
+    pub node: String,
 }
 
 /// The whole API as one router.

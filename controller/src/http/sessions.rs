@@ -41,8 +41,24 @@ pub async fn input(State(state): State<AppState>, Path(name): Path<String>, body
     delivered(send(&state, &name, &req.text).await?)
 }
 
+/// Refuses what would reach a session's runtime or its files from a server of another node than
+/// the one its runtime lives on (see `reconcilers::session::node`): this server's tmux, processes
+/// and session files are not that node's.
+pub(super) fn on_this_node(state: &AppState, s: &Session) -> Result<(), AppError> {
+    match s.status.runtime.as_ref().and_then(|r| r.node.as_deref().map(|n| (r.kind, n))) {
+        Some((kind, node)) if node != state.node => Err(AppError::Conflict(format!(
+            "session \"{}\"'s {kind} runtime lives on node \"{node}\", and this server runs on node \"{}\": ask a server of node \"{node}\"",
+            s.metadata.name, state.node
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// What [`input::send_or_queue`] did with `text` for session `name`, worded, with its code.
 async fn send(state: &AppState, name: &str, text: &str) -> Result<(u16, String), AppError> {
+    if let Ok(s) = state.store.get_typed::<Session>(name).await {
+        on_this_node(state, &s)?;
+    }
     let sent = input::send_or_queue(&state.store, &*state.fleet, &state.metrics, &state.sessions, name, text);
     let chars = text.chars().count();
     match sent.await {
@@ -127,7 +143,8 @@ pub async fn log(
 ) -> Result<Response, AppError> {
     let Query(params) = params?;
     // The session must exist; its transcript may not yet.
-    let _: Session = state.store.get_typed(&name).await?;
+    let s: Session = state.store.get_typed(&name).await?;
+    on_this_node(&state, &s)?;
     let path = state.fleet.transcript(&name);
     let (text, mut offset) = {
         let p = path.clone();
@@ -177,6 +194,7 @@ pub async fn log(
 
 pub async fn diff(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, AppError> {
     let s: Session = state.store.get_typed(&name).await?;
+    on_this_node(&state, &s)?;
     let no_workspace = || AppError::Conflict(format!("session \"{name}\" has no workspace yet"));
     if s.status.workspace.is_none() {
         return Err(no_workspace());

@@ -61,6 +61,7 @@ pub async fn terminal(
     let cols = size("cols", params.cols, TERMINAL_COLS)?;
     let rows = size("rows", params.rows, TERMINAL_ROWS)?;
     let s: Session = state.store.get_typed(&name).await?;
+    super::sessions::on_this_node(&state, &s)?;
     let running = running_agent(&s).map_err(AppError::NotRunning)?;
     let ws = ws?;
     let project: Option<Project> = state.store.get_typed(&s.spec.project).await.ok();
