@@ -38,6 +38,8 @@ const SCRUBBED: &[&str] = &[
     "AOCTL_STORE",
     "AOCTL_ETCD_ENDPOINTS",
     "AOCTL_ETCD_PREFIX",
+    "AOCTL_NODE",
+    "AOCTL_LEASE_TTL",
     "XDG_DATA_HOME",
     "XDG_CONFIG_HOME",
     "RUST_LOG",

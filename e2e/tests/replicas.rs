@@ -234,3 +234,58 @@ async fn a_leader_of_another_node_leaves_that_nodes_tmux_sessions_alone() {
     .await;
     Cleanup::new(&alpha).finish();
 }
+
+/// A docker session on an engine every node reaches (here the test engine over mutual TLS, as
+/// `e2e/test.sh` exports it) moves with the leadership: a leader of another node adopts its
+/// container, and no second one is started. The replicas share the data folder at one path, as
+/// replicas on several machines share it on a network file system (the container's workspace is
+/// a bind mount of it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_session_on_a_shared_engine_moves_with_the_leadership() {
+    use crate::docker_sessions::{box_repo, docker_session, engine, limits, Containers};
+    let Ok(host) = std::env::var("AOCTL_TEST_DOCKER_HOST") else {
+        eprintln!("skipping: AOCTL_TEST_DOCKER_HOST is not set (e2e/test.sh sets it with dockerd.sh tls-env)");
+        return;
+    };
+    let _turn = engine().await;
+    let cluster = EtcdCluster::start(1);
+    let prefix = format!("/aoctl-e2e/{}-{}", std::process::id(), free_port());
+    let mut alpha_env = etcd_env(&cluster, &prefix);
+    alpha_env.push(("AOCTL_NODE", "alpha".into()));
+    let mut beta_env = etcd_env(&cluster, &prefix);
+    beta_env.push(("AOCTL_NODE", "beta".into()));
+    let mut alpha = Server::start_with_env(&as_env(&alpha_env)).await;
+    the_leader(&[&alpha], TAKEOVER).await;
+    let beta = alpha.replica(&as_env(&beta_env)).await;
+    let name = crate::docker_sessions::unique("moves");
+    let _containers = Containers::new(&[&name]);
+    let repo = box_repo(alpha.tmp.path(), "shared");
+    beta.create("projects", &project("shared", &repo, json!({}))).await;
+    let mut docker = limits();
+    docker["host"] = json!(host);
+    beta.create("sessions", &docker_session(&name, "shared", docker)).await;
+    let before = beta.wait_for("sessions", &name, FLEET_READY, ready).await;
+    assert_eq!(before["status"]["runtime"]["node"], Value::Null, "a shared engine's container has no node: {before:#}");
+    let handle = before["status"]["runtime"]["handle"].as_str().expect("a container").to_string();
+    let on_engine = |label: &str| -> Vec<String> {
+        let out = std::process::Command::new("docker")
+            .args(["-H", &host, "--tlsverify", "ps", "-aq", "--filter", &format!("label=ao.dev/session={label}")])
+            .output()
+            .expect("docker ps");
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    };
+    let id = on_engine(&name);
+    assert_eq!(id.len(), 1, "one container: {id:?}");
+
+    alpha.kill9();
+    the_leader(&[&beta], TAKEOVER).await;
+    // The new leader looks at the session within its first list; it stays Ready on the same
+    // container, not a restart.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = beta.wait_for("sessions", &name, READY, ready).await;
+    assert_eq!(after["status"]["runtime"]["handle"], handle.as_str());
+    assert_eq!(after["status"]["runtime"]["restarts"], 0, "{after:#}");
+    assert_eq!(on_engine(&name), id, "the same container, and only it");
+    beta.aoctl(&["delete", "session", &name, "--wait=60s"]).ok();
+    assert_eq!(on_engine(&name), Vec::<String>::new(), "the new leader removed it on delete");
+}
