@@ -7,7 +7,7 @@ sessions opened before (watch delivery latency, raw socket, timestamped as data 
 p99 and max. The session's project has no repository, so no agent runs. Then, on the same server,
 reconciles per second: one `aoctl apply -f` of a file holding a Project on a real repository and
 N `stopped: true` Sessions, timed until every session's status is written for its generation
-with a phase (read from a watch opened before the apply), with the session controller's
+with the phase `Stopped` (read from a watch opened before the apply), with the session controller's
 reconciles from /metrics before and after; a stopped session gets its finalizer, its worktree
 and its `Stopped` status, and no agent runs. Prints a JSON result line."""
 
@@ -25,7 +25,7 @@ import urllib.request
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (API, Server, cleanup, free_port, loadavg, make_repo, metric_sum, percentile,  # noqa: E402
-                    settled, workdir)
+                    settled, stopped, workdir)
 from watch_fanout import Response, connect, request  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
@@ -203,7 +203,8 @@ def reconcile_rate(srv):
                     obj = ev.get("object") or {}
                     if obj.get("spec", {}).get("project") != "fleet":
                         continue
-                    state[obj["metadata"]["name"]] = ev.get("type") != "DELETED" and settled(obj)
+                    # A status written while the project was not Ready yet is not the steady state.
+                    state[obj["metadata"]["name"]] = ev.get("type") != "DELETED" and settled(obj) and stopped(obj)
                     if len(state) == SESSIONS and all(state.values()):
                         when.append(time.monotonic())
                         done.set()
