@@ -280,3 +280,10 @@ def cleanup(work):
 
 def stopped(s):
     return s.get("status", {}).get("phase") == "Stopped"
+
+
+def settled(s):
+    """Whether a Session's status was written for its current generation, with a phase."""
+    st = s.get("status", {})
+    return st.get("observedGeneration") == s["metadata"].get("generation") and bool(st.get("phase"))
+

@@ -4,27 +4,38 @@ cluster of the machine's `etcd` on loopback ports, started here with its data in
 folder), in the same run. For each, 300 label writes to one session, one at a time, each timed
 from the request to its response (write latency) and to the arrival of its change on a watch of
 sessions opened before (watch delivery latency, raw socket, timestamped as data arrives); p50,
-p99 and max. The session's project has no repository, so no agent runs. Prints a JSON result
-line."""
+p99 and max. The session's project has no repository, so no agent runs. Then, on the same server,
+reconciles per second: one `aoctl apply -f` of a file holding a Project on a real repository and
+N `stopped: true` Sessions, timed until every session's status is written for its generation
+with the phase `Stopped` (read from a watch opened before the apply), with the session controller's
+reconciles from /metrics before and after; a stopped session gets its finalizer, its worktree
+and its `Stopped` status, and no agent runs. Prints a JSON result line."""
 
+import collections
 import json
 import os
 import selectors
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import API, Server, cleanup, free_port, loadavg, percentile, workdir  # noqa: E402
+from common import (API, Server, cleanup, free_port, loadavg, make_repo, metric_sum, percentile,  # noqa: E402
+                    settled, stopped, workdir)
 from watch_fanout import Response, connect, request  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 WRITES = int(os.environ.get("BENCH_WRITES", "300"))
 MEMBERS = int(os.environ.get("BENCH_ETCD_MEMBERS", "3"))
 ETCD = os.environ.get("AOCTL_TEST_ETCD", shutil.which("etcd") or "etcd")
+SESSIONS = int(os.environ.get("BENCH_RECONCILE_SESSIONS", "200"))
+# How long the sessions may take to settle, and the controllers to fall quiet, before the
+# benchmark fails.
+SETTLE_TIMEOUT = float(os.environ.get("BENCH_RECONCILE_TIMEOUT", "300"))
 
 
 class Cluster:
@@ -146,16 +157,106 @@ def measure(srv):
             "watch_after_response_p50_ms": q(after_response, 50)}
 
 
+def session_counts(srv):
+    """The session controller's reconciles, and the seconds spent in them, from one scrape."""
+    m = srv.metrics()
+    return (metric_sum(m, "aoctl_reconcile_total", controller="session"),
+            metric_sum(m, "aoctl_reconcile_duration_seconds_sum", controller="session"),
+            metric_sum(m, "aoctl_reconcile_duration_seconds_count", controller="session"))
+
+
+def remove_session(srv, name, timeout=60):
+    """Deletes a session and waits until it is gone (its finalizer released)."""
+    srv.conn.json("DELETE", f"{API}/sessions/{name}", expect=(200, 202))
+    deadline = time.monotonic() + timeout
+    while srv.conn.request("GET", f"{API}/sessions/{name}")[0] != 404:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"session {name} still there {timeout}s after its deletion; see {srv.log.name}")
+        time.sleep(0.05)
+
+
+def reconcile_rate(srv):
+    """Sessions settled and session reconciles per second after one `aoctl apply -f` of a Project
+    on a real repository and SESSIONS stopped Sessions."""
+    # The latency session's project is never Ready, so it would be reconciled every few seconds.
+    remove_session(srv, "w")
+    srv.wait_idle(quiet=2.0, timeout=SETTLE_TIMEOUT)
+    repo = make_repo(os.path.join(srv.dir, "repo"))
+    docs = [{"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": "fleet"},
+             "spec": {"path": repo}}]
+    docs += [{"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": f"r{i}"},
+              "spec": {"project": "fleet", "stopped": True}} for i in range(SESSIONS)]
+    manifest = os.path.join(srv.dir, "fleet.yaml")
+    with open(manifest, "w") as f:
+        # JSON is YAML: one document per object.
+        f.write("".join("---\n" + json.dumps(d) + "\n" for d in docs))
+
+    rv = srv.conn.json("GET", f"{API}/sessions")["metadata"]["resourceVersion"]
+    state, done, failed, when = {}, threading.Event(), [], []
+
+    def watch():
+        url = f"{srv.base}{API}/sessions?watch=true&resourceVersion={rv}"
+        try:
+            with srv.urlopen(url, timeout=SETTLE_TIMEOUT) as r:
+                for line in r:
+                    ev = json.loads(line)
+                    obj = ev.get("object") or {}
+                    if obj.get("spec", {}).get("project") != "fleet":
+                        continue
+                    # A status written while the project was not Ready yet is not the steady state.
+                    state[obj["metadata"]["name"]] = ev.get("type") != "DELETED" and settled(obj) and stopped(obj)
+                    if len(state) == SESSIONS and all(state.values()):
+                        when.append(time.monotonic())
+                        done.set()
+                        return
+        except Exception as e:  # noqa: BLE001 (reported by the waiting thread)
+            failed.append(e)
+            done.set()
+
+    before, spent0, count0 = session_counts(srv)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    t0 = time.monotonic()
+    subprocess.run([srv.aoctl, "--server", srv.base, "apply", "-f", manifest], check=True, env=srv.env,
+                   stdout=subprocess.DEVNULL, timeout=SETTLE_TIMEOUT)
+    applied = time.monotonic() - t0
+    if not done.wait(max(1.0, SETTLE_TIMEOUT - applied)):
+        n = sum(state.values())
+        raise SystemExit(f"only {n} of {SESSIONS} sessions settled after {SETTLE_TIMEOUT}s; see {srv.log.name}")
+    if failed:
+        raise SystemExit(f"the watch of sessions failed: {failed[0]}")
+    took = when[0] - t0
+    at_settle, _, _ = session_counts(srv)
+    srv.wait_idle(quiet=2.0, timeout=SETTLE_TIMEOUT)
+    quiet = time.monotonic() - t0
+    after, spent1, count1 = session_counts(srv)
+    items = [s for s in srv.conn.json("GET", f"{API}/sessions")["items"] if s["spec"]["project"] == "fleet"]
+    ready = collections.Counter(
+        next((c["reason"] for c in s.get("status", {}).get("conditions", []) if c["type"] == "Ready"), None)
+        for s in items)
+    return {"sessions": SESSIONS, "created_by": "one aoctl apply -f", "apply_s": round(applied, 3),
+            "settle_s": round(took, 3), "settle_after_apply_s": round(took - applied, 3),
+            "sessions_settled_per_s": round(SESSIONS / took, 1),
+            "reconciles_at_settle": int(at_settle - before),
+            "reconciles_per_s": round((at_settle - before) / took, 1),
+            "reconciles_to_quiet": int(after - before), "quiet_s": round(quiet, 1),
+            "mean_reconcile_ms": round((spent1 - spent0) / max(1, count1 - count0) * 1000, 2),
+            "phases": dict(collections.Counter(s.get("status", {}).get("phase") for s in items)),
+            "ready_reasons": dict(ready)}
+
+
 def main():
     if not shutil.which(ETCD) and not os.path.exists(ETCD):
         raise SystemExit("etcd is not installed (Debian: apt-get install etcd-server)")
     work = workdir()
     cluster = None
-    result = {"benchmark": "store_backends", "writes": WRITES, "etcd_members": MEMBERS}
+    result = {"benchmark": "store_backends", "writes": WRITES, "etcd_members": MEMBERS,
+              "reconcile_sessions": SESSIONS, "loadavg_1m_start": loadavg()}
     try:
         srv = Server(AOCTL, work, "sled")
         try:
             result["sled"] = measure(srv)
+            result["sled"]["reconcile"] = reconcile_rate(srv)
         finally:
             srv.stop()
         cluster = Cluster(work)
@@ -163,8 +264,12 @@ def main():
         srv = Server(AOCTL, work, "etcd", env=env)
         try:
             result["etcd"] = measure(srv)
+            result["etcd"]["reconcile"] = reconcile_rate(srv)
         finally:
             srv.stop()
+        sled, etcd = result["sled"]["reconcile"], result["etcd"]["reconcile"]
+        result["reconcile_ratio_etcd_over_sled"] = {
+            k: round(etcd[k] / sled[k], 2) for k in ("sessions_settled_per_s", "reconciles_per_s")}
         result["loadavg_1m"] = loadavg()
         print(json.dumps(result))
     finally:
