@@ -340,7 +340,7 @@ impl Server {
             std::fs::create_dir_all(&s.data_dir).expect("create the data dir");
             mount_tmpfs(&s.data_dir, mib).unwrap_or_else(|e| panic!("mount a tmpfs on the data dir: {e}"));
         }
-        s.launch(true).await;
+        s.launch(true, &[]).await;
         s
     }
 
@@ -360,14 +360,16 @@ impl Server {
         }
     }
 
-    /// Starts the process and waits until it is ready; a port taken meanwhile means another try.
-    async fn launch(&mut self, new_port: bool) {
+    /// Starts the process, with `env` added to its environment, and waits until it is ready; a
+    /// port taken meanwhile means another try.
+    async fn launch(&mut self, new_port: bool, env: &[(&str, &std::ffi::OsStr)]) {
         for attempt in 0..5 {
             if new_port || attempt > 0 || self.port == 0 {
                 self.port = free_port();
             }
             self.base = format!("http://127.0.0.1:{}", self.port);
             let mut cmd = command(&self.home);
+            cmd.envs(env.iter().copied());
             cmd.args(["serve", "--listen", &format!("{}:{}", self.host(), self.port), "--data-dir"]);
             cmd.arg(&self.data_dir);
             if let Some(t) = &self.opts.token {
@@ -422,7 +424,7 @@ impl Server {
     /// Starts the server again on the same data dir (and port, when it is still free).
     pub(crate) async fn restart(&mut self) {
         self.kill9();
-        self.launch(false).await;
+        self.launch(false, &[]).await;
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
@@ -684,25 +686,8 @@ impl Server {
             tmp,
             token: String::new(),
         };
-        for _ in 0..5 {
-            s.port = free_port();
-            s.base = format!("http://127.0.0.1:{}", s.port);
-            let mut cmd = command(&s.home);
-            cmd.envs(env.iter().copied());
-            cmd.args(["serve", "--listen", &format!("127.0.0.1:{}", s.port), "--data-dir"]).arg(&s.data_dir);
-            let log = std::fs::OpenOptions::new().create(true).append(true).open(&s.log).expect("open log");
-            cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
-            s.child = Some(cmd.spawn().expect("aoctl serve starts"));
-            match s.wait_ready().await {
-                Ok(()) => {
-                    s.learn_token();
-                    return s;
-                }
-                Err(exited) if exited && s.log_text().contains("cannot listen") => continue,
-                Err(_) => panic!("the server did not become ready; its log:\n{}", s.log_text()),
-            }
-        }
-        panic!("no free port after 5 attempts; log:\n{}", s.log_text());
+        s.launch(true, env).await;
+        s
     }
 }
 
@@ -754,25 +739,8 @@ impl Server {
             tmp,
             token: String::new(),
         };
-        for _ in 0..5 {
-            s.port = free_port();
-            s.base = format!("http://127.0.0.1:{}", s.port);
-            let mut cmd = command(&s.home);
-            cmd.envs(env.iter().copied());
-            cmd.args(["serve", "--listen", &format!("127.0.0.1:{}", s.port), "--data-dir"]).arg(&s.data_dir);
-            let log = std::fs::OpenOptions::new().create(true).append(true).open(&s.log).expect("open log");
-            cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
-            s.child = Some(cmd.spawn().expect("aoctl serve starts"));
-            match s.wait_ready().await {
-                Ok(()) => {
-                    s.learn_token();
-                    return s;
-                }
-                Err(exited) if exited && s.log_text().contains("cannot listen") => continue,
-                Err(_) => panic!("the replica did not become ready; its log:\n{}", s.log_text()),
-            }
-        }
-        panic!("no free port after 5 attempts; log:\n{}", s.log_text());
+        s.launch(true, env).await;
+        s
     }
 
     /// Whether this server leads its store's replicas, from its `/metrics`.

@@ -35,6 +35,13 @@ fn etcd_env(cluster: &EtcdCluster, prefix: &str) -> Vec<(&'static str, String)> 
     ]
 }
 
+/// The environment of a replica of node `node`.
+fn node_env(cluster: &EtcdCluster, prefix: &str, node: &str) -> Vec<(&'static str, String)> {
+    let mut env = etcd_env(cluster, prefix);
+    env.push(("AOCTL_NODE", node.into()));
+    env
+}
+
 fn as_env<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a OsStr)> {
     env.iter().map(|(k, v)| (*k, OsStr::new(v))).collect()
 }
@@ -173,10 +180,7 @@ async fn three_replicas_the_leader_and_an_etcd_member_killed_while_20_sessions_s
 async fn a_leader_of_another_node_leaves_that_nodes_tmux_sessions_alone() {
     let cluster = EtcdCluster::start(1);
     let prefix = format!("/aoctl-e2e/{}-{}", std::process::id(), free_port());
-    let mut alpha_env = etcd_env(&cluster, &prefix);
-    alpha_env.push(("AOCTL_NODE", "alpha".into()));
-    let mut beta_env = etcd_env(&cluster, &prefix);
-    beta_env.push(("AOCTL_NODE", "beta".into()));
+    let (alpha_env, beta_env) = (node_env(&cluster, &prefix, "alpha"), node_env(&cluster, &prefix, "beta"));
     let mut alpha = Server::start_with_env(&as_env(&alpha_env)).await;
     the_leader(&[&alpha], TAKEOVER).await;
     // Another machine: its own data folder, tmux server and HOME.
@@ -250,10 +254,7 @@ async fn a_docker_session_on_a_shared_engine_moves_with_the_leadership() {
     let _turn = engine().await;
     let cluster = EtcdCluster::start(1);
     let prefix = format!("/aoctl-e2e/{}-{}", std::process::id(), free_port());
-    let mut alpha_env = etcd_env(&cluster, &prefix);
-    alpha_env.push(("AOCTL_NODE", "alpha".into()));
-    let mut beta_env = etcd_env(&cluster, &prefix);
-    beta_env.push(("AOCTL_NODE", "beta".into()));
+    let (alpha_env, beta_env) = (node_env(&cluster, &prefix, "alpha"), node_env(&cluster, &prefix, "beta"));
     let mut alpha = Server::start_with_env(&as_env(&alpha_env)).await;
     the_leader(&[&alpha], TAKEOVER).await;
     let beta = alpha.replica(&as_env(&beta_env)).await;
