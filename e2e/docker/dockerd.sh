@@ -11,12 +11,15 @@
 #   dockerd.sh engine-start DIR
 #                            starts one more engine (root only) with everything of its own in DIR:
 #                            the socket DIR/docker.sock, --data-root, --exec-root, --pidfile, the
-#                            log DIR/dockerd.log and a containerd namespace of its own; no bridge and
-#                            no iptables, so it leaves the machine's network alone. Waits up to 30 s
+#                            log DIR/dockerd.log, a containerd namespace and a network bridge of its
+#                            own (an engine started with no bridge deletes the machine's docker0,
+#                            which the first engine's containers use) and no iptables, so it leaves
+#                            the machine's network alone. Waits up to 30 s
 #                            for it to answer, then builds the test image aoctl-agent:busybox on it.
 #                            DIR may hold an engine stopped before: it starts again with its data.
 #   dockerd.sh engine-stop DIR
-#                            stops that engine (SIGTERM, SIGKILL after 15 s) and its containerd.
+#                            stops that engine (SIGTERM, SIGKILL after 15 s) and its containerd, and
+#                            deletes its bridge.
 #
 # The engine it starts also listens on tcp://127.0.0.1:$TLS_PORT with mutual TLS, from a throwaway
 # CA made at each start; the client's ca.pem, cert.pem and key.pem go to $TLS_DIR, so the remote-
@@ -110,16 +113,28 @@ tls_env() {
   fi
 }
 
+# The bridge of the engine in $1: a name of at most 15 characters from the folder's hash.
+engine_bridge() {
+  echo "aob$(printf '%s' "$1" | sha256sum | cut -c1-10)"
+}
+
 # Starts an engine of its own in $1 (see the top of this file).
 engine_start() {
   local dir=${1:?engine-start needs a folder}
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
-  local ns
-  ns=aoctl-$(printf '%s' "$dir" | sha256sum | cut -c1-12)
+  local ns hash br
+  hash=$(printf '%s' "$dir" | sha256sum)
+  ns=aoctl-${hash:0:12}
+  br=$(engine_bridge "$dir")
+  if ! ip link show "$br" >/dev/null 2>&1; then
+    ip link add name "$br" type bridge
+    ip addr add "10.231.$((16#${hash:12:2})).1/24" dev "$br"
+    ip link set "$br" up
+  fi
   dockerd --exec-opt native.cgroupdriver=cgroupfs -H "unix://$dir/docker.sock" \
     --data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$dir/docker.pid" \
-    --bridge none --iptables=false --ip6tables=false \
+    --bridge "$br" --iptables=false --ip6tables=false \
     --containerd-namespace "$ns" --containerd-plugins-namespace "$ns-plugins" >>"$dir/dockerd.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 300); do
@@ -160,6 +175,7 @@ engine_stop() {
     kill -9 "$containerd" 2>/dev/null || true
   fi
   rm -f "$dir/docker.pid"
+  ip link del "$(engine_bridge "$(cd "$dir" && pwd)")" 2>/dev/null || true
 }
 
 case "${1:-}" in

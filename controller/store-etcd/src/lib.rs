@@ -195,7 +195,17 @@ impl EtcdStore {
                 }
             }
         };
-        let cluster = cluster_id(&client, config.request_timeout).await?;
+        // Asked like the list: a member that is down answers nothing, and another is tried.
+        let cluster = loop {
+            match cluster_id(&client, config.request_timeout).await {
+                Ok(id) => break id,
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the etcd cluster's id yet; trying again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        };
         let (advanced, _) = tokio::sync::watch::channel(rv);
         let state = State::new(objects, rv, config.memory_changes);
         let shared = Arc::new(Shared {
