@@ -157,6 +157,9 @@ impl Drop for Term {
 /// last answered keep-alive plus the TTL, and no sooner can another candidate win.
 async fn keep_alive(mut leases: LeaseClient, lease: i64, ttl: Duration, ended: watch::Sender<bool>) {
     let step = ttl / 6;
+    // A slow answer on a loaded machine is still an answer: each try may take a quarter of the
+    // TTL, and the check above it still ends the term before the lease can expire.
+    let patience = ttl / 4;
     let mut alive_until = Instant::now() + ttl;
     let mut stream = None;
     loop {
@@ -167,7 +170,7 @@ async fn keep_alive(mut leases: LeaseClient, lease: i64, ttl: Duration, ended: w
         }
         let sent = Instant::now();
         if stream.is_none() {
-            stream = match tokio::time::timeout(step, leases.keep_alive(lease)).await {
+            stream = match tokio::time::timeout(patience, leases.keep_alive(lease)).await {
                 Ok(Ok(pair)) => Some(pair),
                 Ok(Err(e)) => {
                     tracing::debug!(error = %e, "cannot open the lease's keep-alive stream");
@@ -182,7 +185,7 @@ async fn keep_alive(mut leases: LeaseClient, lease: i64, ttl: Duration, ended: w
                     keeper.keep_alive().await.map_err(|e| e.to_string())?;
                     answers.message().await.map_err(|e| e.to_string())
                 };
-                match tokio::time::timeout(step, once).await {
+                match tokio::time::timeout(patience, once).await {
                     Ok(Ok(Some(answer))) => Some(answer.ttl()),
                     Ok(Ok(None)) | Ok(Err(_)) | Err(_) => None,
                 }
