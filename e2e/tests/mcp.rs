@@ -322,13 +322,18 @@ async fn claude_code_is_given_aoctl_mcp_and_calls_its_status_tool() {
     s.server.create("sessions", &manifest).await;
     // The pane's first process may be the shell that execs the agent: its command line counts
     // once it is the agent's own.
-    let argv = eventually(STEP, "the agent started", || match Tmux::of(&s.server).pane_pid(name) {
+    // Its environment is read at the same moment: once the agent sets its process title, what
+    // the kernel shows of its command line and environment is no longer what it was given.
+    let (argv, env) = eventually(STEP, "the agent started", || match Tmux::of(&s.server).pane_pid(name) {
         Some(_) => {
             let argv = agent_argv(&s.server, name);
-            if argv.iter().any(|a| a.starts_with("--mcp-config=")) {
-                Ok(argv)
-            } else {
+            let env = agent_env(&s.server, name);
+            if !argv.iter().any(|a| a.starts_with("--mcp-config=")) {
                 Err(format!("the pane runs {argv:?}"))
+            } else if !env.iter().any(|(k, _)| k == "AOCTL_SESSION") {
+                Err(format!("the agent's environment reads {env:?}"))
+            } else {
+                Ok((argv, env))
             }
         }
         None => Err("no pane yet".to_string()),
@@ -340,7 +345,7 @@ async fn claude_code_is_given_aoctl_mcp_and_calls_its_status_tool() {
     let same = |p: &str| std::fs::canonicalize(p).ok();
     assert_eq!(same(command), same(BIN), "the server's own binary: {doc:#}");
     assert_eq!(doc["mcpServers"]["aoctl"]["args"], json!(["mcp"]), "{doc:#}");
-    assert_eq!(var(&agent_env(&s.server, name), "AOCTL_SESSION"), name);
+    assert_eq!(var(&env, "AOCTL_SESSION"), name);
     // The scripted model calls the `status` tool; the call reaches the agent API as this session.
     // Claude Code connects its MCP servers while it starts: a turn taken before `aoctl mcp`
     // answered has no aoctl tools yet, so the request is typed again until one has them.
