@@ -211,7 +211,13 @@ async fn github_feedback_flaky_failure_is_rerun_once_real_one_wakes_the_agent() 
     let all = runs(&gh, &sha).await;
     let again = all.iter().find(|r| r["rerunOf"] == failed).unwrap_or_else(|| panic!("no re-run: {all:#?}"));
     assert_eq!(again["status"], "queued", "{again:#}");
-    let s = gh.server.wait_for("sessions", name, STEP, |o| is(o, "ChecksPassed", "Unknown")).await;
+    // The event is published before the status recording the re-run is written: wait for both.
+    let s = gh
+        .server
+        .wait_for("sessions", name, STEP, |o| {
+            is(o, "ChecksPassed", "Unknown") && o["status"]["feedback"]["reruns"][0]["count"] == 1
+        })
+        .await;
     assert!(s["status"]["feedback"]["reruns"][0]["count"] == 1, "the re-run is remembered: {s:#}");
     // The re-run passes.
     let id = again["id"].as_u64().expect("the re-run's id");
