@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use aoctl_api::Kind;
-use aoctl_store::tx::View;
+use aoctl_store::tx::{owned_in, View};
 use aoctl_store::{EventKind, StoredObject};
 use serde_json::Value;
 
-use crate::layout::{is_owned_by, kind_index, object_rv, Batch};
+use crate::layout::{kind_index, object_rv, Batch};
 
 /// The objects and the recent changes.
 pub(crate) struct State {
@@ -114,15 +114,7 @@ impl View for State {
     }
 
     fn owned_by(&self, uid: &str) -> Vec<(Kind, String)> {
-        let mut out = vec![];
-        for kind in Kind::ALL {
-            for (name, obj) in self.map(kind) {
-                if is_owned_by(obj.object(), uid) {
-                    out.push((kind, name.clone()));
-                }
-            }
-        }
-        out
+        owned_in(|kind| self.map(kind), uid)
     }
 }
 

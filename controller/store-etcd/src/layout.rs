@@ -76,13 +76,6 @@ pub(crate) fn object_rv(obj: &Value) -> u64 {
     obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
-/// Whether the object lists `uid` among its `metadata.ownerReferences`.
-pub(crate) fn is_owned_by(obj: &Value, uid: &str) -> bool {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .is_some_and(|refs| refs.iter().any(|r| r.get("uid").and_then(Value::as_str) == Some(uid)))
-}
-
 /// Sets `metadata.resourceVersion`.
 pub(crate) fn set_rv(obj: &mut Value, rv: u64) {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {

@@ -10,9 +10,9 @@ use aoctl_api::Kind;
 use serde_json::Value;
 
 use crate::backend::StoredObject;
-use crate::codec::{self, is_owned_by, kind_index, object_rv, parse_object_key, parse_rv_key};
+use crate::codec::{self, kind_index, object_rv, parse_object_key, parse_rv_key};
 use crate::error::StoreError;
-use crate::tx::View;
+use crate::tx::{owned_in, View};
 
 /// A key and its value, as stored.
 #[cfg(test)]
@@ -60,15 +60,7 @@ impl View for Cache {
     }
 
     fn owned_by(&self, uid: &str) -> Vec<(Kind, String)> {
-        let mut out = vec![];
-        for kind in Kind::ALL {
-            for (name, obj) in self.map(kind) {
-                if is_owned_by(obj.object(), uid) {
-                    out.push((kind, name.clone()));
-                }
-            }
-        }
-        out
+        owned_in(|kind| self.map(kind), uid)
     }
 }
 

@@ -26,6 +26,23 @@ pub trait View {
     fn owned_by(&self, uid: &str) -> Vec<(Kind, String)>;
 }
 
+/// [`View::owned_by`] over a backend's objects by kind, as both stores keep them: the kinds and
+/// names of the objects in `objects(kind)` whose `metadata.ownerReferences` list `uid`.
+pub fn owned_in<'a>(
+    objects: impl Fn(Kind) -> &'a std::collections::BTreeMap<String, crate::StoredObject>,
+    uid: &str,
+) -> Vec<(Kind, String)> {
+    let mut out = vec![];
+    for kind in Kind::ALL {
+        for (name, obj) in objects(kind) {
+            if is_owned_by(obj.object(), uid) {
+                out.push((kind, name.clone()));
+            }
+        }
+    }
+    out
+}
+
 /// Staged objects by kind and name; `None` marks a removal.
 pub type Overlay = HashMap<(Kind, String), Option<Arc<Value>>>;
 
