@@ -139,7 +139,10 @@ fn the_machine_side_imports_no_reconciler() {
         let found = mentions(file);
         assert!(found.is_empty(), "{file} is below the reconcilers and names none:\n{}", found.join("\n"));
     }
-    assert!(!mentions("controller/src/serve/mod.rs").is_empty(), "serve/mod.rs names the reconcilers, and the check sees it");
+    assert!(
+        !mentions("controller/src/serve/mod.rs").is_empty(),
+        "serve/mod.rs names the reconcilers, and the check sees it"
+    );
 }
 
 /// The module of each Rust file of a crate's `src/`, as a path from the crate root
