@@ -137,6 +137,7 @@ pub struct GithubSpec {
 pub struct SessionDefaults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentRef>,
+    /// The runtime of sessions that name none; unset, `tmux` (`process` on Windows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<RuntimeKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -259,6 +259,8 @@ pub struct SessionSpec {
     /// `bypass` (default) or `ask`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permissions: Option<Permissions>,
+    /// Where the agent runs; when neither the session nor its project's defaults name one, `tmux`
+    /// (`process` on Windows, which has no tmux).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<RuntimeKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -72,18 +72,23 @@ pub(crate) struct Global {
     /// Bearer token sent to the server.
     #[arg(long, global = true, env = "AOCTL_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub token: Option<String>,
-    /// Data directory [default: $XDG_DATA_HOME/aoctl or ~/.local/share/aoctl].
+    /// Data directory [default: $XDG_DATA_HOME/aoctl or ~/.local/share/aoctl; on Windows
+    /// %LOCALAPPDATA%\aoctl].
     #[arg(long, global = true, env = "AOCTL_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 }
 
 impl Global {
-    /// The data directory: the flag, else `$XDG_DATA_HOME/aoctl`, else `~/.local/share/aoctl`.
+    /// The data directory: the flag, else `$XDG_DATA_HOME/aoctl`, else `~/.local/share/aoctl`; on
+    /// Windows the flag, else `%LOCALAPPDATA%\aoctl` (the user's own, not roaming, folder).
     pub(crate) fn data_dir(&self) -> Result<PathBuf, ArgError> {
         if let Some(d) = self.data_dir.as_ref().filter(|d| !d.as_os_str().is_empty()) {
             return Ok(d.clone());
         }
         let env_dir = |name: &str| std::env::var_os(name).map(PathBuf::from).filter(|p| p.is_absolute());
+        if cfg!(windows) {
+            return env_dir("LOCALAPPDATA").map(|d| d.join("aoctl")).ok_or(ArgError::NoDataDir);
+        }
         if let Some(xdg) = env_dir("XDG_DATA_HOME") {
             return Ok(xdg.join("aoctl"));
         }

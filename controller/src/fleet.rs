@@ -155,15 +155,23 @@ impl Fleet {
 impl Machine for Fleet {
     async fn runtime(&self, kind: RuntimeKind, host: Option<&str>) -> Result<Arc<dyn Runtime>, RuntimeError> {
         match kind {
+            RuntimeKind::Tmux if cfg!(windows) => Err(RuntimeError::Unavailable {
+                runtime: "tmux",
+                message: "tmux does not run on Windows; use `runtime: process`".into(),
+            }),
             RuntimeKind::Tmux => Ok(self.tmux.clone()),
             RuntimeKind::Process => Ok(self.process.clone()),
             RuntimeKind::Docker => Ok(self.docker(host).await?),
         }
     }
 
-    /// Tmux, process, the local docker engine when one answers, and every engine sessions use.
+    /// Tmux (not on Windows), process, the local docker engine when one answers, and every engine
+    /// sessions use.
     async fn runtimes(&self) -> Vec<Arc<dyn Runtime>> {
-        let mut all: Vec<Arc<dyn Runtime>> = vec![self.tmux.clone(), self.process.clone()];
+        let mut all: Vec<Arc<dyn Runtime>> = vec![self.process.clone()];
+        if !cfg!(windows) {
+            all.insert(0, self.tmux.clone());
+        }
         if let Err(e) = self.docker(None).await {
             tracing::debug!(error = %e, "no local docker engine");
         }

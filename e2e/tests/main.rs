@@ -1,6 +1,10 @@
 //! End-to-end tests of aoctl: the real `aoctl` binary serving on a free port with a real sled
 //! data dir, driven over HTTP and through its CLI, with real git repositories. The bad-input
 //! corpus is in e2e/corpus/. Each test starts its own server, so tests run in parallel.
+//!
+//! They drive tmux, docker and Unix processes, so they build on Unix only; the Windows build has
+//! its own end-to-end run under Wine (e2e/windows/, docs/windows.md).
+#![cfg(unix)]
 
 #[path = "../support/disk.rs"]
 mod disk;

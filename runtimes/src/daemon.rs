@@ -1,7 +1,9 @@
 //! Starting and stopping the background `aoctl serve` process of `aoctl up` / `aoctl down`.
 //!
-//! The process runs in its own session (so it outlives the terminal that started it), reads from
-//! `/dev/null` and appends its output to a log file. Its id is kept in a pid file, written atomically.
+//! The process runs in its own session (so it outlives the terminal that started it; on Windows
+//! detached from the console, in a process group of its own), reads from `/dev/null` (`NUL`) and
+//! appends its output to a log file. Its id is kept in a pid file, written atomically. It is asked
+//! to stop with SIGTERM, on Windows by setting a named event it waits on ([`stop_requested`]).
 //! `exec_replace` hands the terminal over to another program, for `aoctl attach`; `open_url` asks
 //! the desktop to open a link, for `aoctl dashboard --open`.
 
@@ -29,8 +31,6 @@ pub enum DaemonError {
     RemovePid { path: PathBuf, source: io::Error },
     #[error("cannot signal process {pid} of pid file {path}: {source}")]
     Signal { pid: u32, path: PathBuf, source: io::Error },
-    #[error("background processes are not supported on this platform")]
-    Unsupported,
     #[error("the command to run is empty")]
     EmptyCommand,
 }
@@ -91,15 +91,33 @@ pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path, pid_file: &
     Ok(pid)
 }
 
-/// Starts a background process; not supported on this platform.
-#[cfg(not(unix))]
-pub(crate) fn spawn_detached(
-    _program: &Path,
-    _args: &[OsString],
-    _log: &Path,
-    _pid_file: &Path,
-) -> Result<u32, DaemonError> {
-    Err(DaemonError::Unsupported)
+/// Starts `program args…` detached from this process: without a console, in a new process group,
+/// stdin from `NUL`, stdout and stderr appended to `log`. Writes the child's pid to `pid_file` and
+/// returns it.
+#[cfg(windows)]
+pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path, pid_file: &Path) -> Result<u32, DaemonError> {
+    use std::os::windows::process::CommandExt;
+    use windows_sys::Win32::System::Threading::{CREATE_NEW_PROCESS_GROUP, DETACHED_PROCESS};
+
+    let log_err = |source| DaemonError::Log { path: log.to_path_buf(), source };
+    if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(log_err)?;
+    }
+    let out = OpenOptions::new().create(true).append(true).open(log).map_err(log_err)?;
+    let err = out.try_clone().map_err(log_err)?;
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+    cmd.creation_flags(DETACHED_PROCESS | CREATE_NEW_PROCESS_GROUP);
+    let mut child = cmd.spawn().map_err(|source| DaemonError::Spawn { program: program.to_path_buf(), source })?;
+    let pid = child.id();
+    if let Err(e) = write_pid(pid_file, pid) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(e);
+    }
+    // Dropping the handle leaves the process running; Windows keeps no zombies to reap.
+    drop(child);
+    Ok(pid)
 }
 
 /// Writes `pid` to `pid_file` through a temporary file and a rename, so readers never see half a pid.
@@ -144,10 +162,10 @@ pub fn is_alive(pid: u32) -> bool {
     exists && !is_zombie(pid)
 }
 
-/// Whether a process exists; always false on this platform.
-#[cfg(not(unix))]
-pub(crate) fn is_alive(_pid: u32) -> bool {
-    false
+/// Whether a process with this id exists and has not exited.
+#[cfg(windows)]
+pub fn is_alive(pid: u32) -> bool {
+    crate::windows::is_alive(pid)
 }
 
 /// On Linux, reads the state letter of `/proc/PID/stat`; elsewhere assumes the process is not a zombie.
@@ -177,10 +195,68 @@ pub fn stop(pid_file: &Path, grace: Duration) -> Result<Option<u32>, DaemonError
     Ok(Some(pid))
 }
 
-/// Stops a background process; not supported on this platform.
-#[cfg(not(unix))]
-pub(crate) fn stop(_pid_file: &Path, _grace: Duration) -> Result<Option<u32>, DaemonError> {
-    Err(DaemonError::Unsupported)
+/// Stops the process of `pid_file`: sets its stop event, gives it up to `grace` to exit, then
+/// terminates it (at once when it has no stop event). Removes the pid file. Returns the pid when a
+/// live process was stopped, `None` when there was no pid file or its process was already gone.
+#[cfg(windows)]
+pub fn stop(pid_file: &Path, grace: Duration) -> Result<Option<u32>, DaemonError> {
+    let Some(pid) = read_pid(pid_file)? else { return Ok(None) };
+    if !is_alive(pid) {
+        remove_pid_file(pid_file)?;
+        return Ok(None);
+    }
+    let signal_err = |source| DaemonError::Signal { pid, path: pid_file.to_path_buf(), source };
+    let asked = crate::windows::request_stop(pid).map_err(signal_err)?;
+    if !(asked && wait_gone(pid, grace)) {
+        crate::windows::terminate(pid).map_err(signal_err)?;
+        wait_gone(pid, Duration::from_secs(5));
+    }
+    remove_pid_file(pid_file)?;
+    Ok(Some(pid))
+}
+
+/// Resolves when this process is asked to stop: Ctrl-C, or SIGTERM (what [`stop`] sends); on
+/// Windows Ctrl-C, Ctrl-Break, the console closing, or [`stop`] setting the stop event.
+pub async fn stop_requested() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let other = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(windows)]
+    let other = async {
+        use tokio::signal::windows;
+        // A thread of its own, not a blocking task: the runtime would wait for that at exit.
+        let (set, event) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || set.send(crate::windows::wait_for_stop_request()));
+        let (mut brk, mut close) = match (windows::ctrl_break(), windows::ctrl_close()) {
+            (Ok(b), Ok(c)) => (b, c),
+            _ => return std::future::pending().await,
+        };
+        tokio::select! {
+            done = event => {
+                if !matches!(done, Ok(Ok(()))) {
+                    tracing::warn!("cannot wait for a stop request; only Ctrl-C and Ctrl-Break stop this process");
+                    std::future::pending::<()>().await;
+                }
+            }
+            _ = brk.recv() => {}
+            _ = close.recv() => {}
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = other => {},
+    }
 }
 
 #[cfg(unix)]

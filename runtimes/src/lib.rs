@@ -1,8 +1,8 @@
 //! Where aoctl touches the machine: git repositories and workspaces (git2), the runtimes agents
-//! run in (tmux, a PTY the controller owns), the agent adapters, and background processes. Only
-//! this crate spawns processes.
+//! run in (tmux, a PTY the controller owns, ConPTY on Windows), the agent adapters, and background
+//! processes. Only this crate spawns processes.
 pub mod agents;
-#[cfg(all(test, unix))]
+#[cfg(test)]
 mod contract_tests;
 pub mod daemon;
 pub mod docker;
@@ -12,16 +12,20 @@ pub mod process;
 mod runtime;
 pub mod secret;
 mod terminal;
+#[cfg(test)]
+mod test_agents;
 pub mod tmux;
 pub mod transcript;
 mod view;
 #[cfg(all(test, unix))]
 mod view_tests;
+#[cfg(windows)]
+mod windows;
 pub mod workspace;
 
 pub use runtime::{
-    Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalInput, TerminalView, TERMINAL_COLS,
-    TERMINAL_ROWS,
+    Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalInput, TerminalView, DEFAULT_RUNTIME,
+    TERMINAL_COLS, TERMINAL_ROWS,
 };
 pub use tmux::delivery::echoed;
 

@@ -11,6 +11,10 @@ use aoctl_api::session::{DockerSpec, RuntimeKind};
 pub const TERMINAL_COLS: u16 = 200;
 pub const TERMINAL_ROWS: u16 = 50;
 
+/// The runtime of sessions that name none: tmux, or on Windows, which has no tmux, the process
+/// runtime (a ConPTY the controller owns).
+pub const DEFAULT_RUNTIME: RuntimeKind = if cfg!(windows) { RuntimeKind::Process } else { RuntimeKind::Tmux };
+
 /// Everything needed to start one agent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchSpec {

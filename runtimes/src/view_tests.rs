@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use crate::runtime::{Handle, InputStyle, Probe, Runtime, RuntimeError, TerminalInput, TERMINAL_COLS, TERMINAL_ROWS};
-use crate::tmux::tests::style;
+use crate::test_agents::style;
 
 /// An interactive shell as the agent: it says `ready`, then reads commands at a `$ ` prompt.
 pub(crate) const SHELL: &str = "#!/bin/sh\necho \"ready $AOCTL_TEST\"\nPS1='$ ' exec sh -i\n";

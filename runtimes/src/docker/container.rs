@@ -519,6 +519,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
     fn a_sandbox_that_is_not_what_the_controller_made_is_not_started() {
         let dir = tempfile::tempdir().unwrap();
         let (work, sandbox) = sandbox_layout(dir.path());

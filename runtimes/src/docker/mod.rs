@@ -176,6 +176,8 @@ fn client(address: &str) -> Result<Docker, EngineError> {
         },
         #[cfg(unix)]
         "unix" => Docker::connect_with_unix(address, REQUEST_TIMEOUT, API_DEFAULT_VERSION),
+        #[cfg(windows)]
+        "npipe" => Docker::connect_with_named_pipe(address, REQUEST_TIMEOUT, API_DEFAULT_VERSION),
         #[cfg(unix)]
         "ssh" => Docker::connect_with_ssh(address, REQUEST_TIMEOUT, API_DEFAULT_VERSION, None),
         _ => Docker::connect_with_host(address),
@@ -183,10 +185,10 @@ fn client(address: &str) -> Result<Docker, EngineError> {
 }
 
 impl DockerRuntime {
-    /// Connects to the engine at `host` (`unix://`, `tcp://`, `https://`, `ssh://`), or with
-    /// `None` to `DOCKER_HOST` or the local socket, and negotiates the API version. The instance
-    /// works for controller `owner` (a stable, non-empty id): it sees only containers labelled
-    /// `ao.dev/owner=<owner>`.
+    /// Connects to the engine at `host` (`unix://`, `tcp://`, `https://`, `ssh://`; `npipe://` on
+    /// Windows), or with `None` to `DOCKER_HOST` or the local engine (the socket; Docker Desktop's
+    /// named pipe on Windows), and negotiates the API version. The instance works for controller
+    /// `owner` (a stable, non-empty id): it sees only containers labelled `ao.dev/owner=<owner>`.
     pub async fn connect(host: Option<&str>, owner: &str) -> Result<DockerRuntime, RuntimeError> {
         let owner = owner.trim();
         if owner.is_empty() {

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::DockerRuntime;
 use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TERMINAL_COLS, TERMINAL_ROWS};
-use crate::tmux::tests::{probe_becomes, read, style, transcript_has, wait_for, write_script};
+use crate::test_agents::{probe_becomes, read, style, transcript_has, wait_for, write_script};
 use crate::view_tests;
 
 const IMAGE: &str = "aoctl-agent:busybox";

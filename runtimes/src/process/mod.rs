@@ -10,13 +10,16 @@
 //! [`crate::view`]); its keys go to the writer thread, waiting while a message is being typed, and
 //! its size is the PTY's (and the emulator's) while it is the newest view.
 //!
+//! On Windows each agent is put in a Job Object as soon as it starts, so the processes it starts
+//! are in it too and `stop` ends them all; closing the job's last handle ends them as well.
+//!
 //! Handles are child process ids, and all state lives in this process: the agents do not survive a
 //! controller restart, after which their handles probe as `Missing` and the controller starts them
 //! again according to the session's `restartPolicy`. The PTY cannot be attached from another
 //! terminal, so `attach_command` is empty; `capture`, the transcript and terminal views are the ways
 //! to look in.
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
 mod tests;
 #[cfg(unix)]
 pub(crate) mod tree;
@@ -39,8 +42,8 @@ use crate::view::{self, Emulator};
 
 const RUNTIME: &str = "process";
 
-/// How long `stop` lets the agent's processes end after SIGTERM.
-#[cfg_attr(not(unix), allow(dead_code))]
+/// How long `stop` lets the agent's processes end after SIGTERM (on Windows, after its console
+/// closes) before they are killed.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Runs agents on PTYs owned by this process.
@@ -61,6 +64,10 @@ struct Agent {
     terminal: Arc<Mutex<Emulator>>,
     /// Held while a message is typed, so a terminal view's keys wait for it.
     typing: tokio::sync::Mutex<()>,
+    /// The agent's process tree; `None` when the job could not be made (only the agent itself is
+    /// then ended by `stop`).
+    #[cfg(windows)]
+    job: Option<crate::windows::Job>,
 }
 
 fn failed(op: &'static str, message: impl std::fmt::Display) -> RuntimeError {
@@ -147,6 +154,12 @@ fn spawn(spec: &LaunchSpec) -> Result<Agent, RuntimeError> {
     let child = pair.slave.spawn_command(cmd).map_err(|e| failed("start", format!("cannot run {program}: {e:#}")))?;
     drop(pair.slave);
     let pid = child.process_id().ok_or_else(|| failed("start", "the child has no process id"))?;
+    #[cfg(windows)]
+    let job = crate::windows::Job::holding(pid)
+        .inspect_err(
+            |e| tracing::warn!(pid, error = %e, "cannot put the agent in a job; stop ends only the agent itself"),
+        )
+        .ok();
     let reader = pair.master.try_clone_reader().map_err(|e| failed("start", format!("{e:#}")))?;
     let writer = pair.master.take_writer().map_err(|e| failed("start", format!("{e:#}")))?;
 
@@ -176,6 +189,8 @@ fn spawn(spec: &LaunchSpec) -> Result<Agent, RuntimeError> {
         input,
         terminal,
         typing: tokio::sync::Mutex::new(()),
+        #[cfg(windows)]
+        job,
     })
 }
 
@@ -353,12 +368,24 @@ impl Runtime for ProcessRuntime {
         agent.write(bytes)
     }
 
-    /// Kills the agent's process tree (SIGTERM, up to two seconds, SIGKILL; on Windows the child is
-    /// terminated), reaps it and closes its PTY.
+    /// Kills the agent's process tree (SIGTERM, up to two seconds, SIGKILL; on Windows the console
+    /// closes, which asks its processes to end, and after up to two seconds the job is
+    /// terminated), reaps the agent and closes its PTY.
     async fn stop(&self, handle: &Handle) -> Result<(), RuntimeError> {
         let Some(agent) = self.agents.lock().remove(handle) else { return Ok(()) };
         #[cfg(unix)]
         tree::kill_tree(agent.pid, true, STOP_GRACE).await;
+        #[cfg(windows)]
+        {
+            agent.master.lock().take();
+            let deadline = std::time::Instant::now() + STOP_GRACE;
+            while crate::windows::is_alive(agent.pid) && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            if let Some(Err(e)) = agent.job.as_ref().map(crate::windows::Job::terminate) {
+                tracing::warn!(pid = agent.pid, error = %e, "cannot end the agent's job");
+            }
+        }
         let reaped = tokio::task::spawn_blocking(move || {
             let mut child = agent.child.lock();
             if matches!(child.try_wait(), Ok(None)) {

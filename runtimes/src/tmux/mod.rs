@@ -19,7 +19,7 @@
 pub(crate) mod delivery;
 pub(crate) mod panes;
 #[cfg(all(test, unix))]
-pub(crate) mod tests;
+mod tests;
 #[cfg(unix)]
 mod view;
 
@@ -124,13 +124,13 @@ impl TmuxRuntime {
     }
 
     /// The server's socket.
-    #[cfg(test)]
+    #[cfg(all(test, unix))]
     pub(crate) fn socket(&self) -> &Path {
         &self.socket
     }
 
     /// Checks that a `tmux` binary can be run.
-    #[cfg(test)]
+    #[cfg(all(test, unix))]
     pub(crate) fn available() -> Result<(), RuntimeError> {
         let unavailable = |message: String| RuntimeError::Unavailable { runtime: RUNTIME, message };
         let out = std::process::Command::new("tmux")

@@ -219,7 +219,11 @@ impl Reconcile<'_> {
         let _typing = ctx.machine.typing().lock(&s.metadata.name).await;
         typing::recover(&files, rt, h).await?;
         let sent = typing::type_message(&files, rt, h, &text, &style, typing::What::Marked).await;
-        ctx.metrics.runtime_op(st.runtime.as_ref().map_or(RuntimeKind::Tmux, |r| r.kind), "send", sent.is_ok());
+        ctx.metrics.runtime_op(
+            st.runtime.as_ref().map_or(aoctl_runtimes::DEFAULT_RUNTIME, |r| r.kind),
+            "send",
+            sent.is_ok(),
+        );
         sent?;
         Ok(())
     }

@@ -393,7 +393,11 @@ impl Reconcile<'_> {
             return Ok(Continue(()));
         };
         if let Err(e) = typing::type_message(&files, rt, h, &text, &launch.input, What::Prompt).await {
-            ctx.metrics.runtime_op(st.runtime.as_ref().map_or(RuntimeKind::Tmux, |r| r.kind), "send", false);
+            ctx.metrics.runtime_op(
+                st.runtime.as_ref().map_or(aoctl_runtimes::DEFAULT_RUNTIME, |r| r.kind),
+                "send",
+                false,
+            );
             ctx.recorder.publish(s, EventType::Warning, "PromptNotDelivered", &e.to_string()).await;
             return Err(e.into());
         }

@@ -194,7 +194,8 @@ impl<'a> Reconcile<'a> {
         tally: &'a mut reactions::Tally,
     ) -> Reconcile<'a> {
         let defaults = project.spec.defaults.as_ref();
-        let runtime_kind = s.spec.runtime.or(defaults.and_then(|d| d.runtime)).unwrap_or(RuntimeKind::Tmux);
+        let runtime_kind =
+            s.spec.runtime.or(defaults.and_then(|d| d.runtime)).unwrap_or(aoctl_runtimes::DEFAULT_RUNTIME);
         Reconcile { s, ctx, project, st, runtime_kind, slot_free: true, tally, host: None, host_check: None }
     }
 

@@ -2,6 +2,9 @@
 //! themselves (Debian's etcd-server): the contract suite of every store backend, and what only a
 //! cluster shows: a member killed, the whole cluster down and back, compaction, two stores
 //! writing the same objects, a store opened again.
+//!
+//! The clusters are started the Unix way (a parent-death signal), so these build on Unix only.
+#![cfg(unix)]
 
 #[path = "../../../../e2e/support/etcd.rs"]
 mod cluster;

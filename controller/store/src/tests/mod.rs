@@ -2,8 +2,10 @@
 
 mod contract;
 mod crud;
+#[cfg(target_os = "linux")]
 #[path = "../../../../e2e/support/disk.rs"]
 mod disk;
+#[cfg(target_os = "linux")]
 mod full_disk;
 mod lifecycle;
 mod watching;
