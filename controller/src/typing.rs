@@ -168,7 +168,8 @@ impl Files {
     }
 }
 
-/// Writes `path` through a temporary file that is flushed and renamed, then flushes the folder.
+/// Writes `path` through a temporary file that is flushed and renamed, then flushes the folder (on
+/// Unix; a Windows folder cannot be opened as a file, and NTFS journals the rename itself).
 async fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), TypingError> {
     let dir = path.parent().expect("a file in a folder").to_path_buf();
     let tmp = path.with_extension("tmp");
@@ -180,7 +181,9 @@ async fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), TypingError> {
         f.write_all(&bytes)?;
         f.sync_all()?;
         std::fs::rename(&t, &p)?;
-        std::fs::File::open(&dir)?.sync_all()
+        #[cfg(unix)]
+        std::fs::File::open(&dir)?.sync_all()?;
+        Ok(())
     })
     .await
     .map_err(|e| io(path)(std::io::Error::other(e)))?;

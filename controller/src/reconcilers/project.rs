@@ -48,7 +48,7 @@ fn observe(spec_path: &str, wanted_branch: Option<&str>) -> Observed {
         Ok(i) => i,
         Err(e) => return fail(e.reason(), e.to_string()),
     };
-    let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let canonical = aoctl_runtimes::git::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if info.root != canonical {
         return fail(
             "NotRepositoryRoot",

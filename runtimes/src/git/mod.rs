@@ -58,6 +58,21 @@ impl GitError {
     }
 }
 
+/// The absolute form of `path` with every link resolved, as `std::fs::canonicalize` gives it but,
+/// on Windows, without the `\\?\` prefix of a drive path (`C:\…`), which neither people nor
+/// every program (git among them) read as the path it is.
+pub fn canonicalize(path: &Path) -> std::io::Result<PathBuf> {
+    let full = path.canonicalize()?;
+    #[cfg(windows)]
+    if let Some(rest) = full.to_str().and_then(|s| s.strip_prefix(r"\\?\")) {
+        let drive = rest.as_bytes();
+        if drive.len() >= 3 && drive[0].is_ascii_alphabetic() && drive[1] == b':' && drive[2] == b'\\' {
+            return Ok(PathBuf::from(rest));
+        }
+    }
+    Ok(full)
+}
+
 /// Opens the repository containing `path` and reads its facts.
 pub fn inspect(path: &Path) -> Result<RepoInfo, GitError> {
     if !path.exists() {
@@ -68,7 +83,7 @@ pub fn inspect(path: &Path) -> Result<RepoInfo, GitError> {
         _ => GitError::Git { path: path.to_path_buf(), source: e },
     })?;
     let root = repo.workdir().ok_or_else(|| GitError::Bare { path: path.to_path_buf() })?;
-    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let root = canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let head_sha = repo.head().ok().and_then(|h| h.target()).map(|o| o.to_string());
     let origin_url = repo.find_remote("origin").ok().and_then(|r| r.url().map(str::to_string));
     let github_repo = origin_url.as_deref().and_then(github_repo_of);

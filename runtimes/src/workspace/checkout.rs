@@ -71,7 +71,7 @@ pub(super) fn open_checkout(rec: &WorkspaceRecord, path: &Path) -> Option<Reposi
 
 /// The canonical form of a path whose last part may not exist.
 fn loose_canonical(path: &Path) -> PathBuf {
-    match (path.parent().and_then(|p| p.canonicalize().ok()), path.file_name()) {
+    match (path.parent().and_then(|p| crate::git::canonicalize(p).ok()), path.file_name()) {
         (Some(parent), Some(name)) => parent.join(name),
         _ => path.to_path_buf(),
     }
@@ -370,7 +370,7 @@ fn clone_into(req: &WorkspaceRequest, path: &Path) -> Result<(), WorkspaceError>
         Err(_) => resolve_base(&main, req)?,
     };
     let source = main.workdir().unwrap_or(main.path());
-    let source = source.canonicalize().unwrap_or_else(|_| source.components().collect());
+    let source = crate::git::canonicalize(source).unwrap_or_else(|_| source.components().collect());
     let url = source.to_str().ok_or_else(|| failed("the repository path is not UTF-8"))?;
     // Checking out happens once, below, on the session's branch.
     let mut none = CheckoutBuilder::new();

@@ -56,7 +56,7 @@ fn failed(path: &Path, branch: &str, message: impl Into<String>) -> WorkspaceErr
 pub(super) fn objects_dir(repo: &Path) -> Result<PathBuf, WorkspaceError> {
     let main = Repository::open(repo).map_err(|e| failed(repo, "", e.message()))?;
     let objects = main.commondir().join("objects");
-    objects.canonicalize().map_err(WorkspaceError::io(&objects))
+    crate::git::canonicalize(&objects).map_err(WorkspaceError::io(&objects))
 }
 
 /// Makes W and G for `req`: the branch in the main repository at its tip, else made at the base
