@@ -2,7 +2,8 @@
 # `make test` on any machine, a fresh one included: installs what the tests need and is missing
 # (with apt-get, as root or through password-less sudo), checks formatting and lints, starts a
 # Docker engine unless one already answers (and stops it again at the end), builds the local test
-# images, runs the GitHub stand-in's own tests, then every Rust test of the workspace. The agent
+# images, runs the GitHub stand-in's own tests, then every Rust test of the workspace, then the
+# Windows build and its tests under Wine (e2e/windows/test.sh). The agent
 # CLIs and the stand-in's npm packages are installed by the tests that use them, into caches
 # outside the checkout; so is the browser bridge's pinned playwright-core (e2e/browser/), which is
 # installed here first, into the same cache.
@@ -49,6 +50,9 @@ command -v etcd >/dev/null || need+=(etcd-server)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 # The dashboard's browser tests drive Debian's Chromium at this path.
 [ -x /usr/bin/chromium ] || need+=(chromium)
+# The Windows build links with mingw-w64, and its tests run under Wine (e2e/windows/test.sh).
+command -v x86_64-w64-mingw32-gcc >/dev/null || need+=(gcc-mingw-w64-x86-64)
+command -v wine >/dev/null || need+=(wine64)
 if [ ${#need[@]} -gt 0 ]; then
   apt_install "${need[@]}"
 fi
@@ -107,3 +111,6 @@ fi
 (cd "$standin" && timeout 300 npm test --silent)
 
 "$CARGO" test --workspace --all-targets --no-fail-fast
+
+# The Windows build, and its tests under Wine.
+CARGO="$CARGO" e2e/windows/test.sh
