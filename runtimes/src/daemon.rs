@@ -57,12 +57,10 @@ pub fn exec_replace(argv: &[String]) -> DaemonError {
     }
 }
 
-/// Starts `program args…` detached from this process: in a new session, stdin from `/dev/null`,
-/// stdout and stderr appended to `log`. Writes the child's pid to `pid_file` and returns it.
-#[cfg(unix)]
+/// Starts `program args…` detached from this process: in a new session (on Windows without a
+/// console, in a process group of its own), stdin from the null device, stdout and stderr appended
+/// to `log`. Writes the child's pid to `pid_file` and returns it.
 pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path, pid_file: &Path) -> Result<u32, DaemonError> {
-    use std::os::unix::process::CommandExt;
-
     let log_err = |source| DaemonError::Log { path: log.to_path_buf(), source };
     if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::create_dir_all(dir).map_err(log_err)?;
@@ -72,11 +70,7 @@ pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path, pid_file: &
 
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
-    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2), which is
-    // async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| if libc::setsid() == -1 { Err(io::Error::last_os_error()) } else { Ok(()) });
-    }
+    detach(&mut cmd);
     let mut child = cmd.spawn().map_err(|source| DaemonError::Spawn { program: program.to_path_buf(), source })?;
     let pid = child.id();
     if let Err(e) = write_pid(pid_file, pid) {
@@ -87,37 +81,32 @@ pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path, pid_file: &
     // Reap the child if it exits while this process still runs, so that it never lingers as a
     // zombie that `is_alive` would mistake for a live process. When this process exits first, the
     // child is adopted by init.
+    #[cfg(unix)]
     std::thread::spawn(move || child.wait());
+    // Dropping the handle leaves the process running; Windows keeps no zombies to reap.
+    #[cfg(windows)]
+    drop(child);
     Ok(pid)
 }
 
-/// Starts `program args…` detached from this process: without a console, in a new process group,
-/// stdin from `NUL`, stdout and stderr appended to `log`. Writes the child's pid to `pid_file` and
-/// returns it.
+/// Makes `cmd` start in a session of its own, out of reach of the terminal's hangup.
+#[cfg(unix)]
+fn detach(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2), which is
+    // async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| if libc::setsid() == -1 { Err(io::Error::last_os_error()) } else { Ok(()) });
+    }
+}
+
+/// Makes `cmd` start without a console and in a process group of its own, so that neither the
+/// console's closing nor its Ctrl-C reach it.
 #[cfg(windows)]
-pub fn spawn_detached(program: &Path, args: &[OsString], log: &Path, pid_file: &Path) -> Result<u32, DaemonError> {
+fn detach(cmd: &mut Command) {
     use std::os::windows::process::CommandExt;
     use windows_sys::Win32::System::Threading::{CREATE_NEW_PROCESS_GROUP, DETACHED_PROCESS};
-
-    let log_err = |source| DaemonError::Log { path: log.to_path_buf(), source };
-    if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs::create_dir_all(dir).map_err(log_err)?;
-    }
-    let out = OpenOptions::new().create(true).append(true).open(log).map_err(log_err)?;
-    let err = out.try_clone().map_err(log_err)?;
-    let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
     cmd.creation_flags(DETACHED_PROCESS | CREATE_NEW_PROCESS_GROUP);
-    let mut child = cmd.spawn().map_err(|source| DaemonError::Spawn { program: program.to_path_buf(), source })?;
-    let pid = child.id();
-    if let Err(e) = write_pid(pid_file, pid) {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(e);
-    }
-    // Dropping the handle leaves the process running; Windows keeps no zombies to reap.
-    drop(child);
-    Ok(pid)
 }
 
 /// Writes `pid` to `pid_file` through a temporary file and a rename, so readers never see half a pid.
