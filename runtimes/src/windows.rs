@@ -7,7 +7,10 @@ use std::io;
 use std::os::windows::ffi::OsStrExt;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 
-use windows_sys::Win32::Foundation::{HANDLE, STILL_ACTIVE, WAIT_OBJECT_0};
+use windows_sys::Win32::Foundation::{HANDLE, INVALID_HANDLE_VALUE, STILL_ACTIVE, WAIT_OBJECT_0};
+use windows_sys::Win32::System::Diagnostics::ToolHelp::{
+    CreateToolhelp32Snapshot, Process32FirstW, Process32NextW, PROCESSENTRY32W, TH32CS_SNAPPROCESS,
+};
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JobObjectExtendedLimitInformation, SetInformationJobObject,
     TerminateJobObject, JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
@@ -59,6 +62,41 @@ pub(crate) fn terminate(pid: u32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Process `root` and every process descending from it by parent links, as they are now: root
+/// first. A process whose parent has already exited is no longer found this way.
+pub(crate) fn tree(root: u32) -> Vec<u32> {
+    // SAFETY: a snapshot of all processes; the flags need no process id.
+    let raw = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) };
+    if raw == INVALID_HANDLE_VALUE {
+        return vec![root];
+    }
+    let Ok(snapshot) = owned(raw) else { return vec![root] };
+    // SAFETY: an all-zero entry is valid once its size is set, as the calls require.
+    let mut entry: PROCESSENTRY32W = unsafe { std::mem::zeroed() };
+    entry.dwSize = std::mem::size_of::<PROCESSENTRY32W>() as u32;
+    let mut links = Vec::new();
+    // SAFETY: the snapshot handle is open and `entry` has its size set.
+    let mut more = unsafe { Process32FirstW(snapshot.as_raw_handle(), &mut entry) } != 0;
+    while more {
+        links.push((entry.th32ParentProcessID, entry.th32ProcessID));
+        // SAFETY: as above.
+        more = unsafe { Process32NextW(snapshot.as_raw_handle(), &mut entry) } != 0;
+    }
+    let mut found = vec![root];
+    let mut next = 0;
+    while next < found.len() {
+        let parent = found[next];
+        for &(p, child) in &links {
+            // Process 0 is its own parent in the snapshot; no process is its own child.
+            if p == parent && child != parent && !found.contains(&child) {
+                found.push(child);
+            }
+        }
+        next += 1;
+    }
+    found
 }
 
 /// A Job Object holding an agent and every process it starts. Closing the last handle ends them

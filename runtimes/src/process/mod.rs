@@ -11,7 +11,8 @@
 //! its size is the PTY's (and the emulator's) while it is the newest view.
 //!
 //! On Windows each agent is put in a Job Object as soon as it starts, so the processes it starts
-//! are in it too and `stop` ends them all; closing the job's last handle ends them as well.
+//! are in it too and `stop` ends them all (with any it started before it joined, found by parent
+//! links); closing the job's last handle ends them as well.
 //!
 //! Handles are child process ids, and all state lives in this process: the agents do not survive a
 //! controller restart, after which their handles probe as `Missing` and the controller starts them
@@ -377,13 +378,26 @@ impl Runtime for ProcessRuntime {
         tree::kill_tree(agent.pid, true, STOP_GRACE).await;
         #[cfg(windows)]
         {
+            // The job holds every process started after the agent joined it; one the agent started
+            // in the moment before is found by its parent link, so the tree is read first too.
+            let mut tree = crate::windows::tree(agent.pid);
             agent.master.lock().take();
             let deadline = std::time::Instant::now() + STOP_GRACE;
-            while crate::windows::is_alive(agent.pid) && std::time::Instant::now() < deadline {
+            while tree.iter().any(|&p| crate::windows::is_alive(p)) && std::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             if let Some(Err(e)) = agent.job.as_ref().map(crate::windows::Job::terminate) {
                 tracing::warn!(pid = agent.pid, error = %e, "cannot end the agent's job");
+            }
+            for pid in crate::windows::tree(agent.pid) {
+                if !tree.contains(&pid) {
+                    tree.push(pid);
+                }
+            }
+            for pid in tree.into_iter().filter(|&p| crate::windows::is_alive(p)) {
+                if let Err(e) = crate::windows::terminate(pid) {
+                    tracing::warn!(pid, error = %e, "cannot end a process of the agent");
+                }
             }
         }
         let reaped = tokio::task::spawn_blocking(move || {
