@@ -165,29 +165,10 @@ fn is_zombie(pid: u32) -> bool {
     stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("Z")
 }
 
-/// Stops the process of `pid_file`: SIGTERM, up to `grace` to exit, then SIGKILL. Removes the pid
-/// file. Returns the pid when a live process was stopped, `None` when there was no pid file or its
-/// process was already gone (the stale file is removed too).
-#[cfg(unix)]
-pub fn stop(pid_file: &Path, grace: Duration) -> Result<Option<u32>, DaemonError> {
-    let Some(pid) = read_pid(pid_file)? else { return Ok(None) };
-    if !is_alive(pid) {
-        remove_pid_file(pid_file)?;
-        return Ok(None);
-    }
-    signal(pid, libc::SIGTERM, pid_file)?;
-    if !wait_gone(pid, grace) {
-        signal(pid, libc::SIGKILL, pid_file)?;
-        wait_gone(pid, Duration::from_secs(5));
-    }
-    remove_pid_file(pid_file)?;
-    Ok(Some(pid))
-}
-
-/// Stops the process of `pid_file`: sets its stop event, gives it up to `grace` to exit, then
-/// terminates it (at once when it has no stop event). Removes the pid file. Returns the pid when a
-/// live process was stopped, `None` when there was no pid file or its process was already gone.
-#[cfg(windows)]
+/// Stops the process of `pid_file`: asks it to end (SIGTERM; on Windows its stop event), gives it
+/// up to `grace` to exit, then kills it (SIGKILL; on Windows it is terminated, at once when it has
+/// no stop event). Removes the pid file. Returns the pid when a live process was stopped, `None`
+/// when there was no pid file or its process was already gone (the stale file is removed too).
 pub fn stop(pid_file: &Path, grace: Duration) -> Result<Option<u32>, DaemonError> {
     let Some(pid) = read_pid(pid_file)? else { return Ok(None) };
     if !is_alive(pid) {
@@ -195,13 +176,35 @@ pub fn stop(pid_file: &Path, grace: Duration) -> Result<Option<u32>, DaemonError
         return Ok(None);
     }
     let signal_err = |source| DaemonError::Signal { pid, path: pid_file.to_path_buf(), source };
-    let asked = crate::windows::request_stop(pid).map_err(signal_err)?;
+    let asked = ask_to_end(pid).map_err(signal_err)?;
     if !(asked && wait_gone(pid, grace)) {
-        crate::windows::terminate(pid).map_err(signal_err)?;
+        end_now(pid).map_err(signal_err)?;
         wait_gone(pid, Duration::from_secs(5));
     }
     remove_pid_file(pid_file)?;
     Ok(Some(pid))
+}
+
+/// Sends SIGTERM; always asked.
+#[cfg(unix)]
+fn ask_to_end(pid: u32) -> io::Result<bool> {
+    signal(pid, libc::SIGTERM).map(|()| true)
+}
+
+#[cfg(unix)]
+fn end_now(pid: u32) -> io::Result<()> {
+    signal(pid, libc::SIGKILL)
+}
+
+/// Sets the process's stop event; `false` when it has none.
+#[cfg(windows)]
+fn ask_to_end(pid: u32) -> io::Result<bool> {
+    crate::windows::request_stop(pid)
+}
+
+#[cfg(windows)]
+fn end_now(pid: u32) -> io::Result<()> {
+    crate::windows::terminate(pid)
 }
 
 /// Resolves when this process is asked to stop: Ctrl-C, or SIGTERM (what [`stop`] sends); on
@@ -248,8 +251,9 @@ pub async fn stop_requested() {
     }
 }
 
+/// Sends `sig` to `pid`; a process that is already gone is no error.
 #[cfg(unix)]
-fn signal(pid: u32, sig: libc::c_int, pid_file: &Path) -> Result<(), DaemonError> {
+fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: `pid` was checked to be a positive process id by `read_pid`.
     if unsafe { libc::kill(pid as i32, sig) } == 0 {
         return Ok(());
@@ -258,7 +262,7 @@ fn signal(pid: u32, sig: libc::c_int, pid_file: &Path) -> Result<(), DaemonError
     if source.raw_os_error() == Some(libc::ESRCH) {
         return Ok(());
     }
-    Err(DaemonError::Signal { pid, path: pid_file.to_path_buf(), source })
+    Err(source)
 }
 
 /// Polls until the process is gone or `limit` has passed; returns whether it is gone.
