@@ -1,4 +1,5 @@
-//! Reading git repositories (root, default branch, head, origin) with git2, and cloning;
+//! Reading git repositories (root, default branch, head, origin) with git2, cloning, and running
+//! the git program (its version, a command in a folder within a time limit);
 //! [`source`] fetches and reads a GitSource's repository.
 
 pub mod source;
@@ -256,6 +257,110 @@ pub fn clone(url: &str, dest: &Path) -> Result<(), GitError> {
     Ok(())
 }
 
+/// The environment variables that would make a `git` command work on another repository, index
+/// or object store than the folder it is run in.
+const REPO_ENV: [&str; 8] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_CEILING_DIRECTORIES",
+];
+
+/// The `(major, minor)` version of the git program `program`, as `git --version` prints it
+/// (`git version 2.47.3`, `git version 2.39.5.windows.1`, `git version 2.39.3 (Apple Git-145)`);
+/// none when it cannot be run or answers otherwise within 10 s.
+pub(crate) fn version(program: &Path) -> Option<(u32, u32)> {
+    let mut cmd = Command::new(program);
+    cmd.arg("--version");
+    let out = run_bounded(cmd, std::time::Duration::from_secs(10)).ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let number = text.trim().strip_prefix("git version ")?.split_whitespace().next()?;
+    let mut parts = number.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// Runs the git program `program` in `dir` with `args`, with no input, no prompt and none of the
+/// variables that point git elsewhere; killed after `timeout`. On Linux it also dies with the
+/// thread that waits for it, so a killed controller leaves no git writing into a folder that
+/// the next attempt clears and makes again. The error is git's standard error, or why it could
+/// not run.
+pub(crate) fn run_in(program: &Path, dir: &Path, args: &[&str], timeout: std::time::Duration) -> Result<(), String> {
+    let mut cmd = Command::new(program);
+    cmd.arg("-C").arg(dir).args(args).env("GIT_TERMINAL_PROMPT", "0");
+    for var in REPO_ENV {
+        cmd.env_remove(var);
+    }
+    let out = run_bounded(cmd, timeout).map_err(|e| format!("{}: {e}", program.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    Err(if stderr.is_empty() { format!("{} {}", program.display(), out.status) } else { stderr })
+}
+
+/// Runs `cmd` with no input and its output captured, killing it after `timeout`.
+fn run_bounded(mut cmd: Command, timeout: std::time::Duration) -> std::io::Result<std::process::Output> {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(2) is async-signal-safe and touches only the child being started.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    // Read both pipes while waiting, so a chatty child never blocks on a full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("killed after {} s", timeout.as_secs()),
+            ));
+        }
+        std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,6 +468,27 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         assert_eq!(inspect(&tmp.path().join("missing")).unwrap_err().reason(), "RepositoryNotFound");
         assert_eq!(inspect(tmp.path()).unwrap_err().reason(), "NotAGitRepository");
+    }
+
+    #[test]
+    fn reads_git_versions_and_runs_git_in_a_folder() {
+        assert_eq!(parse_version("git version 2.47.3\n"), Some((2, 47)));
+        assert_eq!(parse_version("git version 2.39.5.windows.1"), Some((2, 39)));
+        assert_eq!(parse_version("git version 2.39.3 (Apple Git-145)"), Some((2, 39)));
+        assert_eq!(parse_version("hub version 2.14.2"), None);
+        assert_eq!(parse_version("git version x.y"), None);
+        let found = version(Path::new("git")).expect("git on PATH answers --version");
+        assert!(found >= (2, 0), "{found:?}");
+        assert_eq!(version(Path::new("/nonexistent/git")), None);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let secs = std::time::Duration::from_secs(30);
+        run_in(Path::new("git"), tmp.path(), &["init", "-q", "-b", "trunk"], secs).unwrap();
+        assert!(tmp.path().join(".git/HEAD").is_file());
+        let err = run_in(Path::new("git"), tmp.path(), &["rev-parse", "--verify", "nope"], secs).unwrap_err();
+        assert!(err.contains("nope") || err.contains("fatal"), "{err}");
+        let err = run_in(Path::new("/nonexistent/git"), tmp.path(), &["status"], secs).unwrap_err();
+        assert!(err.starts_with("/nonexistent/git: "), "{err}");
     }
 
     #[test]

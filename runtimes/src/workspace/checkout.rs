@@ -1,24 +1,27 @@
-//! The git side of workspaces: adding and pruning worktrees, cloning, and finding base refs (git2).
+//! The git side of workspaces: adding and pruning worktrees, cloning, and finding base refs (git2),
+//! with the files of a checkout written by the git program where one is installed.
 
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::RwLock;
-use std::thread;
+use std::sync::{OnceLock, RwLock};
 use std::time::Duration;
 
 use aoctl_api::session::WorkspaceKind;
 use git2::build::{CheckoutBuilder, RepoBuilder};
-use git2::{BranchType, Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
+use git2::{BranchType, Oid, Repository, WorktreePruneOptions};
 
 use super::{WorkspaceError, WorkspaceRecord, WorkspaceRequest};
 use crate::git;
 
-/// Held to read while libgit2 adds a worktree, and to write while a folder under
-/// `.git/worktrees/` is deleted. libgit2 (1.9) takes a worktree that is listed but cannot be
-/// looked up for one that has the branch checked out (`git_repository_foreach_worktree` sets
-/// `error = lookup(..) < 0`, i.e. 1), so deleting one session's entry while another session's
-/// worktree is being added fails that add with "reference … is already checked out".
+/// Held to read while a worktree is added or an added one's branch is deleted again, and to
+/// write while a folder under `.git/worktrees/` is deleted. libgit2 (1.9) takes a worktree that is
+/// listed but cannot be looked up for one that has the branch checked out
+/// (`git_repository_foreach_worktree` sets `error = lookup(..) < 0`, i.e. 1), so deleting one
+/// session's entry while another session's branch is checked that way (`git_branch_delete` and
+/// `git_worktree_add` do) fails with "reference … is already checked out". For the same reason
+/// worktrees are added here with files of their own, not with `git_worktree_add`: 20 adds at
+/// once fail it on each other's half-written entries.
 static ADMIN: RwLock<()> = RwLock::new(());
 
 /// The workspace's repository when the folder holds the complete checkout the record describes.
@@ -210,15 +213,26 @@ fn make_writable(dir: &Path) {
     }
 }
 
-/// Drops the main repository's entries for this workspace: its own name, and any other entry
-/// whose folder is `path`. Failures are logged; a stale entry only blocks the branch.
-pub(super) fn prune_stale(rec: &WorkspaceRecord, path: &Path) {
+/// Drops the main repository's entries for this workspace that no longer hold its checkout: the
+/// one of its recorded name and `name` (the one a creation now uses), looked up directly; with
+/// neither (a record written before names were recorded), every entry whose folder is `path`. Failures are logged; a stale entry only blocks the branch.
+pub(super) fn prune_stale(rec: &WorkspaceRecord, path: &Path, name: Option<&str>) {
     let Ok(repo) = Repository::open(&rec.repo) else { return };
     let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
-    let Ok(names) = repo.worktrees() else { return };
-    for name in names.iter().flatten() {
+    let named: Vec<&str> = rec.worktree_name.as_deref().into_iter().chain(name).collect();
+    let listed;
+    let names: Vec<&str> = if !named.is_empty() {
+        // Looking at every worktree would cost each new or removed session as much as the
+        // repository has worktrees.
+        named.clone()
+    } else {
+        let Ok(all) = repo.worktrees() else { return };
+        listed = all;
+        listed.iter().flatten().collect()
+    };
+    for name in names {
         let Ok(wt) = repo.find_worktree(name) else { continue };
-        let ours = Some(name) == rec.worktree_name.as_deref() || loose_canonical(wt.path()) == loose_canonical(path);
+        let ours = named.contains(&name) || loose_canonical(wt.path()) == loose_canonical(path);
         if !ours || (fs::symlink_metadata(path).is_ok() && wt.validate().is_ok()) {
             continue;
         }
@@ -230,8 +244,9 @@ pub(super) fn prune_stale(rec: &WorkspaceRecord, path: &Path) {
     }
 }
 
-/// Adds a worktree at `path` on `req.branch`, creating the branch from the base ref when absent;
-/// `before_branch` is told the commit just before the branch is made there.
+/// Adds the worktree `name` (its folder in `.git/worktrees/`) at `path` on `req.branch`, creating
+/// the branch from the base ref when absent; `before_branch` is told the commit just before the
+/// branch is made there. On failure what was made is removed, the branch too when made here.
 pub(super) fn create_worktree(
     req: &WorkspaceRequest,
     path: &Path,
@@ -252,45 +267,144 @@ pub(super) fn create_worktree(
             (repo.branch(&req.branch, &commit, false).map_err(|e| failed(e.message().into()))?, true)
         }
     };
-    prune_gone_holders(&repo, &req.branch);
-    if let Some(at) = checked_out_at(&repo, &req.branch) {
-        return Err(WorkspaceError::BranchInUse { branch: req.branch.clone(), path: at });
-    }
-    let reference = branch.into_reference();
-    let mut opts = WorktreeAddOptions::new();
-    opts.reference(Some(&reference));
-    // libgit2 makes `.git/worktrees` itself, and fails ("directory exists") when another session's
-    // checkout made it in between; made first, it is there for everyone.
-    let admin = repo.commondir().join("worktrees");
-    fs::create_dir_all(&admin).map_err(|e| failed(format!("{}: {e}", admin.display())))?;
-    let mut added = Ok(());
-    for attempt in 0..4 {
-        added = {
-            let _adding = ADMIN.read().unwrap_or_else(|e| e.into_inner());
-            repo.worktree(name, path, Some(&opts)).map(drop)
-        };
-        // The same libgit2 bug, when something outside (`git worktree prune`) deletes an entry.
-        let spurious = added.as_ref().is_err_and(|e| e.message().contains("is already checked out"))
-            && checked_out_at(&repo, &req.branch).is_none()
-            && fs::symlink_metadata(path).is_err();
-        if !spurious || attempt == 3 {
-            break;
+    // A branch made just now is checked out nowhere, so the worktrees need no look (a look at
+    // each would cost every new session as much as the repository has worktrees).
+    if !made {
+        prune_gone_holders(&repo, &req.branch);
+        if let Some(at) = checked_out_at(&repo, &req.branch) {
+            return Err(WorkspaceError::BranchInUse { branch: req.branch.clone(), path: at });
         }
-        thread::sleep(Duration::from_millis(50));
     }
-    if let Err(e) = added {
-        // Undo what a half-done add left: the entry, the folder and a branch made just now.
-        let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
-        if let Ok(wt) = repo.find_worktree(name) {
-            let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true).working_tree(true)));
-        }
-        let _ = remove_tree(path);
+    let commit = branch.get().peel_to_commit().map_err(|e| failed(e.message().into()))?.id();
+    let head = format!("ref: refs/heads/{}\n", req.branch);
+    if let Err(message) = add_linked(&repo, path, name, &head, commit) {
+        // `add_linked` removed what it made; a branch made just now goes too.
         if made {
+            let _adding = ADMIN.read().unwrap_or_else(|e| e.into_inner());
             let _ = repo.find_branch(&req.branch, BranchType::Local).and_then(|mut b| b.delete());
         }
-        return Err(failed(e.message().to_string()));
+        return Err(failed(message));
     }
     Ok(())
+}
+
+/// The first git with parallel checkout (`checkout.workers`); an older one is not used.
+const GIT_MIN_VERSION: (u32, u32) = (2, 32);
+
+/// How long git may take to write one checkout before it is killed.
+const GIT_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// The git program that writes checkouts: `git` on PATH when it is at least `GIT_MIN_VERSION`,
+/// looked up once per process; none when libgit2 writes them.
+pub(super) fn checkout_git() -> Option<PathBuf> {
+    #[cfg(test)]
+    if let Some(chosen) = CHOSEN_GIT.with(|c| c.borrow().clone()) {
+        return chosen;
+    }
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND.get_or_init(|| usable_git(Path::new("git"))).clone()
+}
+
+fn usable_git(program: &Path) -> Option<PathBuf> {
+    let version = git::version(program)?;
+    (version >= GIT_MIN_VERSION).then(|| program.to_path_buf())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The choice of `with_checkout_git` for this thread.
+    static CHOSEN_GIT: std::cell::RefCell<Option<Option<PathBuf>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with the git program `program` writing the checkouts this thread makes, or libgit2
+/// with none or with a program that is not a usable git.
+#[cfg(test)]
+pub(super) fn with_checkout_git<T>(program: Option<&Path>, f: impl FnOnce() -> T) -> T {
+    let chosen = program.and_then(usable_git);
+    let before = CHOSEN_GIT.with(|c| c.replace(Some(chosen)));
+    let out = f();
+    CHOSEN_GIT.with(|c| c.replace(before));
+    out
+}
+
+/// Makes the index and the tracked files of the worktree at `path` match `commit`'s tree, forced:
+/// tracked files that differ are written again or removed, untracked ones stay unless one is in
+/// the way, and `HEAD` is left alone. git (`read-tree --reset -u`, with its parallel checkout)
+/// writes them when it is installed, libgit2 when it is not or when git fails. Both write the
+/// index last, once every file is written, so a new checkout cut short has none.
+fn write_files(path: &Path, commit: Oid) -> Result<(), String> {
+    if let Some(program) = checkout_git() {
+        let sha = commit.to_string();
+        let args = [
+            // As many workers as cores, for a checkout of at least 100 files; one writes fewer.
+            "-c",
+            "checkout.workers=0",
+            "-c",
+            "checkout.thresholdForParallelism=100",
+            // Nothing starts a file-system monitor daemon for a worktree it has not used yet.
+            "-c",
+            "core.fsmonitor=false",
+            "read-tree",
+            "--reset",
+            "-u",
+            &sha,
+        ];
+        match git::run_in(&program, path, &args, GIT_CHECKOUT_TIMEOUT) {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "git cannot write the checkout; libgit2 writes it")
+            }
+        }
+    }
+    let repo = Repository::open(path).map_err(|e| e.message().to_string())?;
+    let target = repo.find_commit(commit).map_err(|e| e.message().to_string())?;
+    repo.checkout_tree(target.as_object(), Some(CheckoutBuilder::new().force())).map_err(|e| e.message().to_string())
+}
+
+/// The message of an error about `path`.
+fn at(path: &Path) -> impl FnOnce(io::Error) -> String + '_ {
+    move |e| format!("{}: {e}", path.display())
+}
+
+/// Adds the linked worktree `name` of `main` at `path`, laid out as `git worktree add` lays it
+/// out: the folder `<common>/worktrees/<name>` with `commondir`, `HEAD` (the text `head`) and
+/// `gitdir`, and `<path>/.git` pointing at it; then writes the files and the index at `commit`.
+/// `path` must not exist, and its parent must. On failure what it made is removed again.
+fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oid) -> Result<(), String> {
+    let admin = main.commondir().join("worktrees").join(name);
+    let mut made_admin = false;
+    let mut made_path = false;
+    let mut add = || -> Result<(), String> {
+        {
+            let _adding = ADMIN.read().unwrap_or_else(|e| e.into_inner());
+            // Made when missing, and never removed: another creation may be using it.
+            let parent = admin.parent().unwrap_or(&admin);
+            fs::create_dir_all(parent).map_err(at(parent))?;
+            fs::create_dir(&admin).map_err(at(&admin))?;
+            made_admin = true;
+        }
+        fs::create_dir(path).map_err(at(path))?;
+        made_path = true;
+        let abs_path = git::canonicalize(path).map_err(at(path))?;
+        let abs_admin = git::canonicalize(&admin).map_err(at(&admin))?;
+        let write = |file: &Path, text: String| fs::write(file, text).map_err(at(file));
+        write(&admin.join("commondir"), "../..\n".into())?;
+        write(&admin.join("HEAD"), head.to_string())?;
+        write(&admin.join("gitdir"), format!("{}\n", abs_path.join(".git").display()))?;
+        write(&path.join(".git"), format!("gitdir: {}\n", abs_admin.display()))?;
+        write_files(path, commit)
+    };
+    let result = add();
+    if result.is_err() {
+        if made_path {
+            let _ = remove_tree(path);
+        }
+        if made_admin {
+            let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+            let _ = remove_tree(&admin);
+        }
+    }
+    result
 }
 
 /// The commit of `base_ref`: a local branch, `origin/<base_ref>`, or any revision git understands.
@@ -389,11 +503,73 @@ fn clone_into(req: &WorkspaceRequest, path: &Path) -> Result<(), WorkspaceError>
         clone.branch(&req.branch, &commit, false).map_err(|e| failed(e.message()))?;
     }
     clone.set_head(&format!("refs/heads/{}", req.branch)).map_err(|e| failed(e.message()))?;
-    clone.checkout_head(Some(CheckoutBuilder::new().force())).map_err(|e| failed(e.message()))?;
+    write_files(path, target).map_err(|e| failed(&e))?;
 
     let origin = main.find_remote("origin").ok().and_then(|r| r.url().map(str::to_string));
     if let Some(origin) = origin {
         clone.remote_set_url("origin", &origin).map_err(|e| failed(e.message()))?;
     }
     Ok(())
+}
+
+/// Adds a linked worktree named `name` (in the main repository's `.git/worktrees/`) at `path`,
+/// its `HEAD` detached at `commit`: the files and the index written, no branch made or held.
+/// The admin files are written the way git writes them, so git and libgit2 both read the result.
+/// On failure what was made is removed again.
+pub(super) fn add_detached_worktree(repo: &Path, path: &Path, name: &str, commit: Oid) -> Result<(), WorkspaceError> {
+    let failed = |message: String| WorkspaceError::WorktreeFailed {
+        path: path.to_path_buf(),
+        branch: format!("(detached at {commit})"),
+        message,
+    };
+    let main = Repository::open(repo).map_err(|e| failed(format!("{}: {}", repo.display(), e.message())))?;
+    main.find_commit(commit).map_err(|e| failed(e.message().to_string()))?;
+    add_linked(&main, path, name, &format!("{commit}\n"), commit).map_err(failed)
+}
+
+/// Moves a detached worktree at `path` to `commit` in place: only the tracked files that differ
+/// are written (or removed); untracked files, such as what setup commands made, stay.
+pub(super) fn move_detached(path: &Path, commit: Oid) -> Result<(), WorkspaceError> {
+    let failed = |message: String| WorkspaceError::WorktreeFailed {
+        path: path.to_path_buf(),
+        branch: format!("(detached at {commit})"),
+        message,
+    };
+    let wt = Repository::open(path).map_err(|e| failed(e.message().to_string()))?;
+    wt.find_commit(commit).map_err(|e| failed(e.message().to_string()))?;
+    write_files(path, commit).map_err(failed)?;
+    wt.set_head_detached(commit).map_err(|e| failed(e.message().to_string()))
+}
+
+/// Points the linked worktree `name` of the main repository at its folder's new place `path`
+/// (after the folder was renamed) and, with `branch`, puts that branch in its `HEAD`. Each file
+/// is replaced atomically, so a crash leaves either the old content or the new one.
+pub(super) fn adopt_worktree(repo: &Path, name: &str, path: &Path, branch: Option<&str>) -> Result<(), WorkspaceError> {
+    let failed = |message: String| WorkspaceError::WorktreeFailed {
+        path: path.to_path_buf(),
+        branch: branch.unwrap_or("(detached)").to_string(),
+        message,
+    };
+    let main = Repository::open(repo).map_err(|e| failed(format!("{}: {}", repo.display(), e.message())))?;
+    let admin = main.commondir().join("worktrees").join(name);
+    let abs_path = git::canonicalize(path).map_err(|e| failed(format!("{}: {e}", path.display())))?;
+    let replace = |file: &str, text: String| {
+        let tmp = admin.join(format!("{file}.aoctl-tmp"));
+        fs::write(&tmp, text)
+            .and_then(|()| fs::rename(&tmp, admin.join(file)))
+            .map_err(|e| failed(format!("{}: {e}", admin.join(file).display())))
+    };
+    replace("gitdir", format!("{}\n", abs_path.join(".git").display()))?;
+    if let Some(branch) = branch {
+        replace("HEAD", format!("ref: refs/heads/{branch}\n"))?;
+    }
+    Ok(())
+}
+
+/// Removes a linked worktree made by `add_detached_worktree`: its folder, and its entry in the
+/// main repository unless the entry now belongs to a checkout elsewhere that still exists.
+pub(super) fn remove_worktree(repo: &Path, path: &Path, name: &str) -> Result<(), WorkspaceError> {
+    remove_tree(path)?;
+    let Ok(main) = Repository::open(repo) else { return Ok(()) };
+    remove_admin_dir(main.commondir(), name, path)
 }

@@ -63,6 +63,7 @@ impl Fixture {
             kind: WorkspaceKind::Worktree,
             setup: None,
             sandbox: false,
+            pool: false,
         }
     }
 
@@ -349,6 +350,7 @@ fn unfinished_record(f: &Fixture, req: &WorkspaceRequest, branch_made_at: Option
         checkout_done: Some(false),
         branch_made_at,
         sandbox: req.sandbox,
+        pool_entry: None,
     };
     fs::create_dir_all(f.ws.root().join(&req.project)).unwrap();
     f.ws.write_record(&rec).unwrap();
@@ -594,4 +596,138 @@ fn head_read_from_files_agrees_with_libgit2() {
     agree("unborn");
     git(&info.path, &["checkout", "-q", "-b", "nested/deeper/name", "main"]);
     agree("a nested branch name");
+}
+
+/// A `git` at `dir/git` that appends its arguments to `dir/git.log` and then runs `body`
+/// (`exec git "$@"` passes them on to the git on PATH).
+#[cfg(unix)]
+fn logging_git(dir: &Path, body: &str) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let (program, log) = (dir.join("git"), dir.join("git.log"));
+    fs::write(&program, format!("#!/bin/sh\necho \"$*\" >> '{}'\n{body}\n", log.display())).unwrap();
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    (program, log)
+}
+
+#[cfg(unix)]
+#[test]
+fn an_installed_git_writes_the_files_of_worktrees_and_clones() {
+    let f = fixture();
+    let bin = f._tmp.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let (program, log) = logging_git(&bin, "exec git \"$@\"");
+    let main = git(&f.repo, &["rev-parse", "main"]);
+    let (wt, cl) = checkout::with_checkout_git(Some(&program), || {
+        assert_eq!(checkout::checkout_git(), Some(program.clone()));
+        let mut clone = f.req("gitclone");
+        clone.kind = WorkspaceKind::Clone;
+        (f.ws.ensure(&f.req("bygit")).unwrap(), f.ws.ensure(&clone).unwrap())
+    });
+    let calls = fs::read_to_string(&log).unwrap();
+    assert_eq!(calls.matches(&format!("read-tree --reset -u {main}")).count(), 2, "{calls}");
+    assert_complete(&f, &wt, "demo/bygit");
+    // The name given is the entry's, not the folder's (`bygit`) as `git worktree add` would make it.
+    let admin = f.repo.join(".git/worktrees/aoctl-demo.bygit");
+    assert_eq!(fs::read_to_string(admin.join("HEAD")).unwrap(), "ref: refs/heads/demo/bygit\n");
+    assert!(admin.join("index").is_file());
+    assert!(git(&f.repo, &["worktree", "list", "--porcelain"]).contains("branch refs/heads/demo/bygit"));
+    let repo = git2::Repository::open(&f.repo).unwrap();
+    repo.find_worktree("aoctl-demo.bygit").unwrap().validate().unwrap();
+    assert_eq!(fs::read_to_string(cl.path.join("README.md")).unwrap(), "hello\n");
+    assert_eq!(git(&cl.path, &["status", "--porcelain"]), "");
+    assert_eq!(git(&cl.path, &["branch", "--show-current"]), "demo/gitclone");
+    assert!(f.ws.remove("demo", "bygit").unwrap());
+    assert!(!admin.exists());
+}
+
+#[test]
+fn without_git_libgit2_writes_the_checkouts_and_clears_a_killed_one() {
+    let f = fixture();
+    let none = f._tmp.path().join("no-such-dir/git");
+    checkout::with_checkout_git(Some(&none), || {
+        assert_eq!(checkout::checkout_git(), None, "a git that cannot run is not used");
+        let info = f.ws.ensure(&f.req("nogit")).unwrap();
+        assert_complete(&f, &info, "demo/nogit");
+        assert!(f.repo.join(".git/worktrees/aoctl-demo.nogit/index").is_file());
+        assert!(f.ws.remove("demo", "nogit").unwrap());
+
+        // A creation killed after the entry and a part of the files were written.
+        let req = f.req("nogit-crash");
+        let rec = unfinished_record(&f, &req, Some(git(&f.repo, &["rev-parse", "main"])));
+        git(&f.repo, &["branch", "demo/nogit-crash", "main"]);
+        let admin = f.repo.join(".git/worktrees/aoctl-demo.nogit-crash");
+        fs::create_dir_all(&admin).unwrap();
+        fs::write(admin.join("commondir"), "../..\n").unwrap();
+        fs::write(admin.join("HEAD"), "ref: refs/heads/demo/nogit-crash\n").unwrap();
+        fs::write(admin.join("gitdir"), format!("{}\n", rec.path.join(".git").display())).unwrap();
+        fs::create_dir_all(&rec.path).unwrap();
+        fs::write(rec.path.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
+        fs::write(rec.path.join("README.md"), "hel").unwrap();
+        let info = f.ws.ensure(&req).unwrap();
+        assert!(info.created);
+        assert_complete(&f, &info, "demo/nogit-crash");
+
+        let mut clone = f.req("nogit-clone");
+        clone.kind = WorkspaceKind::Clone;
+        let info = f.ws.ensure(&clone).unwrap();
+        assert_eq!(git(&info.path, &["status", "--porcelain"]), "");
+        assert_eq!(fs::read_to_string(info.path.join(".gitignore")).unwrap(), ".env\nnode_modules/\n");
+    });
+}
+
+#[cfg(unix)]
+#[test]
+fn a_git_too_old_is_not_used_and_a_failing_one_leaves_the_files_to_libgit2() {
+    let f = fixture();
+    let bin = f._tmp.path().join("old");
+    fs::create_dir(&bin).unwrap();
+    let (old, old_log) = logging_git(&bin, "echo 'git version 2.31.8'");
+    checkout::with_checkout_git(Some(&old), || assert_eq!(checkout::checkout_git(), None));
+    assert_eq!(fs::read_to_string(&old_log).unwrap(), "--version\n");
+
+    let bin = f._tmp.path().join("broken");
+    fs::create_dir(&bin).unwrap();
+    let body =
+        "if [ \"$1\" = --version ]; then echo 'git version 2.47.3'; exit 0; fi\necho 'fatal: broken' >&2; exit 128";
+    let (broken, log) = logging_git(&bin, body);
+    let info = checkout::with_checkout_git(Some(&broken), || f.ws.ensure(&f.req("fallback")).unwrap());
+    assert!(fs::read_to_string(&log).unwrap().contains("read-tree --reset -u"));
+    assert_complete(&f, &info, "demo/fallback");
+}
+
+/// A detached worktree made at one commit and moved to another, by git and by libgit2.
+#[test]
+fn detached_worktrees_are_added_and_moved_by_either_writer() {
+    let f = fixture();
+    let first = git(&f.repo, &["rev-parse", "main"]);
+    fs::write(f.repo.join("added.txt"), "new\n").unwrap();
+    git(&f.repo, &["rm", "-q", ".gitignore"]);
+    git(&f.repo, &["add", "added.txt"]);
+    git(&f.repo, &["commit", "-q", "-m", "second"]);
+    let second = git(&f.repo, &["rev-parse", "main"]);
+    let oid = |s: &str| git2::Oid::from_str(s).unwrap();
+    let writers = [Some(PathBuf::from("git")), None];
+    for (i, writer) in writers.iter().enumerate() {
+        let path = f._tmp.path().join(format!("detached{i}"));
+        let name = format!("warm-{i}");
+        checkout::with_checkout_git(writer.as_deref(), || {
+            assert_eq!(checkout::checkout_git().is_some(), writer.is_some());
+            checkout::add_detached_worktree(&f.repo, &path, &name, oid(&first)).unwrap();
+            assert_eq!(git(&path, &["rev-parse", "HEAD"]), first);
+            assert_eq!(git(&path, &["status", "--porcelain"]), "");
+            assert!(path.join(".gitignore").is_file());
+            let err = checkout::add_detached_worktree(&f.repo, &path, &name, oid(&first)).unwrap_err();
+            assert_eq!(err.reason(), "WorktreeFailed");
+            assert!(path.join(".gitignore").is_file(), "a failed add leaves what it did not make");
+
+            fs::write(path.join("setup-made.txt"), "keep\n").unwrap();
+            fs::write(path.join("README.md"), "changed\n").unwrap();
+            checkout::move_detached(&path, oid(&second)).unwrap();
+            assert_eq!(git(&path, &["rev-parse", "HEAD"]), second);
+            assert_eq!(git(&path, &["status", "--porcelain"]), "?? setup-made.txt");
+            assert_eq!(fs::read_to_string(path.join("README.md")).unwrap(), "hello\n");
+            assert!(path.join("added.txt").is_file() && !path.join(".gitignore").exists());
+            assert!(git(&f.repo, &["worktree", "list", "--porcelain"]).contains(&format!("detached{i}")));
+        });
+    }
 }
