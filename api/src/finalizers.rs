@@ -5,6 +5,10 @@
 /// and files before the Session goes. Admission adds it on create, so the controller need not.
 pub const SESSION_CLEANUP: &str = "ao.dev/session-cleanup";
 
+/// Held on a Project with a warm pool (`spec.workspacePool`): the project controller removes the
+/// pool's worktrees before the Project goes. The controller adds it before it makes the first one.
+pub const WORKSPACE_POOL: &str = "ao.dev/workspace-pool";
+
 /// Whether `finalizers` holds `name`.
 pub fn holds(finalizers: &[String], name: &str) -> bool {
     finalizers.iter().any(|f| f == name)

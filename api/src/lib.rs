@@ -32,7 +32,7 @@ pub use event::{Event, EventType, InvolvedObject};
 pub use gitsource::{GitSource, GitSourceSpec, GitSourceStatus};
 pub use issuesource::{IssueSource, IssueSourceSpec, IssueSourceStatus};
 pub use meta::{Kind, ObjectMeta, OwnerReference, Resource, Time};
-pub use project::{Project, ProjectSpec, ProjectStatus};
+pub use project::{Project, ProjectSpec, ProjectStatus, WorkspacePoolSpec, WorkspacePoolStatus};
 pub use quantity::Quantity;
 pub use session::{Session, SessionSpec, SessionStatus};
 pub use validate::FieldError;

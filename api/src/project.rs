@@ -86,6 +86,34 @@ pub struct ProjectSpec {
     /// Reviewer agents for the project's pull requests and when they run (see docs/reviewers.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<crate::review::ReviewSpec>,
+    /// Worktrees kept checked out and set up ahead of time, so a new session starts without a
+    /// checkout (see docs/sessions.md); off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_pool: Option<WorkspacePoolSpec>,
+}
+
+/// A project's warm pool: ready worktrees at the default branch's head, on a detached `HEAD`,
+/// with the project's setup already run. A new session on the default branch, with a plain
+/// worktree (`workspace.kind: worktree`, not in a container), claims one: its branch is made
+/// there and the folder moved into place.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkspacePoolSpec {
+    /// How many ready worktrees to keep; 0 keeps none (and removes those there are).
+    pub size: u32,
+}
+
+/// What the warm pool holds now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspacePoolStatus {
+    /// The size asked for.
+    pub size: u32,
+    /// Worktrees ready to be claimed: at the default branch's head, with the setup done.
+    pub ready: u32,
+    /// Why the pool is short, when the last round of upkeep failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// Limits on what a project's sessions use together, as the agents report it.
@@ -213,6 +241,9 @@ pub struct ProjectStatus {
     /// Notifications about the project (a spent budget), pending or recently delivered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notifications: Vec<crate::notification::NotificationRecord>,
+    /// The warm pool, when `spec.workspacePool` asks for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_pool: Option<WorkspacePoolStatus>,
 }
 
 impl ProjectStatus {

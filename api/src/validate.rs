@@ -332,6 +332,14 @@ impl Validate for Project {
         if s.max_concurrent_sessions == Some(0) {
             e.check("spec.maxConcurrentSessions", Err("must be at least 1".into()));
         }
+        if let Some(pool) = &s.workspace_pool {
+            if pool.size > MAX_POOL_SIZE {
+                e.check(
+                    "spec.workspacePool.size",
+                    Err(format!("must be at most {MAX_POOL_SIZE}: each one is a full checkout")),
+                );
+            }
+        }
         if let Some(b) = &s.budget {
             if b.tokens == Some(0) {
                 e.check("spec.budget.tokens", Err("must be at least 1".into()));
@@ -566,6 +574,9 @@ fn at_least_a_second(d: crate::Duration) -> Result<(), String> {
     }
 }
 
+/// The most worktrees a project's warm pool may keep.
+pub const MAX_POOL_SIZE: u32 = 100;
+
 /// The longest IssueSource name: `<name>-<number>` must still be a DNS label for issue numbers of
 /// up to ten digits.
 pub const MAX_ISSUESOURCE_NAME: usize = 52;
@@ -753,6 +764,21 @@ mod tests {
         assert_eq!(template(env).len(), 1);
         let bad_ref = SessionTemplate { base_ref: Some("a..b".into()), ..Default::default() };
         assert!(template(bad_ref)[0].starts_with("spec.template.baseRef: "));
+    }
+
+    #[test]
+    fn workspace_pools() {
+        let with = |size| {
+            let mut p = Project::new("demo", "/abs/repo");
+            p.spec.workspace_pool = Some(crate::project::WorkspacePoolSpec { size });
+            p.validate().into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>()
+        };
+        assert!(with(0).is_empty());
+        assert!(with(MAX_POOL_SIZE).is_empty());
+        assert_eq!(
+            with(MAX_POOL_SIZE + 1),
+            ["spec.workspacePool.size: must be at most 100: each one is a full checkout"]
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@ use aoctl_api::project::Project;
 use aoctl_api::session::{AgentRef, RuntimeKind, RuntimeStatus};
 use aoctl_api::Session;
 use aoctl_runtimes::workspace::{
-    WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest, Workspaces,
+    PoolReport, PoolRequest, WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest,
+    Workspaces,
 };
 use aoctl_runtimes::{agents, Handle, InputStyle, Runtime, RuntimeError};
 
@@ -103,6 +104,12 @@ pub trait WorkspaceStore: Send + Sync {
     /// commit id), as a unified diff of at most about `limit` bytes.
     fn diff(&self, project: &str, session: &str, base_ref: &str, limit: usize)
         -> Result<WorkspaceDiff, WorkspaceError>;
+    /// One round of upkeep of a project's warm pool (see `Workspaces::tend_pool`).
+    fn tend_pool(&self, req: &PoolRequest) -> Result<PoolReport, WorkspaceError>;
+    /// Removes a project's pool entries; how many went.
+    fn drain_pool(&self, project: &str) -> Result<usize, WorkspaceError>;
+    /// The projects that have pool entries on disk.
+    fn pools(&self) -> Vec<String>;
 }
 
 impl WorkspaceStore for Workspaces {
@@ -130,6 +137,18 @@ impl WorkspaceStore for Workspaces {
         limit: usize,
     ) -> Result<WorkspaceDiff, WorkspaceError> {
         Workspaces::diff(self, project, session, base_ref, limit)
+    }
+
+    fn tend_pool(&self, req: &PoolRequest) -> Result<PoolReport, WorkspaceError> {
+        Workspaces::tend_pool(self, req)
+    }
+
+    fn drain_pool(&self, project: &str) -> Result<usize, WorkspaceError> {
+        Workspaces::drain_pool(self, project)
+    }
+
+    fn pools(&self) -> Vec<String> {
+        Workspaces::pools(self)
     }
 }
 

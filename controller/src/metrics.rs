@@ -1,5 +1,6 @@
 //! The controller's Prometheus registry: engine metrics, `aoctl_sessions`, the places on docker
-//! engines (`aoctl_docker_host_sessions`, `aoctl_docker_host_capacity`), `aoctl_watch_streams`,
+//! engines (`aoctl_docker_host_sessions`, `aoctl_docker_host_capacity`), the warm pools
+//! (`aoctl_workspace_pool_size`, `_ready`, `_claims_total`), `aoctl_watch_streams`,
 //! `aoctl_terminal_streams` and the standard `process_*` metrics.
 //!
 //! `aoctl_sessions` is counted at each scrape on the store's stored objects, which are shared,
@@ -45,6 +46,11 @@ pub struct Metrics {
     pub docker_host_sessions: IntGaugeVec,
     /// The capacity of each docker engine of a project's `spec.docker.hosts`.
     pub docker_host_capacity: IntGaugeVec,
+    /// The worktrees each project's warm pool is asked to keep, and how many are ready.
+    pub workspace_pool_size: IntGaugeVec,
+    pub workspace_pool_ready: IntGaugeVec,
+    /// New plain-worktree workspaces of projects with a pool, by whether the pool had one ready.
+    pub workspace_pool_claims: IntCounterVec,
     /// The `aoctl_sessions` series set at the last scrape.
     published: Mutex<BTreeSet<(String, &'static str)>>,
 }
@@ -85,6 +91,24 @@ impl Metrics {
             &["project", "host"],
         )?;
         registry.register(Box::new(docker_host_capacity.clone()))?;
+        let workspace_pool_size = IntGaugeVec::new(
+            Opts::new("aoctl_workspace_pool_size", "Worktrees a project's warm pool is asked to keep."),
+            &["project"],
+        )?;
+        registry.register(Box::new(workspace_pool_size.clone()))?;
+        let workspace_pool_ready = IntGaugeVec::new(
+            Opts::new("aoctl_workspace_pool_ready", "Worktrees of a project's warm pool ready to be claimed."),
+            &["project"],
+        )?;
+        registry.register(Box::new(workspace_pool_ready.clone()))?;
+        let workspace_pool_claims = IntCounterVec::new(
+            Opts::new(
+                "aoctl_workspace_pool_claims_total",
+                "New worktrees of projects with a warm pool: result `claimed` (from the pool) or `missed` (checked out).",
+            ),
+            &["project", "result"],
+        )?;
+        registry.register(Box::new(workspace_pool_claims.clone()))?;
         let watch_streams = IntGauge::new("aoctl_watch_streams", "Number of open watch streams of the HTTP API.")?;
         registry.register(Box::new(watch_streams.clone()))?;
         let terminal_streams =
@@ -179,8 +203,25 @@ impl Metrics {
             feedback_latency,
             github_requests,
             github_ratelimit_remaining,
+            workspace_pool_size,
+            workspace_pool_ready,
+            workspace_pool_claims,
             published: Mutex::default(),
         })
+    }
+
+    /// Records a project's warm pool; `None` removes its series (no pool any more).
+    pub fn workspace_pool(&self, project: &str, pool: Option<(u32, u32)>) {
+        match pool {
+            Some((size, ready)) => {
+                self.workspace_pool_size.with_label_values(&[project]).set(i64::from(size));
+                self.workspace_pool_ready.with_label_values(&[project]).set(i64::from(ready));
+            }
+            None => {
+                let _ = self.workspace_pool_size.remove_label_values(&[project]);
+                let _ = self.workspace_pool_ready.remove_label_values(&[project]);
+            }
+        }
     }
 
     /// Brings `aoctl_sessions` up to date with `store`: every phase of every project is present, at

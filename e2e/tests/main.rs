@@ -31,6 +31,7 @@ mod watch;
 mod lifecycle;
 mod mcp;
 mod model_agents;
+mod pool;
 mod real_agent;
 mod real_clis;
 mod recovery;

@@ -136,6 +136,14 @@ fn status_section(kind: Kind, o: &Value, now: DateTime<Utc>) -> String {
             if let Some(n) = o.pointer("/status/sessions") {
                 st.add("Sessions", &object::scalar(n));
             }
+            if let Some(pool) = o.pointer("/status/workspacePool") {
+                let n = |f: &str| pool.get(f).and_then(Value::as_u64).unwrap_or(0);
+                let mut line = format!("{} of {} ready", n("ready"), n("size"));
+                if let Some(m) = pool.get("message").and_then(Value::as_str) {
+                    let _ = write!(line, " ({m})");
+                }
+                st.add("Workspace Pool", &line);
+            }
         }
         Kind::Session => {
             if let Some(path) = s("/status/workspace/path") {

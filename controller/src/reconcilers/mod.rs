@@ -3,6 +3,7 @@
 
 pub mod gitsource;
 pub mod issuesource;
+mod pool;
 pub mod project;
 pub mod session;
 

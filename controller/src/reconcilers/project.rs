@@ -1,17 +1,17 @@
 //! Project reconciler: checks `spec.path` is the top of a git repository, resolves the default
 //! branch, and sets the `Ready` condition, `status.defaultBranch` and `observedGeneration`; adds
 //! up its sessions' usage into `status.usage` and, with a `budget`, sets `BudgetSpent` and tells
-//! the notifiers once when it becomes spent (recorded in `status.notifications`, then delivered).
+//! the notifiers once when it becomes spent (recorded in `status.notifications`, then delivered);
+//! keeps its warm pool of worktrees (`pool`).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::condition::{self, set_condition, types};
-use aoctl_api::{Condition, ConditionStatus, EventType, Kind, Project, ProjectStatus, Time};
+use aoctl_api::{Condition, ConditionStatus, EventType, Project, ProjectStatus, Time};
 use aoctl_engine::Action;
 use aoctl_runtimes::git::{self, GitError};
-use aoctl_store::Selector;
 
 use super::Error;
 use crate::notify;
@@ -20,10 +20,15 @@ use crate::recorder::Recorder;
 /// Name of this controller in metrics and events.
 pub const NAME: &str = "project";
 
-/// What the project reconciler gets: the store and the event recorder.
+/// What the project reconciler gets: the store, the event recorder and the index of the sessions.
 pub struct Context {
     pub store: aoctl_store::Store,
     pub recorder: Recorder,
+    /// The stored sessions by project, shared with the session reconciler.
+    pub sessions: Arc<super::session::SessionIndex>,
+    /// The machine whose workspaces hold the warm pools.
+    pub machine: Arc<dyn crate::machine::Machine>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// What the repository check found.
@@ -77,18 +82,25 @@ fn observe(spec_path: &str, wanted_branch: Option<&str>) -> Observed {
 
 pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Action, Error> {
     if project.metadata.deletion_timestamp.is_some() {
+        super::pool::release(&project, &ctx.store, &ctx.machine).await?;
+        return Ok(Action::await_change());
+    }
+    if super::pool::hold(&project, &ctx.store).await? {
         return Ok(Action::await_change());
     }
     let path = project.spec.path.clone();
     let wanted = project.spec.default_branch.clone();
     let seen = tokio::task::spawn_blocking(move || observe(&path, wanted.as_deref())).await?;
+    let (pool, pool_after) = match seen.ready {
+        ConditionStatus::True => super::pool::tend(&project, seen.default_branch.as_deref(), &ctx.machine).await,
+        _ => (project.status.workspace_pool.clone(), None),
+    };
+    ctx.metrics.workspace_pool(&project.metadata.name, pool.as_ref().map(|p| (p.size, p.ready)));
 
-    // Counted on the stored objects, which are shared, not copied or decoded.
-    let (sessions, _) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
-    let mine = Some(project.metadata.name.as_str());
-    let count =
-        sessions.iter().filter(|s| s.object().pointer("/spec/project").and_then(|p| p.as_str()) == mine).count();
-    let account = super::session::account(&project.metadata.name, &project.status, sessions.iter().map(|s| s.object()));
+    // Counted in the index of the sessions, which the store's changes keep: no list of them all.
+    let mine = &project.metadata.name;
+    let (count, account) =
+        ctx.sessions.read(&ctx.store, |i| (i.sessions(mine), i.account(mine, &project.status))).await?;
     let used = account.total;
     let spent = project.spec.budget.as_ref().and_then(|b| b.spent(&used));
 
@@ -107,6 +119,7 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Actio
         usage: (used != Default::default()).then(|| used.clone()),
         retired_usage: (account.retired != Default::default()).then_some(account.retired),
         session_usage: account.counted,
+        workspace_pool: pool,
         ..status
     };
     let was_spent = condition::is_true(&status.conditions, types::BUDGET_SPENT);
@@ -168,6 +181,7 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Actio
         ConditionStatus::True => Duration::from_secs(300),
         _ => Duration::from_secs(15),
     };
+    let later = [later, pool_after].into_iter().flatten().min();
     Ok(Action::requeue(later.map_or(every, |l| l.min(every))))
 }
 

@@ -309,7 +309,15 @@ async fn lead(candidacy: crate::leader::Candidacy, world: World, stop: watch::Re
 async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
     let World { metrics, fleet, engines, .. } = &world;
     let stopped = || until(end.clone());
-    let project_ctx = Arc::new(project::Context { store: store.clone(), recorder: Recorder::new(store.clone()) });
+    // One index of the sessions per term, kept from its own store handle's changes.
+    let sessions = Arc::new(session::SessionIndex::new());
+    let project_ctx = Arc::new(project::Context {
+        store: store.clone(),
+        recorder: Recorder::new(store.clone()),
+        sessions: sessions.clone(),
+        machine: fleet.clone(),
+        metrics: metrics.clone(),
+    });
     let session_ctx = Arc::new(session::Context {
         store: store.clone(),
         recorder: Recorder::new(store.clone()),
@@ -317,6 +325,7 @@ async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
         github: world.github.clone(),
         metrics: metrics.clone(),
         state: world.session_state.clone(),
+        index: sessions,
         node: world.node.clone(),
         session_keys: Some(world.session_keys.clone()),
     });
@@ -577,7 +586,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let w = WriteOptions::default();
-        for name in ["a", "b", "elsewhere"] {
+        for name in ["a", "b", "c", "elsewhere"] {
             let project = if name == "elsewhere" { "other" } else { "demo" };
             let s = json!({"metadata": {"name": name}, "spec": {"project": project, "prompt": "p"}});
             store.create(Kind::Session, s, w).await.unwrap();
@@ -593,13 +602,27 @@ mod tests {
         };
         router.route(Kind::Session, EventKind::Added, &with_files("a", "demo", &["x.rs"]));
         router.route(Kind::Session, EventKind::Added, &with_files("elsewhere", "other", &["x.rs"]));
-        reconciled(&mut reconciled_sessions, &["a", "elsewhere"]).await.expect("their own changes");
+        // c changes a file no other session changes: the changes below are nothing to it.
+        router.route(Kind::Session, EventKind::Added, &with_files("c", "demo", &["z.rs"]));
+        reconciled(&mut reconciled_sessions, &["a", "elsewhere", "c"]).await.expect("their own changes");
         // b publishes its files: a, of the same project, is woken to compare them with its own.
         router.route(Kind::Session, EventKind::Modified, &with_files("b", "demo", &["x.rs"]));
         reconciled(&mut reconciled_sessions, &["a", "b"]).await.expect("b's sibling woken");
-        // b's files change again: a is woken again.
+        // b's files change again: a is woken again, for x.rs that b no longer changes.
         router.route(Kind::Session, EventKind::Modified, &with_files("b", "demo", &["y.rs"]));
         reconciled(&mut reconciled_sessions, &["a"]).await.expect("woken by the new files");
+        // a takes up y.rs: b is woken.
+        router.route(Kind::Session, EventKind::Modified, &with_files("a", "demo", &["x.rs", "y.rs"]));
+        reconciled(&mut reconciled_sessions, &["a", "b"]).await.expect("b woken by a's new file");
+        // None of this touched z.rs: c was never woken after its own change.
+        let late = tokio::time::timeout(Duration::from_millis(300), async {
+            while let Some(name) = reconciled_sessions.recv().await {
+                if name == "c" {
+                    return;
+                }
+            }
+        });
+        assert!(late.await.is_err(), "c was woken by changes to files it does not change");
         // b is deleted: what it published is gone, so a is woken once more.
         router.route(Kind::Session, EventKind::Deleted, &with_files("b", "demo", &["y.rs"]));
         reconciled(&mut reconciled_sessions, &["a"]).await.expect("woken by the deletion");

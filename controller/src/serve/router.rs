@@ -11,6 +11,10 @@ use aoctl_store::{EventKind, Selector, Store, StoreError, Watch};
 
 use crate::reconcilers::session;
 
+/// How long after a Session's change its Project is reconciled (to count it): the changes of
+/// that time are counted together.
+pub(super) const PROJECT_AFTER_SESSIONS: Duration = Duration::from_millis(500);
+
 /// How long `route_changes` waits before it watches the store again after its watch ended.
 pub(super) const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(200);
 
@@ -53,10 +57,11 @@ pub(super) async fn route_changes(
 
 /// What `route_changes` knows of the objects: a Project's change triggers its own key and its
 /// Sessions' keys (they wait for it); a Session's triggers its own key, its Project's (which
-/// counts them) and its siblings' when a session that stops holding a slot under
-/// `maxConcurrentSessions` or a place on a docker engine of `spec.docker.hosts` frees it for
-/// them, or when the files it publishes as changed (`status.changedFiles`, see
-/// `session::overlap`) change, so each sibling words its own overlap.
+/// counts them, [`PROJECT_AFTER_SESSIONS`] later) and its siblings' when a session that stops
+/// holding a slot under `maxConcurrentSessions` or a place on a docker engine of
+/// `spec.docker.hosts` frees it for them; when the files it publishes as changed
+/// (`status.changedFiles`, see `session::overlap`) change, the siblings that publish a file it
+/// took up or let go of are triggered, so each words its own overlap.
 pub(super) struct Router {
     projects: Trigger,
     sessions: Trigger,
@@ -74,6 +79,8 @@ pub(super) struct Router {
     places: HashMap<String, String>,
     /// The changed files each live session published when last seen.
     published: HashMap<String, serde_json::Value>,
+    /// Per project, the live sessions that published each file.
+    sharing: HashMap<String, HashMap<String, BTreeSet<String>>>,
 }
 
 impl Router {
@@ -88,6 +95,7 @@ impl Router {
             holding: HashMap::new(),
             places: HashMap::new(),
             published: HashMap::new(),
+            sharing: HashMap::new(),
         }
     }
 
@@ -150,13 +158,40 @@ impl Router {
                     Some(f) => self.published.insert(name.clone(), f.clone()),
                     None => self.published.remove(&name),
                 };
-                let files_moved = before.as_ref() != files;
-                if frees || files_moved {
+                if frees {
                     for s in siblings.iter().filter(|s| **s != name) {
                         self.sessions.trigger(s);
                     }
                 }
-                self.projects.trigger(project);
+                if before.as_ref() != files {
+                    // Only the siblings that publish a file this session took up or let go of see
+                    // their overlaps change: the others are not woken.
+                    let (old, new) = (file_names(before.as_ref()), file_names(files));
+                    let sharing = self.sharing.entry(project.to_string()).or_default();
+                    if !frees {
+                        for f in old.symmetric_difference(&new) {
+                            for s in sharing.get(*f).into_iter().flatten().filter(|s| **s != name) {
+                                self.sessions.trigger(s);
+                            }
+                        }
+                    }
+                    for f in old.difference(&new) {
+                        if let Some(names) = sharing.get_mut(*f) {
+                            names.remove(&name);
+                            if names.is_empty() {
+                                sharing.remove(*f);
+                            }
+                        }
+                    }
+                    for f in new.difference(&old) {
+                        sharing.entry(f.to_string()).or_default().insert(name.clone());
+                    }
+                    if sharing.is_empty() {
+                        self.sharing.remove(project);
+                    }
+                }
+                // Many sessions changing at once make one recount of their project, not one each.
+                self.projects.trigger_after(project, PROJECT_AFTER_SESSIONS);
                 if let Some(issuesources) = &self.issuesources {
                     for owner in owners(obj, Kind::IssueSource) {
                         issuesources.trigger(owner);
@@ -190,6 +225,7 @@ impl Router {
         self.holding.clear();
         self.places.clear();
         self.published.clear();
+        self.sharing.clear();
         for s in &sessions {
             // A session seen for the first time that does not hold a slot may have freed one.
             self.route(Kind::Session, EventKind::Modified, s);
@@ -204,6 +240,11 @@ impl Router {
 
 /// The kinds whose changes `route_changes` turns into triggers.
 pub(super) const ROUTED: [Kind; 4] = [Kind::Project, Kind::Session, Kind::GitSource, Kind::IssueSource];
+
+/// The file names of a published `status.changedFiles.files`.
+fn file_names(files: Option<&serde_json::Value>) -> BTreeSet<&str> {
+    files.and_then(|f| f.as_array()).into_iter().flatten().filter_map(|f| f.as_str()).collect()
+}
 
 /// The names of the owners of `kind` in an object's ownerReferences.
 fn owners(obj: &serde_json::Value, kind: Kind) -> impl Iterator<Item = &str> {

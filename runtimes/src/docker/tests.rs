@@ -422,6 +422,7 @@ async fn docker_sandbox_is_mounted_read_only_where_the_agent_must_not_write() {
         kind: aoctl_api::session::WorkspaceKind::Worktree,
         setup: None,
         sandbox: true,
+        pool: false,
     };
     let ws = workspaces.ensure(&req).unwrap();
     let sandbox = ws.sandbox.clone().unwrap();

@@ -288,6 +288,7 @@ mod tests {
             kind: WorkspaceKind::Worktree,
             setup: None,
             sandbox,
+            pool: false,
         }
     }
 

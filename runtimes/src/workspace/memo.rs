@@ -135,6 +135,7 @@ impl Memo {
             created: false,
             sandbox: self.sandbox.clone(),
             sync_error: None,
+            pooled: false,
         })
     }
 }

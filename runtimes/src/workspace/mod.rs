@@ -10,6 +10,9 @@
 mod checkout;
 mod diff;
 mod memo;
+mod pool;
+#[cfg(test)]
+mod pool_tests;
 mod sandbox;
 #[cfg(test)]
 mod sandbox_tests;
@@ -33,6 +36,7 @@ use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 pub use diff::{WorkspaceDiff, DIFF_LIMIT};
+pub use pool::{PoolReport, PoolRequest};
 pub use sandbox::Sandbox;
 pub(crate) use sandbox::{CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
 
@@ -55,6 +59,8 @@ pub struct WorkspaceRequest {
     /// outside the work tree, and its branch reaches the main repository only through `ensure`.
     /// With `kind: worktree` it borrows the main repository's objects, with `clone` it copies them.
     pub sandbox: bool,
+    /// The project keeps a warm pool: a new plain worktree may be claimed from it (see `pool`).
+    pub pool: bool,
 }
 
 /// A workspace ready for an agent.
@@ -74,6 +80,8 @@ pub struct WorkspaceInfo {
     pub sandbox: Option<Sandbox>,
     /// Why the sandbox's branch could not be moved to the main repository at this look.
     pub sync_error: Option<String>,
+    /// Whether this call took the checkout from the project's warm pool.
+    pub pooled: bool,
 }
 
 impl WorkspaceInfo {
@@ -113,6 +121,9 @@ pub struct WorkspaceRecord {
     /// A sandboxed checkout: its git folder is `<session>.git` next to the workspace.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sandbox: bool,
+    /// The pool entry being claimed for this workspace (see `pool`), until the claim is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_entry: Option<String>,
 }
 
 impl WorkspaceRecord {
@@ -214,6 +225,9 @@ pub struct Workspaces {
     full_checks: AtomicU64,
     /// The commit each sandbox's branch was last moved to in the main repository.
     synced: Mutex<HashMap<(String, String), String>>,
+    /// The ports given to workspaces and pool entries, read from their records on first use.
+    ports: Mutex<Option<BTreeSet<u16>>>,
+    pool_locks: pool::PoolLocks,
 }
 
 impl Workspaces {
@@ -228,6 +242,8 @@ impl Workspaces {
             memos: RwLock::default(),
             full_checks: AtomicU64::new(0),
             synced: Mutex::default(),
+            ports: Mutex::default(),
+            pool_locks: pool::PoolLocks::default(),
         }
     }
 
@@ -312,7 +328,7 @@ impl Workspaces {
         // Unique per session in the main repository's `.git/worktrees/`: labels hold no dots.
         let name = format!("aoctl-{}.{}", req.project, req.session);
 
-        let mut created = false;
+        let (mut created, mut pooled) = (false, false);
         let done = rec.is_checkout_done();
         if done && rec.sandbox != req.sandbox {
             let (made, wanted, needs) = if rec.sandbox {
@@ -330,48 +346,8 @@ impl Workspaces {
             }
         };
         if !(done && healthy(&rec)) {
-            if done {
-                if rec.sandbox {
-                    // Commits the agent made since the last look are not lost with G.
-                    let synced = sandbox::sync(&rec.repo, &git_dir, &rec.branch);
-                    if let Some(e) = synced.error {
-                        tracing::warn!(session = %rec.session, error = %e, "cannot move the branch of a broken sandbox");
-                    }
-                }
-                checkout::clear_broken(&path, req)?;
-                if rec.sandbox {
-                    checkout::remove_tree(&git_dir)?;
-                }
-            } else {
-                // The creation that wrote this record never finished (the process was killed),
-                // so ensure never returned the folder: nothing in it is anyone's work.
-                checkout::clear_interrupted(&rec, &path, rec.sandbox.then_some(git_dir.as_path()), &name)?;
-            }
-            if rec.kind == WorkspaceKind::Worktree && !rec.sandbox {
-                checkout::prune_stale(&rec, &path);
-            }
-            rec.repo = req.repo.clone();
-            rec.branch = req.branch.clone();
-            rec.base_ref = req.base_ref.clone();
-            rec.kind = req.kind;
-            rec.sandbox = req.sandbox;
-            rec.worktree_name = (req.kind == WorkspaceKind::Worktree && !req.sandbox).then(|| name.clone());
-            rec.setup_done = false;
-            rec.checkout_done = Some(false);
-            rec.branch_made_at = None;
-            rec.created_at = Utc::now();
-            self.write_record(&rec)?;
-            let made_at = |base: git2::Oid| {
-                rec.branch_made_at = Some(base.to_string());
-                self.write_record(&rec)
-            };
-            match (req.sandbox, req.kind) {
-                (true, kind) => sandbox::create(req, &path, &git_dir, kind == WorkspaceKind::Worktree, made_at)?,
-                (false, WorkspaceKind::Worktree) => checkout::create_worktree(req, &path, &name, made_at)?,
-                (false, WorkspaceKind::Clone) => checkout::create_clone(req, &path)?,
-            }
-            rec.checkout_done = Some(true);
-            self.write_record(&rec)?;
+            let resumed = !done && rec.pool_entry.is_some() && self.resume_claim(&mut rec, &path)?;
+            pooled = resumed || self.make_checkout(req, &mut rec, done, &path, &git_dir, &name)?;
             created = true;
         }
 
@@ -430,7 +406,68 @@ impl Workspaces {
             created,
             sandbox,
             sync_error: None,
+            pooled,
         })
+    }
+
+    /// Makes the session's checkout where there is none, or none that is healthy: claimed from
+    /// the project's pool when one fits, checked out otherwise. Returns whether it came from the pool.
+    fn make_checkout(
+        &self,
+        req: &WorkspaceRequest,
+        rec: &mut WorkspaceRecord,
+        done: bool,
+        path: &Path,
+        git_dir: &Path,
+        name: &str,
+    ) -> Result<bool, WorkspaceError> {
+        if done {
+            if rec.sandbox {
+                // Commits the agent made since the last look are not lost with G.
+                let synced = sandbox::sync(&rec.repo, git_dir, &rec.branch);
+                if let Some(e) = synced.error {
+                    tracing::warn!(session = %rec.session, error = %e, "cannot move the branch of a broken sandbox");
+                }
+            }
+            checkout::clear_broken(path, req)?;
+            if rec.sandbox {
+                checkout::remove_tree(git_dir)?;
+            }
+        } else {
+            // The creation that wrote this record never finished (the process was killed),
+            // so ensure never returned the folder: nothing in it is anyone's work.
+            checkout::clear_interrupted(rec, path, rec.sandbox.then_some(git_dir), name)?;
+        }
+        if rec.kind == WorkspaceKind::Worktree && !rec.sandbox {
+            checkout::prune_stale(rec, path, Some(name));
+        }
+        rec.repo = req.repo.clone();
+        rec.branch = req.branch.clone();
+        rec.base_ref = req.base_ref.clone();
+        rec.kind = req.kind;
+        rec.sandbox = req.sandbox;
+        rec.worktree_name = (req.kind == WorkspaceKind::Worktree && !req.sandbox).then(|| name.to_string());
+        rec.setup_done = false;
+        rec.checkout_done = Some(false);
+        rec.branch_made_at = None;
+        rec.pool_entry = None;
+        rec.created_at = Utc::now();
+        self.write_record(rec)?;
+        if self.claim_from_pool(req, rec, path)? {
+            return Ok(true);
+        }
+        let made_at = |base: git2::Oid| {
+            rec.branch_made_at = Some(base.to_string());
+            self.write_record(rec)
+        };
+        match (req.sandbox, req.kind) {
+            (true, kind) => sandbox::create(req, path, git_dir, kind == WorkspaceKind::Worktree, made_at)?,
+            (false, WorkspaceKind::Worktree) => checkout::create_worktree(req, path, name, made_at)?,
+            (false, WorkspaceKind::Clone) => checkout::create_clone(req, path)?,
+        }
+        rec.checkout_done = Some(true);
+        self.write_record(rec)?;
+        Ok(false)
     }
 
     /// Deletes the session's workspace, its worktree entry (or sandbox git folder, after moving its
@@ -443,10 +480,13 @@ impl Workspaces {
         let _busy = busy.lock();
         self.memos.write().remove(&(project.to_string(), session.to_string()));
         self.synced.lock().remove(&(project.to_string(), session.to_string()));
-        let Some(rec) = self.read_record(project, session)? else {
+        let Some(mut rec) = self.read_record(project, session)? else {
             return Ok(false);
         };
         let path = self.path_of(project, session);
+        // A claim a crash interrupted is settled first, so the pool entry's worktree is pruned
+        // only when its folder is the session's.
+        self.resume_claim(&mut rec, &path)?;
         if rec.sandbox {
             let git_dir = self.git_dir_of(project, session);
             if rec.is_checkout_done() {
@@ -458,7 +498,7 @@ impl Workspaces {
         }
         checkout::remove_tree(&path)?;
         if rec.kind == WorkspaceKind::Worktree && !rec.sandbox {
-            checkout::prune_stale(&rec, &path);
+            checkout::prune_stale(&rec, &path, None);
         }
         let dir = self.root.join(project);
         for file in [format!("{session}.setup.log"), format!("{session}.json")] {
@@ -469,6 +509,7 @@ impl Workspaces {
         }
         // The project folder goes when its last workspace does; a folder with anything else stays.
         let _ = fs::remove_dir(&dir);
+        self.release_port(rec.port);
         Ok(true)
     }
 
@@ -558,8 +599,7 @@ impl Workspaces {
                 }
             });
         }
-        let taken: BTreeSet<u16> = self.list()?.iter().map(|r| r.port).collect();
-        let port = free_port(&taken).map_err(WorkspaceError::io(path))?;
+        let port = self.take_port(path)?;
         let rec = WorkspaceRecord {
             project: req.project.clone(),
             session: req.session.clone(),
@@ -575,9 +615,38 @@ impl Workspaces {
             checkout_done: Some(false),
             branch_made_at: None,
             sandbox: req.sandbox,
+            pool_entry: None,
         };
         self.write_record(&rec)?;
         Ok(rec)
+    }
+
+    /// A port for a new workspace or pool entry at `path`: free now and given to no other.
+    fn take_port(&self, path: &Path) -> Result<u16, WorkspaceError> {
+        let mut ports = self.ports.lock();
+        let taken = match &mut *ports {
+            Some(taken) => taken,
+            None => ports.insert(self.ports_in_use()?),
+        };
+        let port = free_port(taken).map_err(WorkspaceError::io(path))?;
+        taken.insert(port);
+        Ok(port)
+    }
+
+    /// Gives back the port of a workspace or pool entry that went.
+    fn release_port(&self, port: u16) {
+        if let Some(taken) = &mut *self.ports.lock() {
+            taken.remove(&port);
+        }
+    }
+
+    /// The ports the records on disk hold.
+    fn ports_in_use(&self) -> Result<BTreeSet<u16>, WorkspaceError> {
+        let mut taken: BTreeSet<u16> = self.list()?.iter().map(|r| r.port).collect();
+        for project in self.pools() {
+            taken.extend(self.pool_entries(&project)?.iter().map(|e| e.port));
+        }
+        Ok(taken)
     }
 
     fn read_record(&self, project: &str, session: &str) -> Result<Option<WorkspaceRecord>, WorkspaceError> {

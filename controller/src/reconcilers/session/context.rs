@@ -1,11 +1,12 @@
 //! What the session reconciler gets: the store, the event recorder, the machine (runtimes,
-//! workspaces, session files), GitHub, the metrics and its own memory. Assembled by `serve`;
+//! workspaces, session files), GitHub, the metrics, its own memory and the index of the sessions. Assembled by `serve`;
 //! tests assemble it with fakes of the machine.
 
 use std::sync::Arc;
 
 use aoctl_store::Store;
 
+use super::index::SessionIndex;
 use super::state::State;
 use crate::github::Hub;
 use crate::machine::Machine;
@@ -21,6 +22,9 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Shared with the webhook handler, which asks for a poll of a session's pull request.
     pub state: Arc<State>,
+    /// The stored sessions by project, kept from the store's changes; shared with the project
+    /// reconciler.
+    pub index: Arc<SessionIndex>,
     /// The controller node this runs on (`aoctl serve --node`): the runtimes it starts that only
     /// this machine reaches are recorded as this node's (see `node`).
     pub node: String,

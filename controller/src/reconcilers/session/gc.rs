@@ -1,5 +1,6 @@
 //! Orphan collection: runtimes and workspaces this controller owns that no Session claims (left
-//! by a crash between deleting an object and cleaning up after it) are removed, and so are the
+//! by a crash between deleting an object and cleaning up after it), and warm pools no Project
+//! claims, are removed, and so are the
 //! containers of sessions that were moved off a lost docker engine and are recorded on another.
 
 use std::collections::HashSet;
@@ -14,6 +15,8 @@ use super::{Context, Error};
 pub async fn collect(ctx: &Context) -> Result<(usize, usize), Error> {
     // Runtimes and workspaces are listed before the sessions: anything that exists then and has no
     // Session afterwards cannot belong to a Session still being created.
+    let machine = ctx.machine.clone();
+    let pools = tokio::task::spawn_blocking(move || machine.workspaces().pools()).await?;
     let mut owned = vec![];
     for rt in ctx.machine.runtimes().await {
         // An engine that does not answer is looked at again at the next collection.
@@ -77,6 +80,13 @@ pub async fn collect(ctx: &Context) -> Result<(usize, usize), Error> {
         }
     }
     let mut workspaces = 0;
+    // The warm pool of a Project that is gone (its finalizer normally removes it first).
+    let live: HashSet<&str> = projects.iter().map(|p| p.metadata.name.as_str()).collect();
+    for project in pools.into_iter().filter(|p| !live.contains(p.as_str())) {
+        tracing::warn!(project, "removing the warm pool of a project that is gone");
+        let machine = ctx.machine.clone();
+        workspaces += tokio::task::spawn_blocking(move || machine.workspaces().drain_pool(&project)).await??;
+    }
     for r in records {
         if !claimed.contains(&(r.project.clone(), r.session.clone())) {
             tracing::warn!(session = %r.session, path = %r.path.display(), "removing an orphaned workspace");

@@ -14,6 +14,7 @@ mod cleanup;
 mod context;
 mod effects;
 pub mod gc;
+mod index;
 mod launch;
 mod messages;
 mod node;
@@ -26,7 +27,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,15 +35,15 @@ use std::time::Duration;
 use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::project::{Project, ProjectStatus};
 use aoctl_api::session::{reasons, ActivityState, Phase, RuntimeKind, Usage, WorkspaceKind, WorkspaceStatus};
-use aoctl_api::{Condition, ConditionStatus, EventType, Kind, Session, SessionStatus, Time};
+use aoctl_api::{Condition, ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_engine::Action;
 use aoctl_runtimes::workspace::{WorkspaceInfo, WorkspaceRequest};
-use aoctl_store::{Selector, StoreError};
+use aoctl_store::StoreError;
 use serde::Deserialize;
 
 use super::Error;
 pub use context::Context;
-use state::Queues;
+pub use index::SessionIndex;
 pub use state::{Observation, PrMemo, State};
 
 /// Name of this controller in metrics and events.
@@ -233,7 +234,11 @@ impl<'a> Reconcile<'a> {
     /// The files the session's branch changes, and which of them its live siblings change too.
     async fn overlap(&mut self, ws: &WorkspaceInfo) -> Result<(), Error> {
         let base_ref = self.base_ref();
-        overlap::observe(self.s, &self.project, ws, &base_ref, self.ctx, self.st).await
+        let Some(changed) = overlap::changed(self.s, ws, &base_ref, self.st).await? else { return Ok(()) };
+        let (project, name, files) = (&self.project.metadata.name, &self.s.metadata.name, &changed.files);
+        let overlaps = self.ctx.index.read(&self.ctx.store, |i| i.overlaps(project, name, files)).await?;
+        overlap::record(self.s, changed, overlaps, self.st);
+        Ok(())
     }
 
     /// The agent's part: when it ends early, the pull request and reactions are still looked at.
@@ -298,7 +303,9 @@ impl<'a> Reconcile<'a> {
             setup: project.spec.setup.clone(),
             // A container gets a sandboxed checkout: nothing of the main repository is writable in it.
             sandbox: self.runtime_kind == RuntimeKind::Docker,
+            pool: project.spec.workspace_pool.as_ref().is_some_and(|p| p.size > 0),
         };
+        let pooling = req.pool && req.kind == WorkspaceKind::Worktree && !req.sandbox;
         if let Some(gone) = workspace_gone(st).await {
             // Said before it is made again, so the status shows the loss even when the new checkout
             // follows at once.
@@ -327,8 +334,13 @@ impl<'a> Reconcile<'a> {
             }
         };
         if ws.created {
-            let msg = format!("{} on branch {}", ws.path.display(), ws.branch);
+            let from = if ws.pooled { " (from the warm pool)" } else { "" };
+            let msg = format!("{} on branch {}{from}", ws.path.display(), ws.branch);
             ctx.recorder.publish(s, EventType::Normal, "WorkspaceCreated", &msg).await;
+            if pooling {
+                let result = if ws.pooled { "claimed" } else { "missed" };
+                ctx.metrics.workspace_pool_claims.with_label_values(&[s.spec.project.as_str(), result]).inc();
+            }
         }
         if let Some(e) = &ws.sync_error {
             ctx.recorder.publish(s, EventType::Warning, "BranchNotMoved", e).await;
@@ -386,9 +398,8 @@ async fn queue_rank(s: &Session, project: &Project, ctx: &Context) -> Result<Opt
     if s.spec.stopped {
         return Ok(None);
     }
-    let queues = queues(ctx).await?;
-    let contenders = queues.get(&project.metadata.name).map(Vec::as_slice).unwrap_or_default();
-    let rank = contenders.iter().position(|n| *n == s.metadata.name).unwrap_or(contenders.len());
+    let (project, name) = (&project.metadata.name, &s.metadata.name);
+    let rank = ctx.index.read(&ctx.store, |i| i.rank(project, name)).await?;
     Ok((rank >= max as usize).then(|| rank - max as usize))
 }
 
@@ -396,16 +407,14 @@ async fn queue_rank(s: &Session, project: &Project, ctx: &Context) -> Result<Opt
 /// `maxConcurrentSessions` hold or wait for one. Sessions queued before it go first.
 async fn free_slot(project: &Project, ctx: &Context) -> Result<bool, Error> {
     let Some(max) = project.spec.max_concurrent_sessions else { return Ok(true) };
-    let queues = queues(ctx).await?;
-    let contenders = queues.get(&project.metadata.name).map_or(0, Vec::len);
+    let contenders = ctx.index.read(&ctx.store, |i| i.contenders(&project.metadata.name)).await?;
     Ok(contenders < max as usize)
 }
 
 /// Why the project's budget is spent, or `None` while some is left (or it has none).
 async fn budget_spent(project: &Project, ctx: &Context) -> Result<Option<String>, Error> {
     let Some(budget) = &project.spec.budget else { return Ok(None) };
-    let (all, _) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
-    let used = account(&project.metadata.name, &project.status, all.iter().map(|o| o.object())).total;
+    let used = ctx.index.read(&ctx.store, |i| i.account(&project.metadata.name, &project.status).total).await?;
     Ok(budget.spent(&used))
 }
 
@@ -429,10 +438,22 @@ pub fn account<'a>(
     before: &ProjectStatus,
     sessions: impl Iterator<Item = &'a serde_json::Value>,
 ) -> Account {
+    let shown =
+        sessions.filter(|o| o.pointer("/spec/project").and_then(|p| p.as_str()) == Some(project)).filter_map(|o| {
+            let uid = o.pointer("/metadata/uid").and_then(|u| u.as_str())?;
+            Some((uid, o.pointer("/status/usage").and_then(|u| Usage::deserialize(u).ok())))
+        });
+    account_of(before, shown)
+}
+
+/// [`account`] from the uid and shown usage of each stored session of the project; a session
+/// that shows none need only be given when `before` counted it.
+pub(crate) fn account_of<'a>(
+    before: &ProjectStatus,
+    sessions: impl Iterator<Item = (&'a str, Option<Usage>)>,
+) -> Account {
     let mut counted = BTreeMap::new();
-    for o in sessions.filter(|o| o.pointer("/spec/project").and_then(|p| p.as_str()) == Some(project)) {
-        let Some(uid) = o.pointer("/metadata/uid").and_then(|u| u.as_str()) else { continue };
-        let shown = o.pointer("/status/usage").and_then(|u| Usage::deserialize(u).ok());
+    for (uid, shown) in sessions {
         let earlier = before.session_usage.get(uid);
         let usage = match (shown, earlier) {
             (Some(s), Some(e)) => s.max(e),
@@ -453,39 +474,6 @@ pub fn account<'a>(
     let mut total = retired.clone();
     counted.values().for_each(|u| total.add(u));
     Account { total, retired, counted }
-}
-
-/// The sessions that hold or wait for a slot, by project, oldest first: neither stopped, nor
-/// deleted, nor finished. Listed once per store resourceVersion, so a resync of n sessions that
-/// changes nothing lists them once rather than n times.
-async fn queues(ctx: &Context) -> Result<Arc<Queues>, Error> {
-    let now = ctx.store.resource_version();
-    if let Some((at, queues)) = &ctx.state.lock().queues {
-        if *at == now {
-            return Ok(queues.clone());
-        }
-    }
-    let (all, at) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
-    let mut by_project: HashMap<String, Vec<(Option<Time>, String)>> = HashMap::new();
-    for o in all.iter().map(|o| o.object()) {
-        let text = |p: &str| o.pointer(p).and_then(|v| v.as_str());
-        let (Some(project), Some(name)) = (text("/spec/project"), text("/metadata/name")) else { continue };
-        if !holds_slot(o) {
-            continue;
-        }
-        let created = o.pointer("/metadata/creationTimestamp").and_then(|v| Time::deserialize(v).ok());
-        by_project.entry(project.to_string()).or_default().push((created, name.to_string()));
-    }
-    let queues: Queues = by_project
-        .into_iter()
-        .map(|(project, mut v)| {
-            v.sort();
-            (project, v.into_iter().map(|(_, name)| name).collect())
-        })
-        .collect();
-    let queues = Arc::new(queues);
-    ctx.state.lock().queues = Some((at, queues.clone()));
-    Ok(queues)
 }
 
 /// Whether a stored Session holds or waits for a slot under `maxConcurrentSessions`: it is not

@@ -1,23 +1,20 @@
 //! Overlap: the files a session's branch changes (`status.changedFiles`, diffed with libgit2 only
 //! when its head or its base moved) and the other live sessions of its project that change some
 //! of the same files (`status.overlaps` and the `Overlapping` condition). Each session diffs only
-//! its own branch and reads its siblings' published lists from the store, so no reconciler writes
-//! another object's status; `serve::Router` wakes the siblings when a session's list changes.
+//! its own branch and finds its siblings' published lists in the index of the sessions (by file),
+//! so no reconciler writes another object's status; `serve::Router` wakes the siblings that share
+//! a file when a session's list changes.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+#[cfg(test)]
+use std::collections::BTreeSet;
 
 use aoctl_api::condition::types;
-use aoctl_api::project::Project;
 use aoctl_api::session::{reasons, ChangedFiles, Overlap, Phase};
-use aoctl_api::{ConditionStatus, Kind, Session, SessionStatus};
+use aoctl_api::{ConditionStatus, Session, SessionStatus};
 use aoctl_runtimes::git;
 use aoctl_runtimes::workspace::WorkspaceInfo;
-use aoctl_store::Selector;
 use serde_json::Value;
 
-use super::context::Context;
-use super::state::Published;
 use super::{cond, pr, Error};
 
 /// How many files and sessions the condition's message names before it counts the rest.
@@ -32,16 +29,15 @@ pub fn published(o: &Value) -> Option<&Value> {
     o.pointer("/status/changedFiles/files").filter(|_| !deleting && !finished)
 }
 
-/// Records the files the branch changes and the sessions that change some of them too.
-pub(super) async fn observe(
+/// The files the branch changes against `base_ref`; `None` when there is no head yet, or when
+/// they cannot be read (the `Overlapping` condition then says why).
+pub(super) async fn changed(
     s: &Session,
-    project: &Project,
     ws: &WorkspaceInfo,
     base_ref: &str,
-    ctx: &Context,
     st: &mut SessionStatus,
-) -> Result<(), Error> {
-    let Some(head) = ws.head_sha.clone() else { return Ok(()) };
+) -> Result<Option<ChangedFiles>, Error> {
+    let Some(head) = ws.head_sha.clone() else { return Ok(None) };
     let (root, base_name) = (pr::branch_repo(ws), base_ref.to_string());
     let known = st.changed_files.clone();
     let changed = tokio::task::spawn_blocking(move || -> Result<ChangedFiles, git::GitError> {
@@ -62,12 +58,15 @@ pub(super) async fn observe(
             st.changed_files = None;
             st.overlaps.clear();
             cond(st, s, types::OVERLAPPING, ConditionStatus::Unknown, e.reason(), e.to_string());
-            return Ok(());
+            return Ok(None);
         }
     };
-    let all = published_by_project(ctx).await?;
-    let siblings = all.get(&project.metadata.name).into_iter().flatten().filter(|(n, _)| **n != s.metadata.name);
-    st.overlaps = overlaps(&changed.files, siblings);
+    Ok(Some(changed))
+}
+
+/// Records the files the branch changes and the sessions that change some of them too.
+pub(super) fn record(s: &Session, changed: ChangedFiles, overlaps: Vec<Overlap>, st: &mut SessionStatus) {
+    st.overlaps = overlaps;
     st.changed_files = Some(changed);
     if st.overlaps.is_empty() {
         let msg = "no other session of the project changes the files this branch changes";
@@ -76,10 +75,11 @@ pub(super) async fn observe(
         let msg = message(&st.overlaps);
         cond(st, s, types::OVERLAPPING, ConditionStatus::True, reasons::FILES_OVERLAP, msg);
     }
-    Ok(())
 }
 
-/// The siblings whose files meet `own`, by session name, each with the shared files (sorted).
+/// The siblings whose files meet `own`, by session name, each with the shared files (sorted):
+/// what [`super::index::Index::overlaps`] answers, by comparing every sibling.
+#[cfg(test)]
 pub(super) fn overlaps<'a>(
     own: &[String],
     siblings: impl Iterator<Item = (&'a String, &'a Vec<String>)>,
@@ -124,31 +124,6 @@ pub(super) fn message(overlaps: &[Overlap]) -> String {
 /// What identifies one overlap: the sessions and the files they share, sorted.
 pub(super) fn fingerprint(overlaps: &[Overlap]) -> String {
     overlaps.iter().map(|o| format!("{}:{}", o.session, o.files.join(","))).collect::<Vec<_>>().join(";")
-}
-
-/// The live sessions' published files by project, read once per store resourceVersion, so a
-/// resync of n sessions lists them once rather than n times.
-async fn published_by_project(ctx: &Context) -> Result<Arc<Published>, Error> {
-    let now = ctx.store.resource_version();
-    if let Some((at, p)) = &ctx.state.lock().published {
-        if *at == now {
-            return Ok(p.clone());
-        }
-    }
-    let (all, at) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
-    let mut by_project: Published = HashMap::new();
-    for o in all.iter().map(|o| o.object()) {
-        let text = |p: &str| o.pointer(p).and_then(Value::as_str);
-        let (Some(project), Some(name), Some(files)) = (text("/spec/project"), text("/metadata/name"), published(o))
-        else {
-            continue;
-        };
-        let files = files.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
-        by_project.entry(project.to_string()).or_default().insert(name.to_string(), files);
-    }
-    let p = Arc::new(by_project);
-    ctx.state.lock().published = Some((at, p.clone()));
-    Ok(p)
 }
 
 #[cfg(test)]

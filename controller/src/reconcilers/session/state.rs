@@ -1,14 +1,11 @@
-//! What the session reconciler learns in one reconcile and uses in the next: the queues under
-//! `maxConcurrentSessions`, the last look at each agent, the pull request answers, the limits
-//! waited for, when usage was read, the issues read and the places taken on docker engines. It lives as long as this controller: a
+//! What the session reconciler learns in one reconcile and uses in the next: the last look at
+//! each agent, the pull request answers, the limits waited for, when usage was read, the issues
+//! read and the places taken on docker engines. It lives as long as this controller: a
 //! restarted one starts with nothing remembered.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
-
-/// Session names by project, in queue order.
-pub(super) type Queues = HashMap<String, Vec<String>>;
 
 /// What was last seen of a session's agent, to tell activity from silence.
 #[derive(Clone, Debug)]
@@ -62,16 +59,9 @@ pub(super) struct LimitMemo {
     pub cleared: bool,
 }
 
-/// Per project, the live sessions' published files by session name.
-pub(super) type Published = HashMap<String, std::collections::BTreeMap<String, Vec<String>>>;
-
 /// The memory itself, behind [`State`]'s lock.
 #[derive(Default)]
 pub(super) struct Memory {
-    /// `queues` as of a store resourceVersion.
-    pub queues: Option<(u64, Arc<Queues>)>,
-    /// The live sessions' changed files as of a store resourceVersion (see `overlap.rs`).
-    pub published: Option<(u64, Arc<Published>)>,
     /// Per session: the last look at its agent.
     pub observations: HashMap<String, Observation>,
     /// Per session: its pull request.

@@ -12,7 +12,9 @@ use aoctl_api::session::{ChecksState, PullRequestState, ReviewState, RuntimeKind
 use aoctl_api::{Condition, ConditionStatus, Kind, Project, Session, Time};
 use aoctl_engine::Action;
 use aoctl_github::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
-use aoctl_runtimes::workspace::{WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest};
+use aoctl_runtimes::workspace::{
+    PoolReport, PoolRequest, WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest,
+};
 use aoctl_runtimes::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use aoctl_store::{Store, StoreError, WriteOptions};
 use serde_json::{json, Value};
@@ -157,6 +159,7 @@ impl WorkspaceStore for FakeWorkspaces {
             checkout_done: Some(true),
             branch_made_at: None,
             sandbox: false,
+            pool_entry: None,
         };
         self.made.lock().unwrap().insert((req.project.clone(), req.session.clone()), record);
         Ok(WorkspaceInfo {
@@ -169,6 +172,7 @@ impl WorkspaceStore for FakeWorkspaces {
             created,
             sandbox: None,
             sync_error: None,
+            pooled: false,
         })
     }
 
@@ -187,6 +191,19 @@ impl WorkspaceStore for FakeWorkspaces {
     /// These folders have no git behind them, so there is no diff to show.
     fn diff(&self, project: &str, session: &str, _: &str, _: usize) -> Result<WorkspaceDiff, WorkspaceError> {
         Err(WorkspaceError::NoWorkspace { path: self.root.join(project).join(session) })
+    }
+
+    /// No pool is kept in these folders without git: the session reconciler never asks for one.
+    fn tend_pool(&self, req: &PoolRequest) -> Result<PoolReport, WorkspaceError> {
+        Err(WorkspaceError::NoWorkspace { path: self.root.join(&req.project) })
+    }
+
+    fn drain_pool(&self, _: &str) -> Result<usize, WorkspaceError> {
+        Ok(0)
+    }
+
+    fn pools(&self) -> Vec<String> {
+        vec![]
     }
 }
 
@@ -267,6 +284,7 @@ impl World {
             )),
             metrics,
             state: Arc::new(State::default()),
+            index: Arc::new(super::SessionIndex::new()),
             node: "here".into(),
             session_keys: Some(crate::agent_token::SessionKeys::new("t0ken", "127.0.0.1:7420".parse().unwrap())),
         });
