@@ -6,6 +6,7 @@ bin=target/release/aoctl
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GB, $(uname -sr)"
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "spawn: $(python3 e2e/bench/spawn.py "$bin")"
+echo "spawn one (Django): $(python3 e2e/bench/spawn_one.py "$bin")"
 if docker version >/dev/null 2>&1; then echo "docker spawn: $(python3 e2e/bench/docker_spawn.py "$bin")"; else echo "docker spawn: skipped (no Docker engine answers \`docker version\`; start one with e2e/docker/dockerd.sh start)"; fi
 echo "idle: $(python3 e2e/bench/idle.py "$bin")"
 echo "get sessions: $(python3 e2e/bench/get_list.py "$bin")"

@@ -1,5 +1,6 @@
 """Helpers shared by the benchmarks of e2e/bench/: a release `aoctl serve` on a free port and a
-scratch data dir, keep-alive HTTP, /proc readings, /metrics parsing and a scratch repository."""
+scratch data dir, keep-alive HTTP, /proc readings, /metrics parsing, a scratch repository, and the
+same disk state before each measured phase (settle_disk)."""
 
 import http.client
 import json
@@ -232,29 +233,42 @@ def timed_apply(server, manifest, n, prepare=None, timeout=300):
     path = os.path.join(server.dir, f"apply-{time.monotonic_ns()}.yaml")
     with open(path, "w") as f:
         f.write(manifest)
+    return timed_command(server, ["apply", "-f", path], n, prepare, timeout)
+
+
+def timed_command(server, args, n, prepare=None, timeout=300):
+    """Runs `aoctl <args>` against the server and returns the seconds from the command's start
+    until n Sessions report RuntimeReady=True. The time of the n-th is taken when its watch event
+    arrives (the watch is connected before `prepare` runs and the clock starts), not when the
+    command exits."""
     rv = server.conn.json("GET", f"{API}/sessions")["metadata"]["resourceVersion"]
-    ready, done = set(), threading.Event()
+    ready, connected, done = set(), threading.Event(), threading.Event()
+    at = []
 
     def watch():
         url = f"{server.base}{API}/sessions?watch=true&resourceVersion={rv}"
         with server.urlopen(url, timeout=timeout) as r:
+            connected.set()
             for line in r:
                 obj = json.loads(line)["object"]
                 if running(obj):
                     ready.add(obj["metadata"]["name"])
                     if len(ready) == n:
+                        at.append(time.monotonic())
                         done.set()
                         return
 
     threading.Thread(target=watch, daemon=True).start()
+    if not connected.wait(30):
+        raise SystemExit(f"the watch of sessions did not connect in 30s; see {server.log.name}")
     if prepare:
         prepare()
     t0 = time.monotonic()
-    subprocess.run([server.aoctl, "--server", server.base, "apply", "-f", path], check=True, env=server.env,
+    subprocess.run([server.aoctl, "--server", server.base, *args], check=True, env=server.env,
                    stdout=subprocess.DEVNULL)
     if not done.wait(timeout):
         raise SystemExit(f"only {len(ready)} of {n} sessions became RuntimeReady; see {server.log.name}")
-    return time.monotonic() - t0
+    return at[0] - t0
 
 
 def delete_project(server, name, timeout=60):
@@ -287,3 +301,118 @@ def settled(s):
     st = s.get("status", {})
     return st.get("observedGeneration") == s["metadata"].get("generation") and bool(st.get("phase"))
 
+
+def dirty_kb():
+    """Dirty plus Writeback of /proc/meminfo in KiB: written data the kernel has not yet put on disk."""
+    total = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("Dirty", "Writeback"):
+                total += int(rest.split()[0])
+    return total
+
+
+def bounded_sync(timeout):
+    """sync(2) in a thread, waited for at most `timeout` seconds; whether it returned in time."""
+    t = threading.Thread(target=os.sync, daemon=True)
+    t.start()
+    t.join(timeout)
+    return not t.is_alive()
+
+
+def evict(paths):
+    """Drops the cached pages of the files in `paths`, and of every file in the folders among
+    them, with POSIX_FADV_DONTNEED, which needs no privilege but drops only clean pages (so it
+    follows a sync). Directory entries and inodes stay cached. Returns the number of files."""
+    n = 0
+    for top in paths:
+        walk = [(os.path.dirname(top), [], [os.path.basename(top)])] if os.path.isfile(top) else os.walk(top)
+        for root, _dirs, files in walk:
+            for name in files:
+                try:
+                    fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                except OSError:
+                    continue  # sockets, dangling or racing files
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    n += 1
+                finally:
+                    os.close(fd)
+    return n
+
+
+def drop_caches():
+    """Writes 3 to /proc/sys/vm/drop_caches (page cache, dentries and inodes); False where the
+    kernel refuses it, as it does to unprivileged users and in most containers."""
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+DIRTY_KB = int(os.environ.get("BENCH_DIRTY_KB", "8192"))
+SETTLE_S = float(os.environ.get("BENCH_SETTLE_S", "60"))
+# BENCH_DROP_CACHES=0 skips drop_caches where it is permitted, to measure the fallback.
+DROP = os.environ.get("BENCH_DROP_CACHES", "1") != "0"
+
+
+def settle_disk(paths=(), dirty_max_kb=DIRTY_KB, timeout=SETTLE_S):
+    """Puts the disk in the same state before every measured phase: `sync`, then wait (at most
+    `timeout` seconds) until Dirty+Writeback is below `dirty_max_kb`, then drop the caches where
+    permitted, else evict the files under `paths` from the page cache. Returns what it did, for
+    the result line."""
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    synced = bounded_sync(timeout)
+    last_sync = time.monotonic()
+    while dirty_kb() > dirty_max_kb and time.monotonic() < deadline:
+        # Other writers on the machine dirty pages meanwhile; a new sync every second writes them too.
+        if synced and time.monotonic() - last_sync >= 1:
+            synced = bounded_sync(max(0.0, deadline - time.monotonic()))
+            last_sync = time.monotonic()
+        time.sleep(0.05)
+    dirty = dirty_kb()
+    dropped = DROP and synced and drop_caches()
+    files = 0 if dropped else evict(paths)
+    return {"method": "drop_caches" if dropped else "sync+fadvise", "dirty_kb": dirty,
+            "settled": synced and dirty <= dirty_max_kb, "settle_s": round(time.monotonic() - t0, 3),
+            "evicted_files": files}
+
+
+def disk_summary(states):
+    """One entry for the result line from the `settle_disk` results of a run."""
+    return {"method": "+".join(sorted({s["method"] for s in states})), "phases": len(states),
+            "unsettled": sum(1 for s in states if not s["settled"]),
+            "dirty_kb_max": max((s["dirty_kb"] for s in states), default=0), "dirty_max_kb": DIRTY_KB,
+            "settle_s_max": max((s["settle_s"] for s in states), default=0),
+            "evicted_files_max": max((s["evicted_files"] for s in states), default=0)}
+
+
+def spread(values):
+    """Median, min, max and the rounds in order, in seconds, for the result line."""
+    return {"median_s": round(median(values), 3), "min_s": round(min(values), 3), "max_s": round(max(values), 3),
+            "rounds_s": [round(v, 3) for v in values]}
+
+
+def reset_repo(repo):
+    """Forgets every worktree whose folder is gone and deletes every branch but `main`, so the
+    repository is the same before each phase."""
+    git(repo, "worktree", "prune")
+    # A worktree locked while it was being made (the server stopped meanwhile) outlives a prune.
+    listed = subprocess.run(["git", "-C", repo, "worktree", "list", "--porcelain"], check=True,
+                            capture_output=True, text=True).stdout
+    gone = [line[len("worktree "):] for line in listed.splitlines()
+            if line.startswith("worktree ") and not os.path.isdir(line[len("worktree "):])]
+    for path in gone:
+        subprocess.run(["git", "-C", repo, "worktree", "unlock", path], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    if gone:
+        git(repo, "worktree", "prune")
+    refs = subprocess.run(["git", "-C", repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/"],
+                          check=True, capture_output=True, text=True).stdout.split()
+    others = [r for r in refs if r != "main"]
+    if others:
+        git(repo, "branch", "-q", "-D", *others)

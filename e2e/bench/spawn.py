@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Spawn benchmark: N sessions applied at once on a repository of a few thousand files, timed
-until every one is RuntimeReady, against the raw floor measured in the same run: sequential
-`git worktree add` + `tmux new-session` of the same N. Prints a JSON result line."""
+until every one is RuntimeReady, with the project's warm pool off and on, against the raw floor
+measured in the same run: sequential `git worktree add` + `tmux new-session` of the same N. Every
+phase starts from the same disk state (common.settle_disk). Prints a JSON result line.
+
+Environment: BENCH_SESSIONS (20), BENCH_FILES (3000), BENCH_ROUNDS (5), BENCH_POOL=0 skips the
+pool phase, BENCH_POOL_TIMEOUT (600 s) bounds the wait for a full pool; BENCH_DIRTY_KB, BENCH_SETTLE_S and
+BENCH_DROP_CACHES=0 (the fallback even where drop_caches is permitted) tune the settling (common.py)."""
 
 import json
 import os
@@ -13,12 +18,15 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Server, delete_project, git, timed_apply  # noqa: E402
+from common import (API, Server, delete_project, disk_summary, git, loadavg, reset_repo, settle_disk,  # noqa: E402
+                    spread, timed_apply)
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 N = int(os.environ.get("BENCH_SESSIONS", "20"))
 FILES = int(os.environ.get("BENCH_FILES", "3000"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+POOL = os.environ.get("BENCH_POOL", "1") != "0"
+POOL_TIMEOUT = float(os.environ.get("BENCH_POOL_TIMEOUT", "600"))
 
 
 def make_repo(path):
@@ -33,19 +41,14 @@ def make_repo(path):
     git(path, "commit", "-q", "-m", "files")
 
 
-def settle():
-    """Writes back the previous round's files first, so no round pays for another's dirty pages."""
-    os.sync()
-    time.sleep(1)
-
-
-def floor(repo, work):
+def floor(repo, work, disk):
     """Sequential git worktree add + tmux new-session of N, the way a person would script it."""
-    settle()
     sock = os.path.join(work, "floor.sock")
+    os.makedirs(work)
+    disk.append(settle_disk([repo]))
     t0 = time.monotonic()
     for i in range(N):
-        wt = os.path.join(work, "floor", f"s{i}")
+        wt = os.path.join(work, f"s{i}")
         git(repo, "worktree", "add", "-q", "-b", f"floor{i}", wt, "main")
         subprocess.run(["tmux", "-S", sock, "new-session", "-d", "-s", f"s{i}", "-c", wt, "sleep", "1000"], check=True)
     took = time.monotonic() - t0
@@ -53,18 +56,79 @@ def floor(repo, work):
     return took
 
 
-def aoctl_round(repo, work, round_no):
-    server = Server(AOCTL, work, f"serve{round_no}")
+def wait_pool(server, name, size, timeout):
+    """Waits until the project's status.workspacePool.ready reaches `size`. A controller that
+    keeps a pool reports status.workspacePool at once, so its absence for a minute ends the wait
+    early (wait_project_ready came first)."""
+    t0 = time.monotonic()
+    while True:
+        pool = server.conn.json("GET", f"{API}/projects/{name}").get("status", {}).get("workspacePool")
+        if pool is None and time.monotonic() - t0 > min(60, timeout):
+            raise SystemExit(f"project {name} has no status.workspacePool {min(60, timeout)}s after it was "
+                             f"created: this aoctl accepts spec.workspacePool but keeps no pool; see {server.log.name}")
+        pool = pool or {}
+        if pool.get("ready", 0) >= size:
+            return
+        if time.monotonic() - t0 > timeout:
+            raise SystemExit(f"the workspace pool of {name} holds {pool.get('ready', 0)} of {size} ready "
+                             f"worktrees after {timeout}s (status.workspacePool: {pool}); see {server.log.name}")
+        time.sleep(0.2)
+
+
+def show_log(server, lines=40):
+    """Copies the end of the server's log to stderr."""
+    with open(server.log.name, errors="replace") as f:
+        tail = f.readlines()[-lines:]
+    sys.stderr.write(f"last lines of {server.log.name}:\n{''.join(tail)}")
+
+
+def delete_all(server, name, timeout=300):
+    """Deletes the project and waits until its sessions and the project itself are gone: the
+    warm pool's finalizer removes the pool's worktrees first."""
+    delete_project(server, name, timeout)
+    deadline = time.monotonic() + timeout
+    while server.conn.request("GET", f"{API}/projects/{name}")[0] != 404:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"project {name} still there {timeout}s after it was deleted; see {server.log.name}")
+        time.sleep(0.1)
+
+
+def create_project(server, repo, pool, prefix, **spec):
+    """The project `bench`, with a warm pool of `pool` worktrees unless 0; waits until it is Ready."""
+    spec = {"path": repo, "sessionPrefix": prefix, **spec}
+    if pool:
+        spec["workspacePool"] = {"size": pool}
+    status, body = server.conn.request("POST", f"{API}/projects", {
+        "apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": "bench"}, "spec": spec})
+    if status == 400 and pool:
+        raise SystemExit(f"the server refused spec.workspacePool ({status} {body[:300]!r}): this aoctl has no "
+                         "warm pool; BENCH_POOL=0 skips the pool phase")
+    if status not in (200, 201):
+        raise SystemExit(f"POST project: {status} {body[:500]!r}")
+    server.wait_project_ready("bench")
+
+
+def aoctl_phase(repo, work, name, pool, disk, extra):
+    """N Sessions applied at once, timed until all are RuntimeReady; with `pool`, the project
+    keeps that many worktrees ready and the clock starts once the pool is full."""
+    server = Server(AOCTL, work, name)
     try:
-        server.project("bench", repo, sessionPrefix=f"r{round_no}")
-        server.wait_project_ready("bench")
+        t0 = time.monotonic()
+        create_project(server, repo, pool, name)
+        if pool:
+            wait_pool(server, "bench", pool, POOL_TIMEOUT)
+            # From the project's creation: its first reconcile may fill the pool before Ready.
+            extra.setdefault("pool_fill_s", []).append(round(time.monotonic() - t0, 3))
         manifest = "".join(
             f"---\napiVersion: ao.dev/v1alpha1\nkind: Session\nmetadata: {{name: s{i}}}\n"
             f"spec: {{project: bench, agent: {{command: [sleep, '1000']}}}}\n" for i in range(N))
-        took = timed_apply(server, manifest, N, prepare=settle)
+        took = timed_apply(server, manifest, N, prepare=lambda: disk.append(settle_disk([repo, server.dir])))
         # Clean up through the product itself: deleting the project cascades to the sessions.
-        delete_project(server, "bench")
+        delete_all(server, "bench")
         return took
+    except BaseException:
+        show_log(server)  # the scratch folder goes when the script ends
+        raise
     finally:
         server.stop()
 
@@ -74,21 +138,34 @@ def main():
     try:
         repo = os.path.join(work, "repo")
         make_repo(repo)
-        floors, runs = [], []
+        phases = ["floor", "pool_off"] + (["pool_on"] if POOL else [])
+        times = {p: [] for p in phases}
+        disk, extra = [], {}
+        load = []
         for r in range(ROUNDS):
-            floors.append(floor(repo, os.path.join(work, f"f{r}")))
-            shutil.rmtree(os.path.join(work, f"f{r}"), ignore_errors=True)
-            git(repo, "worktree", "prune")
-            for i in range(N):
-                git(repo, "branch", "-q", "-D", f"floor{i}")
-            runs.append(aoctl_round(repo, work, r))
-        floors.sort()
-        runs.sort()
-        med = lambda v: v[len(v) // 2]
-        print(json.dumps({"sessions": N, "files": FILES, "rounds": ROUNDS,
-                          "floor_s": [round(x, 3) for x in floors], "aoctl_s": [round(x, 3) for x in runs],
-                          "floor_median_s": round(med(floors), 3), "aoctl_median_s": round(med(runs), 3),
-                          "ratio": round(med(runs) / med(floors), 3)}))
+            # The order turns by one each round, so no phase always follows the same other.
+            for phase in phases[r % len(phases):] + phases[:r % len(phases)]:
+                name = f"{phase.replace('_', '')}{r}"
+                if phase == "floor":
+                    took = floor(repo, os.path.join(work, name), disk)
+                else:
+                    took = aoctl_phase(repo, work, name, N if phase == "pool_on" else 0, disk, extra)
+                times[phase].append(took)
+                load.append(loadavg())
+                # The phase's worktrees, branches and server data go before the next phase settles.
+                shutil.rmtree(os.path.join(work, name), ignore_errors=True)
+                reset_repo(repo)
+        out = {"sessions": N, "files": FILES, "rounds": ROUNDS, "disk": disk_summary(disk)}
+        out.update({p: spread(v) for p, v in times.items()})
+        med = {p: out[p]["median_s"] for p in phases}
+        out["ratio"] = round(med["pool_off"] / med["floor"], 3)
+        if POOL:
+            out["ratio_pool"] = round(med["pool_on"] / med["floor"], 3)
+            out["pool_fill_s"] = extra.get("pool_fill_s", [])
+        else:
+            out["pool_on"] = "skipped (BENCH_POOL=0)"
+        out["loadavg_max"] = max(load)
+        print(json.dumps(out))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
