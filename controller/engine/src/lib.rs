@@ -54,12 +54,12 @@ pub struct Config {
 }
 
 impl Config {
-    /// Returns a config with default tuning: 4 workers, a 5-minute resync, a backoff from 500 ms to 5 minutes.
+    /// Returns a config with default tuning: 4 workers, a 10-minute resync, a backoff from 500 ms to 5 minutes.
     pub fn new(name: &'static str) -> Config {
         Config {
             name,
             concurrency: 4,
-            resync: Duration::from_secs(5 * 60),
+            resync: Duration::from_secs(10 * 60),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(5 * 60),
         }
