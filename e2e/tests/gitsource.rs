@@ -288,7 +288,12 @@ async fn a_force_push_is_followed_and_a_vanished_repository_leaves_the_objects()
         })
         .await;
     assert_eq!(status(&obj, "lastAppliedRevision"), Some(rewritten.as_str()));
-    assert!(event_reasons(&server, "fleet").await.iter().any(|r| r == "FetchFailed"));
+    // The event is recorded just after the status that says so.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !event_reasons(&server, "fleet").await.iter().any(|r| r == "FetchFailed") {
+        assert!(tokio::time::Instant::now() < deadline, "no FetchFailed event");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     tokio::time::sleep(Duration::from_secs(3)).await;
     sessions_become(&server, &[("a", "one"), ("c", "three")]).await;
 }

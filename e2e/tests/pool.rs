@@ -129,6 +129,7 @@ async fn sessions_claim_ready_worktrees_and_the_pool_follows_its_branch() {
         (e.len() == 1).then_some(()).ok_or(format!("{e:?}"))
     })
     .await;
+    server.aoctl(&["delete", "session", "--wait", "first", "second"]).ok();
     server.aoctl(&["delete", "project", "warm", "--wait"]).ok();
     assert!(server.object("projects", "warm").await.is_none());
     eventually(READY, "the pool's folder gone", || {

@@ -215,7 +215,8 @@ fn make_writable(dir: &Path) {
 
 /// Drops the main repository's entries for this workspace that no longer hold its checkout: the
 /// one of its recorded name and `name` (the one a creation now uses), looked up directly; with
-/// neither (a record written before names were recorded), every entry whose folder is `path`. Failures are logged; a stale entry only blocks the branch.
+/// neither (a record written before names were recorded), every entry whose folder is `path`.
+/// Failures are logged; a stale entry only blocks the branch.
 pub(super) fn prune_stale(rec: &WorkspaceRecord, path: &Path, name: Option<&str>) {
     let Ok(repo) = Repository::open(&rec.repo) else { return };
     let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
