@@ -9,7 +9,7 @@ echo "spawn: $(python3 e2e/bench/spawn.py "$bin")"
 echo "spawn one (Django): $(python3 e2e/bench/spawn_one.py "$bin")"
 if docker version >/dev/null 2>&1; then echo "docker spawn: $(python3 e2e/bench/docker_spawn.py "$bin")"; else echo "docker spawn: skipped (no Docker engine answers \`docker version\`; start one with e2e/docker/dockerd.sh start)"; fi
 echo "idle: $(python3 e2e/bench/idle.py "$bin")"
-echo "get sessions: $(python3 e2e/bench/get_list.py "$bin")"
+echo "fleet and get sessions: $(python3 e2e/bench/get_list.py "$bin")"
 echo "engine: $(python3 e2e/bench/engine.py "$bin")"
 echo "watch fan-out: $(python3 e2e/bench/watch_fanout.py "$bin")"
 echo "gitsource: $(python3 e2e/bench/gitsource.py "$bin")"

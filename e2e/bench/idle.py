@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Idle cost: 100 running sessions (agent `sleep 100000` in tmux) held for 300 s. Reports the
+"""Idle cost: 1,000 running sessions (agent `sleep 100000` in tmux) held for 600 s. Reports the
 controller's CPU (% of one core, from /proc/<pid>/stat utime+stime deltas), the CPU of what it
 spawned and reaped meanwhile (cutime+cstime: tmux clients), its tmux server's CPU, its RSS, and
-the reconciles it ran. Baseline in the same run: the same 100 `tmux new-session sleep` without
+the reconciles it ran. Baseline in the same run: the same number of `tmux new-session sleep` without
 aoctl — the tmux server's own CPU. Prints a JSON result line."""
 
 import json
@@ -16,10 +16,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import Server, cleanup, running, cpu_seconds, loadavg, make_repo, metric_sum, rss_bytes, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
-N = int(os.environ.get("BENCH_SESSIONS", "100"))
-# Quiet sessions are looked at by a safety resync every 120 s and the engine's resync every 300 s,
+N = int(os.environ.get("BENCH_SESSIONS", "1000"))
+# Quiet sessions are looked at by a safety resync every 600 s and the engine's resync every 600 s,
 # so a shorter window can miss the work they cost; the baseline needs no more than a minute.
-SECONDS = float(os.environ.get("BENCH_IDLE_SECONDS", "300"))
+SECONDS = float(os.environ.get("BENCH_IDLE_SECONDS", "600"))
 BASELINE_SECONDS = min(SECONDS, 60.0)
 WARMUP = float(os.environ.get("BENCH_WARMUP_SECONDS", "15"))
 
