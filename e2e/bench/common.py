@@ -416,3 +416,20 @@ def reset_repo(repo):
     others = [r for r in refs if r != "main"]
     if others:
         git(repo, "branch", "-q", "-D", *others)
+
+
+def rotating_rounds(phases, rounds, run, after):
+    """Runs every phase once per round, the order turned by one each round so that no phase always
+    follows the same other. `run(phase, name)` returns the phase's seconds; `after(name)` removes
+    what it left before the next phase settles the disk. Returns the seconds by phase and the load
+    average after each phase."""
+    times = {p: [] for p in phases}
+    load = []
+    for r in range(rounds):
+        for phase in phases[r % len(phases):] + phases[:r % len(phases)]:
+            name = f"{phase.replace('_', '')}{r}"
+            times[phase].append(run(phase, name))
+            load.append(loadavg())
+            after(name)
+    return times, load
+

@@ -18,7 +18,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (API, Server, delete_project, disk_summary, git, loadavg, reset_repo, settle_disk,  # noqa: E402
+from common import (API, Server, delete_project, disk_summary, git, reset_repo, rotating_rounds, settle_disk,  # noqa: E402
                     spread, timed_apply)
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
@@ -139,22 +139,19 @@ def main():
         repo = os.path.join(work, "repo")
         make_repo(repo)
         phases = ["floor", "pool_off"] + (["pool_on"] if POOL else [])
-        times = {p: [] for p in phases}
         disk, extra = [], {}
-        load = []
-        for r in range(ROUNDS):
-            # The order turns by one each round, so no phase always follows the same other.
-            for phase in phases[r % len(phases):] + phases[:r % len(phases)]:
-                name = f"{phase.replace('_', '')}{r}"
-                if phase == "floor":
-                    took = floor(repo, os.path.join(work, name), disk)
-                else:
-                    took = aoctl_phase(repo, work, name, N if phase == "pool_on" else 0, disk, extra)
-                times[phase].append(took)
-                load.append(loadavg())
-                # The phase's worktrees, branches and server data go before the next phase settles.
-                shutil.rmtree(os.path.join(work, name), ignore_errors=True)
-                reset_repo(repo)
+
+        def run(phase, name):
+            if phase == "floor":
+                return floor(repo, os.path.join(work, name), disk)
+            return aoctl_phase(repo, work, name, N if phase == "pool_on" else 0, disk, extra)
+
+        def after(name):
+            # The phase's worktrees, branches and server data go before the next phase settles.
+            shutil.rmtree(os.path.join(work, name), ignore_errors=True)
+            reset_repo(repo)
+
+        times, load = rotating_rounds(phases, ROUNDS, run, after)
         out = {"sessions": N, "files": FILES, "rounds": ROUNDS, "disk": disk_summary(disk)}
         out.update({p: spread(v) for p, v in times.items()})
         med = {p: out[p]["median_s"] for p in phases}

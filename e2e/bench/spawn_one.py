@@ -21,7 +21,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (Server, disk_summary, git, loadavg, reset_repo, settle_disk, spread,  # noqa: E402
+from common import (Server, disk_summary, git, reset_repo, rotating_rounds, settle_disk, spread,  # noqa: E402
                     timed_command)
 from spawn import create_project, delete_all, show_log, wait_pool  # noqa: E402
 
@@ -121,21 +121,19 @@ def main():
     work = tempfile.mkdtemp(prefix="aoctl-bench-")
     try:
         phases = ["floor", "pool_off"] + (["pool_on"] if POOL else [])
-        times = {p: [] for p in phases}
-        disk, fills, load = [], [], []
-        for r in range(ROUNDS):
-            # The order turns by one each round, so no phase always follows the same other.
-            for phase in phases[r % len(phases):] + phases[:r % len(phases)]:
-                name = f"{phase.replace('_', '')}{r}"
-                if phase == "floor":
-                    took = floor(repo, os.path.join(work, name), disk)
-                else:
-                    took = aoctl_phase(repo, work, name, POOL_SIZE if phase == "pool_on" else 0, disk, fills)
-                times[phase].append(took)
-                load.append(loadavg())
-                # The phase's worktree, branches and server data go before the next phase settles.
-                shutil.rmtree(os.path.join(work, name), ignore_errors=True)
-                reset_repo(repo)
+        disk, fills = [], []
+
+        def run(phase, name):
+            if phase == "floor":
+                return floor(repo, os.path.join(work, name), disk)
+            return aoctl_phase(repo, work, name, POOL_SIZE if phase == "pool_on" else 0, disk, fills)
+
+        def after(name):
+            # The phase's worktree, branches and server data go before the next phase settles.
+            shutil.rmtree(os.path.join(work, name), ignore_errors=True)
+            reset_repo(repo)
+
+        times, load = rotating_rounds(phases, ROUNDS, run, after)
         out = {"tree": f"django-{DJANGO}", "files": files_of(repo), "rounds": ROUNDS, "ready_from": "watch",
                "disk": disk_summary(disk)}
         out.update({p: spread(v) for p, v in times.items()})
