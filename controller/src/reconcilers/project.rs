@@ -83,6 +83,7 @@ fn observe(spec_path: &str, wanted_branch: Option<&str>) -> Observed {
 pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Action, Error> {
     if project.metadata.deletion_timestamp.is_some() {
         super::pool::release(&project, &ctx.store, &ctx.machine).await?;
+        ctx.metrics.workspace_pool(&project.metadata.name, None);
         return Ok(Action::await_change());
     }
     if super::pool::hold(&project, &ctx.store).await? {

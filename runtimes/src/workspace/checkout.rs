@@ -296,11 +296,16 @@ const GIT_MIN_VERSION: (u32, u32) = (2, 32);
 const GIT_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// The git program that writes checkouts: `git` on PATH when it is at least `GIT_MIN_VERSION`,
-/// looked up once per process; none when libgit2 writes them.
+/// looked up once per process; none when libgit2 writes them. On Windows libgit2 always does for
+/// now: git's writing there is untested (under Wine, the `git` a Windows program finds on PATH is
+/// the host's Linux git).
 pub(super) fn checkout_git() -> Option<PathBuf> {
     #[cfg(test)]
     if let Some(chosen) = CHOSEN_GIT.with(|c| c.borrow().clone()) {
         return chosen;
+    }
+    if cfg!(windows) {
+        return None;
     }
     static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
     FOUND.get_or_init(|| usable_git(Path::new("git"))).clone()
@@ -362,6 +367,17 @@ fn write_files(path: &Path, commit: Oid) -> Result<(), String> {
     repo.checkout_tree(target.as_object(), Some(CheckoutBuilder::new().force())).map_err(|e| e.message().to_string())
 }
 
+/// A path as git writes it into `gitdir` files: with `/` between its parts on Windows too, where
+/// libgit2 reads a backslash in them as part of a name, and finds no work tree.
+fn link_text(path: &Path) -> String {
+    let text = path.display().to_string();
+    if cfg!(windows) {
+        text.replace('\\', "/")
+    } else {
+        text
+    }
+}
+
 /// The message of an error about `path`.
 fn at(path: &Path) -> impl FnOnce(io::Error) -> String + '_ {
     move |e| format!("{}: {e}", path.display())
@@ -391,8 +407,8 @@ fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oi
         let write = |file: &Path, text: String| fs::write(file, text).map_err(at(file));
         write(&admin.join("commondir"), "../..\n".into())?;
         write(&admin.join("HEAD"), head.to_string())?;
-        write(&admin.join("gitdir"), format!("{}\n", abs_path.join(".git").display()))?;
-        write(&path.join(".git"), format!("gitdir: {}\n", abs_admin.display()))?;
+        write(&admin.join("gitdir"), format!("{}\n", link_text(&abs_path.join(".git"))))?;
+        write(&path.join(".git"), format!("gitdir: {}\n", link_text(&abs_admin)))?;
         write_files(path, commit)
     };
     let result = add();
@@ -560,7 +576,7 @@ pub(super) fn adopt_worktree(repo: &Path, name: &str, path: &Path, branch: Optio
             .and_then(|()| fs::rename(&tmp, admin.join(file)))
             .map_err(|e| failed(format!("{}: {e}", admin.join(file).display())))
     };
-    replace("gitdir", format!("{}\n", abs_path.join(".git").display()))?;
+    replace("gitdir", format!("{}\n", link_text(&abs_path.join(".git"))))?;
     if let Some(branch) = branch {
         replace("HEAD", format!("ref: refs/heads/{branch}\n"))?;
     }
