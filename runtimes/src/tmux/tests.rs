@@ -2,6 +2,7 @@
 //! [`crate::test_agents`].
 
 use std::path::Path;
+use std::time::Duration;
 
 use super::TmuxRuntime;
 use crate::contract_tests as contract;
@@ -207,8 +208,25 @@ async fn tmux_dying_pane_touches_its_transcript_and_probes_see_it_once_told() {
     assert_eq!(server.runtime.probe(&handle).await.unwrap(), Probe::Alive);
     // The writer keeps the unlinked file; only the hook opens the path again, creating it.
     std::fs::remove_file(&spec.transcript).unwrap();
-    let _ = server.runtime.send(&handle, "quit", &style(3)).await;
-    wait_for("the pane-died hook to open the transcript", || spec.transcript.exists()).await;
+    // Typed again until the pane is dead: on a loaded machine one "quit" has been seen to go
+    // unread. Both waits are bounded, more loosely than `wait_for`, for the same reason.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let _ = server.runtime.send(&handle, "quit", &style(3)).await;
+        server.runtime.invalidate_probes();
+        if matches!(server.runtime.probe(&handle).await.unwrap(), Probe::Exited(_)) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the agent never read its quit");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    while !spec.transcript.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for the pane-died hook to open the transcript"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(read(&spec.transcript), "", "the hook writes nothing");
     server.runtime.invalidate_probes();
     assert_eq!(server.runtime.probe(&handle).await.unwrap(), Probe::Exited(Some(3)), "no stale view after a death");
