@@ -173,7 +173,7 @@ impl SessionTemplate {
             runtime: self.runtime,
             workspace: self.workspace,
             prompt: self.prompt.as_deref().map(|p| render(p, issue)),
-            issue: Some(issue.number.to_string()),
+            issue: Some(issue.reference.clone()),
             base_ref: self.base_ref.clone(),
             env: self.env.clone(),
             restart_policy: self.restart_policy,
@@ -190,6 +190,8 @@ impl SessionTemplate {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IssueFields {
     pub number: u64,
+    /// How the session's `spec.issue` names it: `42`, or Linear's `ENG-42`.
+    pub reference: String,
     pub title: String,
     pub body: String,
     pub labels: Vec<String>,
@@ -302,6 +304,7 @@ mod tests {
     fn issue() -> IssueFields {
         IssueFields {
             number: 42,
+            reference: "42".into(),
             title: "Login fails".into(),
             body: "Steps: {{title}}".into(),
             labels: vec!["agent".into(), "bug".into()],

@@ -5,7 +5,7 @@ pub mod activity_watch;
 pub mod admission;
 pub mod agent_token;
 pub mod fleet;
-pub mod github;
+pub mod forges;
 pub mod http;
 pub mod input;
 pub mod leader;

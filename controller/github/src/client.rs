@@ -12,7 +12,8 @@ use http::{HeaderMap, Method, StatusCode};
 use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
 
-use crate::budget::{epoch, header_u64, Budget, Cached};
+use aoctl_scm::{epoch, header_u64, Budget, Cached};
+
 use crate::error::Error;
 
 /// The REST base URL of github.com.
@@ -122,7 +123,7 @@ impl Client {
         read: Read,
     ) -> Result<Reply, Error> {
         let conditional = read == Read::Cached && method == Method::GET;
-        self.budget.admit().await?;
+        self.budget.admit().await.map_err(|reset_at| Error::RateLimited { reset_at })?;
         let cached = if conditional { self.budget.cached(path) } else { None };
         let mut builder = http::Request::builder().method(method.clone()).uri(path);
         if let Some(answer) = &cached {

@@ -3,52 +3,13 @@
 
 use serde::Deserialize;
 
+use aoctl_scm::{Issue, IssueList, IssueStateFilter};
+
 use crate::client::{segment, Client};
 use crate::error::Error;
 
 const GET_ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{issue_number}";
 const LIST_ISSUES: &str = "GET /repos/{owner}/{repo}/issues";
-
-/// The title, body, labels and state of a tracker issue.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Issue {
-    pub number: u64,
-    pub title: String,
-    /// Empty when the issue has no description.
-    pub body: String,
-    pub url: String,
-    /// The labels' names.
-    pub labels: Vec<String>,
-    /// Whether it is still open (GitHub's `state` is `open`).
-    pub open: bool,
-}
-
-/// Which issues a list takes by state.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum IssueStateFilter {
-    #[default]
-    Open,
-    Closed,
-    All,
-}
-
-impl IssueStateFilter {
-    fn as_str(self) -> &'static str {
-        match self {
-            IssueStateFilter::Open => "open",
-            IssueStateFilter::Closed => "closed",
-            IssueStateFilter::All => "all",
-        }
-    }
-}
-
-/// The issues a list found, newest first, and whether GitHub's answer changed since the last
-/// time the same list was read through the same budget (false when every page answered 304).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IssueList {
-    pub issues: Vec<Issue>,
-    pub changed: bool,
-}
 
 /// A label is an object, or (in older payloads) its bare name.
 #[derive(Deserialize)]
@@ -85,6 +46,7 @@ impl From<WireIssue> for Issue {
             .collect();
         Issue {
             number: w.number,
+            reference: format!("#{}", w.number),
             title: w.title,
             body: w.body.unwrap_or_default(),
             url: w.html_url,
@@ -131,7 +93,7 @@ impl Client {
         state: IssueStateFilter,
     ) -> Result<IssueList, Error> {
         let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
-        let mut path = format!("/repos/{o}/{r}/issues?state={}", state.as_str());
+        let mut path = format!("/repos/{o}/{r}/issues?state={}", state_name(state));
         if !labels.is_empty() {
             let labels = labels.iter().map(|l| escape_label(l)).collect::<Result<Vec<_>, _>>()?;
             path.push_str("&labels=");
@@ -150,6 +112,15 @@ impl Client {
             .map(Issue::from)
             .collect();
         Ok(IssueList { issues, changed })
+    }
+}
+
+/// GitHub's `state` query value.
+fn state_name(s: IssueStateFilter) -> &'static str {
+    match s {
+        IssueStateFilter::Open => "open",
+        IssueStateFilter::Closed => "closed",
+        IssueStateFilter::All => "all",
     }
 }
 

@@ -7,7 +7,6 @@
 //! the end of the rate-limit window and after secondary limits, and each request is counted by
 //! endpoint template and status code for the controller's metrics. This crate does no IO other
 //! than HTTP to the configured API URL.
-mod budget;
 mod checks;
 mod client;
 mod error;
@@ -16,10 +15,10 @@ mod pulls;
 mod reviews;
 pub mod webhook;
 
-pub use budget::{Budget, BudgetKey, Observer, RequestRecord, Stats};
-pub use checks::{flaky_cause, CheckKind, Checks, FailingCheck, ACTIONS_APP};
+pub use aoctl_scm::{
+    flaky_cause, Budget, BudgetKey, CheckKind, Checks, FailingCheck, Issue, IssueList, IssueStateFilter, MergeMethod,
+    NewComment, Observer, PullRequest, RequestRecord, Review, ReviewComment, ReviewEvent, Reviews, Stats,
+};
+pub use checks::ACTIONS_APP;
 pub use client::{Client, DEFAULT_API_URL};
 pub use error::Error;
-pub use issues::{Issue, IssueList, IssueStateFilter};
-pub use pulls::{MergeMethod, PullRequest};
-pub use reviews::{NewComment, Review, ReviewComment, ReviewEvent, Reviews};

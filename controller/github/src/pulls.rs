@@ -1,6 +1,7 @@
 //! Pull requests: find the pull request of a branch, open one, merge one.
 
-use aoctl_api::session::{ChecksState, PullRequestState, PullRequestStatus, ReviewState};
+use aoctl_api::session::PullRequestState;
+use aoctl_scm::{MergeMethod, PullRequest};
 use http::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::json;
@@ -12,67 +13,6 @@ const LIST_PULLS: &str = "GET /repos/{owner}/{repo}/pulls";
 const GET_PULL: &str = "GET /repos/{owner}/{repo}/pulls/{pull_number}";
 const CREATE_PULL: &str = "POST /repos/{owner}/{repo}/pulls";
 const MERGE_PULL: &str = "PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge";
-
-/// What the controller needs to know about a pull request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PullRequest {
-    pub number: u64,
-    /// The page on GitHub (`html_url`).
-    pub url: String,
-    pub state: PullRequestState,
-    pub head_sha: String,
-    pub head_ref: String,
-    pub base_ref: String,
-    /// The commit the base branch pointed at when GitHub last looked.
-    pub base_sha: String,
-    pub draft: bool,
-    /// `None` while GitHub is still computing it.
-    pub mergeable: Option<bool>,
-    /// GitHub's `mergeable_state`: `clean`, `dirty` (conflicts), `blocked`, `behind`, `unstable`, …
-    pub mergeable_state: Option<String>,
-    pub merged: bool,
-    pub title: String,
-    /// The description; empty when there is none.
-    pub body: String,
-}
-
-impl PullRequest {
-    /// Whether the pull request has merge conflicts with its base.
-    pub fn has_conflicts(&self) -> bool {
-        self.mergeable == Some(false) || self.mergeable_state.as_deref() == Some("dirty")
-    }
-
-    /// The session's `status.pullRequest` for this pull request and the given checks and review.
-    pub fn status(&self, checks: ChecksState, review: ReviewState) -> PullRequestStatus {
-        PullRequestStatus {
-            number: self.number,
-            url: self.url.clone(),
-            state: self.state,
-            head_sha: Some(self.head_sha.clone()),
-            checks,
-            review,
-            mergeable: self.mergeable,
-        }
-    }
-}
-
-/// How a pull request is merged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MergeMethod {
-    Merge,
-    Squash,
-    Rebase,
-}
-
-impl MergeMethod {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            MergeMethod::Merge => "merge",
-            MergeMethod::Squash => "squash",
-            MergeMethod::Rebase => "rebase",
-        }
-    }
-}
 
 #[derive(Deserialize)]
 struct WireRef {
@@ -200,7 +140,7 @@ impl Client {
             message: String,
         }
         let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
-        let request = json!({"merge_method": method.as_str(), "sha": sha});
+        let request = json!({"merge_method": method_name(method), "sha": sha});
         let path = format!("/repos/{o}/{r}/pulls/{number}/merge");
         let reply = self.send(Method::PUT, MERGE_PULL, &path, Some(&request), Read::Whole).await?;
         match reply.status {
@@ -218,5 +158,14 @@ impl Client {
             return Err(Error::NotMergeable { number, message: merged.message });
         }
         Ok(merged.sha)
+    }
+}
+
+/// GitHub's `merge_method` for a merge method.
+fn method_name(m: MergeMethod) -> &'static str {
+    match m {
+        MergeMethod::Merge => "merge",
+        MergeMethod::Squash => "squash",
+        MergeMethod::Rebase => "rebase",
     }
 }

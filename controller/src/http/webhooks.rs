@@ -20,7 +20,7 @@ use axum::Json;
 use serde_json::Value;
 
 use super::{AppError, AppState};
-use crate::github::webhook_secret;
+use crate::forges::webhook_secret;
 
 /// How many delivery ids are remembered; older ones are forgotten first. A webhook only wakes
 /// sessions (the controller then reads GitHub itself), so a replay older than this costs a look.

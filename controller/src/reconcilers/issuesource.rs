@@ -24,12 +24,12 @@ use aoctl_api::{
     API_VERSION,
 };
 use aoctl_engine::Action;
-use aoctl_github::{Issue, IssueStateFilter};
+use aoctl_scm::Issue;
 use aoctl_store::{Deleted, Selector, Store, StoreError};
 
 use super::Error;
 use crate::admission::{self, AdmissionError};
-use crate::github::Hub;
+use crate::forges::{issue_number, Hub};
 use crate::recorder::Recorder;
 
 /// Name of this controller in metrics and events.
@@ -59,8 +59,8 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
 pub struct Context {
     pub store: Store,
     pub recorder: Recorder,
-    /// The session reconciler's GitHub clients: the same rate budget per API URL and token.
-    pub github: Arc<Hub>,
+    /// The session reconciler's forges and trackers: the same rate budget per API URL and token.
+    pub forges: Arc<Hub>,
     /// The last list of each source, and the polls the webhook handler asked for.
     pub state: Arc<State>,
 }
@@ -145,8 +145,8 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
         }
         Err(e) => return Err(e.into()),
     };
-    let client = match ctx.github.client(&project) {
-        Ok(Some(c)) => c,
+    let tracker = match ctx.forges.tracker(&project) {
+        Ok(Some(t)) => t,
         Ok(None) => {
             let msg = format!(
                 "project \"{}\" has no GitHub repository (spec.repo) to read issues from",
@@ -159,9 +159,7 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
             return blocked(&source, &ctx, status, conditions::TRACKER_FAILED, &msg, interval).await;
         }
     };
-    let (client, owner, repo) = client;
-    let labels = &source.spec.github.labels;
-    let query = format!("{} {owner}/{repo} {labels:?}", client.api_url());
+    let query = format!("{} {:?}", tracker.describe(), source.spec.github.labels);
 
     // The tracker, read when a poll is due.
     let fresh = if requested.is_some() { None } else { ctx.state.fresh(&name, &query, interval) };
@@ -169,7 +167,7 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
         Some(cached) => cached,
         None => {
             let asked_at = Instant::now();
-            match client.list_issues(&owner, &repo, labels, IssueStateFilter::Open).await {
+            match tracker.list(&source.spec).await {
                 Ok(list) => {
                     let issues = Arc::new(list.issues);
                     ctx.state.store(&name, query, issues.clone(), asked_at);
@@ -180,7 +178,7 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
                     (issues, interval)
                 }
                 Err(e) => {
-                    let msg = format!("cannot list the issues of {owner}/{repo}: {e}");
+                    let msg = format!("cannot list the issues of {}: {e}", tracker.describe());
                     let wait = e.retry_after().unwrap_or(RETRY_AFTER_FAILURE).min(interval).max(Duration::from_secs(1));
                     return blocked(&source, &ctx, status, conditions::TRACKER_FAILED, &msg, wait).await;
                 }
@@ -197,13 +195,13 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
             others.insert(s.metadata.name.clone());
             continue;
         }
-        if let Some(n) = s.spec.issue.as_deref().and_then(|i| i.trim_start_matches('#').parse().ok()) {
+        if let Some(n) = s.spec.issue.as_deref().and_then(issue_number) {
             mine.insert(n, s);
         }
     }
     let matching: BTreeMap<u64, &Issue> = issues.iter().filter(|i| i.open).map(|i| (i.number, i)).collect();
 
-    // A session whose issue just closed may have closed it by merging: GitHub knows before the
+    // A session whose issue just closed may have closed it by merging: the forge knows before the
     // session does. Asked once, before the session is ended.
     let mut merged = HashSet::new();
     let on_close = source.spec.on_close();
@@ -217,7 +215,12 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
         if let (false, true, Some(pr)) =
             (matching.contains_key(n), ends && s.metadata.deletion_timestamp.is_none(), open_pr)
         {
-            match client.pull(&owner, &repo, pr.number).await {
+            let change = match ctx.forges.forge(&project) {
+                Ok(Some(forge)) => forge.change(pr.number).await,
+                Ok(None) => continue,
+                Err(e) => Err(e),
+            };
+            match change {
                 Ok(p) if p.merged => {
                     merged.insert(*n);
                 }
@@ -487,6 +490,7 @@ async fn act(
 fn session_for(source: &IssueSource, issue: &Issue) -> Result<Session, (&'static str, String)> {
     let fields = IssueFields {
         number: issue.number,
+        reference: issue.reference.trim_start_matches('#').to_string(),
         title: issue.title.clone(),
         body: issue.body.clone(),
         labels: issue.labels.clone(),
@@ -591,6 +595,7 @@ mod tests {
     fn issue(number: u64) -> Issue {
         Issue {
             number,
+            reference: format!("#{number}"),
             title: format!("Issue {number}"),
             body: "Steps".into(),
             url: format!("https://github.com/o/r/issues/{number}"),

@@ -25,7 +25,7 @@ pub enum Error {
     #[error(transparent)]
     Git(#[from] aoctl_runtimes::git::GitError),
     #[error(transparent)]
-    GitHub(#[from] aoctl_github::Error),
+    Forge(#[from] crate::forges::ForgeError),
 }
 
 impl From<crate::typing::TypingError> for Error {
@@ -49,7 +49,7 @@ impl Error {
             Error::Io { .. } => "io",
             Error::Join(_) => "join",
             Error::Git(_) => "git",
-            Error::GitHub(_) => "github",
+            Error::Forge(_) => "forge",
         }
     }
 }

@@ -159,8 +159,7 @@ pub async fn serve_on(
         None => Fleet::new(&opts.data_dir),
     });
     let engines = Engines::new(&metrics);
-    let github =
-        Arc::new(crate::github::Hub::new(metrics.github_requests.clone(), metrics.github_ratelimit_remaining.clone()));
+    let forges = Arc::new(crate::forges::Hub::counted_in(&metrics));
     let access = Arc::new(crate::http::Access::new(&token, listen, &opts.allowed_hosts));
     let world = World {
         own: store.clone(),
@@ -168,7 +167,7 @@ pub async fn serve_on(
         fleet: fleet.clone(),
         session_state: Arc::new(session::State::default()),
         issuesource_state: Arc::new(issuesource::State::default()),
-        github,
+        forges,
         // Agents that take an MCP server get this binary's `aoctl mcp` (docs/mcp.md).
         session_keys: match std::env::current_exe() {
             Ok(exe) => access.sessions.clone().with_mcp_command(exe),
@@ -269,7 +268,7 @@ struct World {
     fleet: Arc<Fleet>,
     session_state: Arc<session::State>,
     issuesource_state: Arc<issuesource::State>,
-    github: Arc<crate::github::Hub>,
+    forges: Arc<crate::forges::Hub>,
     session_keys: crate::agent_token::SessionKeys,
     sources_cache: PathBuf,
     node: String,
@@ -322,7 +321,7 @@ async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
         store: store.clone(),
         recorder: Recorder::new(store.clone()),
         machine: fleet.clone(),
-        github: world.github.clone(),
+        forges: world.forges.clone(),
         metrics: metrics.clone(),
         state: world.session_state.clone(),
         index: sessions,
@@ -337,7 +336,7 @@ async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
     let issuesource_ctx = Arc::new(issuesource::Context {
         store: store.clone(),
         recorder: Recorder::new(store.clone()),
-        github: world.github.clone(),
+        forges: world.forges.clone(),
         state: world.issuesource_state.clone(),
     });
     // Subscribe before the engines list keys, so no change between the two is missed.

@@ -1,5 +1,5 @@
 //! What the session reconciler gets: the store, the event recorder, the machine (runtimes,
-//! workspaces, session files), GitHub, the metrics, its own memory and the index of the sessions. Assembled by `serve`;
+//! workspaces, session files), the forges, the metrics, its own memory and the index of the sessions. Assembled by `serve`;
 //! tests assemble it with fakes of the machine.
 
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use aoctl_store::Store;
 
 use super::index::SessionIndex;
 use super::state::State;
-use crate::github::Hub;
+use crate::forges::Hub;
 use crate::machine::Machine;
 use crate::metrics::Metrics;
 use crate::recorder::Recorder;
@@ -17,8 +17,9 @@ pub struct Context {
     pub store: Store,
     pub recorder: Recorder,
     pub machine: Arc<dyn Machine>,
-    /// Shared with the IssueSource reconciler: one rate budget per API URL and token.
-    pub github: Arc<Hub>,
+    /// The projects' forges and trackers, shared with the IssueSource reconciler: one rate
+    /// budget per API URL and token.
+    pub forges: Arc<Hub>,
     pub metrics: Arc<Metrics>,
     /// Shared with the webhook handler, which asks for a poll of a session's pull request.
     pub state: Arc<State>,

@@ -125,11 +125,11 @@ fn finish(m: &mut MergeStatus, result: &str, message: String) {
     m.done_at = Some(Time::now());
 }
 
-fn github_method(m: MergeMethod) -> aoctl_github::MergeMethod {
+fn forge_method(m: MergeMethod) -> aoctl_scm::MergeMethod {
     match m {
-        MergeMethod::Merge => aoctl_github::MergeMethod::Merge,
-        MergeMethod::Squash => aoctl_github::MergeMethod::Squash,
-        MergeMethod::Rebase => aoctl_github::MergeMethod::Rebase,
+        MergeMethod::Merge => aoctl_scm::MergeMethod::Merge,
+        MergeMethod::Squash => aoctl_scm::MergeMethod::Squash,
+        MergeMethod::Rebase => aoctl_scm::MergeMethod::Rebase,
     }
 }
 
@@ -160,7 +160,7 @@ async fn merge(s: &Session, project: &Project, ctx: &Ctx, st: &SessionStatus, m:
         finish(m, HEAD_MOVED, msg);
         return None;
     }
-    let client = match ctx.github.client(project) {
+    let client = match ctx.forges.forge(project) {
         Ok(Some(c)) => c,
         Ok(None) => {
             finish(m, NOT_MERGEABLE, "the project has no GitHub repository".to_string());
@@ -171,9 +171,8 @@ async fn merge(s: &Session, project: &Project, ctx: &Ctx, st: &SessionStatus, m:
             return Some(Duration::from_secs(10));
         }
     };
-    let (c, owner, repo) = &client;
     let key = "approved-and-green";
-    match c.merge(owner, repo, pr.number, github_method(m.method), &m.sha).await {
+    match client.merge(pr.number, forge_method(m.method), &m.sha).await {
         Ok(sha) => {
             ctx.metrics.reactions.with_label_values(&[key, "merge", "success"]).inc();
             let msg = format!("merged PR #{} at {} as {}", pr.number, short(&m.sha), short(&sha));
@@ -188,10 +187,12 @@ async fn merge(s: &Session, project: &Project, ctx: &Ctx, st: &SessionStatus, m:
         }
         Err(e) => {
             ctx.metrics.reactions.with_label_values(&[key, "merge", "refused"]).inc();
-            let reason = match e {
-                aoctl_github::Error::HeadChanged { .. } => HEAD_MOVED,
-                aoctl_github::Error::NotMergeable { .. } => NOT_MERGEABLE,
-                _ => e.reason(),
+            let reason = if e.head_changed() {
+                HEAD_MOVED
+            } else if e.not_mergeable() {
+                NOT_MERGEABLE
+            } else {
+                e.reason()
             };
             let msg = format!("merge of PR #{} at {} refused: {e}", pr.number, short(&m.sha));
             ctx.recorder.publish(s, EventType::Warning, reason, &msg).await;

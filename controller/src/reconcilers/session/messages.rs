@@ -3,7 +3,7 @@
 //! in the first prompt, its untrusted text fenced and bounded. Formatting only; no IO.
 
 use aoctl_api::session::FeedbackStatus;
-use aoctl_github::{Issue, Review, ReviewComment, Reviews};
+use aoctl_scm::{Issue, Review, ReviewComment, Reviews};
 
 /// Characters of an issue's body that reach the prompt; the rest is cut.
 pub const ISSUE_BODY_MAX: usize = 8000;
@@ -100,7 +100,9 @@ fn review_header(r: &Review) -> String {
 fn comment_line(c: &ReviewComment, all: &Reviews) -> String {
     let line = c.line.or(c.original_line).map(|l| format!(":{l}")).unwrap_or_default();
     let outdated = if c.line.is_none() && c.original_line.is_some() { " (on an outdated diff)" } else { "" };
-    let mut out = format!("{}{line}: {}{outdated}\n", c.path, one_line(c.body.trim(), usize::MAX));
+    // A comment on the whole change has no path.
+    let place = if c.path.is_empty() { "comment".to_string() } else { format!("{}{line}", c.path) };
+    let mut out = format!("{place}: {}{outdated}\n", one_line(c.body.trim(), usize::MAX));
     if let Some(code) = hunk_line(&c.diff_hunk) {
         out.push_str(&format!("    at: {code}\n"));
     }
@@ -159,12 +161,12 @@ pub fn first_prompt(prompt: Option<&str>, issue_ref: Option<&str>, issue: Option
         out.push_str("\n\n");
     }
     let Some(issue) = issue else {
-        out.push_str(&format!("This work is for issue #{}.", reference.trim_start_matches('#')));
+        out.push_str(&format!("This work is for issue {}.", super::pr::display_reference(reference)));
         return out;
     };
-    let n = issue.number;
+    let n = super::pr::display_reference(&issue.reference);
     let title = one_line(&issue.title, ISSUE_TITLE_MAX);
-    out.push_str(&format!("This work is for issue #{n}: {title}\n"));
+    out.push_str(&format!("This work is for issue {n}: {title}\n"));
     if !issue.url.is_empty() {
         out.push_str(&format!("{}\n", one_line(&issue.url, 300)));
     }
@@ -177,7 +179,7 @@ pub fn first_prompt(prompt: Option<&str>, issue_ref: Option<&str>, issue: Option
         out.push_str("The issue has no description.");
         return out;
     }
-    let (begin, end) = (format!("----- BEGIN TEXT OF ISSUE #{n} -----"), format!("----- END TEXT OF ISSUE #{n} -----"));
+    let (begin, end) = (format!("----- BEGIN TEXT OF ISSUE {n} -----"), format!("----- END TEXT OF ISSUE {n} -----"));
     let mut text = clean(body).replace("\r\n", "\n").replace('\r', "\n");
     // The fence cannot be closed from inside.
     text = text.replace(&end, "[fence removed]").replace(&begin, "[fence removed]");
@@ -296,6 +298,7 @@ mod tests {
     fn issue(body: &str) -> Issue {
         Issue {
             number: 42,
+            reference: "#42".into(),
             title: "Login loops\nforever".into(),
             body: body.into(),
             url: "https://github.com/acme/widgets/issues/42".into(),

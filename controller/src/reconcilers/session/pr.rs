@@ -1,7 +1,7 @@
 //! The session's pull request: opened when the agent has committed work (`pullRequest.create`),
-//! then its checks, reviews and mergeability read from GitHub — on webhooks at once, otherwise at
-//! the project's poll interval, faster while checks run, never once it is merged or closed.
-//! GitHub errors become conditions and are retried; they never fail the reconcile.
+//! then its checks, reviews and mergeability read from the project's forge — on webhooks at once,
+//! otherwise at the project's poll interval, faster while checks run, never once it is merged or
+//! closed. Forge errors become conditions and are retried; they never fail the reconcile.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,42 +10,41 @@ use aoctl_api::condition::types;
 use aoctl_api::project::Project;
 use aoctl_api::session::{reasons, ChecksState, PullRequestState, ReviewState};
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus};
-use aoctl_github::{flaky_cause, CheckKind, Checks, Client, Issue, PullRequest, Reviews, ACTIONS_APP};
 use aoctl_runtimes::git;
 use aoctl_runtimes::workspace::WorkspaceInfo;
+use aoctl_scm::{flaky_cause, Checks, Issue, PullRequest, Reviews};
 
 use super::state::Facts;
 use super::state::PrMemo;
 use super::{cond, Error, Reconcile};
+use crate::forges::{Forge, ForgeError, Tracker};
 
-/// The GitHub side of one reconcile.
+/// The forge side of one reconcile.
 pub(super) struct Tracked {
-    pub client: Option<(Client, String, String)>,
+    pub client: Option<Forge>,
     pub facts: Option<Arc<Facts>>,
-    /// When the webhook that made this reconcile ask GitHub arrived.
+    /// When the webhook that made this reconcile ask the forge arrived.
     pub webhook_at: Option<Instant>,
     /// When to look again; `None` when nothing needs polling.
     pub next: Option<Duration>,
 }
 
-const DEFAULT_POLL: Duration = Duration::from_secs(30);
-
 fn poll_interval(p: &Project) -> Duration {
-    p.spec.github.as_ref().and_then(|g| g.poll_interval).map_or(DEFAULT_POLL, |d| d.as_std())
+    Forge::poll_interval(p)
 }
 
-fn gh_error(st: &mut SessionStatus, s: &Session, e: &aoctl_github::Error, p: &Project) -> Option<Duration> {
+fn gh_error(st: &mut SessionStatus, s: &Session, e: &ForgeError, p: &Project) -> Option<Duration> {
     cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::Unknown, e.reason(), e.to_string());
     Some(e.retry_after().unwrap_or_else(|| poll_interval(p)).max(Duration::from_secs(1)))
 }
 
 impl Reconcile<'_> {
-    /// Reads the pull request from GitHub when a poll is due (or a webhook arrived), else reuses the
+    /// Reads the pull request from the forge when a poll is due (or a webhook arrived), else reuses the
     /// last answers; opens it first when the session asks for one and there is none.
     pub(super) async fn pull_request(&mut self, ws: &WorkspaceInfo) -> Result<Tracked, Error> {
         let (s, ctx) = (self.s, self.ctx);
         let project = &self.project;
-        let client = match ctx.github.client(project) {
+        let client = match ctx.forges.forge(project) {
             Ok(Some(c)) => c,
             Ok(None) => return Ok(Tracked { client: None, facts: None, webhook_at: None, next: None }),
             Err(e) => {
@@ -61,10 +60,9 @@ impl Reconcile<'_> {
             return Ok(Tracked { client: Some(client), facts: memo.facts, webhook_at: None, next });
         }
         let webhook_at = memo.webhook_at.take();
-        let (c, owner, repo) = &client;
-        let result = self.poll(ws, c, owner, repo).await;
+        let result = self.poll(ws, &client).await;
         let project = &self.project;
-        ctx.github.refresh_gauge();
+        ctx.forges.refresh_gauge();
         let (facts, next) = match result {
             Ok(Some(f)) => {
                 let next = match (f.pr.state, f.checks.state) {
@@ -82,18 +80,12 @@ impl Reconcile<'_> {
         Ok(Tracked { client: Some(client), facts, webhook_at, next })
     }
 
-    async fn poll(
-        &mut self,
-        ws: &WorkspaceInfo,
-        c: &Client,
-        owner: &str,
-        repo: &str,
-    ) -> Result<Option<Facts>, aoctl_github::Error> {
+    async fn poll(&mut self, ws: &WorkspaceInfo, c: &Forge) -> Result<Option<Facts>, ForgeError> {
         let (s, ctx) = (self.s, self.ctx);
         let want = s.spec.pull_request.clone().unwrap_or_default();
-        let mut pr = c.find_pull_for_branch(owner, repo, &ws.branch).await?;
+        let mut pr = c.find_for_branch(&ws.branch).await?;
         if pr.is_none() && want.create {
-            pr = self.open(ws, c, owner, repo, want.draft).await?;
+            pr = self.open(ws, c, want.draft).await?;
         }
         let st = &mut *self.st;
         let Some(mut pr) = pr else {
@@ -114,14 +106,14 @@ impl Reconcile<'_> {
         if want.create && pr.state == PullRequestState::Open && ws.head_sha.as_deref().is_some_and(|h| h != pr.head_sha)
         {
             match push(ws).await {
-                Ok(()) => pr = c.pull(owner, repo, pr.number).await?,
+                Ok(()) => pr = c.change(pr.number).await?,
                 Err((_, e)) => tracing::debug!(error = %e, session = %s.metadata.name, "push failed"),
             }
         }
-        let checks = c.checks(owner, repo, &pr.head_sha).await?;
-        let checks = self.rerun_flaky(c, owner, repo, &pr, checks).await;
+        let checks = c.checks(&pr.head_sha).await?;
+        let checks = self.rerun_flaky(c, &pr, checks).await;
         let st = &mut *self.st;
-        let reviews = c.reviews(owner, repo, pr.number).await?;
+        let reviews = c.reviews(pr.number).await?;
         let conflicts = if pr.state == PullRequestState::Open && pr.has_conflicts() {
             let known = ctx.state.pr_memo(&s.metadata.name).facts.filter(|f| {
                 f.pr.head_sha == pr.head_sha && f.pr.base_sha == pr.base_sha && matches!(f.conflicts, Some(Ok(_)))
@@ -144,18 +136,11 @@ impl Reconcile<'_> {
         }
         Ok(Some(Facts { pr, checks, reviews, conflicts, at: Instant::now() }))
     }
-    /// With `ci-failed: {rerunFailedJobs: n}`, re-runs each failed GitHub Actions job whose log shows
+    /// With `ci-failed: {rerunFailedJobs: n}`, re-runs each failed CI job the forge can re-run (GitHub Actions) whose log shows
     /// a lost runner, a timeout or a network error, up to `n` times per job and head commit, and says
     /// so in a `JobRerun` event. A re-run job counts as pending rather than failing, so the agent is
     /// not woken for it; a failure that does not look flaky, or one re-run `n` times, stays failing.
-    async fn rerun_flaky(
-        &mut self,
-        c: &Client,
-        owner: &str,
-        repo: &str,
-        pr: &PullRequest,
-        mut checks: Checks,
-    ) -> Checks {
+    async fn rerun_flaky(&mut self, c: &Forge, pr: &PullRequest, mut checks: Checks) -> Checks {
         let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
         let limit =
             aoctl_api::reactions::Reactions::effective(project.spec.reactions.as_ref(), s.spec.reactions.as_ref())
@@ -167,16 +152,14 @@ impl Reconcile<'_> {
         }
         let sha = pr.head_sha.clone();
         let mut rerun = vec![];
-        for check in
-            checks.failing.iter().filter(|f| f.kind == CheckKind::CheckRun && f.app.as_deref() == Some(ACTIONS_APP))
-        {
+        for check in checks.failing.iter().filter(|f| c.can_rerun(f)) {
             let done = st.feedback.as_ref().map_or(0, |f| f.reruns_of(&sha, &check.name));
             if done >= limit {
                 continue;
             }
-            let Ok(Some(tail)) = c.failing_log_tail(owner, repo, check).await else { continue };
+            let Ok(Some(tail)) = c.failing_log_tail(check).await else { continue };
             let Some(cause) = flaky_cause(&tail) else { continue };
-            match c.rerun_job(owner, repo, check.id).await {
+            match c.rerun_job(check.id).await {
                 Ok(()) => {
                     st.feedback.get_or_insert_default().count_rerun(&sha, &check.name);
                     let msg = format!(
@@ -204,14 +187,7 @@ impl Reconcile<'_> {
         checks
     }
     /// Opens the pull request once the agent has committed work, pushing its branch first.
-    async fn open(
-        &mut self,
-        ws: &WorkspaceInfo,
-        c: &Client,
-        owner: &str,
-        repo: &str,
-        draft: bool,
-    ) -> Result<Option<PullRequest>, aoctl_github::Error> {
+    async fn open(&mut self, ws: &WorkspaceInfo, c: &Forge, draft: bool) -> Result<Option<PullRequest>, ForgeError> {
         let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
         let base = project.status.default_branch.clone().unwrap_or_else(|| "main".into());
         let (root, branch, b) = (branch_repo(ws), ws.branch.clone(), base.clone());
@@ -234,10 +210,11 @@ impl Reconcile<'_> {
         };
         let mut body = prompt.clone();
         if let Some(issue) = &s.spec.issue {
-            body.push_str(&format!("\n\nCloses #{issue}"));
+            let tracker = ctx.forges.tracker(project).ok().flatten().unwrap_or_else(|| Tracker::Forge(c.clone()));
+            body.push_str(&format!("\n\n{}", tracker.closing_line(issue)));
         }
         body.push_str(&format!("\n\n_Opened by aoctl for session `{}`._", s.metadata.name));
-        let pr = c.create_pull(owner, repo, &ws.branch, &base, &title, &body, draft).await?;
+        let pr = c.create(&ws.branch, &base, &title, &body, draft).await?;
         ctx.recorder.publish(s, EventType::Normal, "PullRequestCreated", &format!("#{} {}", pr.number, pr.url)).await;
         Ok(Some(pr))
     }
@@ -247,9 +224,11 @@ impl Reconcile<'_> {
     pub(super) async fn issue(&mut self) -> IssueRead {
         let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
         let Some(reference) = s.spec.issue.as_deref() else { return IssueRead::Unread };
-        let Ok(number) = reference.trim().trim_start_matches('#').parse::<u64>() else { return IssueRead::Unread };
-        let (c, owner, repo) = match ctx.github.client(project) {
-            Ok(Some(c)) => c,
+        if reference.trim().trim_start_matches('#').parse::<u64>().is_err() {
+            return IssueRead::Unread;
+        }
+        let tracker = match ctx.forges.tracker(project) {
+            Ok(Some(t)) => t,
             Ok(None) => return IssueRead::Unread,
             Err(e) => {
                 cond(st, s, types::ISSUE_OPEN, ConditionStatus::Unknown, e.reason(), e.to_string());
@@ -263,7 +242,7 @@ impl Reconcile<'_> {
                 return IssueRead::Read(issue.clone());
             }
         }
-        match c.issue(&owner, &repo, number).await {
+        match tracker.issue(reference).await {
             Ok(issue) => {
                 let issue = Arc::new(issue);
                 let (status, reason, what) = if issue.open {
@@ -272,7 +251,8 @@ impl Reconcile<'_> {
                     (ConditionStatus::False, reasons::ISSUE_CLOSED, "closed")
                 };
                 let title: String = issue.title.chars().take(100).collect();
-                cond(st, s, types::ISSUE_OPEN, status, reason, format!("issue #{number} is {what}: {title}"));
+                let shown = display_reference(&issue.reference);
+                cond(st, s, types::ISSUE_OPEN, status, reason, format!("issue {shown} is {what}: {title}"));
                 ctx.state.lock().issues.insert(name.clone(), (Instant::now(), issue.clone()));
                 IssueRead::Read(issue)
             }
@@ -284,6 +264,16 @@ impl Reconcile<'_> {
                 }
             }
         }
+    }
+}
+
+/// An issue reference as people write it: `#42` for a number, a tracker's `KEY-42` as it is.
+pub(super) fn display_reference(reference: &str) -> String {
+    let r = reference.trim().trim_start_matches('#');
+    if r.bytes().all(|b| b.is_ascii_digit()) {
+        format!("#{r}")
+    } else {
+        r.to_string()
     }
 }
 
@@ -353,8 +343,8 @@ async fn push(ws: &WorkspaceInfo) -> Result<(), (&'static str, String)> {
 
 /// What is known of the session's tracker issue (`spec.issue`).
 pub(super) enum IssueRead {
-    /// No issue, or no tracker to read it from (a project without `spec.repo`), or a reference
-    /// that is not a number: the prompt names it only.
+    /// No issue, or no tracker to read it from (a project without a forge), or a
+    /// reference without a number: the prompt names it only.
     Unread,
     /// Read now or at most a poll interval ago.
     Read(Arc<Issue>),

@@ -145,9 +145,9 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, ou
     if f.checks.state == ChecksState::Failing {
         let names: Vec<&str> = f.checks.failing.iter().map(|c| c.name.as_str()).collect();
         let mut evidence = String::new();
-        if let Some((c, owner, repo)) = &tracked.client {
+        if let Some(c) = &tracked.client {
             for check in f.checks.failing.iter().take(3) {
-                match c.failing_log_tail(owner, repo, check).await {
+                match c.failing_log_tail(check).await {
                     Ok(Some(tail)) => {
                         evidence.push_str(&format!("--- {} (last lines of its log)\n{tail}\n", check.name))
                     }

@@ -19,7 +19,7 @@ use aoctl_api::review::{
 use aoctl_api::session::{ActivityState, PullRequestState, SessionSpec};
 use aoctl_api::API_VERSION;
 use aoctl_api::{EventType, Kind, ObjectMeta, OwnerReference, Session};
-use aoctl_github::{NewComment, ReviewEvent};
+use aoctl_scm::{NewComment, ReviewEvent};
 use aoctl_store::{Selector, StoreError, WriteOptions};
 
 use super::pr::Tracked;
@@ -166,7 +166,7 @@ impl Reconcile<'_> {
         let index = reviewer_index(&r.metadata.name);
         let recorded = rs.verdicts.iter().any(|v| v.session == r.metadata.name);
         if !recorded {
-            if let (Some((c, owner, repo)), Some(f)) = (&tracked.client, tracked.facts.as_deref()) {
+            if let (Some(c), Some(f)) = (&tracked.client, tracked.facts.as_deref()) {
                 let event = match review.verdict {
                     Verdict::Approve => ReviewEvent::Approve,
                     Verdict::ChangesRequested => ReviewEvent::RequestChanges,
@@ -178,8 +178,7 @@ impl Reconcile<'_> {
                     .iter()
                     .map(|c| NewComment { path: c.path.clone(), line: c.line, body: c.text.clone() })
                     .collect();
-                let target = (owner.as_str(), repo.as_str(), f.pr.number);
-                if let Err(e) = c.create_review(target, &found.head_sha, event, &body, &comments).await {
+                if let Err(e) = c.create_review(f.pr.number, &found.head_sha, event, &body, &comments).await {
                     let msg = format!("the review of {} could not be posted: {e}", r.metadata.name);
                     self.ctx.recorder.publish(self.s, EventType::Warning, "ReviewNotPosted", &msg).await;
                     return Ok(false);

@@ -21,7 +21,7 @@ pub struct Observation {
 /// What the controller remembers of a session's pull request between reconciles.
 #[derive(Clone, Debug, Default)]
 pub struct PrMemo {
-    /// GitHub is asked again no sooner than this, unless a webhook arrives.
+    /// The forge is asked again no sooner than this, unless a webhook arrives.
     pub next_poll: Option<Instant>,
     /// When a webhook about the session arrived and was not yet acted on.
     pub webhook_at: Option<Instant>,
@@ -35,12 +35,12 @@ pub(super) struct UsageRead {
     pub pending: bool,
 }
 
-/// What GitHub said about the session's pull request at the last poll.
+/// What the forge said about the session's pull request at the last poll.
 #[derive(Debug)]
 pub struct Facts {
-    pub pr: aoctl_github::PullRequest,
-    pub checks: aoctl_github::Checks,
-    pub reviews: aoctl_github::Reviews,
+    pub pr: aoctl_scm::PullRequest,
+    pub checks: aoctl_scm::Checks,
+    pub reviews: aoctl_scm::Reviews,
     /// For a pull request with conflicts: the files that conflict with its base, or why they
     /// could not be computed.
     pub conflicts: Option<Result<Vec<String>, String>>,
@@ -71,7 +71,7 @@ pub(super) struct Memory {
     /// Per session: when its agent's usage records were last read.
     pub usage_read: HashMap<String, UsageRead>,
     /// Per session: its tracker issue and when it was read.
-    pub issues: HashMap<String, (Instant, Arc<aoctl_github::Issue>)>,
+    pub issues: HashMap<String, (Instant, Arc<aoctl_scm::Issue>)>,
     /// Per session: the engine it was placed on (`None`: taken off a lost one), until and after
     /// its status says so; placement counts these over the stored statuses (see `placement.rs`).
     pub placed: HashMap<String, Option<String>>,

@@ -11,11 +11,11 @@ use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::session::{ChecksState, PullRequestState, ReviewState, RuntimeKind};
 use aoctl_api::{Condition, ConditionStatus, Kind, Project, Session, Time};
 use aoctl_engine::Action;
-use aoctl_github::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
 use aoctl_runtimes::workspace::{
     PoolReport, PoolRequest, WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest,
 };
 use aoctl_runtimes::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
+use aoctl_scm::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
 use aoctl_store::{Store, StoreError, WriteOptions};
 use serde_json::{json, Value};
 
@@ -278,10 +278,7 @@ impl World {
             store: store.clone(),
             recorder: Recorder::new(store),
             machine: Arc::new(machine),
-            github: Arc::new(crate::github::Hub::new(
-                metrics.github_requests.clone(),
-                metrics.github_ratelimit_remaining.clone(),
-            )),
+            forges: Arc::new(crate::forges::Hub::counted_in(&metrics)),
             metrics,
             state: Arc::new(State::default()),
             index: Arc::new(super::SessionIndex::new()),

@@ -15,10 +15,8 @@ use http::{HeaderMap, HeaderValue};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-use crate::error::Error;
-
 /// Calls are held back when this few requests remain in the window, unless told otherwise.
-pub(crate) const DEFAULT_FLOOR: u32 = 50;
+pub const DEFAULT_FLOOR: u32 = 50;
 
 /// How many URLs the conditional-request cache remembers.
 const CACHE_CAPACITY: usize = 1024;
@@ -26,8 +24,8 @@ const CACHE_CAPACITY: usize = 1024;
 /// Identifies one budget: the API URL and a SHA-256 prefix of the token (never the token itself).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BudgetKey {
-    pub(crate) api_url: String,
-    pub(crate) token_hash: String,
+    api_url: String,
+    token_hash: String,
 }
 
 impl BudgetKey {
@@ -46,7 +44,7 @@ pub struct RequestRecord<'a> {
     /// The endpoint template, e.g. `GET /repos/{owner}/{repo}/pulls`.
     pub endpoint: &'a str,
     /// The HTTP status code; `None` when no answer came (timeout, connection error).
-    pub(crate) code: Option<u16>,
+    pub code: Option<u16>,
 }
 
 impl RequestRecord<'_> {
@@ -73,9 +71,9 @@ pub struct Stats {
     /// Calls refused (or that waited) because the budget was blocked; nothing was sent for them.
     pub refused: u64,
     /// `X-RateLimit-Remaining` as last seen, counted down locally when an answer lacks it.
-    pub(crate) remaining: Option<u32>,
+    pub remaining: Option<u32>,
     /// `X-RateLimit-Limit` as last seen.
-    pub(crate) limit: Option<u32>,
+    pub limit: Option<u32>,
 }
 
 #[derive(Default)]
@@ -93,10 +91,10 @@ struct State {
 /// What the conditional-request cache keeps of one answer: its ETag, its body and its `Link`
 /// header (a 304 need not repeat it, and the pages after it are found through it).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Cached {
-    pub(crate) etag: String,
-    pub(crate) body: Bytes,
-    pub(crate) link: Option<HeaderValue>,
+pub struct Cached {
+    pub etag: String,
+    pub body: Bytes,
+    pub link: Option<HeaderValue>,
 }
 
 struct CacheEntry {
@@ -157,8 +155,7 @@ impl Budget {
     }
 
     /// Lets a blocked call wait up to `max_wait` for the block to end instead of failing at once.
-    #[cfg(test)]
-    pub(crate) fn with_max_wait(mut self, max_wait: Duration) -> Budget {
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Budget {
         self.max_wait = max_wait;
         self
     }
@@ -208,8 +205,9 @@ impl Budget {
         st.blocked_until.max(floor_block)
     }
 
-    /// Waits for the budget to allow a call, or fails with `RateLimited` when the wait is too long.
-    pub(crate) async fn admit(&self) -> Result<(), Error> {
+    /// Waits for the budget to allow a call; when the wait would be longer than allowed, the time
+    /// calls may resume.
+    pub async fn admit(&self) -> Result<(), DateTime<Utc>> {
         loop {
             let now = Utc::now();
             let until = {
@@ -223,37 +221,37 @@ impl Budget {
             let Some(until) = until else { return Ok(()) };
             let wait = (until - now).to_std().unwrap_or(Duration::ZERO);
             if wait > self.max_wait {
-                return Err(Error::RateLimited { reset_at: until });
+                return Err(until);
             }
             tokio::time::sleep(wait).await;
         }
     }
 
     /// Holds every call back until `until`.
-    pub(crate) fn block_until(&self, until: DateTime<Utc>) {
+    pub fn block_until(&self, until: DateTime<Utc>) {
         let mut st = self.state.lock();
         st.blocked_until = st.blocked_until.max(Some(until));
     }
 
     /// Records one request and the rate-limit headers of its answer.
-    pub(crate) fn observe(&self, endpoint: &'static str, code: Option<u16>, headers: Option<&HeaderMap>) {
+    pub fn observe(&self, endpoint: &'static str, code: Option<u16>, headers: Option<&HeaderMap>) {
         {
             let mut st = self.state.lock();
             *st.requests.entry((endpoint.to_string(), code_label(code))).or_default() += 1;
             if code == Some(304) {
                 st.not_modified += 1;
             }
-            let remaining = headers.and_then(|h| header_u64(h, "x-ratelimit-remaining"));
+            let remaining = headers.and_then(|h| limit_header(h, "remaining"));
             match remaining {
                 Some(r) => st.remaining = Some(r.min(u32::MAX as u64) as u32),
                 // Without the header, an answer other than 304 is assumed to cost one request.
                 None if code.is_some() && code != Some(304) => st.remaining = st.remaining.map(|r| r.saturating_sub(1)),
                 None => {}
             }
-            if let Some(limit) = headers.and_then(|h| header_u64(h, "x-ratelimit-limit")) {
+            if let Some(limit) = headers.and_then(|h| limit_header(h, "limit")) {
                 st.limit = Some(limit.min(u32::MAX as u64) as u32);
             }
-            if let Some(reset) = headers.and_then(|h| header_u64(h, "x-ratelimit-reset")) {
+            if let Some(reset) = headers.and_then(|h| limit_header(h, "reset")) {
                 st.reset_at = epoch(reset);
             }
         }
@@ -263,7 +261,7 @@ impl Budget {
     }
 
     /// The answer last seen for `url`.
-    pub(crate) fn cached(&self, url: &str) -> Option<Cached> {
+    pub fn cached(&self, url: &str) -> Option<Cached> {
         let mut cache = self.cache.lock();
         cache.tick += 1;
         let tick = cache.tick;
@@ -273,7 +271,7 @@ impl Budget {
     }
 
     /// Remembers the answer of `url`, forgetting the least recently used URL when full.
-    pub(crate) fn store(&self, url: &str, answer: Cached) {
+    pub fn store(&self, url: &str, answer: Cached) {
         let mut cache = self.cache.lock();
         cache.tick += 1;
         let used = cache.tick;
@@ -286,11 +284,19 @@ impl Budget {
     }
 }
 
-pub(crate) fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
+/// A rate-limit header as GitHub (`X-RateLimit-Remaining`) or GitLab (`RateLimit-Remaining`)
+/// spells it; `field` is `limit`, `remaining` or `reset` (epoch seconds on both).
+fn limit_header(headers: &HeaderMap, field: &str) -> Option<u64> {
+    header_u64(headers, &format!("x-ratelimit-{field}")).or_else(|| header_u64(headers, &format!("ratelimit-{field}")))
+}
+
+/// A header's value as a number.
+pub fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
     headers.get(name)?.to_str().ok()?.trim().parse().ok()
 }
 
-pub(crate) fn epoch(seconds: u64) -> Option<DateTime<Utc>> {
+/// Epoch seconds as a time.
+pub fn epoch(seconds: u64) -> Option<DateTime<Utc>> {
     Utc.timestamp_opt(i64::try_from(seconds).ok()?, 0).single()
 }
 
@@ -325,8 +331,25 @@ mod tests {
             Some(&headers(&[("x-ratelimit-remaining", "10"), ("x-ratelimit-reset", &reset.to_string())])),
         );
         let err = budget.admit().await.unwrap_err();
-        assert_eq!(err, Error::RateLimited { reset_at: epoch(reset as u64).unwrap() });
+        assert_eq!(err, epoch(reset as u64).unwrap());
         assert_eq!(budget.stats().refused, 1);
+    }
+
+    #[tokio::test]
+    async fn gitlab_headers_count_too() {
+        let budget = Budget::new().with_floor(5);
+        let reset = Utc::now().timestamp() + 60;
+        budget.observe(
+            "GET /projects/:id",
+            Some(200),
+            Some(&headers(&[
+                ("ratelimit-limit", "2000"),
+                ("ratelimit-remaining", "5"),
+                ("ratelimit-reset", &reset.to_string()),
+            ])),
+        );
+        assert_eq!((budget.remaining(), budget.stats().limit), (Some(5), Some(2000)));
+        assert_eq!(budget.admit().await.unwrap_err(), epoch(reset as u64).unwrap());
     }
 
     #[tokio::test]

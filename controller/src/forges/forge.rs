@@ -1,0 +1,138 @@
+//! A project's forge as the session reconciler uses it: the change of a branch (a pull
+//! request), its CI and reviews, the failing job's log, re-runs, reviews
+//! posted by reviewer agents, and the merge guarded by the head sha.
+
+use std::time::Duration;
+
+use aoctl_api::project::Project;
+use aoctl_scm::{Checks, FailingCheck, MergeMethod, NewComment, PullRequest, ReviewEvent, Reviews};
+
+use super::ForgeError;
+
+/// How often open changes are polled when the project says nothing.
+const DEFAULT_POLL: Duration = Duration::from_secs(30);
+
+/// A project's forge, with the repository or project it names there.
+#[derive(Clone, Debug)]
+pub enum Forge {
+    GitHub { client: aoctl_github::Client, owner: String, repo: String },
+}
+
+impl Forge {
+    /// The forge's name, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Forge::GitHub { .. } => "GitHub",
+        }
+    }
+
+    /// The API URL, repository and project, which identify a query in caches.
+    pub fn describe(&self) -> String {
+        match self {
+            Forge::GitHub { client, owner, repo } => format!("{} {owner}/{repo}", client.api_url()),
+        }
+    }
+
+    /// The repository or project path, for messages.
+    pub fn place(&self) -> String {
+        match self {
+            Forge::GitHub { owner, repo, .. } => format!("{owner}/{repo}"),
+        }
+    }
+
+    /// How often a project's open changes are polled.
+    pub fn poll_interval(project: &Project) -> Duration {
+        let set = project.spec.github.as_ref().and_then(|g| g.poll_interval);
+        set.map_or(DEFAULT_POLL, |d| d.as_std())
+    }
+
+    /// The change whose head is `branch` (an open one first, else the newest), if any.
+    pub async fn find_for_branch(&self, branch: &str) -> Result<Option<PullRequest>, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, owner, repo } => client.find_pull_for_branch(owner, repo, branch).await?,
+        })
+    }
+
+    /// One change by number.
+    pub async fn change(&self, number: u64) -> Result<PullRequest, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, owner, repo } => client.pull(owner, repo, number).await?,
+        })
+    }
+
+    /// Opens a change from `head` into `base`.
+    pub async fn create(
+        &self,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+        draft: bool,
+    ) -> Result<PullRequest, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, owner, repo } => {
+                client.create_pull(owner, repo, head, base, title, body, draft).await?
+            }
+        })
+    }
+
+    /// The combined CI state of commit `sha`.
+    pub async fn checks(&self, sha: &str) -> Result<Checks, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, owner, repo } => client.checks(owner, repo, sha).await?,
+        })
+    }
+
+    /// The end of what a failing check printed, when it can be read.
+    pub async fn failing_log_tail(&self, check: &FailingCheck) -> Result<Option<String>, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, owner, repo } => client.failing_log_tail(owner, repo, check).await?,
+        })
+    }
+
+    /// Whether `check` is a CI job this forge can re-run.
+    pub fn can_rerun(&self, check: &FailingCheck) -> bool {
+        let app = match self {
+            Forge::GitHub { .. } => aoctl_github::ACTIONS_APP,
+        };
+        check.kind == aoctl_scm::CheckKind::CheckRun && check.app.as_deref() == Some(app)
+    }
+
+    /// Re-runs one failed CI job.
+    pub async fn rerun_job(&self, job_id: u64) -> Result<(), ForgeError> {
+        match self {
+            Forge::GitHub { client, owner, repo } => client.rerun_job(owner, repo, job_id).await?,
+        }
+        Ok(())
+    }
+
+    /// The reviews and line comments of a change.
+    pub async fn reviews(&self, number: u64) -> Result<Reviews, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, owner, repo } => client.reviews(owner, repo, number).await?,
+        })
+    }
+
+    /// Posts a reviewer's review of commit `sha`; its id.
+    pub async fn create_review(
+        &self,
+        number: u64,
+        sha: &str,
+        event: ReviewEvent,
+        body: &str,
+        comments: &[NewComment],
+    ) -> Result<u64, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, owner, repo } => {
+                client.create_review((owner, repo, number), sha, event, body, comments).await?
+            }
+        })
+    }
+
+    /// Merges a change if its head is still `sha`; the merge commit's sha.
+    pub async fn merge(&self, number: u64, method: MergeMethod, sha: &str) -> Result<String, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, owner, repo } => client.merge(owner, repo, number, method, sha).await?,
+        })
+    }
+}

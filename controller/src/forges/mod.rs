@@ -1,0 +1,125 @@
+//! The forges and trackers of projects, behind one interface: a project's changes, CI and
+//! reviews live on a [`Forge`] (GitHub, for `spec.repo`), its issues on a [`Tracker`] (that
+//! forge's). One client (and one shared rate-limit budget) per API URL and token, the token read
+//! from the environment variable the project names; every request counted in
+//! `aoctl_github_requests_total`, and the lowest budget in `aoctl_github_ratelimit_remaining`.
+
+mod error;
+mod forge;
+mod tracker;
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+
+use aoctl_api::project::Project;
+use aoctl_scm::{Budget, BudgetKey, Observer, RequestRecord};
+use prometheus::{IntCounterVec, IntGauge};
+
+use crate::metrics::Metrics;
+
+pub use error::ForgeError;
+pub use forge::Forge;
+pub use tracker::{issue_number, Tracker};
+
+/// The token variable of a GitHub project that names none.
+pub const DEFAULT_TOKEN_ENV: &str = "GITHUB_TOKEN";
+/// The webhook secret variable of a GitHub project that names none.
+pub const DEFAULT_WEBHOOK_SECRET_ENV: &str = "AOCTL_WEBHOOK_SECRET";
+
+/// The metrics of one forge: requests by endpoint and code, and the lowest budget left.
+#[derive(Clone)]
+struct ForgeMetrics {
+    requests: IntCounterVec,
+    remaining: IntGauge,
+}
+
+/// Clients by key, made on first use.
+struct Clients<K, C> {
+    by_key: Mutex<HashMap<K, C>>,
+}
+
+impl<K: Eq + Hash, C: Clone> Clients<K, C> {
+    fn new() -> Self {
+        Clients { by_key: Mutex::new(HashMap::new()) }
+    }
+
+    fn get_or_make<E>(&self, key: K, make: impl FnOnce() -> Result<C, E>) -> Result<C, E> {
+        let mut clients = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = clients.get(&key) {
+            return Ok(c.clone());
+        }
+        let c = make()?;
+        clients.insert(key, c.clone());
+        Ok(c)
+    }
+
+    fn all(&self) -> Vec<C> {
+        self.by_key.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+}
+
+/// Every client of every project, shared by the reconcilers and the webhook handlers.
+pub struct Hub {
+    github: Clients<BudgetKey, aoctl_github::Client>,
+    github_metrics: ForgeMetrics,
+}
+
+/// A budget whose every request is counted in `requests`.
+fn counted_budget(requests: &IntCounterVec) -> Arc<Budget> {
+    let requests = requests.clone();
+    let observer: Observer = Arc::new(move |r: &RequestRecord<'_>| {
+        requests.with_label_values(&[r.endpoint, &r.code_label()]).inc();
+    });
+    Arc::new(Budget::new().with_observer(observer))
+}
+
+/// The value of the variable `var`, when it is set and not empty.
+fn env(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.is_empty())
+}
+
+impl Hub {
+    /// A hub whose requests and budgets are counted in the controller's metrics.
+    pub fn counted_in(metrics: &Metrics) -> Hub {
+        Hub {
+            github: Clients::new(),
+            github_metrics: ForgeMetrics {
+                requests: metrics.github_requests.clone(),
+                remaining: metrics.github_ratelimit_remaining.clone(),
+            },
+        }
+    }
+
+    /// The forge of a project's changes: GitHub for `spec.repo`; `None` when it has none.
+    pub fn forge(&self, project: &Project) -> Result<Option<Forge>, ForgeError> {
+        let Some(repo) = project.spec.repo.as_deref() else { return Ok(None) };
+        let Some((owner, name)) = repo.split_once('/') else { return Ok(None) };
+        let gh = project.spec.github.as_ref();
+        let api_url = gh.and_then(|g| g.api_url.clone()).unwrap_or_else(|| aoctl_github::DEFAULT_API_URL.to_string());
+        let token = env(gh.and_then(|g| g.token_env.as_deref()).unwrap_or(DEFAULT_TOKEN_ENV));
+        let key = BudgetKey::new(&api_url, token.as_deref());
+        let client = self.github.get_or_make(key, || {
+            aoctl_github::Client::with_budget(&api_url, token, counted_budget(&self.github_metrics.requests))
+        })?;
+        Ok(Some(Forge::GitHub { client, owner: owner.to_string(), repo: name.to_string() }))
+    }
+
+    /// The tracker of a project's issues: its forge's; `None` when it has none.
+    pub fn tracker(&self, project: &Project) -> Result<Option<Tracker>, ForgeError> {
+        Ok(self.forge(project)?.map(Tracker::Forge))
+    }
+
+    /// Sets `aoctl_github_ratelimit_remaining` to the lowest remaining budget of any token.
+    pub fn refresh_gauge(&self) {
+        if let Some(min) = self.github.all().iter().filter_map(|c| c.budget().remaining()).min() {
+            self.github_metrics.remaining.set(i64::from(min));
+        }
+    }
+}
+
+/// The GitHub webhook secret of a project, from the variable it names.
+pub fn webhook_secret(project: &Project) -> Option<String> {
+    let var = project.spec.github.as_ref().and_then(|g| g.webhook_secret_env.clone());
+    env(var.as_deref().unwrap_or(DEFAULT_WEBHOOK_SECRET_ENV))
+}
