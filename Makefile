@@ -17,7 +17,7 @@ demo-stop:
 	AOCTL_DATA_DIR=$(CURDIR)/.scratch/demo/data AOCTL_SERVER=http://127.0.0.1:7421 $(BIN) down
 
 ## Everything CI checks: formatting, lints, unit, integration and end-to-end tests, and the
-## GitHub stand-in's own tests; installs and starts what they need first (e2e/test.sh).
+## stand-ins' own tests (GitHub, GitLab, Linear); installs and starts what they need first (e2e/test.sh).
 test:
 	CARGO="$(CARGO)" e2e/test.sh
 

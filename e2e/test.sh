@@ -103,12 +103,14 @@ e2e/browser/install.sh >/dev/null
 # the real aoctl serve (charts/check/check.sh; helm and kubernetes-validate go into the cache).
 CARGO="$CARGO" timeout 1800 charts/check/check.sh
 
-# The GitHub stand-in's own tests (its packages first when missing or older than the lock file).
-standin=e2e/github-standin
-if [ ! -d "$standin/node_modules" ] || [ "$standin/package-lock.json" -nt "$standin/node_modules" ]; then
-  (cd "$standin" && npm ci --no-audit --no-fund --loglevel=error && touch node_modules)
-fi
-(cd "$standin" && timeout 300 npm test --silent)
+# The stand-ins' own tests: GitHub's, GitLab's and Linear's (their packages first when missing or
+# older than the lock file).
+for standin in e2e/github-standin e2e/gitlab-standin e2e/linear-standin; do
+  if [ ! -d "$standin/node_modules" ] || [ "$standin/package-lock.json" -nt "$standin/node_modules" ]; then
+    (cd "$standin" && npm ci --no-audit --no-fund --loglevel=error && touch node_modules)
+  fi
+  (cd "$standin" && timeout 300 npm test --silent)
+done
 
 "$CARGO" test --workspace --all-targets --no-fail-fast
 

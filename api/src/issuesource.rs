@@ -50,6 +50,12 @@ pub struct IssueSourceSpec {
     /// The query on the project's GitHub repository.
     #[serde(default)]
     pub github: GithubIssueQuery,
+    /// The query on the project's GitLab issues, for a project with `spec.gitlab`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitlab: Option<GitlabIssueQuery>,
+    /// The query on Linear, for a project with `spec.linear`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear: Option<LinearIssueQuery>,
     /// At most this many of the source's sessions are live at once; the other issues wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sessions: Option<u32>,
@@ -85,6 +91,32 @@ pub struct GithubIssueQuery {
     /// Only open issues get sessions; `open` is the only state the query takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<IssueState>,
+}
+
+/// GitLab issues by labels (all of them) and state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitlabIssueQuery {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// Only open issues get sessions; `open` is the only state the query takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<IssueState>,
+}
+
+/// Linear issues of one team, by labels (all of them) and workflow states.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LinearIssueQuery {
+    /// The team's key, the prefix of its issue identifiers (`ENG` of `ENG-42`).
+    pub team: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// Names of the workflow states that get sessions (`Todo`, `In Progress`); when empty, every
+    /// state that is neither completed nor canceled. An issue that leaves them is closed for the
+    /// source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub states: Vec<String>,
 }
 
 /// The issue states a query selects.
@@ -141,8 +173,8 @@ pub struct SessionTemplate {
     pub runtime: Option<RuntimeKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceKind>,
-    /// The first message, with `{{number}}`, `{{title}}`, `{{body}}`, `{{labels}}` and `{{url}}`
-    /// replaced by the issue's. The issue's title and body join the first prompt anyway (as for
+    /// The first message, with `{{number}}`, `{{reference}}` (`#42`, `ENG-42`), `{{title}}`,
+    /// `{{body}}`, `{{labels}}` and `{{url}}` replaced by the issue's. The issue's title and body join the first prompt anyway (as for
     /// any session with `spec.issue`), fenced as text from the tracker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
@@ -199,7 +231,7 @@ pub struct IssueFields {
 }
 
 /// The placeholders a template may use.
-pub const PLACEHOLDERS: [&str; 5] = ["number", "title", "body", "labels", "url"];
+pub const PLACEHOLDERS: [&str; 6] = ["number", "reference", "title", "body", "labels", "url"];
 
 /// The placeholders of `template` (`{{ name }}`, spaces allowed inside the braces), in order.
 pub fn placeholders(template: &str) -> Vec<&str> {
@@ -215,6 +247,16 @@ pub fn placeholders(template: &str) -> Vec<&str> {
 
 /// `template` with each known placeholder replaced by the issue's value; `{{labels}}` is the
 /// labels joined with `, `. Unknown placeholders are left as written (validation refuses them).
+/// An issue reference as people write it: `#42` for a number, Linear's `ENG-42` as it is.
+pub fn display_reference(reference: &str) -> String {
+    let r = reference.trim().trim_start_matches('#');
+    if r.bytes().all(|b| b.is_ascii_digit()) {
+        format!("#{r}")
+    } else {
+        r.to_string()
+    }
+}
+
 pub fn render(template: &str, issue: &IssueFields) -> String {
     let mut out = String::with_capacity(template.len() + issue.body.len());
     let mut rest = template;
@@ -224,6 +266,7 @@ pub fn render(template: &str, issue: &IssueFields) -> String {
         let whole = &rest[start..start + 2 + len + 2];
         match rest[start + 2..start + 2 + len].trim() {
             "number" => out.push_str(&issue.number.to_string()),
+            "reference" => out.push_str(&display_reference(&issue.reference)),
             "title" => out.push_str(&issue.title),
             "body" => out.push_str(&issue.body),
             "labels" => out.push_str(&issue.labels.join(", ")),

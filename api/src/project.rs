@@ -55,7 +55,8 @@ impl Project {
 pub struct ProjectSpec {
     /// Absolute path of a local git repository.
     pub path: String,
-    /// GitHub repository `owner/name` for pull requests and CI.
+    /// GitHub repository `owner/name` for pull requests and CI (a project on GitLab sets
+    /// `gitlab.projectPath` instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<String>,
     /// Branch new sessions start from; detected from the repository when absent.
@@ -66,6 +67,13 @@ pub struct ProjectSpec {
     pub session_prefix: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub github: Option<GithubSpec>,
+    /// The project's merge requests, pipelines and issues live on GitLab (instead of GitHub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitlab: Option<GitlabSpec>,
+    /// The project's issues live on Linear: `spec.issue` of its sessions (`ENG-42`) and its
+    /// IssueSources read Linear, whichever forge holds the changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear: Option<LinearSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<SessionDefaults>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,6 +165,43 @@ pub struct GithubSpec {
     /// How often open pull requests are polled; `30s` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_interval: Option<Duration>,
+}
+
+/// How the controller talks to GitLab for this project (see docs/gitlab.md).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitlabSpec {
+    /// REST base URL; `https://gitlab.com/api/v4` when absent (self-managed: `https://HOST/api/v4`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
+    /// The project's full path on GitLab, `group/subgroup/name`.
+    pub project_path: String,
+    /// Environment variable of the controller holding the token; `GITLAB_TOKEN` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// Environment variable holding the webhook's secret token; `AOCTL_GITLAB_WEBHOOK_TOKEN` when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_token_env: Option<String>,
+    /// How often open merge requests are polled; `30s` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval: Option<Duration>,
+}
+
+/// How the controller talks to Linear for this project (see docs/linear.md).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LinearSpec {
+    /// GraphQL endpoint; `https://api.linear.app/graphql` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
+    /// Environment variable of the controller holding the API key; `LINEAR_API_KEY` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// Environment variable holding the webhook's signing secret; `AOCTL_LINEAR_WEBHOOK_SECRET`
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret_env: Option<String>,
 }
 
 /// Defaults for the project's sessions.

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+mod forges;
+
 use crate::condition::validate_reason;
 use crate::event::Event;
 use crate::gitsource::GitSource;
@@ -280,36 +282,12 @@ impl Validate for Project {
         } else if !is_absolute(&s.path) || s.path.contains('\0') {
             e.check("spec.path", Err(format!("`{}` must be an absolute path", s.path)));
         }
-        if let Some(r) = &s.repo {
-            let ok = r.split_once('/').is_some_and(|(o, n)| {
-                !o.is_empty()
-                    && !n.is_empty()
-                    && !n.contains('/')
-                    && r.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_./".contains(&c))
-            });
-            if !ok {
-                e.check("spec.repo", Err(format!("`{r}` is not a GitHub repository of the form owner/name")));
-            }
-        }
+        forges::check_project(s, &mut e);
         if let Some(b) = &s.default_branch {
             e.check("spec.defaultBranch", git_ref(b));
         }
         if let Some(p) = &s.session_prefix {
             e.check("spec.sessionPrefix", git_ref(p));
-        }
-        if let Some(g) = &s.github {
-            if let Some(u) = &g.api_url {
-                e.check("spec.github.apiUrl", http_url(u));
-            }
-            if let Some(t) = &g.token_env {
-                e.check("spec.github.tokenEnv", env_name(t));
-            }
-            if let Some(t) = &g.webhook_secret_env {
-                e.check("spec.github.webhookSecretEnv", env_name(t));
-            }
-            if g.poll_interval.is_some_and(|d| d.0 < std::time::Duration::from_secs(1)) {
-                e.check("spec.github.pollInterval", Err("must be at least 1s".into()));
-            }
         }
         if let Some(d) = &s.defaults {
             if let Some(a) = &d.agent {
@@ -449,8 +427,10 @@ impl Validate for Session {
             e.check(format!("spec.env.{k}"), env_name(k));
         }
         if let Some(i) = &s.issue {
-            if i.is_empty() || i.chars().any(char::is_whitespace) {
-                e.check("spec.issue", Err(format!("`{i}` is not an issue reference such as `42`")));
+            let number = i.strip_prefix('#').unwrap_or(i);
+            let ok = (!number.is_empty() && number.bytes().all(|c| c.is_ascii_digit())) || forges::linear_identifier(i);
+            if !ok {
+                e.check("spec.issue", Err(format!("`{i}` is not an issue reference such as `42`, `#42` or `ENG-42`")));
             }
         }
         if let Some(d) = &s.docker {
@@ -601,16 +581,7 @@ impl Validate for IssueSource {
         } else {
             e.check("spec.project", dns1123_label(&s.project));
         }
-        for (i, l) in s.github.labels.iter().enumerate() {
-            let ok =
-                !l.trim().is_empty() && !l.contains(',') && l.chars().count() <= 50 && !l.chars().any(char::is_control);
-            if !ok {
-                e.check(
-                    format!("spec.github.labels[{i}]"),
-                    Err(format!("`{}` is not a GitHub label name (1 to 50 characters, no comma)", l.escape_debug())),
-                );
-            }
-        }
+        forges::check_issue_query(s, &mut e);
         if s.max_sessions == Some(0) {
             e.check("spec.maxSessions", Err("must be at least 1 (delete the source to have no sessions)".into()));
         }
@@ -758,7 +729,7 @@ mod tests {
         assert_eq!(prompt("Fix #{{number}}: {{ title }}\n{{body}} {{labels}} {{url}}"), Vec::<String>::new());
         assert_eq!(
             prompt("Fix {{nubmer}}"),
-            ["spec.template.prompt: `{{nubmer}}` is not a placeholder; use {{number}}, {{title}}, {{body}}, {{labels}}, {{url}}"]
+            ["spec.template.prompt: `{{nubmer}}` is not a placeholder; use {{number}}, {{reference}}, {{title}}, {{body}}, {{labels}}, {{url}}"]
         );
         let env = SessionTemplate { env: [("1BAD".to_string(), "x".to_string())].into(), ..Default::default() };
         assert_eq!(template(env).len(), 1);

@@ -40,6 +40,13 @@ pub struct Metrics {
     pub github_requests: IntCounterVec,
     /// Exported only once a GitHub answer has set it (see `KnownGauge`).
     pub github_ratelimit_remaining: IntGauge,
+    pub gitlab_requests: IntCounterVec,
+    /// Exported only once a GitLab answer has set it.
+    pub gitlab_ratelimit_remaining: IntGauge,
+    /// Linear GraphQL requests by operation and status code.
+    pub linear_requests: IntCounterVec,
+    /// Exported only once a Linear answer has set it.
+    pub linear_ratelimit_remaining: IntGauge,
     /// 1 while this replica leads (runs the reconcilers), else 0.
     pub leader: IntGauge,
     /// Places taken on each docker engine of a project's `spec.docker.hosts`, as last counted.
@@ -183,6 +190,28 @@ impl Metrics {
         )?;
         github_ratelimit_remaining.set(UNKNOWN);
         registry.register(Box::new(KnownGauge(github_ratelimit_remaining.clone())))?;
+        let gitlab_requests = IntCounterVec::new(
+            Opts::new("aoctl_gitlab_requests_total", "GitLab API requests by endpoint template and status code."),
+            &["endpoint", "code"],
+        )?;
+        registry.register(Box::new(gitlab_requests.clone()))?;
+        let gitlab_ratelimit_remaining = IntGauge::new(
+            "aoctl_gitlab_ratelimit_remaining",
+            "Requests left in the lowest GitLab rate-limit window of any token.",
+        )?;
+        gitlab_ratelimit_remaining.set(UNKNOWN);
+        registry.register(Box::new(KnownGauge(gitlab_ratelimit_remaining.clone())))?;
+        let linear_requests = IntCounterVec::new(
+            Opts::new("aoctl_linear_requests_total", "Linear GraphQL requests by operation and status code."),
+            &["endpoint", "code"],
+        )?;
+        registry.register(Box::new(linear_requests.clone()))?;
+        let linear_ratelimit_remaining = IntGauge::new(
+            "aoctl_linear_ratelimit_remaining",
+            "Requests left in the lowest Linear rate-limit window of any API key.",
+        )?;
+        linear_ratelimit_remaining.set(UNKNOWN);
+        registry.register(Box::new(KnownGauge(linear_ratelimit_remaining.clone())))?;
         let leader = IntGauge::new(
             "aoctl_leader_election_master_status",
             "1 while this replica leads and runs the reconcilers, 0 while it only serves the API.",
@@ -203,6 +232,10 @@ impl Metrics {
             feedback_latency,
             github_requests,
             github_ratelimit_remaining,
+            gitlab_requests,
+            gitlab_ratelimit_remaining,
+            linear_requests,
+            linear_ratelimit_remaining,
             workspace_pool_size,
             workspace_pool_ready,
             workspace_pool_claims,

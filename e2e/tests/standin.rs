@@ -26,26 +26,27 @@ pub(crate) const SECRET: &str = "e2e-webhook-secret";
 pub(crate) const REPO: &str = "acme/widgets";
 /// The scripted agent, committed as `scripts/agent.sh`.
 const DEMO_AGENT: &str = include_str!("../agents/demo-agent");
-/// How long the stand-in may take to print its port.
-const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stand-in may take to print its port (the GitLab one generates its schemas on its
+/// first start).
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The folder of the stand-in.
-fn standin_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/github-standin")
+/// The folder of a stand-in: `github-standin`, `gitlab-standin` or `linear-standin`.
+fn standin_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e").join(name)
 }
 
-/// Runs `npm ci` in the stand-in's folder once, when its `node_modules` is missing.
-fn ensure_node_modules() {
-    static ONCE: Mutex<bool> = Mutex::new(false);
-    let mut done = ONCE.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = standin_dir();
-    if *done || dir.join("node_modules").is_dir() {
-        *done = true;
+/// Runs `npm ci` in a stand-in's folder once, when its `node_modules` is missing.
+fn ensure_node_modules(name: &str) {
+    static DONE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = standin_dir(name);
+    if done.iter().any(|d| d == name) || dir.join("node_modules").is_dir() {
+        done.push(name.to_string());
         return;
     }
     let out = Command::new("npm").arg("ci").current_dir(&dir).output().expect("npm runs");
     assert!(out.status.success(), "npm ci in {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
-    *done = true;
+    done.push(name.to_string());
 }
 
 /// The server environment that lets it talk to the stand-in and check its webhooks.
@@ -55,6 +56,11 @@ pub(crate) fn gh_env() -> [(&'static str, &'static OsStr); 2] {
 
 /// `sha256=<hex>`: the `X-Hub-Signature-256` of `body` under `secret`, computed by openssl.
 pub(crate) fn sign(secret: &str, body: &[u8]) -> String {
+    format!("sha256={}", hmac_hex(secret, body))
+}
+
+/// The hex HMAC-SHA256 of `body` under `secret`, computed by openssl.
+pub(crate) fn hmac_hex(secret: &str, body: &[u8]) -> String {
     use std::io::Write;
     let mut child = Command::new("openssl")
         .args(["dgst", "-sha256", "-hmac", secret])
@@ -69,30 +75,38 @@ pub(crate) fn sign(secret: &str, body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&out.stdout);
     let hex = text.trim().rsplit(' ').next().unwrap_or_default();
     assert_eq!(hex.len(), 64, "openssl printed {text:?}");
-    format!("sha256={hex}")
+    hex.to_string()
 }
 
-/// A running `node server.js`, killed when dropped.
+/// A running `node server.js` of a stand-in, killed when dropped.
 pub(crate) struct StandIn {
     child: Child,
     pub base: String,
     log: PathBuf,
     http: reqwest::Client,
+    token: String,
 }
 
 impl StandIn {
-    /// Starts the stand-in for `repo` backed by the bare repository `git_dir`, requiring
+    /// Starts the GitHub stand-in for `repo` backed by the bare repository `git_dir`, requiring
     /// [`TOKEN`]; with `webhook_url`, every action it announces is POSTed there signed with
     /// [`SECRET`]. Its stderr goes to `dir/standin.log`.
     pub(crate) fn start(dir: &Path, repo: &str, git_dir: &Path, webhook_url: Option<&str>) -> StandIn {
-        ensure_node_modules();
-        let log = dir.join("standin.log");
-        let mut cmd = Command::new("node");
-        cmd.arg(standin_dir().join("server.js"));
-        cmd.args(["--port", "0", "--repo", repo, "--git-dir"]).arg(git_dir).args(["--token", TOKEN]);
+        let mut args: Vec<std::ffi::OsString> = vec!["--repo".into(), repo.into(), "--git-dir".into(), git_dir.into()];
+        args.extend(["--token".into(), TOKEN.into()]);
         if let Some(url) = webhook_url {
-            cmd.args(["--webhook-url", url, "--webhook-secret", SECRET]);
+            args.extend(["--webhook-url".into(), url.into(), "--webhook-secret".into(), SECRET.into()]);
         }
+        StandIn::launch(dir, "github-standin", &args, TOKEN)
+    }
+
+    /// Starts the stand-in in folder `name` with `args` (after `--port 0`); control and API calls
+    /// carry `token`. Its stderr goes to `dir/<name>.log`.
+    pub(crate) fn launch(dir: &Path, name: &str, args: &[std::ffi::OsString], token: &str) -> StandIn {
+        ensure_node_modules(name);
+        let log = dir.join(if name == "github-standin" { "standin.log".to_string() } else { format!("{name}.log") });
+        let mut cmd = Command::new("node");
+        cmd.arg(standin_dir(name).join("server.js")).args(["--port", "0"]).args(args);
         let err = fs::File::create(&log).expect("create the stand-in log");
         let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(err).spawn().expect("node starts");
         let stdout = child.stdout.take().expect("stdout is piped");
@@ -106,10 +120,10 @@ impl StandIn {
             }
         });
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("HTTP client");
-        let mut s = StandIn { child, base: String::new(), log, http };
+        let mut s = StandIn { child, base: String::new(), log, http, token: token.to_string() };
         match rx.recv_timeout(LISTEN_TIMEOUT) {
             Ok(addr) => s.base = format!("http://{addr}"),
-            Err(_) => panic!("the stand-in printed no `listening on` line; its stderr:\n{}", s.log_text()),
+            Err(_) => panic!("{name} printed no `listening on` line; its stderr:\n{}", s.log_text()),
         }
         s
     }
@@ -121,7 +135,7 @@ impl StandIn {
     /// Sends a request to the stand-in; the status and the JSON body (`Null` when not JSON).
     pub(crate) async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("HTTP method");
-        let mut r = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(TOKEN);
+        let mut r = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
         if let Some(b) = body {
             r = r.json(b);
         }

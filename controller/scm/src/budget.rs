@@ -284,10 +284,15 @@ impl Budget {
     }
 }
 
-/// A rate-limit header as GitHub (`X-RateLimit-Remaining`) or GitLab (`RateLimit-Remaining`)
-/// spells it; `field` is `limit`, `remaining` or `reset` (epoch seconds on both).
+/// A rate-limit header as GitHub (`X-RateLimit-Remaining`), GitLab (`RateLimit-Remaining`) or
+/// Linear (`X-RateLimit-Requests-Remaining`) spells it; `field` is `limit`, `remaining` or `reset`
+/// (epoch seconds; Linear's milliseconds are turned into seconds).
 fn limit_header(headers: &HeaderMap, field: &str) -> Option<u64> {
-    header_u64(headers, &format!("x-ratelimit-{field}")).or_else(|| header_u64(headers, &format!("ratelimit-{field}")))
+    let value = header_u64(headers, &format!("x-ratelimit-{field}"))
+        .or_else(|| header_u64(headers, &format!("ratelimit-{field}")))
+        .or_else(|| header_u64(headers, &format!("x-ratelimit-requests-{field}")))?;
+    // No epoch in seconds reaches 10^11 before the year 5138; a larger reset is in milliseconds.
+    Some(if field == "reset" && value >= 100_000_000_000 { value / 1000 } else { value })
 }
 
 /// A header's value as a number.
@@ -349,6 +354,23 @@ mod tests {
             ])),
         );
         assert_eq!((budget.remaining(), budget.stats().limit), (Some(5), Some(2000)));
+        assert_eq!(budget.admit().await.unwrap_err(), epoch(reset as u64).unwrap());
+    }
+
+    #[tokio::test]
+    async fn linear_headers_count_too_with_a_reset_in_milliseconds() {
+        let budget = Budget::new().with_floor(5);
+        let reset = Utc::now().timestamp() + 60;
+        budget.observe(
+            "POST /graphql issues",
+            Some(200),
+            Some(&headers(&[
+                ("x-ratelimit-requests-limit", "1500"),
+                ("x-ratelimit-requests-remaining", "3"),
+                ("x-ratelimit-requests-reset", &(reset * 1000).to_string()),
+            ])),
+        );
+        assert_eq!((budget.remaining(), budget.stats().limit), (Some(3), Some(1500)));
         assert_eq!(budget.admit().await.unwrap_err(), epoch(reset as u64).unwrap());
     }
 

@@ -8,7 +8,12 @@ use std::time::Duration;
 pub enum ForgeError {
     #[error(transparent)]
     GitHub(#[from] aoctl_github::Error),
-    /// The call makes no sense for this tracker (a reference it cannot name).
+    #[error(transparent)]
+    GitLab(#[from] aoctl_gitlab::Error),
+    #[error(transparent)]
+    Linear(#[from] aoctl_linear::Error),
+    /// The call makes no sense for this tracker (a reference it cannot name, a query for another
+    /// tracker).
     #[error("{0}")]
     Unsupported(String),
 }
@@ -18,6 +23,8 @@ impl ForgeError {
     pub fn reason(&self) -> &'static str {
         match self {
             ForgeError::GitHub(e) => e.reason(),
+            ForgeError::GitLab(e) => e.reason(),
+            ForgeError::Linear(e) => e.reason(),
             ForgeError::Unsupported(_) => "TrackerMismatch",
         }
     }
@@ -26,6 +33,8 @@ impl ForgeError {
     pub fn is_transient(&self) -> bool {
         match self {
             ForgeError::GitHub(e) => e.is_transient(),
+            ForgeError::GitLab(e) => e.is_transient(),
+            ForgeError::Linear(e) => e.is_transient(),
             ForgeError::Unsupported(_) => false,
         }
     }
@@ -34,17 +43,27 @@ impl ForgeError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ForgeError::GitHub(e) => e.retry_after(),
+            ForgeError::GitLab(e) => e.retry_after(),
+            ForgeError::Linear(e) => e.retry_after(),
             ForgeError::Unsupported(_) => None,
         }
     }
 
     /// A merge refused because the head is no longer the sha it was decided for.
     pub fn head_changed(&self) -> bool {
-        matches!(self, ForgeError::GitHub(aoctl_github::Error::HeadChanged { .. }))
+        matches!(
+            self,
+            ForgeError::GitHub(aoctl_github::Error::HeadChanged { .. })
+                | ForgeError::GitLab(aoctl_gitlab::Error::HeadChanged { .. })
+        )
     }
 
     /// A merge refused because the change cannot be merged (protection, conflicts, a draft).
     pub fn not_mergeable(&self) -> bool {
-        matches!(self, ForgeError::GitHub(aoctl_github::Error::NotMergeable { .. }))
+        matches!(
+            self,
+            ForgeError::GitHub(aoctl_github::Error::NotMergeable { .. })
+                | ForgeError::GitLab(aoctl_gitlab::Error::NotMergeable { .. })
+        )
     }
 }

@@ -1,6 +1,6 @@
-//! A project's forge as the session reconciler uses it: the change of a branch (a pull
-//! request), its CI and reviews, the failing job's log, re-runs, reviews
-//! posted by reviewer agents, and the merge guarded by the head sha.
+//! A project's forge as the session reconciler uses it: the change of a branch (a GitHub pull
+//! request or a GitLab merge request), its CI and reviews, the failing job's log, re-runs,
+//! reviews posted by reviewer agents, and the merge guarded by the head sha.
 
 use std::time::Duration;
 
@@ -16,6 +16,17 @@ const DEFAULT_POLL: Duration = Duration::from_secs(30);
 #[derive(Clone, Debug)]
 pub enum Forge {
     GitHub { client: aoctl_github::Client, owner: String, repo: String },
+    GitLab { client: aoctl_gitlab::Client, project: String },
+}
+
+/// How often a project's open changes are polled.
+pub fn poll_interval(project: &Project) -> Duration {
+    let s = &project.spec;
+    let set = match &s.gitlab {
+        Some(g) => g.poll_interval,
+        None => s.github.as_ref().and_then(|g| g.poll_interval),
+    };
+    set.map_or(DEFAULT_POLL, |d| d.as_std())
 }
 
 impl Forge {
@@ -23,6 +34,7 @@ impl Forge {
     pub fn name(&self) -> &'static str {
         match self {
             Forge::GitHub { .. } => "GitHub",
+            Forge::GitLab { .. } => "GitLab",
         }
     }
 
@@ -30,6 +42,7 @@ impl Forge {
     pub fn describe(&self) -> String {
         match self {
             Forge::GitHub { client, owner, repo } => format!("{} {owner}/{repo}", client.api_url()),
+            Forge::GitLab { client, project } => format!("{} {project}", client.api_url()),
         }
     }
 
@@ -37,19 +50,23 @@ impl Forge {
     pub fn place(&self) -> String {
         match self {
             Forge::GitHub { owner, repo, .. } => format!("{owner}/{repo}"),
+            Forge::GitLab { project, .. } => project.clone(),
         }
     }
 
-    /// How often a project's open changes are polled.
-    pub fn poll_interval(project: &Project) -> Duration {
-        let set = project.spec.github.as_ref().and_then(|g| g.poll_interval);
-        set.map_or(DEFAULT_POLL, |d| d.as_std())
+    /// How the forge writes a change's number: `#7` on GitHub, `!7` on GitLab.
+    pub fn change_ref(&self, number: u64) -> String {
+        match self {
+            Forge::GitHub { .. } => format!("#{number}"),
+            Forge::GitLab { .. } => format!("!{number}"),
+        }
     }
 
     /// The change whose head is `branch` (an open one first, else the newest), if any.
     pub async fn find_for_branch(&self, branch: &str) -> Result<Option<PullRequest>, ForgeError> {
         Ok(match self {
             Forge::GitHub { client, owner, repo } => client.find_pull_for_branch(owner, repo, branch).await?,
+            Forge::GitLab { client, project } => client.find_mr_for_branch(project, branch).await?,
         })
     }
 
@@ -57,6 +74,7 @@ impl Forge {
     pub async fn change(&self, number: u64) -> Result<PullRequest, ForgeError> {
         Ok(match self {
             Forge::GitHub { client, owner, repo } => client.pull(owner, repo, number).await?,
+            Forge::GitLab { client, project } => client.merge_request(project, number).await?,
         })
     }
 
@@ -73,6 +91,7 @@ impl Forge {
             Forge::GitHub { client, owner, repo } => {
                 client.create_pull(owner, repo, head, base, title, body, draft).await?
             }
+            Forge::GitLab { client, project } => client.create_mr(project, head, base, title, body, draft).await?,
         })
     }
 
@@ -80,6 +99,7 @@ impl Forge {
     pub async fn checks(&self, sha: &str) -> Result<Checks, ForgeError> {
         Ok(match self {
             Forge::GitHub { client, owner, repo } => client.checks(owner, repo, sha).await?,
+            Forge::GitLab { client, project } => client.checks(project, sha).await?,
         })
     }
 
@@ -87,6 +107,7 @@ impl Forge {
     pub async fn failing_log_tail(&self, check: &FailingCheck) -> Result<Option<String>, ForgeError> {
         Ok(match self {
             Forge::GitHub { client, owner, repo } => client.failing_log_tail(owner, repo, check).await?,
+            Forge::GitLab { client, project } => client.failing_log_tail(project, check).await?,
         })
     }
 
@@ -94,6 +115,7 @@ impl Forge {
     pub fn can_rerun(&self, check: &FailingCheck) -> bool {
         let app = match self {
             Forge::GitHub { .. } => aoctl_github::ACTIONS_APP,
+            Forge::GitLab { .. } => aoctl_gitlab::GITLAB_CI,
         };
         check.kind == aoctl_scm::CheckKind::CheckRun && check.app.as_deref() == Some(app)
     }
@@ -102,6 +124,7 @@ impl Forge {
     pub async fn rerun_job(&self, job_id: u64) -> Result<(), ForgeError> {
         match self {
             Forge::GitHub { client, owner, repo } => client.rerun_job(owner, repo, job_id).await?,
+            Forge::GitLab { client, project } => client.retry_job(project, job_id).await?,
         }
         Ok(())
     }
@@ -110,6 +133,7 @@ impl Forge {
     pub async fn reviews(&self, number: u64) -> Result<Reviews, ForgeError> {
         Ok(match self {
             Forge::GitHub { client, owner, repo } => client.reviews(owner, repo, number).await?,
+            Forge::GitLab { client, project } => client.reviews(project, number).await?,
         })
     }
 
@@ -126,6 +150,9 @@ impl Forge {
             Forge::GitHub { client, owner, repo } => {
                 client.create_review((owner, repo, number), sha, event, body, comments).await?
             }
+            Forge::GitLab { client, project } => {
+                client.create_review((project, number), sha, event, body, comments).await?
+            }
         })
     }
 
@@ -133,6 +160,7 @@ impl Forge {
     pub async fn merge(&self, number: u64, method: MergeMethod, sha: &str) -> Result<String, ForgeError> {
         Ok(match self {
             Forge::GitHub { client, owner, repo } => client.merge(owner, repo, number, method, sha).await?,
+            Forge::GitLab { client, project } => client.merge(project, number, method, sha).await?,
         })
     }
 }

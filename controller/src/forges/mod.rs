@@ -1,8 +1,9 @@
 //! The forges and trackers of projects, behind one interface: a project's changes, CI and
-//! reviews live on a [`Forge`] (GitHub, for `spec.repo`), its issues on a [`Tracker`] (that
-//! forge's). One client (and one shared rate-limit budget) per API URL and token, the token read
-//! from the environment variable the project names; every request counted in
-//! `aoctl_github_requests_total`, and the lowest budget in `aoctl_github_ratelimit_remaining`.
+//! reviews live on a [`Forge`] (GitHub for `spec.repo`, GitLab for `spec.gitlab`), its issues on
+//! a [`Tracker`] (Linear for `spec.linear`, else that forge's). One client (and one shared
+//! rate-limit budget) per service, API URL and token, the token read from the environment
+//! variable the project names; every request counted in `aoctl_{github,gitlab,linear}_requests_total`,
+//! and the lowest budget of each service in `aoctl_{…}_ratelimit_remaining`.
 
 mod error;
 mod forge;
@@ -19,13 +20,21 @@ use prometheus::{IntCounterVec, IntGauge};
 use crate::metrics::Metrics;
 
 pub use error::ForgeError;
-pub use forge::Forge;
+pub use forge::{poll_interval, Forge};
 pub use tracker::{issue_number, Tracker};
 
 /// The token variable of a GitHub project that names none.
 pub const DEFAULT_TOKEN_ENV: &str = "GITHUB_TOKEN";
 /// The webhook secret variable of a GitHub project that names none.
 pub const DEFAULT_WEBHOOK_SECRET_ENV: &str = "AOCTL_WEBHOOK_SECRET";
+/// The token variable of a GitLab project that names none.
+pub const DEFAULT_GITLAB_TOKEN_ENV: &str = "GITLAB_TOKEN";
+/// The webhook token variable of a GitLab project that names none.
+pub const DEFAULT_GITLAB_WEBHOOK_TOKEN_ENV: &str = "AOCTL_GITLAB_WEBHOOK_TOKEN";
+/// The API key variable of a Linear project that names none.
+pub const DEFAULT_LINEAR_TOKEN_ENV: &str = "LINEAR_API_KEY";
+/// The webhook secret variable of a Linear project that names none.
+pub const DEFAULT_LINEAR_WEBHOOK_SECRET_ENV: &str = "AOCTL_LINEAR_WEBHOOK_SECRET";
 
 /// The metrics of one forge: requests by endpoint and code, and the lowest budget left.
 #[derive(Clone)]
@@ -63,6 +72,10 @@ impl<K: Eq + Hash, C: Clone> Clients<K, C> {
 pub struct Hub {
     github: Clients<BudgetKey, aoctl_github::Client>,
     github_metrics: ForgeMetrics,
+    gitlab: Clients<BudgetKey, aoctl_gitlab::Client>,
+    gitlab_metrics: ForgeMetrics,
+    linear: Clients<BudgetKey, aoctl_linear::Client>,
+    linear_metrics: ForgeMetrics,
 }
 
 /// A budget whose every request is counted in `requests`.
@@ -82,17 +95,32 @@ fn env(var: &str) -> Option<String> {
 impl Hub {
     /// A hub whose requests and budgets are counted in the controller's metrics.
     pub fn counted_in(metrics: &Metrics) -> Hub {
+        let counted = |requests: &IntCounterVec, remaining: &IntGauge| ForgeMetrics {
+            requests: requests.clone(),
+            remaining: remaining.clone(),
+        };
         Hub {
             github: Clients::new(),
-            github_metrics: ForgeMetrics {
-                requests: metrics.github_requests.clone(),
-                remaining: metrics.github_ratelimit_remaining.clone(),
-            },
+            github_metrics: counted(&metrics.github_requests, &metrics.github_ratelimit_remaining),
+            gitlab: Clients::new(),
+            gitlab_metrics: counted(&metrics.gitlab_requests, &metrics.gitlab_ratelimit_remaining),
+            linear: Clients::new(),
+            linear_metrics: counted(&metrics.linear_requests, &metrics.linear_ratelimit_remaining),
         }
     }
 
-    /// The forge of a project's changes: GitHub for `spec.repo`; `None` when it has none.
+    /// The forge of a project's changes: GitLab for `spec.gitlab`, GitHub for `spec.repo`;
+    /// `None` when it has neither.
     pub fn forge(&self, project: &Project) -> Result<Option<Forge>, ForgeError> {
+        if let Some(gl) = &project.spec.gitlab {
+            let api_url = gl.api_url.clone().unwrap_or_else(|| aoctl_gitlab::DEFAULT_API_URL.to_string());
+            let token = env(gl.token_env.as_deref().unwrap_or(DEFAULT_GITLAB_TOKEN_ENV));
+            let key = BudgetKey::new(&api_url, token.as_deref());
+            let client = self.gitlab.get_or_make(key, || {
+                aoctl_gitlab::Client::with_budget(&api_url, token, counted_budget(&self.gitlab_metrics.requests))
+            })?;
+            return Ok(Some(Forge::GitLab { client, project: gl.project_path.clone() }));
+        }
         let Some(repo) = project.spec.repo.as_deref() else { return Ok(None) };
         let Some((owner, name)) = repo.split_once('/') else { return Ok(None) };
         let gh = project.spec.github.as_ref();
@@ -105,16 +133,31 @@ impl Hub {
         Ok(Some(Forge::GitHub { client, owner: owner.to_string(), repo: name.to_string() }))
     }
 
-    /// The tracker of a project's issues: its forge's; `None` when it has none.
+    /// The tracker of a project's issues: Linear for `spec.linear`, else its forge's; `None`
+    /// when it has none.
     pub fn tracker(&self, project: &Project) -> Result<Option<Tracker>, ForgeError> {
+        if let Some(l) = &project.spec.linear {
+            let api_url = l.api_url.clone().unwrap_or_else(|| aoctl_linear::DEFAULT_API_URL.to_string());
+            let token = env(l.token_env.as_deref().unwrap_or(DEFAULT_LINEAR_TOKEN_ENV));
+            let key = BudgetKey::new(&api_url, token.as_deref());
+            let client = self.linear.get_or_make(key, || {
+                aoctl_linear::Client::with_budget(&api_url, token, counted_budget(&self.linear_metrics.requests))
+            })?;
+            return Ok(Some(Tracker::Linear(client)));
+        }
         Ok(self.forge(project)?.map(Tracker::Forge))
     }
 
-    /// Sets `aoctl_github_ratelimit_remaining` to the lowest remaining budget of any token.
+    /// Sets each `aoctl_*_ratelimit_remaining` to the lowest remaining budget of any token.
     pub fn refresh_gauge(&self) {
-        if let Some(min) = self.github.all().iter().filter_map(|c| c.budget().remaining()).min() {
-            self.github_metrics.remaining.set(i64::from(min));
-        }
+        let lowest = |budgets: Vec<Option<u32>>, gauge: &IntGauge| {
+            if let Some(min) = budgets.into_iter().flatten().min() {
+                gauge.set(i64::from(min));
+            }
+        };
+        lowest(self.github.all().iter().map(|c| c.budget().remaining()).collect(), &self.github_metrics.remaining);
+        lowest(self.gitlab.all().iter().map(|c| c.budget().remaining()).collect(), &self.gitlab_metrics.remaining);
+        lowest(self.linear.all().iter().map(|c| c.budget().remaining()).collect(), &self.linear_metrics.remaining);
     }
 }
 
@@ -122,4 +165,16 @@ impl Hub {
 pub fn webhook_secret(project: &Project) -> Option<String> {
     let var = project.spec.github.as_ref().and_then(|g| g.webhook_secret_env.clone());
     env(var.as_deref().unwrap_or(DEFAULT_WEBHOOK_SECRET_ENV))
+}
+
+/// The GitLab webhook token of a project on GitLab, from the variable it names.
+pub fn gitlab_webhook_token(project: &Project) -> Option<String> {
+    let gl = project.spec.gitlab.as_ref()?;
+    env(gl.webhook_token_env.as_deref().unwrap_or(DEFAULT_GITLAB_WEBHOOK_TOKEN_ENV))
+}
+
+/// The Linear webhook signing secret of a project whose issues are on Linear.
+pub fn linear_webhook_secret(project: &Project) -> Option<String> {
+    let l = project.spec.linear.as_ref()?;
+    env(l.webhook_secret_env.as_deref().unwrap_or(DEFAULT_LINEAR_WEBHOOK_SECRET_ENV))
 }

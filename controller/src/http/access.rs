@@ -22,7 +22,8 @@ pub const AGENT_PREFIX: &str = "/agent/v1/";
 /// Paths answered without the bearer token: liveness, readiness, the version, and the webhooks
 /// (which prove themselves with their HMAC signature instead).
 /// `/login` trades a one-time code for the dashboard's cookie.
-const OPEN_PATHS: &[&str] = &["/healthz", "/readyz", "/version", "/webhooks/github", "/login"];
+const OPEN_PATHS: &[&str] =
+    &["/healthz", "/readyz", "/version", "/webhooks/github", "/webhooks/gitlab", "/webhooks/linear", "/login"];
 
 /// The media types a state-changing request may carry.
 pub const JSON_MEDIA_TYPES: &[&str] = &["application/json", "application/merge-patch+json"];

@@ -93,6 +93,8 @@ pub fn router(state: AppState) -> Router {
         .route("/login", get(login::login))
         // Webhooks carry their own HMAC instead of the bearer token (`access::OPEN_PATHS`).
         .route("/webhooks/github", axum::routing::post(webhooks::github))
+        .route("/webhooks/gitlab", axum::routing::post(webhooks::gitlab))
+        .route("/webhooks/linear", axum::routing::post(webhooks::linear))
         .fallback(|| async { AppError::NoRoute });
     // `layer`, not `route_layer`: unknown paths are checked too. No CORS layer: no page of another
     // origin may read an answer.

@@ -22,6 +22,12 @@ use serde_json::Value;
 use super::{AppError, AppState};
 use crate::forges::webhook_secret;
 
+mod gitlab;
+mod linear;
+
+pub use gitlab::gitlab;
+pub use linear::linear;
+
 /// How many delivery ids are remembered; older ones are forgotten first. A webhook only wakes
 /// sessions (the controller then reads GitHub itself), so a replay older than this costs a look.
 const REMEMBERED_DELIVERIES: usize = 10_000;

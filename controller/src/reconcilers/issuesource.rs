@@ -149,7 +149,7 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
         Ok(Some(t)) => t,
         Ok(None) => {
             let msg = format!(
-                "project \"{}\" has no GitHub repository (spec.repo) to read issues from",
+                "project \"{}\" has no tracker to read issues from (spec.repo, spec.gitlab or spec.linear)",
                 project.metadata.name
             );
             return blocked(&source, &ctx, status, conditions::NO_TRACKER, &msg, interval).await;
@@ -205,6 +205,7 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
     // session does. Asked once, before the session is ended.
     let mut merged = HashSet::new();
     let on_close = source.spec.on_close();
+    let forge = ctx.forges.forge(&project);
     for (n, s) in &mine {
         let ends = match on_close {
             OnClose::Delete => true,
@@ -215,10 +216,10 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
         if let (false, true, Some(pr)) =
             (matching.contains_key(n), ends && s.metadata.deletion_timestamp.is_none(), open_pr)
         {
-            let change = match ctx.forges.forge(&project) {
+            let change = match &forge {
                 Ok(Some(forge)) => forge.change(pr.number).await,
                 Ok(None) => continue,
-                Err(e) => Err(e),
+                Err(e) => Err(e.clone()),
             };
             match change {
                 Ok(p) if p.merged => {
@@ -335,8 +336,13 @@ fn plan(
     let stopped_by_me = |s: &Session| s.spec.stopped && s.metadata.annotations.get(STOPPED_BY) == Some(&me);
     // Live: not finished and not stopped by this source (a stop a person made keeps its place).
     let is_live = |s: &Session| !finished(s) && !stopped_by_me(s);
+    // An issue as its tracker names it (`42`, `ENG-42`): from the issue, else from the session.
+    let reference = |n: u64| {
+        let named = matching.get(&n).map(|i| i.reference.clone()).or_else(|| mine.get(&n)?.spec.issue.clone());
+        named.map_or_else(|| n.to_string(), |r| r.trim_start_matches('#').to_string())
+    };
     let entry = |n: u64, state: &str| IssueSession {
-        issue: n.to_string(),
+        issue: reference(n),
         session: session_name(source, n),
         state: Some(state.to_string()),
     };

@@ -30,7 +30,7 @@ pub(super) struct Tracked {
 }
 
 fn poll_interval(p: &Project) -> Duration {
-    Forge::poll_interval(p)
+    crate::forges::poll_interval(p)
 }
 
 fn gh_error(st: &mut SessionStatus, s: &Session, e: &ForgeError, p: &Project) -> Option<Duration> {
@@ -224,9 +224,6 @@ impl Reconcile<'_> {
     pub(super) async fn issue(&mut self) -> IssueRead {
         let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
         let Some(reference) = s.spec.issue.as_deref() else { return IssueRead::Unread };
-        if reference.trim().trim_start_matches('#').parse::<u64>().is_err() {
-            return IssueRead::Unread;
-        }
         let tracker = match ctx.forges.tracker(project) {
             Ok(Some(t)) => t,
             Ok(None) => return IssueRead::Unread,
@@ -267,15 +264,7 @@ impl Reconcile<'_> {
     }
 }
 
-/// An issue reference as people write it: `#42` for a number, a tracker's `KEY-42` as it is.
-pub(super) fn display_reference(reference: &str) -> String {
-    let r = reference.trim().trim_start_matches('#');
-    if r.bytes().all(|b| b.is_ascii_digit()) {
-        format!("#{r}")
-    } else {
-        r.to_string()
-    }
-}
+pub(super) use aoctl_api::issuesource::display_reference;
 
 /// The files that conflict between the pull request's head and its base, computed with libgit2
 /// in the session's repository after fetching the base from `origin` (and the head too, when it

@@ -1,0 +1,18 @@
+//! The Linear side of the backlog: one issue by its identifier (`ENG-42`), and the issues of a
+//! team that have labels and are in chosen workflow states, over Linear's GraphQL API; and the
+//! `Linear-Signature` check of webhook deliveries.
+//!
+//! Every request goes through a [`Budget`] shared by all clients of one API key: calls are held
+//! back near the end of the `X-RateLimit-Requests-*` window and after a `RATELIMITED` error, and
+//! each request is counted by operation and status code. GraphQL answers carry no ETag, so
+//! whether a list changed is told by comparing the answer with the last one. This crate does no
+//! IO other than HTTP to the configured API URL.
+mod client;
+mod error;
+mod issues;
+pub mod webhook;
+
+pub use aoctl_scm::Budget;
+pub use client::{Client, DEFAULT_API_URL};
+pub use error::Error;
+pub use issues::{IssueQuery, OPEN_STATE_TYPES};

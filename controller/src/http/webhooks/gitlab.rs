@@ -1,0 +1,88 @@
+//! `POST /webhooks/gitlab`: checks `X-Gitlab-Token` (in constant time) against the webhook token
+//! of the project the delivery names, then acts at once: a merge request, pipeline, job or note
+//! event reconciles the sessions it concerns (by branch or merge request iid), an issue event
+//! polls the project's IssueSources. A wrong or missing token is 401, an event that concerns
+//! nothing is 202; neither changes anything. A delivery whose `X-Gitlab-Event-UUID` was already
+//! taken is acknowledged and ignored.
+
+use aoctl_api::wire::WebhookAnswer;
+use aoctl_api::{IssueSource, Project, Session};
+use aoctl_gitlab::webhook::{self, WebhookEvent};
+use aoctl_store::Selector;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use serde_json::Value;
+
+use super::{answer, header};
+use crate::forges::gitlab_webhook_token;
+use crate::http::{AppError, AppState};
+
+pub async fn gitlab(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<WebhookAnswer>), AppError> {
+    let event = header(&headers, "x-gitlab-event")
+        .ok_or_else(|| AppError::BadRequest("the X-Gitlab-Event header is missing".into()))?
+        .to_string();
+    let Some(token) = header(&headers, "x-gitlab-token") else { return Err(AppError::BadSignature) };
+    let payload = serde_json::from_slice::<Value>(&body).ok();
+    let path = payload
+        .as_ref()
+        .and_then(|v| v.pointer("/project/path_with_namespace").and_then(Value::as_str).map(str::to_ascii_lowercase));
+    let (projects, _) = state.store.list_typed::<Project>(&Selector::everything()).await?;
+    let verified: Vec<&Project> = projects
+        .iter()
+        .filter(|p| {
+            p.spec.gitlab.as_ref().is_some_and(|g| Some(g.project_path.to_ascii_lowercase()) == path)
+                && gitlab_webhook_token(p).is_some_and(|t| webhook::verify_token(t.as_bytes(), token))
+        })
+        .collect();
+    if verified.is_empty() {
+        return Err(AppError::BadSignature);
+    }
+    // Only a delivery with the right token is remembered.
+    let uuid = header(&headers, "x-gitlab-event-uuid")
+        .filter(|d| !d.trim().is_empty())
+        .ok_or_else(|| AppError::BadRequest("the X-Gitlab-Event-UUID header is missing".into()))?;
+    if !state.deliveries.take(&format!("gitlab:{uuid}")) {
+        tracing::info!(delivery = uuid, event = %event, "replayed GitLab webhook delivery ignored");
+        return Ok((StatusCode::OK, Json(answer(format!("delivery `{uuid}` was already received; ignored")))));
+    }
+    let names: Vec<&str> = verified.iter().map(|p| p.metadata.name.as_str()).collect();
+    match webhook::parse(&event, &body).map_err(|e| AppError::BadRequest(e.to_string()))? {
+        WebhookEvent::Unknown(e) => {
+            Ok((StatusCode::ACCEPTED, Json(answer(format!("event `{e}` is not used; ignored")))))
+        }
+        WebhookEvent::Issue(ev) => {
+            let (sources, _) = state.store.list_typed::<IssueSource>(&Selector::everything()).await?;
+            let mut triggered = vec![];
+            for source in sources.iter().filter(|i| names.contains(&i.spec.project.as_str())) {
+                state.issuesource_state.poll_now(&source.metadata.name);
+                state.issuesources.trigger(&source.metadata.name);
+                triggered.push(source.metadata.name.clone());
+            }
+            let message = format!("`{event}` ({} #{}) concerns {} issue source(s)", ev.action, ev.iid, triggered.len());
+            let answer = WebhookAnswer { message, issue_sources: Some(triggered), ..Default::default() };
+            Ok((StatusCode::ACCEPTED, Json(answer)))
+        }
+        WebhookEvent::Change(ev) => {
+            let (sessions, _) = state.store.list_typed::<Session>(&Selector::everything()).await?;
+            let mut triggered = vec![];
+            for s in sessions.iter().filter(|s| names.contains(&s.spec.project.as_str())) {
+                let branch = s.status.workspace.as_ref().map(|w| w.branch.as_str()).unwrap_or_default();
+                let iid = s.status.pull_request.as_ref().map(|p| p.number);
+                if ev.concerns(branch, iid) {
+                    state.session_state.webhook_arrived(&s.metadata.name);
+                    state.sessions.trigger(&s.metadata.name);
+                    triggered.push(s.metadata.name.clone());
+                }
+            }
+            tracing::debug!(event = %event, sessions = ?triggered, "GitLab webhook");
+            let message = format!("`{event}` concerns {} session(s)", triggered.len());
+            Ok((StatusCode::ACCEPTED, Json(WebhookAnswer { message, sessions: Some(triggered), ..Default::default() })))
+        }
+    }
+}
