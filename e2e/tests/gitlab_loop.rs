@@ -172,6 +172,7 @@ async fn gitlab_loop_from_spawn_to_merge() {
     // A failed job's log reaches the agent.
     delivered(&gl.pipeline(&first, "failed", FAILING_LOG).await, 202);
     heard("got: [aoctl:ci-failed:".into()).await;
+    heard(format!("for MR !{iid}: test")).await;
     heard(format!("got: {LOG_LINE}")).await;
     heard(format!("got: {CI_ASK}")).await;
     let s = until(Box::new(|o| has(o, "ChecksPassed", "False", "ChecksFailing"))).await;
@@ -191,7 +192,7 @@ async fn gitlab_loop_from_spawn_to_merge() {
     let answer = gl.standin.ok("POST", "/_standin/notes", Some(&body)).await;
     delivered(&answer, 202);
     let discussion = answer["discussion"]["id"].as_str().expect("the discussion's id").to_string();
-    heard("got: [aoctl:changes-requested:".into()).await;
+    heard(format!("changes requested on MR !{iid} by {REVIEWER}")).await;
     heard(format!("got: {notes}:1: {COMMENT}")).await;
     heard(format!("got: {REVIEW_ASK}")).await;
     until(Box::new(|o| has(o, "ReviewApproved", "False", "ChangesRequested"))).await;

@@ -54,11 +54,14 @@ impl Forge {
         }
     }
 
-    /// How the forge writes a change's number: `#7` on GitHub, `!7` on GitLab.
-    pub fn change_ref(&self, number: u64) -> String {
-        match self {
-            Forge::GitHub { .. } => format!("#{number}"),
-            Forge::GitLab { .. } => format!("!{number}"),
+    /// A change as people name it on this forge: `PR #7` on GitHub, `MR !7` on GitLab; with
+    /// `long`, `pull request #7` and `merge request !7`.
+    pub fn change_name(&self, number: u64, long: bool) -> String {
+        match (self, long) {
+            (Forge::GitHub { .. }, false) => format!("PR #{number}"),
+            (Forge::GitHub { .. }, true) => format!("pull request #{number}"),
+            (Forge::GitLab { .. }, false) => format!("MR !{number}"),
+            (Forge::GitLab { .. }, true) => format!("merge request !{number}"),
         }
     }
 

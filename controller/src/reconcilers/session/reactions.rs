@@ -130,11 +130,16 @@ fn overlap_due(s: &Session, st: &SessionStatus) -> Option<Due> {
 async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, out: &mut Vec<Due>) {
     let pr = &f.pr;
     let n = pr.number;
+    let name = |long: bool| match &tracked.client {
+        Some(forge) => forge.change_name(n, long),
+        None if long => format!("pull request #{n}"),
+        None => format!("PR #{n}"),
+    };
     if pr.state == PullRequestState::Closed {
         out.push(Due {
             key: "pr-closed",
             fingerprint: n.to_string(),
-            title: format!("pull request #{n} was closed without merging"),
+            title: format!("{} was closed without merging", name(true)),
             evidence: pr.url.clone(),
             ids: None,
         });
@@ -160,8 +165,9 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, ou
             key: "ci-failed",
             fingerprint: format!("{}:{}", pr.head_sha, f.checks.fingerprint()),
             title: format!(
-                "CI failed on {} for PR #{n}: {}",
+                "CI failed on {} for {}: {}",
                 &pr.head_sha[..pr.head_sha.len().min(7)],
+                name(false),
                 names.join(", ")
             ),
             evidence,
@@ -176,7 +182,7 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, ou
                 users.push(user);
             }
         }
-        let title = format!("changes requested on PR #{n} by {}", users.join(", "));
+        let title = format!("changes requested on {} by {}", name(false), users.join(", "));
         // Only what was not passed on yet; with nothing new the episode goes on unchanged.
         match messages::new_feedback(&f.reviews, st.feedback.as_ref()) {
             Some(new) => out.push(Due {
@@ -203,7 +209,7 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, ou
         out.push(Due {
             key: "merge-conflicts",
             fingerprint: format!("{}:{}", pr.base_ref, pr.head_sha),
-            title: format!("PR #{n} has merge conflicts with {}", pr.base_ref),
+            title: format!("{} has merge conflicts with {}", name(false), pr.base_ref),
             evidence: messages::conflicts(&pr.base_ref, f.conflicts.as_ref()),
             ids: None,
         });
@@ -216,7 +222,7 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, ou
         out.push(Due {
             key: "approved-and-green",
             fingerprint: pr.head_sha.clone(),
-            title: format!("PR #{n} is approved and green"),
+            title: format!("{} is approved and green", name(false)),
             evidence: pr.url.clone(),
             ids: None,
         });
