@@ -18,7 +18,7 @@ sanitizer=${FUZZ_SANITIZER:-address}
 cargo_fuzz_version=${CARGO_FUZZ_VERSION:-0.13.2}
 out=fuzz/out
 target_dir=${FUZZ_TARGET_DIR:-$out/target}
-all_targets=(manifests json_body webhook)
+all_targets=(manifests json_body webhook forge_webhooks)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 
@@ -111,6 +111,24 @@ for f in controller/github/tests/fixtures/webhooks/*.json; do
     fi
   done
 done
+# GitLab and Linear seeds, one per event, each starting with the byte that picks it
+# (fuzz_targets/forge_webhooks.rs, EVENTS).
+gl_project='"project":{"id":1,"path_with_namespace":"acme/widgets"}'
+forge_seeds=(
+  '{"object_kind":"merge_request",'"$gl_project"',"object_attributes":{"iid":3,"source_branch":"w/fix","action":"update"}}'
+  '{"object_kind":"pipeline",'"$gl_project"',"object_attributes":{"id":5,"ref":"w/fix","sha":"abc","status":"failed"},"merge_request":{"iid":3,"source_branch":"w/fix"}}'
+  '{"object_kind":"build",'"$gl_project"',"ref":"w/fix","sha":"abc","build_status":"failed"}'
+  '{"object_kind":"note",'"$gl_project"',"object_attributes":{"id":9,"noteable_type":"MergeRequest","position":{"new_path":"a.rs","new_line":1}},"merge_request":{"iid":3,"source_branch":"w/fix"}}'
+  '{"object_kind":"issue",'"$gl_project"',"object_attributes":{"iid":4,"action":"close"}}'
+  '{"object_kind":"push",'"$gl_project"',"ref":"refs/heads/main"}'
+  '{"object_kind":"tag_push",'"$gl_project"',"ref":"refs/tags/v1"}'
+  '{"action":"update","type":"Issue","data":{"identifier":"ENG-4"},"updatedFrom":{"stateId":"s"},"webhookTimestamp":1700000000000}'
+)
+for i in "${!forge_seeds[@]}"; do
+  { printf "\\x$(printf %02x "$i")"; printf '%s' "${forge_seeds[$i]}"; } | seed forge_webhooks "event-$i.json"
+done
+printf '"%s"\n' object_kind object_attributes path_with_namespace iid source_branch ref noteable_type \
+  merge_request action type data identifier webhookTimestamp >"$out/dict/forge_webhooks.dict"
 
 failed=0
 for t in "${targets[@]}"; do

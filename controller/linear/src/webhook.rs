@@ -69,7 +69,8 @@ impl Delivery {
     /// Whether the delivery was sent within [`MAX_SKEW_MS`] of `now_ms` (one without a
     /// timestamp is not).
     pub fn fresh(&self, now_ms: i64) -> bool {
-        self.timestamp_ms.is_some_and(|t| (now_ms - t).abs() <= MAX_SKEW_MS)
+        self.timestamp_ms
+            .is_some_and(|t| now_ms.checked_sub(t).is_some_and(|d| d.checked_abs().is_some_and(|d| d <= MAX_SKEW_MS)))
     }
 }
 
@@ -90,5 +91,7 @@ mod tests {
         assert_eq!((d.kind.as_str(), d.identifier.as_deref()), ("Issue", Some("ENG-4")));
         assert!(d.fresh(30_000) && !d.fresh(100_000));
         assert!(parse(b"{}").is_err());
+        let far = Delivery { timestamp_ms: Some(i64::MIN), ..d };
+        assert!(!far.fresh(i64::MAX) && !far.fresh(0), "a timestamp that overflows the difference is not fresh");
     }
 }
