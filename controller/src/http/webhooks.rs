@@ -112,14 +112,7 @@ pub async fn github(
         }
         WebhookEvent::Issues(ev) => {
             // The project's IssueSources read the tracker again now.
-            let names: Vec<&str> = verified.iter().map(|p| p.metadata.name.as_str()).collect();
-            let (sources, _) = state.store.list_typed::<IssueSource>(&Selector::everything()).await?;
-            let mut triggered = vec![];
-            for source in sources.iter().filter(|i| names.contains(&i.spec.project.as_str())) {
-                state.issuesource_state.poll_now(&source.metadata.name);
-                state.issuesources.trigger(&source.metadata.name);
-                triggered.push(source.metadata.name.clone());
-            }
+            let triggered = poll_issue_sources(&state, &verified).await?;
             tracing::debug!(action = %ev.action, issue = ev.number, sources = ?triggered, "issues webhook");
             let message =
                 format!("`issues` ({} #{}) concerns {} issue source(s)", ev.action, ev.number, triggered.len());
@@ -140,21 +133,43 @@ pub async fn github(
         }
         WebhookEvent::Repository(ev) => ev,
     };
-    let names: Vec<&str> = verified.iter().map(|p| p.metadata.name.as_str()).collect();
+    let triggered = wake_sessions(&state, &verified, |branch, number| ev.concerns(branch, number)).await?;
+    tracing::debug!(event = %event, sessions = ?triggered, "webhook");
+    let message = format!("`{event}` concerns {} session(s)", triggered.len());
+    Ok((StatusCode::ACCEPTED, Json(WebhookAnswer { message, sessions: Some(triggered), ..Default::default() })))
+}
+
+/// Makes the IssueSources of `projects` read their tracker now; their names.
+async fn poll_issue_sources(state: &AppState, projects: &[&Project]) -> Result<Vec<String>, AppError> {
+    let (sources, _) = state.store.list_typed::<IssueSource>(&Selector::everything()).await?;
+    let mut triggered = vec![];
+    for source in sources.iter().filter(|i| projects.iter().any(|p| p.metadata.name == i.spec.project)) {
+        state.issuesource_state.poll_now(&source.metadata.name);
+        state.issuesources.trigger(&source.metadata.name);
+        triggered.push(source.metadata.name.clone());
+    }
+    Ok(triggered)
+}
+
+/// Reconciles at once the sessions of `projects` whose branch and change number a delivery
+/// `concerns`; their names.
+async fn wake_sessions(
+    state: &AppState,
+    projects: &[&Project],
+    concerns: impl Fn(&str, Option<u64>) -> bool,
+) -> Result<Vec<String>, AppError> {
     let (sessions, _) = state.store.list_typed::<Session>(&Selector::everything()).await?;
     let mut triggered = vec![];
-    for s in sessions.iter().filter(|s| names.contains(&s.spec.project.as_str())) {
+    for s in sessions.iter().filter(|s| projects.iter().any(|p| p.metadata.name == s.spec.project)) {
         let branch = s.status.workspace.as_ref().map(|w| w.branch.as_str()).unwrap_or_default();
         let number = s.status.pull_request.as_ref().map(|p| p.number);
-        if ev.concerns(branch, number) {
+        if concerns(branch, number) {
             state.session_state.webhook_arrived(&s.metadata.name);
             state.sessions.trigger(&s.metadata.name);
             triggered.push(s.metadata.name.clone());
         }
     }
-    tracing::debug!(event = %event, sessions = ?triggered, "webhook");
-    let message = format!("`{event}` concerns {} session(s)", triggered.len());
-    Ok((StatusCode::ACCEPTED, Json(WebhookAnswer { message, sessions: Some(triggered), ..Default::default() })))
+    Ok(triggered)
 }
 
 /// An answer that names nothing it woke.

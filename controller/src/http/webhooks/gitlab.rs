@@ -6,7 +6,7 @@
 //! taken is acknowledged and ignored.
 
 use aoctl_api::wire::WebhookAnswer;
-use aoctl_api::{IssueSource, Project, Session};
+use aoctl_api::Project;
 use aoctl_gitlab::webhook::{self, WebhookEvent};
 use aoctl_store::Selector;
 use axum::body::Bytes;
@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde_json::Value;
 
-use super::{answer, header};
+use super::{answer, header, poll_issue_sources, wake_sessions};
 use crate::forges::gitlab_webhook_token;
 use crate::http::{AppError, AppState};
 
@@ -51,35 +51,18 @@ pub async fn gitlab(
         tracing::info!(delivery = uuid, event = %event, "replayed GitLab webhook delivery ignored");
         return Ok((StatusCode::OK, Json(answer(format!("delivery `{uuid}` was already received; ignored")))));
     }
-    let names: Vec<&str> = verified.iter().map(|p| p.metadata.name.as_str()).collect();
     match webhook::parse(&event, &body).map_err(|e| AppError::BadRequest(e.to_string()))? {
         WebhookEvent::Unknown(e) => {
             Ok((StatusCode::ACCEPTED, Json(answer(format!("event `{e}` is not used; ignored")))))
         }
         WebhookEvent::Issue(ev) => {
-            let (sources, _) = state.store.list_typed::<IssueSource>(&Selector::everything()).await?;
-            let mut triggered = vec![];
-            for source in sources.iter().filter(|i| names.contains(&i.spec.project.as_str())) {
-                state.issuesource_state.poll_now(&source.metadata.name);
-                state.issuesources.trigger(&source.metadata.name);
-                triggered.push(source.metadata.name.clone());
-            }
+            let triggered = poll_issue_sources(&state, &verified).await?;
             let message = format!("`{event}` ({} #{}) concerns {} issue source(s)", ev.action, ev.iid, triggered.len());
             let answer = WebhookAnswer { message, issue_sources: Some(triggered), ..Default::default() };
             Ok((StatusCode::ACCEPTED, Json(answer)))
         }
         WebhookEvent::Change(ev) => {
-            let (sessions, _) = state.store.list_typed::<Session>(&Selector::everything()).await?;
-            let mut triggered = vec![];
-            for s in sessions.iter().filter(|s| names.contains(&s.spec.project.as_str())) {
-                let branch = s.status.workspace.as_ref().map(|w| w.branch.as_str()).unwrap_or_default();
-                let iid = s.status.pull_request.as_ref().map(|p| p.number);
-                if ev.concerns(branch, iid) {
-                    state.session_state.webhook_arrived(&s.metadata.name);
-                    state.sessions.trigger(&s.metadata.name);
-                    triggered.push(s.metadata.name.clone());
-                }
-            }
+            let triggered = wake_sessions(&state, &verified, |branch, iid| ev.concerns(branch, iid)).await?;
             tracing::debug!(event = %event, sessions = ?triggered, "GitLab webhook");
             let message = format!("`{event}` concerns {} session(s)", triggered.len());
             Ok((StatusCode::ACCEPTED, Json(WebhookAnswer { message, sessions: Some(triggered), ..Default::default() })))

@@ -5,7 +5,7 @@
 //! nothing. A delivery whose `Linear-Delivery` id was already taken is acknowledged and ignored.
 
 use aoctl_api::wire::WebhookAnswer;
-use aoctl_api::{IssueSource, Project};
+use aoctl_api::Project;
 use aoctl_linear::webhook;
 use aoctl_store::Selector;
 use axum::body::Bytes;
@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 
-use super::{answer, header};
+use super::{answer, header, poll_issue_sources};
 use crate::forges::linear_webhook_secret;
 use crate::http::{AppError, AppState};
 
@@ -49,14 +49,7 @@ pub async fn linear(
         let message = format!("`{}` deliveries are not used; ignored", delivery.kind);
         return Ok((StatusCode::ACCEPTED, Json(answer(message))));
     }
-    let names: Vec<&str> = verified.iter().map(|p| p.metadata.name.as_str()).collect();
-    let (sources, _) = state.store.list_typed::<IssueSource>(&Selector::everything()).await?;
-    let mut triggered = vec![];
-    for source in sources.iter().filter(|i| names.contains(&i.spec.project.as_str())) {
-        state.issuesource_state.poll_now(&source.metadata.name);
-        state.issuesources.trigger(&source.metadata.name);
-        triggered.push(source.metadata.name.clone());
-    }
+    let triggered = poll_issue_sources(&state, &verified).await?;
     let issue = delivery.identifier.as_deref().unwrap_or("an issue");
     let message = format!("`Issue` {} of {issue} concerns {} issue source(s)", delivery.action, triggered.len());
     let answer = WebhookAnswer { message, issue_sources: Some(triggered), ..Default::default() };
