@@ -332,7 +332,7 @@ pub mod conditions {
     /// `Ready=True`: the sessions match the tracker.
     pub const SYNCED: &str = "Synced";
     pub const PROJECT_NOT_FOUND: &str = "ProjectNotFound";
-    /// The project has no GitHub repository to read issues from.
+    /// The project has no tracker to read issues from (spec.repo, spec.gitlab or spec.linear).
     pub const NO_TRACKER: &str = "NoTracker";
     /// The tracker could not be read.
     pub const TRACKER_FAILED: &str = "TrackerFailed";

@@ -163,7 +163,7 @@ async fn merge(s: &Session, project: &Project, ctx: &Ctx, st: &SessionStatus, m:
     let client = match ctx.forges.forge(project) {
         Ok(Some(c)) => c,
         Ok(None) => {
-            finish(m, NOT_MERGEABLE, "the project has no GitHub repository".to_string());
+            finish(m, NOT_MERGEABLE, "the project has no forge (spec.repo or spec.gitlab)".to_string());
             return None;
         }
         Err(e) => {
