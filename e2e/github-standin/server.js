@@ -1,21 +1,19 @@
 #!/usr/bin/env node
 'use strict';
-// GitHub REST API stand-in for aoctl's end-to-end tests. See README.md.
+// GitHub REST and GraphQL API stand-in for aoctl's end-to-end tests. See README.md.
 //
 //   node server.js --port P --repo OWNER/NAME --git-dir /path/to/origin.git
 //                  [--repo OWNER2/NAME2 --git-dir /path/to/other.git ...]
-//                  [--token T] [--webhook-url URL --webhook-secret S]
+//                  [--token T] [--identity TOKEN=LOGIN ...] [--webhook-url URL --webhook-secret S]
 //                  [--base-path /] [--html-url https://github.com] [--login USER] [--host 127.0.0.1]
 
-const { StandIn } = require('./lib/standin');
-
 const USAGE = `usage: node server.js --port P --repo OWNER/NAME --git-dir DIR [--repo ... --git-dir ...]
-       [--token T] [--webhook-url URL] [--webhook-secret S] [--base-path /] [--html-url URL]
-       [--login USER] [--host 127.0.0.1]`;
+       [--token T] [--identity TOKEN=LOGIN ...] [--webhook-url URL] [--webhook-secret S]
+       [--base-path /] [--html-url URL] [--login USER] [--host 127.0.0.1]`;
 
 function parseArgs(argv) {
-  const opts = { port: 0, host: '127.0.0.1', repos: [], gitDirs: [], basePath: '/', html: 'https://github.com' };
-  const takes = new Set(['--port', '--host', '--repo', '--git-dir', '--token', '--webhook-url', '--webhook-secret', '--base-path', '--html-url', '--login']);
+  const opts = { port: 0, host: '127.0.0.1', repos: [], gitDirs: [], identities: [], basePath: '/', html: 'https://github.com' };
+  const takes = new Set(['--port', '--host', '--repo', '--git-dir', '--token', '--identity', '--webhook-url', '--webhook-secret', '--base-path', '--html-url', '--login']);
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i];
     let value;
@@ -42,6 +40,13 @@ function parseArgs(argv) {
       case '--repo': opts.repos.push(value); break;
       case '--git-dir': opts.gitDirs.push(value); break;
       case '--token': opts.token = value; break;
+      case '--identity': {
+        // TOKEN=LOGIN: a login never contains `=`, so the last one separates them.
+        const i = value.lastIndexOf('=');
+        if (i <= 0 || i === value.length - 1) throw new Error(`--identity needs TOKEN=LOGIN, not ${JSON.stringify(value)}`);
+        opts.identities.push({ token: value.slice(0, i), login: value.slice(i + 1) });
+        break;
+      }
       case '--webhook-url': opts.webhookUrl = value; break;
       case '--webhook-secret': opts.webhookSecret = value; break;
       case '--base-path': opts.basePath = value; break;
@@ -62,9 +67,12 @@ async function main() {
     process.stderr.write(`github-standin: ${e.message}\n${USAGE}\n`);
     process.exit(2);
   }
+  // Loaded after the arguments are checked: a usage error answers at once.
+  const { StandIn } = require('./lib/standin');
   const standin = new StandIn({
     repos: opts.repos.map((fullName, i) => ({ fullName, gitDir: opts.gitDirs[i] })),
     token: opts.token,
+    identities: opts.identities,
     webhook: opts.webhookUrl ? { url: opts.webhookUrl, secret: opts.webhookSecret } : null,
     basePath: opts.basePath,
     html: opts.html,

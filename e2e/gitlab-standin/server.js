@@ -3,19 +3,24 @@
 //
 //   node server.js --port P --project GROUP/NAME --git-dir /path/to/origin.git
 //                  [--project GROUP2/NAME2 --git-dir /path/to/other.git ...]
-//                  [--token T] [--webhook-url URL --webhook-token S] [--username USER]
+//                  [--token T] [--username USER] [--identity TOKEN=USER ...]
+//                  [--webhook-url URL --webhook-token S]
 //                  [--web-url http://gitlab.example] [--host 127.0.0.1]
 'use strict';
 
 const { StandIn } = require('./lib/standin');
 
 const USAGE = `usage: node server.js --port P --project GROUP/NAME --git-dir DIR [--project ... --git-dir ...]
-       [--token T] [--webhook-url URL] [--webhook-token S] [--username USER]
+       [--token T] [--username USER] [--identity TOKEN=USER ...]
+       [--webhook-url URL] [--webhook-token S]
        [--web-url http://gitlab.example] [--host 127.0.0.1]`;
 
+// GitLab's username rule, simplified: letters, digits, '_', '-' and '.', not starting with '-'.
+const USERNAME = /^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,254}$/;
+
 function parseArgs(argv) {
-  const opts = { port: 0, host: '127.0.0.1', projects: [], gitDirs: [], webUrl: 'http://gitlab.example', username: 'octo' };
-  const takes = new Set(['--port', '--host', '--project', '--git-dir', '--token', '--webhook-url', '--webhook-token', '--username', '--web-url']);
+  const opts = { port: 0, host: '127.0.0.1', projects: [], gitDirs: [], webUrl: 'http://gitlab.example', username: 'octo', identities: [] };
+  const takes = new Set(['--port', '--host', '--project', '--git-dir', '--token', '--webhook-url', '--webhook-token', '--username', '--web-url', '--identity']);
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i];
     let value;
@@ -46,7 +51,24 @@ function parseArgs(argv) {
       case '--webhook-token': opts.webhookToken = value; break;
       case '--username': opts.username = value; break;
       case '--web-url': opts.webUrl = value; break;
+      case '--identity': {
+        // TOKEN=USER; the user is after the last '=', so a token may contain '='.
+        const at = value.lastIndexOf('=');
+        const token = at > 0 ? value.slice(0, at) : '';
+        const user = at > 0 ? value.slice(at + 1) : '';
+        if (!token || /\s/.test(token)) throw new Error(`--identity needs TOKEN=USER, not ${JSON.stringify(value)}`);
+        if (!USERNAME.test(user)) throw new Error(`--identity ${JSON.stringify(value)}: bad username ${JSON.stringify(user)}`);
+        opts.identities.push({ token, username: user });
+        break;
+      }
     }
+  }
+  if (!USERNAME.test(opts.username)) throw new Error(`bad --username ${JSON.stringify(opts.username)}`);
+  if (opts.token && /\s/.test(opts.token)) throw new Error('--token must not contain spaces');
+  const owners = new Map(opts.token ? [[opts.token, opts.username]] : []);
+  for (const { token, username } of opts.identities) {
+    if (owners.has(token) && owners.get(token) !== username) throw new Error(`the token of --identity ${username} already belongs to ${owners.get(token)}`);
+    owners.set(token, username);
   }
   if (!opts.projects.length) throw new Error('give at least one --project');
   if (opts.projects.length !== opts.gitDirs.length) throw new Error('give one --git-dir per --project, in the same order');
@@ -65,6 +87,7 @@ async function main() {
   const standin = new StandIn({
     projects: opts.projects.map((path, i) => ({ path, gitDir: opts.gitDirs[i] })),
     token: opts.token,
+    identities: opts.identities,
     webhook: opts.webhookUrl ? { url: opts.webhookUrl, token: opts.webhookToken } : null,
     username: opts.username,
     webUrl: opts.webUrl,

@@ -72,6 +72,39 @@ class Render {
     };
   }
 
+  // The authenticated user as `GET /user` shows it to a token with the `user` scope (GitHub's
+  // `private-user` shape: the public profile plus private counts and the plan).
+  privateUser(login, { createdAt }) {
+    const base = this.user(login);
+    const created = iso(createdAt);
+    return {
+      ...base,
+      user_view_type: 'private',
+      name: null,
+      company: null,
+      blog: '',
+      location: null,
+      email: null,
+      notification_email: null,
+      hireable: null,
+      bio: null,
+      twitter_username: null,
+      public_repos: 1,
+      public_gists: 0,
+      followers: 0,
+      following: 0,
+      created_at: created,
+      updated_at: created,
+      private_gists: 0,
+      total_private_repos: 0,
+      owned_private_repos: 0,
+      disk_usage: 0,
+      collaborators: 0,
+      two_factor_authentication: true,
+      plan: { name: 'free', space: 976562499, collaborators: 0, private_repos: 10000 },
+    };
+  }
+
   app(slug) {
     const a =
       slug === ACTIONS_APP.slug
@@ -540,14 +573,15 @@ class Render {
     };
   }
 
-  rateLimit(rl, nowSec) {
+  // `core` and `graphql` are the identity's budgets ({limit, remaining, reset}).
+  rateLimit(rl, gql, nowSec) {
     const core = { limit: rl.limit, remaining: rl.remaining, reset: rl.reset, used: rl.limit - rl.remaining };
     const other = (limit) => ({ limit, remaining: limit, reset: nowSec + 60, used: 0 });
     return {
       resources: {
         core,
         search: other(30),
-        graphql: { limit: 5000, remaining: 5000, reset: nowSec + 3600, used: 0 },
+        graphql: { limit: gql.limit, remaining: gql.remaining, reset: gql.reset, used: gql.limit - gql.remaining },
         integration_manifest: other(5000),
         code_search: other(10),
         source_import: other(100),

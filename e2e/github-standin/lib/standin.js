@@ -1,20 +1,32 @@
 'use strict';
-// The stand-in: state, GitHub's REST routes, the control API under /_standin/, and the HTTP
-// pipeline (auth, injected faults, rate limit, conditional GETs, pagination, response validation).
+// The stand-in: state, GitHub's REST routes and GraphQL endpoint, the control API under
+// /_standin/, and the HTTP pipeline (identities, injected faults, primary and secondary rate
+// limits, conditional GETs, pagination, response validation).
 
 const crypto = require('node:crypto');
 const http = require('node:http');
 
+const clock = require('./clock');
 const { Description } = require('./openapi');
 const { Git } = require('./git');
+const { GraphQLApi } = require('./graphql');
+const { Resolvers } = require('./graphql-resolvers');
+const { Limits, SECONDARY_DEFAULTS } = require('./limits');
 const { Render, ACTIONS_APP, iso, userId, combinedState } = require('./render');
 const { Webhooks } = require('./webhooks');
 
 const DOCS = 'https://docs.github.com/rest';
+const SECONDARY_DOCS = 'https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits';
+const SECONDARY_MESSAGE = 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.';
+const GRAPHQL_DOCS = 'https://docs.github.com/graphql';
+
+// A login as identities name it (e.g. `octo`, `review-bot`, `ci-app[bot]`).
+const LOGIN = /^[^\s=:/]+$/;
 
 // The GitHub operations the stand-in implements (method, path template as in the description).
 const OPERATIONS = [
   ['GET', '/rate_limit'],
+  ['GET', '/user'],
   ['GET', '/repos/{owner}/{repo}'],
   ['GET', '/repos/{owner}/{repo}/pulls'],
   ['POST', '/repos/{owner}/{repo}/pulls'],
@@ -97,7 +109,7 @@ function bad(message) {
 }
 
 function nowMs() {
-  return Date.now();
+  return clock.now();
 }
 
 function setPath(obj, path, value, del) {
@@ -142,14 +154,19 @@ class Mutex {
 }
 
 class StandIn {
-  // repos: [{fullName: 'owner/name', gitDir}]; token: required credential or null;
-  // webhook: {url, secret} or null; basePath: '/' or e.g. '/api/v3'; html: web UI base URL;
-  // login: the authenticated user (author of pull requests created through the API).
-  constructor({ repos = [], token = null, webhook = null, basePath = '/', html = 'https://github.com', login = null, log, description, warm = true } = {}) {
+  // repos: [{fullName: 'owner/name', gitDir}]; token: a credential that authenticates as
+  // `login`, or null; identities: [{token, login}], more credentials with the login each
+  // authenticates as; webhook: {url, secret} or null; basePath: '/' or e.g. '/api/v3'; html: web
+  // UI base URL; login: the user `token` authenticates as, and every request's user when no
+  // credential is configured (default: the first repository's owner).
+  constructor({ repos = [], token = null, identities = [], webhook = null, basePath = '/', html = 'https://github.com', login = null, log, description, graphql, warm = true } = {}) {
     this.warm = warm;
     this.log = log || ((line) => process.stderr.write(`github-standin: ${line}\n`));
     this.description = description || new Description({ operations: OPERATIONS, webhooks: WEBHOOKS });
+    this.graphql = graphql || new GraphQLApi();
     this.token = token || null;
+    this.identitySpecs = identities;
+    this.tokens = new Map(); // credential -> login, filled by init()
     this.basePath = basePath === '/' ? '' : `/${basePath.replace(/^\/+|\/+$/g, '')}`;
     this.htmlBase = html;
     this.login = login;
@@ -162,8 +179,9 @@ class StandIn {
     this.resetCounters();
     this.faults = [];
     this.corruptions = [];
-    this.rate = { limit: 5000, remaining: 5000, reset: Math.floor(nowMs() / 1000) + 3600 };
+    this.limits = new Limits();
     this.logSecret = crypto.randomBytes(16).toString('hex');
+    this.startedAt = nowMs();
   }
 
   nextId() {
@@ -172,7 +190,8 @@ class StandIn {
   }
 
   resetCounters() {
-    this.counts = { total: 0, counted: 0, byRoute: {} };
+    const resource = () => ({ requests: 0, counted: 0, byIdentity: {} });
+    this.counts = { total: 0, counted: 0, byRoute: {}, byResource: { core: resource(), graphql: resource() } };
     this.requestLog = [];
   }
 
@@ -216,6 +235,27 @@ class StandIn {
   async init() {
     for (const r of this.repoSpecs) await this.addRepo(r.fullName, r.gitDir);
     if (!this.login) this.login = this.repos.size ? [...this.repos.values()][0].owner : 'octocat';
+    const add = (token, login) => {
+      if (!token) throw new Error('an identity needs a token');
+      if (!LOGIN.test(login || '')) throw new Error(`${JSON.stringify(login)} is not a GitHub login`);
+      const known = this.tokens.get(token);
+      if (known && known !== login) throw new Error(`token ${token.slice(0, 4)}... is given for both ${known} and ${login}`);
+      this.tokens.set(token, login);
+    };
+    if (this.token) add(this.token, this.login);
+    for (const { token, login } of this.identitySpecs) add(token, login);
+  }
+
+  // The logins requests can be made as (the default login first).
+  get identities() {
+    return [...new Set([this.login, ...this.tokens.values()])];
+  }
+
+  // The GraphQL endpoint: `/graphql` under the base path, except under GitHub Enterprise Server's
+  // REST base path `/api/v3`, whose GraphQL endpoint is `/api/graphql`.
+  get graphqlPath() {
+    if (/\/v3$/.test(this.basePath)) return `${this.basePath.replace(/\/v3$/, '')}/graphql`;
+    return `${this.basePath}/graphql`;
   }
 
   // The REST base URL objects and links carry; set once the server listens.
@@ -286,71 +326,83 @@ class StandIn {
     res.end(method === 'HEAD' ? undefined : payload);
   }
 
-  refreshWindow() {
-    const now = Math.floor(nowMs() / 1000);
-    if (now >= this.rate.reset) {
-      this.rate.remaining = this.rate.limit;
-      this.rate.reset = now + 3600;
-    }
-  }
-
-  rateHeaders() {
-    return {
-      'X-RateLimit-Limit': String(this.rate.limit),
-      'X-RateLimit-Remaining': String(this.rate.remaining),
-      'X-RateLimit-Reset': String(this.rate.reset),
-      'X-RateLimit-Used': String(this.rate.limit - this.rate.remaining),
-      'X-RateLimit-Resource': 'core',
-    };
-  }
-
-  countRequest(route, status, counted) {
+  // Counts an API request: in total and by route, and by resource and identity. `amount` is what
+  // it was charged: 1 or 0 requests for `core`, the points of the call for `graphql`.
+  countRequest(route, status, login, resource, amount) {
     this.counts.total += 1;
-    if (counted) this.counts.counted += 1;
+    if (resource === 'core' && amount) this.counts.counted += amount;
     const r = (this.counts.byRoute[route] = this.counts.byRoute[route] || { total: 0, byStatus: {} });
     r.total += 1;
     r.byStatus[status] = (r.byStatus[status] || 0) + 1;
+    if (!login) return;
+    const res = this.counts.byResource[resource];
+    const who = (res.byIdentity[login] = res.byIdentity[login] || { requests: 0, counted: 0 });
+    res.requests += 1;
+    who.requests += 1;
+    res.counted += amount;
+    who.counted += amount;
+  }
+
+  // The login a request authenticates as; a Reply (401) when it does not.
+  authenticate(req, graphql) {
+    if (!this.tokens.size) return { login: this.login };
+    const auth = req.headers.authorization || '';
+    const m = /^(?:bearer|token)\s+(\S+)\s*$/i.exec(auth);
+    if (!auth) {
+      if (graphql) return { reply: new Reply(401, { message: 'This endpoint requires you to be authenticated.', documentation_url: `${GRAPHQL_DOCS}/guides/forming-calls-with-graphql#authenticating-with-graphql` }) };
+      return { reply: error(401, 'Requires authentication') };
+    }
+    if (!m || !this.tokens.has(m[1])) {
+      return { reply: graphql ? new Reply(401, { message: 'Bad credentials', documentation_url: GRAPHQL_DOCS }) : error(401, 'Bad credentials') };
+    }
+    return { login: this.tokens.get(m[1]) };
+  }
+
+  secondaryReply(verdict, status) {
+    return new Reply(status, { message: SECONDARY_MESSAGE, documentation_url: SECONDARY_DOCS }, { 'Retry-After': String(verdict.retryAfter) });
   }
 
   async api(req, url, raw) {
     const method = req.method === 'HEAD' ? 'GET' : req.method;
     let path = url.pathname;
+    const graphql = req.method === 'POST' && (path.replace(/\/+$/, '') || '/') === this.graphqlPath;
     let matched = null;
-    const inside = !this.basePath || path === this.basePath || path.startsWith(`${this.basePath}/`);
+    const inside = !graphql && (!this.basePath || path === this.basePath || path.startsWith(`${this.basePath}/`));
     if (inside) {
       path = path.slice(this.basePath.length) || '/';
       if (path.length > 1) path = path.replace(/\/+$/, '');
       matched = this.description.match(method, path);
     }
     const op = matched?.op || null;
-    const route = op ? op.key : `${method} ${(inside && this.description.knownToGitHub(method, path)) || path}`;
+    let route;
+    if (graphql) route = 'POST /graphql';
+    else route = op ? op.key : `${method} ${(inside && this.description.knownToGitHub(method, path)) || path}`;
+    const resource = graphql ? 'graphql' : 'core';
     const requestId = `${crypto.randomBytes(2).toString('hex').toUpperCase()}:${crypto.randomBytes(3).toString('hex').toUpperCase()}:${crypto.randomBytes(4).toString('hex').toUpperCase()}`;
     const common = {
       'X-GitHub-Request-Id': requestId,
-      'X-GitHub-Media-Type': 'github.v3; format=json',
+      'X-GitHub-Media-Type': graphql ? 'github.v4; format=json' : 'github.v3; format=json',
       'X-GitHub-Api-Version-Selected': '2022-11-28',
       Vary: 'Accept, Authorization, Cookie, X-GitHub-OTP',
     };
-    const finish = (reply, { counted = false } = {}) => {
-      if (counted) {
-        this.rate.remaining = Math.max(0, this.rate.remaining - 1);
-      }
-      reply.headers = { ...common, ...this.rateHeaders(), ...reply.headers };
-      this.countRequest(route, reply.status, counted);
-      this.requestLog.push({ at: new Date().toISOString(), method: req.method, path: url.pathname + url.search, route, status: reply.status });
+    let login = null;
+    // `charge`: a REST answer counted against the primary limit (charged here, 1); `points`: the
+    // points a GraphQL call was already charged (only counted here).
+    const finish = (reply, { charge = false, points = 0, note } = {}) => {
+      if (charge && login) this.limits.charge(login, 'core', 1);
+      reply.headers = { ...common, ...this.limits.headers(login || this.login, resource), ...reply.headers };
+      this.countRequest(route, reply.status, login, resource, graphql ? points : charge ? 1 : 0);
+      const entry = { at: new Date(nowMs()).toISOString(), method: req.method, path: url.pathname + url.search, route, status: reply.status, login };
+      if (note) entry.note = note;
+      this.requestLog.push(entry);
       if (this.requestLog.length > 2000) this.requestLog.shift();
       return reply;
     };
 
-    this.refreshWindow();
-
-    // Authentication.
-    if (this.token) {
-      const auth = req.headers.authorization || '';
-      const m = /^(?:bearer|token)\s+(\S+)\s*$/i.exec(auth);
-      if (!auth) return finish(this.checked(op, error(401, 'Requires authentication')));
-      if (!m || m[1] !== this.token) return finish(this.checked(op, error(401, 'Bad credentials')));
-    }
+    // Authentication: a request is made as the identity its token authenticates as.
+    const auth = this.authenticate(req, graphql);
+    if (auth.reply) return finish(this.checked(op, auth.reply));
+    login = auth.login;
 
     // Injected faults.
     const fi = this.faults.findIndex((f) => !f.route || f.route === route || (f.route.endsWith('*') && route.startsWith(f.route.slice(0, -1))));
@@ -363,28 +415,40 @@ class StandIn {
       // repository may change meanwhile, as it can on GitHub between a client's read and write.
       if (fault.status !== null) {
         const reply = this.checked(op, new Reply(fault.status, fault.body));
-        const out = finish(reply, { counted: false });
+        const out = finish(reply);
         Object.assign(out.headers, fault.headers);
         return out;
       }
     }
 
-    if (!op) {
-      if (route !== `${method} ${path}`) this.log(`not implemented: ${route} (answered 404)`);
-      return finish(this.checked(null, error(404, 'Not Found')), { counted: true });
-    }
+    if (graphql) return this.graphqlCall(raw, login, finish);
 
-    const isRateLimitRoute = op.key === 'GET /rate_limit';
-    if (!isRateLimitRoute && this.rate.remaining <= 0) {
+    // Primary limit (the `core` budget of the identity; `/rate_limit` is free).
+    const isRateLimitRoute = op?.key === 'GET /rate_limit';
+    if (op && !isRateLimitRoute && this.limits.bucket(login, 'core').remaining <= 0) {
       return finish(
-        this.checked(op, new Reply(403, { message: `API rate limit exceeded for user ID ${userId(this.login)}. If you reach out to GitHub Support for help, please include the request ID ${requestId}.`, documentation_url: `${DOCS}/overview/rate-limits-for-the-rest-api` })),
+        this.checked(op, new Reply(403, { message: `API rate limit exceeded for user ID ${userId(login)}. If you reach out to GitHub Support for help, please include the request ID ${requestId}.`, documentation_url: `${DOCS}/overview/rate-limits-for-the-rest-api` })),
+        { note: 'primary rate limit' },
       );
     }
 
-    let reply = await this.dispatch(req, url, raw, op, matched.params);
+    // Secondary limits: REST points (GET, HEAD and OPTIONS 1, other methods 5), and
+    // content-creating requests. A request past them is not carried out.
+    const shape = { kind: 'rest', points: ['GET', 'HEAD', 'OPTIONS'].includes(req.method) ? 1 : 5, content: ['POST', 'PATCH', 'PUT', 'DELETE'].includes(req.method) };
+    const verdict = this.limits.checkSecondary(login, shape);
+    if (verdict) return finish(this.checked(op, this.secondaryReply(verdict, this.limits.secondary.restStatus)), { note: `secondary rate limit: ${verdict.limits.join(', ')}` });
+    this.limits.chargeSecondary(login, shape);
+
+    if (!op) {
+      if (route !== `${method} ${path}`) this.log(`not implemented: ${route} (answered 404)`);
+      return finish(this.checked(null, error(404, 'Not Found')), { charge: true });
+    }
+
+    let reply = await this.dispatch(req, url, raw, op, matched.params, login);
     reply = this.checked(op, reply, route);
 
-    // Conditional GET: a matching If-None-Match gets 304 without counting against the limit.
+    // Conditional GET: a matching If-None-Match gets 304 without counting against the primary
+    // limit (it was counted against the secondary points above).
     if (method === 'GET' && reply.status === 200 && reply.body !== undefined) {
       const etag = `W/"${crypto.createHash('sha256').update(JSON.stringify(reply.body)).digest('hex')}"`;
       reply.headers.ETag = etag;
@@ -397,7 +461,47 @@ class StandIn {
         }
       }
     }
-    return finish(reply, { counted: !isRateLimitRoute });
+    return finish(reply, { charge: !isRateLimitRoute });
+  }
+
+  // A call to the GraphQL endpoint by `login`: parsed and validated against GitHub's schema, its
+  // pagination and node limits checked, its cost charged to the identity's `graphql` budget and
+  // its points (1, or 5 for a mutation) to the GraphQL secondary points, then executed.
+  async graphqlCall(raw, login, finish) {
+    let body;
+    try {
+      body = raw.length ? JSON.parse(raw.toString('utf8')) : undefined;
+    } catch {
+      return finish(new Reply(400, { message: 'Problems parsing JSON', documentation_url: GRAPHQL_DOCS, status: '400' }));
+    }
+    const prepared = this.graphql.prepare(body);
+    const mutation = !!prepared.mutation;
+    // A call costs at least one point, a rejected one too.
+    const cost = prepared.errors ? 1 : prepared.cost;
+    const bucket = this.limits.bucket(login, 'graphql');
+    if (bucket.remaining <= 0 || cost > bucket.remaining) {
+      // GitHub answers an exhausted GraphQL budget with 200 and an error.
+      return finish(new Reply(200, { errors: [{ type: 'RATE_LIMIT', code: 'graphql_rate_limit', message: `API rate limit already exceeded for user ID ${userId(login)}.` }] }), { note: 'primary rate limit' });
+    }
+    const shape = { kind: 'graphql', points: mutation ? 5 : 1, content: mutation };
+    const verdict = this.limits.checkSecondary(login, shape);
+    if (verdict) return finish(this.checked(null, this.secondaryReply(verdict, 403)), { note: `secondary rate limit: ${verdict.limits.join(', ')}` });
+    this.limits.chargeSecondary(login, shape);
+    this.limits.charge(login, 'graphql', cost);
+    if (prepared.errors) return finish(new Reply(200, { errors: prepared.errors }), { points: cost });
+
+    const reported = new Set();
+    const onUnimplemented = (info) => {
+      const field = `${info.parentType.name}.${info.fieldName}`;
+      if (reported.has(field)) return;
+      reported.add(field);
+      const where = [];
+      for (let p = info.path; p; p = p.prev) where.unshift(p.key);
+      this.bug('graphql field not implemented', { field, path: where, note: 'answered null' });
+    };
+    const { body: out, bugs } = await this.graphql.run(prepared, new Resolvers(this).root(login, { cost, nodes: prepared.nodes, bucket }), { onUnimplemented });
+    for (const b of bugs) this.bug('graphql execution error', b);
+    return finish(new Reply(200, out), { points: cost });
   }
 
   // Applies a pending corruption (self-test hook), then validates the body against the
@@ -424,7 +528,7 @@ class StandIn {
     });
   }
 
-  async dispatch(req, url, raw, op, params) {
+  async dispatch(req, url, raw, op, params, login) {
     // Query parameters, coerced and checked against their schemas.
     const query = {};
     const problems = [];
@@ -474,7 +578,7 @@ class StandIn {
     }
     const handler = this.handlers[op.key];
     try {
-      return await handler({ req, url, query, params, body: body ?? {}, repo });
+      return await handler({ req, url, query, params, body: body ?? {}, repo, login });
     } catch (e) {
       if (e instanceof ControlError) return error(e.status, e.message);
       throw e;
@@ -511,9 +615,19 @@ class StandIn {
 
   // Re-reads the head and base of an open pull request from the bare repository (emitting
   // `pull_request.synchronize` when the head moved) and computes mergeability and statistics.
-  async view(repo, pr, deliveries) {
+  //
+  // Mergeability as GitHub shows it: GitHub computes it in a background job that a read starts,
+  // so the first read after the pull request was opened (or reopened), or after its head or base
+  // moved, answers `mergeable: null` and `mergeable_state: "unknown"`, and later reads answer the
+  // computed value. `read: true` is such a read (it starts the job); `fresh: true` shows the
+  // state right after an event (a webhook of `opened`, `reopened`, `synchronize`); otherwise
+  // the view only looks. An override set through the control API is shown at once. `computed`
+  // holds the value the job computes, which merging uses. `heads` (a Map of branch to SHA read
+  // once) spares a git call per branch when many pull requests are looked at together.
+  async view(repo, pr, deliveries, { read = false, fresh = false, heads = null } = {}) {
+    const branchSha = (ref) => (heads ? heads.get(ref) || null : repo.git.branchSha(ref));
     if (pr.state === 'open') {
-      const head = await repo.git.branchSha(pr.head.ref);
+      const head = await branchSha(pr.head.ref);
       if (head && head !== pr.head.sha) {
         const before = pr.head.sha;
         await this.announceBranch(repo, pr.head.ref, head, deliveries);
@@ -523,7 +637,7 @@ class StandIn {
         const d = this.emitPull(repo, pr, 'synchronize', pr.user, { before, after: head });
         if (deliveries && d) deliveries.push(d);
       }
-      const base = await repo.git.branchSha(pr.base.ref);
+      const base = await branchSha(pr.base.ref);
       if (base) pr.base.sha = base;
     }
     const headSha = pr.head.sha;
@@ -542,8 +656,17 @@ class StandIn {
       else if (this.checksUnsettled(repo, headSha)) mergeableState = 'unstable';
       else mergeableState = 'clean';
     }
+    const computed = { mergeable, mergeableState };
+    if (pr.state === 'open' && pr.mergeable === undefined) {
+      const job = `${baseSha}..${headSha}`;
+      if (fresh || pr.mergeJob !== job) {
+        if (read && !fresh) pr.mergeJob = job;
+        mergeable = null;
+        mergeableState = 'unknown';
+      }
+    }
     const reviewComments = repo.comments.filter((c) => c.number === pr.number).length;
-    return { headSha, baseSha, mergeable, mergeableState, stats: stats || { commits: 0, additions: 0, deletions: 0, changedFiles: 0 }, reviewComments };
+    return { headSha, baseSha, mergeable, mergeableState, computed, stats: stats || { commits: 0, additions: 0, deletions: 0, changedFiles: 0 }, reviewComments };
   }
 
   checksUnsettled(repo, sha) {
@@ -576,8 +699,10 @@ class StandIn {
     return out;
   }
 
-  async renderPull(repo, pr, deliveries) {
-    return this.render.pull(repo, pr, await this.view(repo, pr, deliveries));
+  // `opts` as for view(): {read} for GitHub's reads of the pull request, {fresh} right after it
+  // was opened.
+  async renderPull(repo, pr, deliveries, opts) {
+    return this.render.pull(repo, pr, await this.view(repo, pr, deliveries, opts));
   }
 
   async renderRun(repo, run) {
@@ -599,10 +724,12 @@ class StandIn {
   }
 
   // Queues a pull_request delivery; its payload is built when the delivery is queued.
+  // As GitHub's payloads of `opened`, `reopened` and `synchronize` show, mergeability is not
+  // computed yet when those are sent (null, "unknown").
   emitPull(repo, pr, action, senderLogin, extra = {}) {
     if (!this.webhooks.enabled) return null;
     return (async () => {
-      const v = await this.view(repo, pr);
+      const v = await this.view(repo, pr, null, { fresh: ['opened', 'reopened', 'synchronize'].includes(action) });
       const payload = { action, number: pr.number, pull_request: this.render.pull(repo, pr, v), ...extra, repository: this.render.repo(repo), sender: this.senderFor(senderLogin) };
       return this.emit('pull_request', `pull-request-${action}`, payload, repo);
     })();
@@ -925,6 +1052,7 @@ class StandIn {
     pr.state = 'open';
     pr.closedAt = null;
     pr.updatedAt = nowMs();
+    pr.mergeJob = null;
     return [this.emitPull(repo, pr, 'reopened', actor)];
   }
 
@@ -935,7 +1063,7 @@ class StandIn {
       const v = await this.view(repo, pr);
       if (sha && sha !== v.headSha) return new Reply(409, { message: 'Head branch was modified. Review and try the merge again.', documentation_url: `${DOCS}/pulls/pulls#merge-a-pull-request` });
       if (pr.draft) return new Reply(405, { message: 'Pull Request is still a draft', documentation_url: `${DOCS}/pulls/pulls#merge-a-pull-request` });
-      if (v.mergeable === false || v.mergeableState === 'blocked' || v.mergeableState === 'dirty') {
+      if (v.computed.mergeable === false || v.computed.mergeableState === 'blocked' || v.computed.mergeableState === 'dirty') {
         return new Reply(405, { message: 'Pull Request is not mergeable', documentation_url: `${DOCS}/pulls/pulls#merge-a-pull-request` });
       }
       let commitTitle = title;
@@ -983,6 +1111,8 @@ class StandIn {
     const state = String(input.state || '').toUpperCase();
     if (!REVIEW_STATES.includes(state)) throw bad(`state must be one of ${REVIEW_STATES.join(', ')}`);
     if (!input.user) throw bad('a review needs a user (login)');
+    const own = selfReviewRefusal(pr, String(input.user), state);
+    if (own) throw new ControlError(422, own);
     const v = await this.view(repo, pr);
     const now = nowMs();
     const review = { id: this.nextId(), number: pr.number, user: String(input.user), body: input.body ?? '', state, commitId: input.commitId || v.headSha, submittedAt: now };
@@ -1038,9 +1168,12 @@ class StandIn {
   apiHandlers() {
     const h = {};
 
-    h['GET /rate_limit'] = async () => {
-      return new Reply(200, this.render.rateLimit(this.rate, Math.floor(nowMs() / 1000)));
+    h['GET /rate_limit'] = async ({ login }) => {
+      return new Reply(200, this.render.rateLimit(this.limits.bucket(login, 'core'), this.limits.bucket(login, 'graphql'), Math.floor(nowMs() / 1000)));
     };
+
+    // The authenticated user, with the private profile fields a token with the `user` scope sees.
+    h['GET /user'] = async ({ login }) => new Reply(200, this.render.privateUser(login, { createdAt: this.startedAt - 86400000 * 400 }));
 
     h['GET /repos/{owner}/{repo}'] = async ({ repo }) => new Reply(200, this.render.repo(repo, { full: true }));
 
@@ -1064,7 +1197,8 @@ class StandIn {
       return new Reply(200, items, page.headers);
     };
 
-    h['POST /repos/{owner}/{repo}/pulls'] = async ({ repo, body }) => {
+    // The pull request is authored by the identity that creates it.
+    h['POST /repos/{owner}/{repo}/pulls'] = async ({ repo, body, login }) => {
       const headSpec = String(body.head);
       let headOwner = repo.owner;
       let headRef = headSpec;
@@ -1111,24 +1245,24 @@ class StandIn {
         closedAt: null,
         createdAt: now,
         updatedAt: now,
-        user: this.login,
+        user: login,
         maintainerCanModify: body.maintainer_can_modify ?? false,
         mergeable: undefined,
         mergeableState: undefined,
       };
       repo.pulls.set(number, pr);
       this.emitPull(repo, pr, 'opened', pr.user);
-      const json = await this.renderPull(repo, pr);
+      const json = await this.renderPull(repo, pr, null, { fresh: true });
       return new Reply(201, json, { Location: json.url });
     };
 
     h['GET /repos/{owner}/{repo}/pulls/{pull_number}'] = async ({ repo, params }) => {
       const pr = this.pull(repo, params.pull_number);
       if (!pr) return error(404, 'Not Found');
-      return new Reply(200, await this.renderPull(repo, pr));
+      return new Reply(200, await this.renderPull(repo, pr, null, { read: true }));
     };
 
-    h['PATCH /repos/{owner}/{repo}/pulls/{pull_number}'] = async ({ repo, params, body }) => {
+    h['PATCH /repos/{owner}/{repo}/pulls/{pull_number}'] = async ({ repo, params, body, login }) => {
       const pr = this.pull(repo, params.pull_number);
       if (!pr) return error(404, 'Not Found');
       if (body.base !== undefined && !(await repo.git.branchSha(body.base))) return validationFailed([{ resource: 'PullRequest', field: 'base', code: 'invalid' }]);
@@ -1142,19 +1276,19 @@ class StandIn {
       }
       if (body.maintainer_can_modify !== undefined) pr.maintainerCanModify = body.maintainer_can_modify;
       pr.updatedAt = nowMs();
-      if (Object.keys(changes).length) this.emitPull(repo, pr, 'edited', this.login, { changes });
-      if (body.state === 'closed') await this.closePull(repo, pr, this.login);
+      if (Object.keys(changes).length) this.emitPull(repo, pr, 'edited', login, { changes });
+      if (body.state === 'closed') await this.closePull(repo, pr, login);
       if (body.state === 'open') {
         if (pr.merged) return validationFailed([{ resource: 'PullRequest', code: 'custom', message: 'state cannot be changed. The pull request is merged.' }]);
-        await this.reopenPull(repo, pr, this.login);
+        await this.reopenPull(repo, pr, login);
       }
-      return new Reply(200, await this.renderPull(repo, pr));
+      return new Reply(200, await this.renderPull(repo, pr, null, { read: true }));
     };
 
-    h['PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge'] = async ({ repo, params, body }) => {
+    h['PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge'] = async ({ repo, params, body, login }) => {
       const pr = this.pull(repo, params.pull_number);
       if (!pr) return error(404, 'Not Found');
-      return this.mergePull(repo, pr, { method: body.merge_method || 'merge', sha: body.sha, title: body.commit_title, message: body.commit_message, actor: this.login });
+      return this.mergePull(repo, pr, { method: body.merge_method || 'merge', sha: body.sha, title: body.commit_title, message: body.commit_message, actor: login });
     };
 
     h['GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews'] = async (ctx) => {
@@ -1167,17 +1301,20 @@ class StandIn {
     };
 
     // A review by the authenticated user: `event` APPROVE, REQUEST_CHANGES or COMMENT (a review
-    // without one stays PENDING, as on GitHub), with line comments on the head's diff.
-    h['POST /repos/{owner}/{repo}/pulls/{pull_number}/reviews'] = async ({ repo, params, body }) => {
+    // without one stays PENDING, as on GitHub), with line comments on the head's diff. The
+    // pull request's author may comment but not approve or request changes.
+    h['POST /repos/{owner}/{repo}/pulls/{pull_number}/reviews'] = async ({ repo, params, body, login }) => {
       const pr = this.pull(repo, params.pull_number);
       if (!pr) return error(404, 'Not Found');
       const states = { APPROVE: 'APPROVED', REQUEST_CHANGES: 'CHANGES_REQUESTED', COMMENT: 'COMMENTED' };
       const state = body.event ? states[body.event] : 'PENDING';
       const unprocessable = (why) => new Reply(422, { message: 'Unprocessable Entity', errors: [why], documentation_url: `${DOCS}/pulls/reviews#create-a-review-for-a-pull-request`, status: '422' });
       if (!state) return unprocessable(`event ${body.event} is not one of APPROVE, REQUEST_CHANGES, COMMENT`);
+      const own = selfReviewRefusal(pr, login, state);
+      if (own) return unprocessable(own);
       if (state !== 'APPROVED' && state !== 'PENDING' && !body.body) return unprocessable(`Body is required for ${body.event} event`);
       const comments = (body.comments || []).map((c) => ({ path: c.path, line: c.line, body: c.body, startLine: c.start_line, side: c.side }));
-      const [review, , deliveries] = await this.addReview(repo, { number: pr.number, user: this.login, state, body: body.body, commitId: body.commit_id, comments });
+      const [review, , deliveries] = await this.addReview(repo, { number: pr.number, user: login, state, body: body.body, commitId: body.commit_id, comments });
       const reply = new Reply(200, this.render.review(repo, review));
       reply.deliveries = deliveries;
       return reply;
@@ -1302,18 +1439,19 @@ class StandIn {
       return new Reply(200, await this.renderRun(repo, updated));
     };
 
-    h['POST /repos/{owner}/{repo}/statuses/{sha}'] = async ({ repo, params, body }) => {
+    h['POST /repos/{owner}/{repo}/statuses/{sha}'] = async ({ repo, params, body, login }) => {
       const sha = await repo.git.resolve(params.sha);
       if (!sha) return validationFailed([{ resource: 'Status', field: 'sha', code: 'invalid' }], `No commit found for SHA: ${params.sha}`);
-      const [s] = await this.createStatus(repo, body, sha);
+      const [s] = await this.createStatus(repo, { ...body, creator: login }, sha);
       return new Reply(201, this.render.statusFull(repo, s), { Location: `${this.render.api}/repos/${repo.fullName}/statuses/${sha}` });
     };
 
     h['GET /repos/{owner}/{repo}/actions/jobs/{job_id}/logs'] = async ({ repo, params }) => {
       const run = repo.checkRuns.find((r) => r.id === params.job_id && r.app === ACTIONS_APP.slug);
       if (!run) return error(404, 'Not Found');
-      const sig = crypto.createHmac('sha256', this.logSecret).update(`${repo.fullName}/${run.id}`).digest('hex').slice(0, 32);
-      const location = `${this.origin}/_standin/job-logs/${repo.fullName}/${run.id}?sig=${sig}&expires=${Math.floor(nowMs() / 1000) + 60}`;
+      // The link expires after a minute, as GitHub documents.
+      const expires = Math.floor(nowMs() / 1000) + 60;
+      const location = `${this.origin}/_standin/job-logs/${repo.fullName}/${run.id}?sig=${this.logSignature(repo.fullName, run.id, expires)}&expires=${expires}`;
       return new Reply(302, undefined, { Location: location });
     };
 
@@ -1342,6 +1480,11 @@ class StandIn {
   }
 
   // ---------------------------------------------------------------- control API
+
+  // The signature of a job-log download URL (storage, not the API) that expires at `expires`.
+  logSignature(fullName, runId, expires) {
+    return crypto.createHmac('sha256', this.logSecret).update(`${fullName}/${runId}/${expires}`).digest('hex').slice(0, 32);
+  }
 
   repoFor(input) {
     if (input.repo) {
@@ -1398,11 +1541,16 @@ class StandIn {
     if (method === 'GET' && (m = /^\/_standin\/job-logs\/([^/]+\/[^/]+)\/(\d+)$/.exec(path))) {
       const repo = this.repos.get(m[1].toLowerCase());
       const run = repo?.checkRuns.find((r) => r.id === Number(m[2]));
-      const sig = crypto.createHmac('sha256', this.logSecret).update(`${m[1]}/${m[2]}`).digest('hex').slice(0, 32);
-      if (!run || url.searchParams.get('sig') !== sig) {
+      const expires = Number(url.searchParams.get('expires'));
+      if (!run || url.searchParams.get('sig') !== this.logSignature(repo.fullName, run.id, expires)) {
         const nf = new Reply(404, undefined, { 'Content-Type': 'application/xml' });
         nf.raw = '<?xml version="1.0" encoding="utf-8"?><Error><Code>BlobNotFound</Code><Message>The specified blob does not exist.</Message></Error>';
         return nf;
+      }
+      if (nowMs() / 1000 > expires) {
+        const gone = new Reply(403, undefined, { 'Content-Type': 'application/xml' });
+        gone.raw = '<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed</Code><Message>Signature not valid in the specified time frame.</Message></Error>';
+        return gone;
       }
       const r = new Reply(200, undefined, { 'Content-Type': 'text/plain; charset=utf-8' });
       r.raw = run.log;
@@ -1557,13 +1705,35 @@ class StandIn {
       return new Reply(201, { corruption: c });
     }
 
-    if (path === '/_standin/rate-limit') {
+    if (path === '/_standin/rate-limit' && (method === 'POST' || method === 'GET')) {
+      const login = input.login || this.login;
+      const resource = input.resource || 'core';
+      if (!['core', 'graphql'].includes(resource)) throw bad('resource must be core or graphql');
+      if (method === 'POST') this.limits.setPrimary(login, resource, input);
+      return new Reply(200, { login, resource, rate: this.limits.describe(this.limits.bucket(login, resource)), rates: this.allRates() });
+    }
+
+    if (path === '/_standin/secondary-limits') {
       if (method === 'POST') {
-        if (input.limit !== undefined) this.rate.limit = Number(input.limit);
-        if (input.remaining !== undefined) this.rate.remaining = Number(input.remaining);
-        if (input.resetIn !== undefined) this.rate.reset = Math.floor(nowMs() / 1000) + Number(input.resetIn);
+        try {
+          this.limits.setSecondary(input);
+        } catch (e) {
+          throw bad(e.message);
+        }
       }
-      if (method === 'POST' || method === 'GET') return new Reply(200, { rate: { ...this.rate, used: this.rate.limit - this.rate.remaining } });
+      if (method === 'DELETE') this.limits.resetSecondary();
+      if (['GET', 'POST', 'DELETE'].includes(method)) {
+        return new Reply(200, { limits: { ...this.limits.secondary }, defaults: { ...SECONDARY_DEFAULTS }, usage: this.secondaryUsage() });
+      }
+    }
+
+    if (path === '/_standin/clock') {
+      if (method === 'POST') {
+        const seconds = Number(input.advance);
+        if (!Number.isFinite(seconds) || seconds <= 0) throw bad('advance is a positive number of seconds');
+        clock.advance(seconds);
+      }
+      if (method === 'POST' || method === 'GET') return new Reply(200, { now: new Date(nowMs()).toISOString(), offsetSeconds: clock.offset() / 1000 });
     }
 
     if (path === '/_standin/requests') {
@@ -1572,7 +1742,7 @@ class StandIn {
         return new Reply(200, { ...this.counts });
       }
       if (method === 'GET') {
-        const body = { ...this.counts, rate: { ...this.rate, used: this.rate.limit - this.rate.remaining }, bugs: this.bugs.length };
+        const body = { ...this.counts, rate: this.limits.describe(this.limits.bucket(this.login, 'core')), rates: this.allRates(), bugs: this.bugs.length };
         if (input.log) body.log = this.requestLog;
         return new Reply(200, body);
       }
@@ -1598,7 +1768,9 @@ class StandIn {
       this.corruptions = [];
       this.bugs = [];
       this.webhooks.deliveries = [];
-      this.rate = { limit: 5000, remaining: 5000, reset: Math.floor(nowMs() / 1000) + 3600 };
+      clock.reset();
+      this.limits.resetPrimary();
+      this.limits.resetSecondary();
       this.resetCounters();
       return new Reply(200, { reset: true });
     }
@@ -1606,6 +1778,19 @@ class StandIn {
     if (path === '/_standin/state' && method === 'GET') return new Reply(200, await this.stateSnapshot());
 
     return null;
+  }
+
+  // Every identity's primary budgets, {login: {core, graphql}}.
+  allRates() {
+    const out = {};
+    for (const login of this.identities) out[login] = { core: this.limits.describe(this.limits.bucket(login, 'core')), graphql: this.limits.describe(this.limits.bucket(login, 'graphql')) };
+    return { ...this.limits.allPrimary(), ...out };
+  }
+
+  secondaryUsage() {
+    const out = {};
+    for (const login of this.identities) out[login] = this.limits.usage(login);
+    return { ...this.limits.allUsage(), ...out };
   }
 
   async stateSnapshot() {
@@ -1627,8 +1812,9 @@ class StandIn {
           draft: pr.draft,
           head: { ref: pr.head.ref, sha: v.headSha },
           base: { ref: pr.base.ref, sha: v.baseSha },
-          mergeable: v.mergeable,
-          mergeableState: v.mergeableState,
+          mergeable: v.computed.mergeable,
+          mergeableState: v.computed.mergeableState,
+          mergeableShown: v.mergeable,
           mergeableOverride: pr.mergeable === undefined ? 'computed' : pr.mergeable,
           htmlUrl: `${this.htmlBase}/${repo.fullName}/pull/${pr.number}`,
         });
@@ -1649,16 +1835,30 @@ class StandIn {
     }
     return {
       login: this.login,
+      identities: this.identities,
       apiUrl: this.render.api,
-      auth: this.token ? 'token required' : 'none',
+      graphqlUrl: this.origin + this.graphqlPath,
+      auth: this.tokens.size ? 'token required' : 'none',
       repos,
-      rate: { ...this.rate, used: this.rate.limit - this.rate.remaining },
+      rate: this.limits.describe(this.limits.bucket(this.login, 'core')),
+      rates: this.allRates(),
+      secondaryLimits: { limits: { ...this.limits.secondary }, usage: this.secondaryUsage() },
+      clockOffsetSeconds: clock.offset() / 1000,
       faults: this.faults,
       requests: this.counts,
       webhooks: { url: this.webhooks.url, deliveries: this.webhooks.summary() },
       bugs: this.bugs,
     };
   }
+}
+
+// GitHub's refusal of a review by the pull request's own author that approves or requests
+// changes (a comment is allowed); null when the review is allowed.
+function selfReviewRefusal(pr, login, state) {
+  if (pr.user.toLowerCase() !== String(login).toLowerCase()) return null;
+  if (state === 'APPROVED') return 'Can not approve your own pull request';
+  if (state === 'CHANGES_REQUESTED') return 'Can not request changes on your own pull request';
+  return null;
 }
 
 function timestamped(text, startMs) {
@@ -1696,7 +1896,9 @@ const CONTROL_ROUTES = [
   'POST /_standin/refresh {repo?}  (re-read branch heads; pull_request.synchronize for moved heads)',
   'POST /_standin/faults {count?, status, headers?, resetIn?, body?, route?, delayMs?}; GET|DELETE /_standin/faults',
   'POST /_standin/corrupt {route?, count?, set?: {"a.b": value}, delete?: ["a.b"]}',
-  'GET|POST /_standin/rate-limit {limit?, remaining?, resetIn?}',
+  'GET|POST /_standin/rate-limit {login?, resource?: core|graphql, limit?, remaining?, resetIn?}',
+  'GET|POST|DELETE /_standin/secondary-limits {contentPerMinute?, contentPerHour?, restPointsPerMinute?, graphqlPointsPerMinute?, restStatus?: 403|429}  (DELETE: the documented defaults, usage cleared)',
+  'GET|POST /_standin/clock {advance: seconds}',
   'GET|DELETE /_standin/requests [?log=1]',
   'GET /_standin/webhooks [?payloads=1]',
   'GET /_standin/bugs',

@@ -1,7 +1,7 @@
 'use strict';
 // Self-test: starts server.js on a temporary bare repository and exercises every GitHub route,
-// the control API, conditional GETs, rate-limit headers, faults, validation, real merges and
-// signed webhooks.
+// the GraphQL endpoint, the control API, identities, conditional GETs, primary and secondary
+// rate limits, faults, validation, real merges and signed webhooks.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -14,6 +14,10 @@ const path = require('node:path');
 
 const SERVER = path.join(__dirname, '..', 'server.js');
 const TOKEN = 'ghp_standinTestToken0123456789';
+const REVIEWER_TOKEN = 'ghp_standinReviewerToken0123456';
+const REVIEWER = 'review-bot';
+const BURST_TOKEN = 'ghp_standinBurstToken012345678';
+const BURST = 'burst-bot';
 const SECRET = "It's a Secret to Everybody";
 const OWNER = 'octo';
 const REPO = `${OWNER}/demo`;
@@ -65,6 +69,19 @@ async function call(method, p, { body, headers = {}, auth = `Bearer ${TOKEN}`, r
 }
 
 const get = (p, opts) => call('GET', p, opts);
+
+// The description and GraphQL schema for the in-process tests, loaded once.
+let inProcess;
+function inProcessApis() {
+  if (!inProcess) {
+    const { Description } = require('../lib/openapi');
+    const { GraphQLApi } = require('../lib/graphql');
+    const { OPERATIONS } = require('../lib/standin');
+    const keep = ['/repos/{owner}/{repo}/pulls/{pull_number}', '/repos/{owner}/{repo}', '/user'];
+    inProcess = { description: new Description({ operations: OPERATIONS.filter(([, p]) => keep.includes(p)) }), graphql: new GraphQLApi() };
+  }
+  return inProcess;
+}
 const control = (method, p, body) => call(method, `/_standin${p}`, { body, auth: null });
 
 // Waits for `n` webhook deliveries matching `pred` (received since the test began).
@@ -112,7 +129,7 @@ test.before(async () => {
   const hookUrl = `http://127.0.0.1:${hookServer.address().port}/webhooks/github`;
 
   const started = Date.now();
-  child = spawn(process.execPath, [SERVER, '--port', '0', '--repo', REPO, '--git-dir', origin, '--token', TOKEN, '--webhook-url', hookUrl, '--webhook-secret', SECRET], {
+  child = spawn(process.execPath, [SERVER, '--port', '0', '--repo', REPO, '--git-dir', origin, '--token', TOKEN, '--identity', `${REVIEWER_TOKEN}=${REVIEWER}`, `--identity=${BURST_TOKEN}=${BURST}`, '--webhook-url', hookUrl, '--webhook-secret', SECRET], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stderr.on('data', (d) => {
@@ -221,6 +238,9 @@ test('list pull requests by head and state, with query validation', async () => 
 });
 
 test('ETag, 304 and rate-limit headers', async () => {
+  // The first read of a new pull request starts GitHub's mergeability job (mergeable null); the
+  // reads below see the computed value.
+  await get('/repos/octo/demo/pulls/1');
   const a = await get('/repos/octo/demo/pulls/1');
   assert.equal(a.status, 200);
   const etag = a.headers.get('etag');
@@ -435,22 +455,26 @@ test('reviews and review comments, with their webhooks', async () => {
   r = await control('POST', '/reviews', { number: 1, user: 'alice', state: 'LGTM' });
   assert.equal(r.status, 400);
 
-  // A review created through the API is the authenticated user's, with its line comments.
+  // A review created through the API is the authenticated user's (here the reviewer identity:
+  // the author may not approve or request changes), with its line comments.
   const sha = bare('rev-parse', 'refs/heads/demo/fix');
+  const asReviewer = { auth: `Bearer ${REVIEWER_TOKEN}` };
   r = await call('POST', '/repos/octo/demo/pulls/1/reviews', {
+    ...asReviewer,
     body: { commit_id: sha, event: 'REQUEST_CHANGES', body: 'From the API', comments: [{ path: 'a.txt', line: 3, side: 'RIGHT', body: 'Rename' }] },
   });
   assert.equal(r.status, 200, r.text);
   assert.equal(r.json.state, 'CHANGES_REQUESTED');
-  assert.equal(r.json.user.login, OWNER);
+  assert.equal(r.json.user.login, REVIEWER);
   assert.equal(r.json.commit_id, sha);
   const id = r.json.id;
   r = await get('/repos/octo/demo/pulls/1/comments?per_page=100');
   const mine = r.json.filter((c) => c.pull_request_review_id === id);
   assert.deepEqual(mine.map((c) => [c.path, c.line, c.body]), [['a.txt', 3, 'Rename']]);
-  r = await call('POST', '/repos/octo/demo/pulls/1/reviews', { body: { event: 'REQUEST_CHANGES' } });
+  r = await call('POST', '/repos/octo/demo/pulls/1/reviews', { ...asReviewer, body: { event: 'REQUEST_CHANGES' } });
   assert.equal(r.status, 422, r.text);
-  r = await call('POST', '/repos/octo/demo/pulls/1/reviews', { body: { event: 'APPROVE' } });
+  assert.deepEqual(r.json.errors, ['Body is required for REQUEST_CHANGES event']);
+  r = await call('POST', '/repos/octo/demo/pulls/1/reviews', { ...asReviewer, body: { event: 'APPROVE' } });
   assert.equal(r.status, 200, r.text);
   r = await get('/repos/octo/demo/pulls/1/reviews');
   assert.deepEqual(r.json.map((x) => x.state), ['CHANGES_REQUESTED', 'APPROVED', 'CHANGES_REQUESTED', 'APPROVED']);
@@ -657,9 +681,7 @@ test('a response that does not match the schema is caught: 500 and stderr', asyn
 });
 
 test('the validator itself rejects a broken object (in process)', () => {
-  const { Description } = require('../lib/openapi');
-  const { OPERATIONS } = require('../lib/standin');
-  const d = new Description({ operations: OPERATIONS.filter(([m, p]) => p === '/repos/{owner}/{repo}/pulls/{pull_number}') });
+  const d = inProcessApis().description;
   const op = d.ops.get('GET /repos/{owner}/{repo}/pulls/{pull_number}');
   assert.ok(d.validateResponse(op, 200, {}).some((e) => e.message.includes("required property 'head'")));
   assert.ok(d.validateResponse(op, 404, { message: 'Not Found' }).length === 0);
@@ -687,6 +709,8 @@ test('mergeable override, and a real conflict computed by git', async () => {
   assert.equal(r.status, 201);
   const conflictNumber = r.json.number;
   commitFile('main', 'b.txt', 'gamma\n', 'Gamma on main');
+  r = await get(`/repos/octo/demo/pulls/${conflictNumber}`);
+  assert.equal(r.json.mergeable, null, 'the first read after the base moved starts the job');
   r = await get(`/repos/octo/demo/pulls/${conflictNumber}`);
   assert.equal(r.json.mergeable, false);
   assert.equal(r.json.mergeable_state, 'dirty');
@@ -751,7 +775,9 @@ test('close and reopen through the control API and PATCH', async () => {
   let r = await call('POST', '/repos/octo/demo/pulls', { body: { title: 'Add e', head: 'demo/close', base: 'main', draft: true } });
   const n = r.json.number;
   assert.equal(r.json.draft, true);
-  assert.equal(r.json.mergeable_state, 'draft');
+  assert.equal(r.json.mergeable_state, 'unknown', 'not computed yet when created');
+  await get(`/repos/octo/demo/pulls/${n}`);
+  assert.equal((await get(`/repos/octo/demo/pulls/${n}`)).json.mergeable_state, 'draft');
   r = await control('POST', `/pulls/${n}/close`, {});
   assert.equal(r.status, 200);
   assert.equal(r.json.pullRequest.state, 'closed');
@@ -896,4 +922,523 @@ test('a pull request merged into the default branch closes the issues its body n
   assert.deepEqual([push.ref, push.before, push.after], ['refs/heads/main', mainBefore, bare('rev-parse', 'refs/heads/main')]);
   assert.equal(push.pusher.name, 'dave');
   assert.deepEqual(got.filter((h) => h.event === 'issues').map((h) => [h.json.action, h.json.issue.number, h.json.sender.login]), [['closed', a, 'dave'], ['closed', b, 'dave']]);
+});
+
+// ---------------------------------------------------------------- identities, limits, GraphQL
+
+const asReviewer = { auth: `Bearer ${REVIEWER_TOKEN}` };
+const asBurst = { auth: `Bearer ${BURST_TOKEN}` };
+
+// A GraphQL call (POST /graphql) as `token`.
+function gql(query, variables, { token = TOKEN, at = '/graphql' } = {}) {
+  return call('POST', at, { body: variables === undefined ? { query } : { query, variables }, auth: token ? `Bearer ${token}` : null });
+}
+
+// The query aoctl's client sends, verbatim.
+const OPEN_PULLS = `query OpenPulls($owner: String!, $name: String!, $first: Int!, $after: String) {
+  rateLimit { cost limit remaining resetAt }
+  repository(owner: $owner, name: $name) {
+    pullRequests(states: OPEN, first: $first, after: $after, orderBy: {field: CREATED_AT, direction: ASC}) {
+      pageInfo { hasNextPage endCursor }
+      nodes {
+        number
+        headRefName
+        headRefOid
+        baseRefOid
+        isDraft
+        mergeable
+        updatedAt
+        author { login }
+        commits(last: 1) {
+          nodes {
+            commit {
+              oid
+              statusCheckRollup {
+                state
+                contexts(first: 100) {
+                  nodes {
+                    __typename
+                    ... on CheckRun { databaseId name status conclusion }
+                    ... on StatusContext { context state }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}`;
+
+// A new branch off the current main with one commit.
+function branchWithCommit(branch, file) {
+  git(work, 'fetch', '-q', 'origin');
+  git(work, 'checkout', '-q', '-B', branch, 'origin/main');
+  git(work, 'push', '-q', 'origin', branch);
+  return commitFile(branch, file, `${file}\n`, `Add ${file}`);
+}
+
+let reviewerPull;
+test('identities: --identity tokens authenticate as their login; GET /user with ETag; pull requests authored by their creator', async () => {
+  let r = await get('/user');
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.login, OWNER);
+  assert.equal(r.json.two_factor_authentication, true, 'the private profile of the authenticated user');
+  const etag = r.headers.get('etag');
+  const used = Number(r.headers.get('x-ratelimit-used'));
+  r = await get('/user', { headers: { 'If-None-Match': etag } });
+  assert.equal(r.status, 304);
+  assert.equal(Number(r.headers.get('x-ratelimit-used')), used, 'a 304 is not counted');
+  r = await get('/user', asReviewer);
+  assert.equal(r.json.login, REVIEWER);
+  assert.notEqual(r.headers.get('etag'), etag);
+  const reviewerUsed = Number(r.headers.get('x-ratelimit-used'));
+  assert.ok(reviewerUsed < used, 'each identity has its own budget');
+  assert.equal((await get('/user', { auth: 'Bearer nope' })).json.message, 'Bad credentials');
+  assert.equal((await get('/user', { auth: null })).status, 401);
+
+  branchWithCommit('demo/by-reviewer', 'reviewer.txt');
+  const since = hooks.length;
+  r = await call('POST', '/repos/octo/demo/pulls', { ...asReviewer, body: { title: 'From the reviewer bot', head: 'demo/by-reviewer', base: 'main' } });
+  assert.equal(r.status, 201, r.text);
+  reviewerPull = r.json.number;
+  assert.equal(r.json.user.login, REVIEWER);
+  const [hook] = await waitHooks((h) => hooks.indexOf(h) >= since && h.event === 'pull_request' && h.json.action === 'opened');
+  assert.equal(hook.json.sender.login, REVIEWER);
+  assert.equal(hook.json.pull_request.user.login, REVIEWER);
+
+  const bad = require('node:child_process').spawnSync(process.execPath, [SERVER, '--identity', 'no-login-given'], { encoding: 'utf8', timeout: 10000 });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--identity needs TOKEN=LOGIN/);
+});
+
+test("self-review: the author may comment on a pull request but not approve it or request changes (GitHub's 422)", async () => {
+  const path = `/repos/octo/demo/pulls/${reviewerPull}/reviews`;
+  let r = await call('POST', path, { ...asReviewer, body: { event: 'APPROVE' } });
+  assert.equal(r.status, 422, r.text);
+  assert.equal(r.json.message, 'Unprocessable Entity');
+  assert.deepEqual(r.json.errors, ['Can not approve your own pull request']);
+  assert.match(r.json.documentation_url, /^https:\/\/docs\.github\.com\/rest\/pulls\/reviews#create-a-review-for-a-pull-request$/);
+  r = await call('POST', path, { ...asReviewer, body: { event: 'REQUEST_CHANGES', body: 'Needs work' } });
+  assert.equal(r.status, 422, r.text);
+  assert.deepEqual(r.json.errors, ['Can not request changes on your own pull request']);
+  r = await call('POST', path, { ...asReviewer, body: { event: 'COMMENT', body: 'A note from the author' } });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual([r.json.state, r.json.user.login], ['COMMENTED', REVIEWER]);
+  r = await call('POST', path, { body: { event: 'APPROVE' } });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual([r.json.state, r.json.user.login], ['APPROVED', OWNER]);
+  r = await get(path);
+  assert.deepEqual(r.json.map((x) => [x.state, x.user.login]), [['COMMENTED', REVIEWER], ['APPROVED', OWNER]], 'refused reviews were not created');
+  // A person on GitHub's web interface is refused the same way.
+  r = await control('POST', '/reviews', { number: reviewerPull, user: REVIEWER, state: 'APPROVED' });
+  assert.equal(r.status, 422);
+  assert.match(r.json.message, /Can not approve your own pull request/);
+});
+
+test('secondary limit: content-creating requests per minute and per hour (403, Retry-After, not carried out)', async () => {
+  const sha = bare('rev-parse', 'refs/heads/main');
+  const contexts = async () => (await get(`/repos/octo/demo/commits/${sha}/status?per_page=100`)).json.statuses.map((s) => s.context);
+  const post = (context) => call('POST', `/repos/octo/demo/statuses/${sha}`, { ...asBurst, body: { state: 'success', context } });
+  try {
+    let r = await control('POST', '/secondary-limits', { contentPerMinute: 2 });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.limits.contentPerMinute, 2);
+    assert.deepEqual(r.json.defaults, { contentPerMinute: 80, contentPerHour: 500, restPointsPerMinute: 900, graphqlPointsPerMinute: 2000, restStatus: 403 });
+    assert.equal((await post('burst-1')).status, 201);
+    assert.equal((await post('burst-2')).status, 201);
+    r = await post('burst-3');
+    assert.equal(r.status, 403, r.text);
+    assert.equal(r.json.message, 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.');
+    assert.equal(r.json.documentation_url, 'https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits');
+    const wait = Number(r.headers.get('retry-after'));
+    assert.ok(wait >= 1 && wait <= 60, `Retry-After ${wait}`);
+    assert.notEqual(r.headers.get('x-ratelimit-remaining'), '0', 'not the primary limit');
+    assert.ok(!(await contexts()).includes('burst-3'), 'the refused request was not carried out');
+    assert.equal((await get('/repos/octo/demo', asBurst)).status, 200, 'reads are not content-creating');
+    r = await control('GET', '/secondary-limits');
+    assert.equal(r.json.usage[BURST].contentLastMinute, 2);
+
+    await control('POST', '/clock', { advance: wait + 1 });
+    assert.equal((await post('burst-3')).status, 201, 'accepted once the minute has passed');
+    assert.ok((await contexts()).includes('burst-3'));
+
+    // Per hour: three in the last hour, a limit of four.
+    await control('POST', '/secondary-limits', { contentPerMinute: 80, contentPerHour: 4 });
+    assert.equal((await post('burst-4')).status, 201);
+    r = await post('burst-5');
+    assert.equal(r.status, 403);
+    assert.ok(Number(r.headers.get('retry-after')) > 60, 'the hour window, not the minute');
+    await control('POST', '/clock', { advance: 61 });
+    assert.equal((await post('burst-5')).status, 403, 'still within the hour');
+    assert.equal((await control('POST', '/secondary-limits', { contentPerMinute: -1 })).status, 400);
+  } finally {
+    await control('DELETE', '/secondary-limits');
+  }
+});
+
+test('secondary limit: REST points per minute count every request, 304s too; GraphQL points per minute', async () => {
+  try {
+    await control('POST', '/secondary-limits', { restPointsPerMinute: 6 });
+    let r = await get('/repos/octo/demo', asBurst);
+    assert.equal(r.status, 200);
+    const etag = r.headers.get('etag');
+    const used = r.headers.get('x-ratelimit-used');
+    for (let i = 0; i < 5; i++) {
+      r = await get('/repos/octo/demo', { ...asBurst, headers: { 'If-None-Match': etag } });
+      assert.equal(r.status, 304);
+      assert.equal(r.headers.get('x-ratelimit-used'), used, 'a 304 does not count against the primary limit');
+    }
+    r = await get('/repos/octo/demo', { ...asBurst, headers: { 'If-None-Match': etag } });
+    assert.equal(r.status, 403, 'the seventh point of the minute');
+    assert.match(r.json.message, /secondary rate limit/);
+    assert.ok(Number(r.headers.get('retry-after')) >= 1);
+    assert.equal((await get('/repos/octo/demo')).status, 200, 'another identity has its own points');
+    // Control routes are neither limited nor counted.
+    assert.equal((await control('GET', '/state')).status, 200);
+    assert.equal((await control('GET', '/secondary-limits')).json.usage[BURST].restPointsLastMinute, 6);
+
+    // A POST costs 5 points; a limit can answer 429 instead of 403.
+    await control('POST', '/clock', { advance: 61 });
+    await control('POST', '/secondary-limits', { restStatus: 429 });
+    const sha = bare('rev-parse', 'refs/heads/main');
+    r = await call('POST', `/repos/octo/demo/statuses/${sha}`, { ...asBurst, body: { state: 'success', context: 'points-1' } });
+    assert.equal(r.status, 201, r.text);
+    r = await call('POST', `/repos/octo/demo/statuses/${sha}`, { ...asBurst, body: { state: 'success', context: 'points-2' } });
+    assert.equal(r.status, 429);
+    assert.ok(r.headers.get('retry-after'));
+    assert.equal((await get('/repos/octo/demo', asBurst)).status, 200, '5 + 1 points fit');
+    assert.equal((await control('POST', '/secondary-limits', { restStatus: 500 })).status, 400);
+
+    // GraphQL: 1 point a query.
+    await control('POST', '/secondary-limits', { graphqlPointsPerMinute: 2 });
+    const before = (await gql('{ rateLimit { remaining } }', undefined, { token: BURST_TOKEN })).json.data.rateLimit.remaining;
+    assert.equal((await gql('{ viewer { login } }', undefined, { token: BURST_TOKEN })).status, 200);
+    r = await gql('{ rateLimit { remaining } }', undefined, { token: BURST_TOKEN });
+    assert.equal(r.status, 403, r.text);
+    assert.match(r.json.message, /secondary rate limit/);
+    assert.ok(Number(r.headers.get('retry-after')) >= 1);
+    assert.equal(r.headers.get('x-ratelimit-resource'), 'graphql');
+    await control('POST', '/clock', { advance: 61 });
+    r = await gql('{ rateLimit { remaining } }', undefined, { token: BURST_TOKEN });
+    assert.equal(r.json.data.rateLimit.remaining, before - 2, 'the refused call was not charged');
+  } finally {
+    await control('DELETE', '/secondary-limits');
+  }
+});
+
+test('primary limits per identity and per resource: core and graphql, each with its X-RateLimit-* headers', async () => {
+  let r = await get('/rate_limit', asReviewer);
+  const { core, graphql } = r.json.resources;
+  r = await gql('{ viewer { login } rateLimit { cost remaining used limit } }', undefined, { token: REVIEWER_TOKEN });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.data.viewer.login, REVIEWER);
+  assert.deepEqual(
+    ['limit', 'remaining', 'used', 'resource'].map((h) => r.headers.get(`x-ratelimit-${h}`)),
+    ['5000', String(graphql.remaining - 1), String(graphql.used + 1), 'graphql'],
+  );
+  assert.deepEqual([r.json.data.rateLimit.cost, r.json.data.rateLimit.remaining], [1, graphql.remaining - 1]);
+  r = await get('/rate_limit', asReviewer);
+  assert.equal(r.json.resources.core.remaining, core.remaining, 'GraphQL does not use the core budget');
+  assert.equal(r.json.resources.graphql.remaining, graphql.remaining - 1);
+
+  try {
+    await control('POST', '/rate-limit', { login: REVIEWER, resource: 'graphql', remaining: 0 });
+    r = await gql('{ viewer { login } }', undefined, { token: REVIEWER_TOKEN });
+    assert.equal(r.status, 200);
+    assert.deepEqual([r.json.errors[0].type, r.json.errors[0].code], ['RATE_LIMIT', 'graphql_rate_limit']);
+    assert.match(r.json.errors[0].message, /^API rate limit already exceeded for user ID \d+\.$/);
+    assert.equal(r.headers.get('x-ratelimit-remaining'), '0');
+    assert.equal((await get('/repos/octo/demo', asReviewer)).status, 200, 'REST has its own budget');
+    assert.equal((await gql('{ viewer { login } }')).json.data.viewer.login, OWNER, 'another identity has its own budget');
+
+    await control('POST', '/rate-limit', { login: REVIEWER, resource: 'core', remaining: 0 });
+    r = await get('/repos/octo/demo', asReviewer);
+    assert.equal(r.status, 403);
+    assert.match(r.json.message, /^API rate limit exceeded for user ID/);
+    assert.equal(r.headers.get('x-ratelimit-resource'), 'core');
+    assert.equal((await get('/repos/octo/demo')).status, 200);
+    r = await control('GET', '/rate-limit?login=review-bot&resource=graphql');
+    assert.equal(r.json.rate.remaining, 0);
+  } finally {
+    await control('POST', '/rate-limit', { login: REVIEWER, resource: 'graphql', remaining: 5000 });
+    await control('POST', '/rate-limit', { login: REVIEWER, resource: 'core', remaining: 5000 });
+  }
+});
+
+test('mergeable is null on the first read after a pull request opens or its head or base moves; an override wins', async () => {
+  branchWithCommit('demo/mergeable', 'mergeable.txt');
+  const since = hooks.length;
+  let r = await call('POST', '/repos/octo/demo/pulls', { body: { title: 'Mergeability', head: 'demo/mergeable', base: 'main' } });
+  assert.equal(r.status, 201, r.text);
+  const n = r.json.number;
+  assert.deepEqual([r.json.mergeable, r.json.mergeable_state], [null, 'unknown']);
+  const [opened] = await waitHooks((h) => hooks.indexOf(h) >= since && h.event === 'pull_request' && h.json.action === 'opened');
+  assert.deepEqual([opened.json.pull_request.mergeable, opened.json.pull_request.mergeable_state], [null, 'unknown'], 'as in GitHub\'s opened payloads');
+  const read = async () => {
+    const x = await get(`/repos/octo/demo/pulls/${n}`);
+    return [x.json.mergeable, x.json.mergeable_state];
+  };
+  assert.deepEqual(await read(), [null, 'unknown'], 'the first read starts the job');
+  assert.deepEqual(await read(), [true, 'clean']);
+  assert.deepEqual(await read(), [true, 'clean']);
+
+  // The head moves: null again, and the synchronize payload says so too.
+  commitFile('demo/mergeable', 'mergeable.txt', 'two\n', 'Change it');
+  assert.deepEqual(await read(), [null, 'unknown']);
+  const [sync] = await waitHooks((h) => hooks.indexOf(h) >= since && h.event === 'pull_request' && h.json.action === 'synchronize' && h.json.number === n);
+  assert.equal(sync.json.pull_request.mergeable, null);
+  assert.deepEqual(await read(), [true, 'clean']);
+
+  // The base moves; GraphQL reads start the same job as REST reads.
+  git(work, 'fetch', '-q', 'origin');
+  git(work, 'checkout', '-q', '-B', 'main', 'origin/main');
+  const mainSha = commitFile('main', 'elsewhere.txt', 'x\n', 'Unrelated change on main');
+  const q = `query($n: Int!) { repository(owner: "octo", name: "demo") { pullRequest(number: $n) { mergeable baseRefOid } } }`;
+  r = await gql(q, { n });
+  assert.equal(r.json.data.repository.pullRequest.mergeable, 'UNKNOWN');
+  assert.equal(r.json.data.repository.pullRequest.baseRefOid, mainSha);
+  assert.equal((await gql(q, { n })).json.data.repository.pullRequest.mergeable, 'MERGEABLE');
+  assert.deepEqual(await read(), [true, 'clean'], 'REST sees the job GraphQL started');
+  commitFile('main', 'elsewhere.txt', 'y\n', 'Another change on main');
+  assert.deepEqual(await read(), [null, 'unknown']);
+  assert.deepEqual(await read(), [true, 'clean']);
+
+  // An override wins at once, also on a fresh head.
+  commitFile('demo/mergeable', 'mergeable.txt', 'four\n', 'And again');
+  await control('POST', `/pulls/${n}/mergeable`, { mergeable: false });
+  assert.deepEqual(await read(), [false, 'dirty']);
+  assert.equal((await gql(q, { n })).json.data.repository.pullRequest.mergeable, 'CONFLICTING');
+  await control('DELETE', `/pulls/${n}/mergeable`);
+  const state = (await control('GET', '/state')).json.repos[0].pulls.find((p) => p.number === n);
+  assert.deepEqual([state.mergeable, state.mergeableShown], [true, null], 'the state shows the computed value and what a read would show');
+  await control('POST', `/pulls/${n}/close`, {});
+});
+
+test('job logs: the 302 is counted against the primary limit and in /_standin/requests; the download of its URL is not', async () => {
+  const run = (await control('POST', '/check-runs', { branch: 'main', name: 'logs', conclusion: 'failure', log: 'boom\n' })).json.checkRun;
+  await control('DELETE', '/requests');
+  const before = (await get('/rate_limit')).json.resources.core.used;
+  const r = await get(`/repos/octo/demo/actions/jobs/${run.id}/logs`);
+  assert.equal(r.status, 302);
+  assert.equal(Number(r.headers.get('x-ratelimit-used')), before + 1, 'the 302 counts');
+  const download = await fetch(r.headers.get('location'));
+  assert.equal(await download.text(), 'boom\n');
+  assert.equal((await get('/rate_limit')).json.resources.core.used, before + 1, 'the download does not');
+  const counts = (await control('GET', '/requests')).json;
+  assert.equal(counts.total, 3, 'two /rate_limit reads and the 302');
+  assert.equal(counts.counted, 1);
+  assert.deepEqual(counts.byRoute['GET /repos/{owner}/{repo}/actions/jobs/{job_id}/logs'], { total: 1, byStatus: { 302: 1 } });
+  assert.ok(!Object.keys(counts.byRoute).some((k) => k.includes('job-logs')), 'the download is storage, not the API');
+  // The link expires after a minute.
+  await control('POST', '/clock', { advance: 61 });
+  assert.equal((await fetch(r.headers.get('location'))).status, 403);
+  assert.deepEqual(counts.byResource.core.byIdentity[OWNER], { requests: 3, counted: 1 });
+  assert.deepEqual([counts.byResource.graphql.requests, counts.byResource.graphql.counted], [0, 0]);
+});
+
+test('GraphQL: the OpenPulls query agrees with REST (pull requests, heads, check runs, statuses, mergeable, author)', async () => {
+  // A pull request with a failing check, a re-run and a status on its head.
+  branchWithCommit('demo/graphql', 'graphql.txt');
+  let r = await call('POST', '/repos/octo/demo/pulls', { ...asReviewer, body: { title: 'GraphQL', head: 'demo/graphql', base: 'main', draft: true } });
+  assert.equal(r.status, 201, r.text);
+  await control('POST', '/check-runs', { branch: 'demo/graphql', name: 'build', conclusion: 'failure' });
+  await control('POST', '/check-runs', { branch: 'demo/graphql', name: 'build', status: 'in_progress' });
+  await control('POST', '/check-runs', { branch: 'demo/graphql', name: 'lint', conclusion: 'success' });
+  await control('POST', '/statuses', { branch: 'demo/graphql', context: 'ci/legacy', state: 'error' });
+  await control('DELETE', '/requests');
+
+  const vars = { owner: 'octo', name: 'demo', first: 100, after: null };
+  r = await gql(OPEN_PULLS, vars);
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.errors, undefined, r.text);
+  assert.equal(r.json.data.rateLimit.cost, 2, '1 + 100 + 100 requests, divided by 100 and rounded');
+  assert.equal(String(r.json.data.rateLimit.remaining), r.headers.get('x-ratelimit-remaining'));
+  const counts = (await control('GET', '/requests')).json.byResource.graphql;
+  assert.deepEqual([counts.requests, counts.counted], [1, 2], 'the points charged are counted');
+  assert.equal((await gql(OPEN_PULLS, { ...vars, first: 10 })).json.data.rateLimit.cost, 1, '21 requests round to 0; the minimum is 1');
+
+  // Read the mergeability once more, so that GraphQL and REST both show the computed value.
+  r = await gql(OPEN_PULLS, vars);
+  const nodes = r.json.data.repository.pullRequests.nodes;
+  const rest = (await get('/repos/octo/demo/pulls?state=open&per_page=100&direction=asc')).json;
+  assert.deepEqual(nodes.map((p) => p.number), rest.map((p) => p.number).sort((a, b) => a - b));
+  for (const node of nodes) {
+    const pr = (await get(`/repos/octo/demo/pulls/${node.number}`)).json;
+    assert.equal(node.headRefName, pr.head.ref);
+    assert.equal(node.headRefOid, pr.head.sha);
+    assert.equal(node.baseRefOid, pr.base.sha);
+    assert.equal(node.isDraft, pr.draft);
+    assert.equal(node.updatedAt, pr.updated_at);
+    assert.equal(node.author.login, pr.user.login);
+    assert.equal(node.mergeable, { true: 'MERGEABLE', false: 'CONFLICTING', null: 'UNKNOWN' }[String(pr.mergeable)], `#${node.number}`);
+    assert.equal(node.commits.nodes[0].commit.oid, pr.head.sha);
+    const runs = (await get(`/repos/octo/demo/commits/${pr.head.sha}/check-runs?per_page=100`)).json.check_runs;
+    const statuses = (await get(`/repos/octo/demo/commits/${pr.head.sha}/status?per_page=100`)).json.statuses;
+    const rollup = node.commits.nodes[0].commit.statusCheckRollup;
+    if (!runs.length && !statuses.length) {
+      assert.equal(rollup, null);
+      continue;
+    }
+    const contexts = rollup.contexts.nodes;
+    assert.deepEqual(
+      contexts.filter((c) => c.__typename === 'CheckRun').map((c) => [c.databaseId, c.name, c.status, c.conclusion]).sort(),
+      runs.map((c) => [c.id, c.name, c.status.toUpperCase(), c.conclusion && c.conclusion.toUpperCase()]).sort(),
+    );
+    assert.deepEqual(
+      contexts.filter((c) => c.__typename === 'StatusContext').map((c) => [c.context, c.state]).sort(),
+      statuses.map((s) => [s.context, s.state.toUpperCase()]).sort(),
+    );
+  }
+  const mine = nodes.find((p) => p.headRefName === 'demo/graphql');
+  assert.deepEqual([mine.author.login, mine.isDraft], [REVIEWER, true]);
+  assert.equal(mine.commits.nodes[0].commit.statusCheckRollup.state, 'ERROR', 'the errored status; the failed build was re-run');
+
+  // Pages of one.
+  const seen = [];
+  let after = null;
+  for (let i = 0; i < 50; i++) {
+    const page = (await gql(OPEN_PULLS, { ...vars, first: 1, after })).json.data.repository.pullRequests;
+    seen.push(...page.nodes.map((p) => p.number));
+    if (!page.pageInfo.hasNextPage) break;
+    after = page.pageInfo.endCursor;
+  }
+  assert.deepEqual(seen, nodes.map((p) => p.number));
+  r = await gql(OPEN_PULLS, { ...vars, after: 'bm90LWEtY3Vyc29y' });
+  assert.equal(r.json.errors[0].type, 'INVALID_CURSOR_ARGUMENTS');
+  assert.equal((await gql('{ viewer { login } }', undefined, { token: REVIEWER_TOKEN })).json.data.viewer.login, REVIEWER);
+});
+
+test('GraphQL: invalid calls answer 200 with GitHub\'s errors; pagination and node limits; authentication', async () => {
+  let r = await gql('query { viewer { login foo } }');
+  assert.equal(r.status, 200);
+  assert.equal(r.json.data, undefined);
+  assert.deepEqual(r.json.errors, [
+    { message: "Field 'foo' doesn't exist on type 'User'", locations: [{ line: 1, column: 24 }], path: ['query', 'viewer', 'foo'], extensions: { code: 'undefinedField', typeName: 'User', fieldName: 'foo' } },
+  ]);
+  r = await gql('query { viewer { login }');
+  assert.equal(r.status, 200);
+  assert.deepEqual(r.json.errors[0].locations, [{ line: 1, column: 25 }]);
+  r = await gql(OPEN_PULLS, { owner: 'octo', first: 10 });
+  assert.equal(r.status, 200);
+  assert.equal(r.json.errors[0].message, 'Variable $name of type String! was provided invalid value');
+  r = await gql('{ repository(owner: "octo", name: "demo") { pullRequests(first: 101) { totalCount } } }');
+  assert.equal(r.json.errors[0].message, 'Requesting 101 records on the `pullRequests` connection exceeds the `first` limit of 100 records.');
+  r = await gql('{ repository(owner: "octo", name: "demo") { pullRequests(last: 0) { totalCount } } }');
+  assert.ok(r.json.errors, 'first and last must be within 1..100');
+  r = await gql('{ repository(owner: "octo", name: "demo") { pullRequests { totalCount } } }');
+  assert.equal(r.json.errors[0].message, 'You must provide a `first` or `last` value to properly paginate the `pullRequests` connection.');
+  r = await gql('{ repository(owner: "octo", name: "demo") { pullRequests(first: 100) { nodes { commits(first: 100) { nodes { commit { statusCheckRollup { contexts(first: 100) { totalCount } } } } } } } } }');
+  assert.equal(r.json.errors[0].type, 'MAX_NODE_LIMIT_EXCEEDED');
+  assert.match(r.json.errors[0].message, /requesting up to 1,000,000 possible nodes which exceeds the maximum limit of 500,000\.$/);
+  r = await gql('{ repository(owner: "octo", name: "nope") { name } }');
+  assert.deepEqual([r.json.data.repository, r.json.errors[0].type, r.json.errors[0].message], [null, 'NOT_FOUND', "Could not resolve to a Repository with the name 'octo/nope'."]);
+
+  r = await gql('{ viewer { login } }', undefined, { token: null });
+  assert.equal(r.status, 401);
+  assert.equal(r.json.message, 'This endpoint requires you to be authenticated.');
+  r = await fetch(`${base}/graphql`, { method: 'POST', headers: { Authorization: `Bearer ${TOKEN}` }, body: '{nope' });
+  assert.equal(r.status, 400);
+  assert.equal((await r.json()).message, 'Problems parsing JSON');
+  assert.equal((await get('/graphql')).status, 404, 'GraphQL is POST only');
+});
+
+test('GraphQL: the cost and node counts of the documentation\'s examples', () => {
+  const api = inProcessApis().graphql;
+  const cost = api.prepare({
+    query: `query { viewer { login repositories(first: 100) { edges { node { id issues(first: 50) { edges { node { id labels(first: 60) { edges { node { id name } } } } } } } } } } }`,
+  });
+  assert.deepEqual([cost.requests, cost.cost], [5101, 51]);
+  const simple = api.prepare({ query: `query { viewer { repositories(first: 50) { edges { repository: node { name issues(first: 10) { totalCount edges { node { title bodyHTML } } } } } } } }` });
+  assert.equal(simple.nodes, 550);
+  const complex = api.prepare({
+    query: `query {
+      viewer {
+        repositories(first: 50) {
+          edges {
+            repository: node {
+              name
+              pullRequests(first: 20) { edges { pullRequest: node { title comments(first: 10) { edges { comment: node { bodyHTML } } } } } }
+              issues(first: 20) { totalCount edges { issue: node { title bodyHTML comments(first: 10) { edges { comment: node { bodyHTML } } } } } }
+            }
+          }
+        }
+        followers(first: 10) { edges { follower: node { login } } }
+      }
+    }`,
+  });
+  assert.equal(complex.errors, undefined, JSON.stringify(complex.errors));
+  assert.equal(complex.nodes, 22060);
+});
+
+test('GraphQL: updatedAt moves with REST updated_at on a push, a review with a comment, an edit, a state change and labels', async () => {
+  const n = reviewerPull;
+  const q = `query($n: Int!) { repository(owner: "octo", name: "demo") { pullRequest(number: $n) { updatedAt } } }`;
+  const both = async () => {
+    const g = (await gql(q, { n })).json.data.repository.pullRequest.updatedAt;
+    const rest = (await get(`/repos/octo/demo/pulls/${n}`)).json.updated_at;
+    assert.equal(g, rest, 'GraphQL and REST agree');
+    return g;
+  };
+  let last = await both();
+  const moved = async (what) => {
+    const now = await both();
+    assert.ok(now > last, `${what} moves updatedAt (${last} -> ${now})`);
+    last = now;
+  };
+  // Each step is two seconds later on the stand-in's clock (timestamps are in seconds).
+  const step = () => control('POST', '/clock', { advance: 2 });
+  await step();
+  commitFile('demo/by-reviewer', 'reviewer.txt', 'pushed\n', 'A push to the head');
+  await moved('a push to the head');
+  await step();
+  await control('POST', '/reviews', { number: n, user: 'alice', state: 'COMMENTED', body: 'Hm', comments: [{ path: 'reviewer.txt', line: 1, body: 'Why?' }] });
+  await moved('a review with a comment');
+  await step();
+  assert.equal((await call('PATCH', `/repos/octo/demo/pulls/${n}`, { ...asReviewer, body: { title: 'From the reviewer bot (edited)' } })).status, 200);
+  await moved('an edit');
+  await step();
+  await control('POST', `/pulls/${n}/close`, {});
+  await moved('closing');
+  await step();
+  await control('POST', `/pulls/${n}/reopen`, {});
+  await moved('reopening');
+  await step();
+  await control('POST', `/issues/${n}/labels`, { labels: ['agent'] });
+  await moved('a label');
+  await step();
+  assert.equal(await both(), last, 'nothing else moves it');
+});
+
+test('GraphQL: a field the stand-in does not implement answers null and is reported as a stand-in bug', async () => {
+  const before = (await control('GET', '/bugs')).json.bugs.length;
+  const r = await gql('{ repository(owner: "octo", name: "demo") { nameWithOwner homepageUrl } }');
+  assert.equal(r.status, 200);
+  assert.deepEqual(r.json.data.repository, { nameWithOwner: 'octo/demo', homepageUrl: null });
+  const bugs = (await control('GET', '/bugs')).json.bugs.slice(before);
+  assert.deepEqual(bugs.map((b) => [b.kind, b.field]), [['graphql field not implemented', 'Repository.homepageUrl']]);
+  await new Promise((res) => setTimeout(res, 50));
+  assert.match(stderr, /BUG: graphql field not implemented: .*Repository\.homepageUrl/);
+});
+
+test("GraphQL at /api/graphql when the base path is GitHub Enterprise Server's /api/v3", async () => {
+  const { StandIn } = require('../lib/standin');
+  const { description, graphql } = inProcessApis();
+  const ghes = new StandIn({ repos: [{ fullName: REPO, gitDir: origin }], basePath: '/api/v3', description, graphql, warm: false, log: () => {} });
+  await ghes.init();
+  const port = await ghes.listen(0, '127.0.0.1');
+  try {
+    const at = (p, init) => fetch(`http://127.0.0.1:${port}${p}`, init);
+    let r = await at('/api/graphql', { method: 'POST', body: JSON.stringify({ query: '{ viewer { login } repository(owner: "octo", name: "demo") { nameWithOwner } }' }) });
+    assert.equal(r.status, 200);
+    assert.deepEqual((await r.json()).data, { viewer: { login: OWNER }, repository: { nameWithOwner: REPO } });
+    r = await at('/api/v3/graphql', { method: 'POST', body: JSON.stringify({ query: '{ viewer { login } }' }) });
+    assert.equal(r.status, 404);
+    assert.equal((await at('/api/v3/repos/octo/demo')).status, 200);
+    assert.equal(new StandIn({ basePath: '/custom', description, graphql }).graphqlPath, '/custom/graphql');
+    assert.equal(new StandIn({ description, graphql }).graphqlPath, '/graphql');
+  } finally {
+    await ghes.close();
+  }
 });

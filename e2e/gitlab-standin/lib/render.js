@@ -223,7 +223,8 @@ class Render {
     };
   }
 
-  approvals(p, v) {
+  // `viewer` is the user asking; `canApprove` whether GitLab would let them approve now.
+  approvals(p, v, { viewer, canApprove }) {
     const mr = v.mr;
     const approvedBy = [...mr.approvals.keys()].map((u) => ({ user: this.user(u) }));
     return {
@@ -244,13 +245,71 @@ class Render {
       suggested_approvers: [],
       approvers: [],
       approver_groups: [],
-      user_has_approved: mr.approvals.has(p.apiUser),
-      user_can_approve: !mr.approvals.has(p.apiUser),
+      user_has_approved: mr.approvals.has(viewer),
+      user_can_approve: canApprove,
       approval_rules_left: [],
       has_approval_rules: false,
       merge_request_approvers_available: true,
       multiple_approval_rules_available: true,
       invalid_approvers_rules: [],
+    };
+  }
+
+  // GET /projects/:id/approvals. The stand-in keeps approvals when commits are pushed, so
+  // reset_approvals_on_push is false here (GitLab's default is true).
+  approvalSettings(p) {
+    return {
+      approvers: [],
+      approver_groups: [],
+      approvals_before_merge: p.settings.approvalsRequired,
+      reset_approvals_on_push: false,
+      selective_code_owner_removals: false,
+      disable_overriding_approvers_per_merge_request: false,
+      merge_requests_author_approval: p.settings.mergeRequestsAuthorApproval,
+      merge_requests_disable_committers_approval: false,
+      require_password_to_approve: false,
+      require_reauthentication_to_approve: false,
+    };
+  }
+
+  // GET /user: the user the token belongs to, as GitLab shows a user their own account.
+  currentUser(username) {
+    const u = this.user(username);
+    const created = '2024-01-02T03:04:05.000Z';
+    return {
+      ...u,
+      created_at: created,
+      bio: '',
+      location: '',
+      public_email: null,
+      skype: '',
+      linkedin: '',
+      twitter: '',
+      discord: '',
+      website_url: '',
+      organization: '',
+      job_title: '',
+      pronouns: null,
+      bot: false,
+      work_information: null,
+      local_time: null,
+      last_sign_in_at: created,
+      confirmed_at: created,
+      last_activity_on: new Date().toISOString().slice(0, 10),
+      email: this.email(username),
+      theme_id: 1,
+      color_scheme_id: 1,
+      projects_limit: 100000,
+      current_sign_in_at: created,
+      identities: [],
+      can_create_group: true,
+      can_create_project: true,
+      two_factor_enabled: false,
+      external: false,
+      private_profile: false,
+      commit_email: this.email(username),
+      namespace_id: stableId(`ns:${username}`, 90000),
+      created_by: null,
     };
   }
 

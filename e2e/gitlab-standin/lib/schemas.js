@@ -21,6 +21,8 @@ const TYPES = [
   'JobSchema',
   'IssueSchema',
   'ProjectSchema',
+  'ProjectLevelMergeRequestApprovalSchema',
+  'ExpandedUserSchema',
   'WebhookMergeRequestEventSchema',
   'WebhookPipelineEventSchema',
   'WebhookJobEventSchema',
@@ -107,6 +109,11 @@ const AMENDMENTS = [
   function movedToId(node) {
     const p = node.properties;
     if (p && p.moved_to_id && p.moved_to_id.type === 'string') p.moved_to_id = { type: ['string', 'number', 'null'] };
+  },
+  // GET /user sends private_profile as a boolean; the typings say string or null.
+  function privateProfile(node) {
+    const p = node.properties;
+    if (p && p.private_profile && p.two_factor_enabled && Array.isArray(p.private_profile.type) && !p.private_profile.type.includes('boolean')) p.private_profile.type.push('boolean');
   },
 ];
 

@@ -1,5 +1,6 @@
 // The stand-in: state, GitLab's REST v4 routes, the control API under /_standin/, and the HTTP
 // pipeline (auth, injected faults, rate limit, validation, conditional GETs, pagination).
+// README.md lists the rules of GitLab it enforces and where each is documented.
 'use strict';
 
 const crypto = require('node:crypto');
@@ -35,12 +36,21 @@ function sortBy(items, orderBy, sort, fields) {
 }
 
 class StandIn {
-  // projects: [{path: 'group/name', gitDir}]; token; webhook: {url, token}; username; webUrl.
-  constructor({ projects = [], token = null, webhook = null, username = 'octo', webUrl = 'http://gitlab.example', log } = {}) {
+  // projects: [{path: 'group/name', gitDir}]; token (belongs to username); identities:
+  // [{token, username}], more tokens each acting as its own user; webhook: {url, token}; webUrl.
+  constructor({ projects = [], token = null, identities = [], webhook = null, username = 'octo', webUrl = 'http://gitlab.example', log } = {}) {
     this.log = log || ((line) => process.stderr.write(`gitlab-standin: ${line}\n`));
     this.specs = projects;
     this.token = token || null;
     this.username = username;
+    // token -> username. With no token at all there is no auth and every request acts as
+    // `username`.
+    this.tokens = new Map(this.token ? [[this.token, username]] : []);
+    for (const i of identities) {
+      if (!i.token || !i.username) throw new Error('an identity needs a token and a username');
+      if (this.tokens.has(i.token) && this.tokens.get(i.token) !== i.username) throw new Error(`token of ${i.username} already belongs to ${this.tokens.get(i.token)}`);
+      this.tokens.set(i.token, i.username);
+    }
     this.webUrl = webUrl.replace(/\/+$/, '');
     this.webhook = webhook;
     this.render = new Render({ webUrl: this.webUrl });
@@ -49,7 +59,9 @@ class StandIn {
     this.faults = [];
     this.corruptions = [];
     this.mutex = new U.Mutex();
-    this.rate = { limit: 2000, remaining: 2000, reset: Math.floor(Date.now() / 1000) + 60, observed: 0 };
+    // GitLab.com throttles authenticated API traffic per user: one window per user.
+    this.rateLimit = 2000;
+    this.windows = new Map();
     this.resetCounters();
     this.nextIdValue = 5000;
     this.routes = this.apiRoutes();
@@ -61,7 +73,12 @@ class StandIn {
   }
 
   resetCounters() {
-    this.counts = { total: 0, counted: 0, byRoute: {} };
+    this.counts = { total: 0, counted: 0, byRoute: {}, byUser: {} };
+  }
+
+  // Every user a request can act as: --username and the users of the tokens.
+  users() {
+    return [...new Set([this.username, ...this.tokens.values()])];
   }
 
   async init() {
@@ -84,7 +101,6 @@ class StandIn {
       namespace: m[1],
       name: m[2],
       owner: this.username,
-      apiUser: this.username,
       git,
       gitDir,
       defaultBranch: await git.defaultBranch(),
@@ -95,7 +111,9 @@ class StandIn {
       jobs: [],
       issues: [],
       movedIssues: [],
-      settings: { approvalsRequired: 0, onlyAllowMergeIfPipelineSucceeds: false },
+      // mergeRequestsAuthorApproval is GitLab's merge_requests_author_approval: false by
+      // default, so the author of a merge request cannot approve it.
+      settings: { approvalsRequired: 0, onlyAllowMergeIfPipelineSucceeds: false, mergeRequestsAuthorApproval: false },
       heads: new Map((await git.branches()).map((b) => [b.name, b.sha])),
       apiBase: '',
     };
@@ -148,13 +166,8 @@ class StandIn {
     const headers = { ...reply.headers };
     let body = '';
     if (reply.status !== 304 && reply.body !== undefined && reply.body !== null) {
-      if (reply.text) {
-        body = String(reply.body);
-        headers['Content-Type'] ||= 'text/plain; charset=utf-8';
-      } else {
-        body = typeof reply.body === 'string' && reply.raw ? reply.body : JSON.stringify(reply.body);
-        headers['Content-Type'] ||= 'application/json';
-      }
+      body = bodyText(reply);
+      headers['Content-Type'] ||= reply.text ? 'text/plain; charset=utf-8' : 'application/json';
     }
     headers['Content-Length'] = Buffer.byteLength(body);
     res.writeHead(reply.status, headers);
@@ -163,28 +176,38 @@ class StandIn {
 
   // --- the API pipeline ---
 
-  rateHeaders() {
+  // The user's one-minute window, started or renewed as needed.
+  window(user) {
     const now = Math.floor(Date.now() / 1000);
-    if (now >= this.rate.reset) {
-      this.rate.reset = now + 60;
-      this.rate.remaining = this.rate.limit;
-      this.rate.observed = 0;
+    let w = this.windows.get(user);
+    if (!w) {
+      w = { remaining: this.rateLimit, reset: now + 60, observed: 0 };
+      this.windows.set(user, w);
     }
+    if (now >= w.reset) Object.assign(w, { reset: now + 60, remaining: this.rateLimit, observed: 0 });
+    return w;
+  }
+
+  rateHeaders(user) {
+    const w = this.window(user);
     return {
-      'RateLimit-Limit': String(this.rate.limit),
-      'RateLimit-Remaining': String(Math.max(0, this.rate.remaining)),
-      'RateLimit-Reset': String(this.rate.reset),
-      'RateLimit-Observed': String(this.rate.observed),
-      'RateLimit-ResetTime': new Date(this.rate.reset * 1000).toUTCString(),
+      'RateLimit-Name': 'throttle_authenticated_api',
+      'RateLimit-Limit': String(this.rateLimit),
+      'RateLimit-Remaining': String(Math.max(0, w.remaining)),
+      'RateLimit-Reset': String(w.reset),
+      'RateLimit-Observed': String(w.observed),
+      'RateLimit-ResetTime': new Date(w.reset * 1000).toUTCString(),
     };
   }
 
-  count(route, status, counted) {
+  count(route, status, counted, path, user) {
     this.counts.total += 1;
     if (counted) this.counts.counted += 1;
-    const r = (this.counts.byRoute[route] ||= { total: 0, byStatus: {} });
+    const r = (this.counts.byRoute[route] ||= { total: 0, byStatus: {}, byPath: {} });
     r.total += 1;
     r.byStatus[status] = (r.byStatus[status] || 0) + 1;
+    r.byPath[path] = (r.byPath[path] || 0) + 1;
+    if (user) this.counts.byUser[user] = (this.counts.byUser[user] || 0) + 1;
   }
 
   match(method, pathname) {
@@ -212,19 +235,23 @@ class StandIn {
     const routeName = found ? `${found.route.method} ${found.route.template}` : `${req.method} (unmatched)`;
     let reply;
     let counted = false;
-    if (this.token) {
+    // The user the request acts as: its token's, or --username when there is no auth.
+    let caller = this.username;
+    if (this.tokens.size) {
       const auth = req.headers.authorization || '';
       const given = req.headers['private-token'] || (/^Bearer\s+(.+)$/i.exec(auth) || [])[1];
-      if (given !== this.token) reply = message(401, '401 Unauthorized');
+      caller = (given !== undefined && this.tokens.get(given)) || null;
+      if (!caller) reply = message(401, '401 Unauthorized');
     }
     if (!reply) {
-      const rh = this.rateHeaders();
-      if (this.rate.remaining <= 0) {
-        reply = message(429, 'Retry later');
-        reply.headers = { ...rh, 'Retry-After': String(Math.max(1, this.rate.reset - Math.floor(Date.now() / 1000))) };
+      const w = this.window(caller);
+      if (w.remaining <= 0) {
+        // Rack::Attack's answer in GitLab: plain text, not JSON.
+        reply = new Reply(429, 'Retry later\n', { text: true });
+        reply.headers = { 'Content-Type': 'text/plain', 'Retry-After': String(Math.max(1, w.reset - Math.floor(Date.now() / 1000))) };
       } else {
-        this.rate.remaining -= 1;
-        this.rate.observed += 1;
+        w.remaining -= 1;
+        w.observed += 1;
         counted = true;
       }
     }
@@ -249,23 +276,38 @@ class StandIn {
         reply = message(400, `400 Bad request - ${e.message}`);
       }
       if (input) {
-        const p = this.projectFor(found.params.id);
-        if (!p) reply = message(404, '404 Project Not Found');
-        else reply = await this.mutex.run(() => found.route.handler(p, found.params, input, url));
+        const p = found.route.global ? null : this.projectFor(found.params.id);
+        if (!p && !found.route.global) reply = message(404, '404 Project Not Found');
+        else reply = await this.mutex.run(() => found.route.handler(p, found.params, input, url, caller));
         if (reply.list) reply = this.paginate(reply, input, url);
         reply = this.checked(reply, routeName);
       }
     }
-    reply.headers = { ...this.rateHeaders(), ...reply.headers };
-    if (req.method === 'GET' && reply.status === 200) {
-      const body = reply.text ? String(reply.body) : JSON.stringify(reply.body);
-      const etag = `W/"${crypto.createHash('sha1').update(body).digest('hex')}"`;
-      reply.headers.ETag = etag;
-      reply.headers['Cache-Control'] = 'max-age=0, private, must-revalidate';
-      const inm = req.headers['if-none-match'];
-      if (inm && inm.split(',').map((s) => s.trim()).includes(etag)) reply = new Reply(304, null, { headers: reply.headers });
+    if (caller) reply.headers = { ...this.rateHeaders(caller), ...reply.headers };
+    if ((req.method === 'GET' || req.method === 'HEAD') && reply.status === 200) reply = this.conditional(reply, req.headers['if-none-match']);
+    this.count(routeName, reply.status, counted, url.pathname.replace(/^\/api\/v4/, ''), caller);
+    return reply;
+  }
+
+  // What GitLab's Rails stack does to a 200 answer to a GET or HEAD: Rack::ETag sets a weak ETag,
+  // the first 32 hex digits of the SHA-256 of the body, unless the body is empty (then
+  // Cache-Control is no-cache and there is no ETag); Rack::ConditionalGet answers 304 with an
+  // empty body when If-None-Match equals that ETag exactly (no lists, no `*`). This holds for
+  // every route, the job trace included.
+  conditional(reply, ifNoneMatch) {
+    const body = bodyText(reply);
+    if (body === '') {
+      reply.headers['Cache-Control'] ||= 'no-cache';
+      return reply;
     }
-    this.count(routeName, reply.status, counted);
+    const etag = `W/"${crypto.createHash('sha256').update(body).digest('hex').slice(0, 32)}"`;
+    reply.headers.ETag = etag;
+    reply.headers['Cache-Control'] ||= 'max-age=0, private, must-revalidate';
+    if (ifNoneMatch === etag) {
+      const headers = { ...reply.headers };
+      delete headers['Content-Type'];
+      return new Reply(304, null, { headers });
+    }
     return reply;
   }
 
@@ -346,6 +388,20 @@ class StandIn {
 
   latestPipeline(p, sha) {
     return p.pipelines.filter((pl) => pl.sha === sha).sort((a, b) => b.id - a.id)[0] || null;
+  }
+
+  // Why `user` may not approve `mr` ('approved' or 'author'), or null when they may. GitLab's
+  // ApprovalState#eligible_for_approval_by?: a user approves once, and the author only when
+  // the project allows it (merge_requests_author_approval).
+  approvalRefusal(p, mr, user) {
+    if (mr.approvals.has(user)) return 'approved';
+    if (mr.author === user && !p.settings.mergeRequestsAuthorApproval) return 'author';
+    return null;
+  }
+
+  // The approval state of `mr` as `viewer` sees it (user_has_approved, user_can_approve).
+  async approvalsFor(p, mr, viewer) {
+    return this.render.approvals(p, await this.mrView(p, mr), { viewer, canApprove: !this.approvalRefusal(p, mr, viewer) });
   }
 
   // The live view of a merge request: heads re-read from the repository while it is open.
@@ -632,15 +688,22 @@ class StandIn {
 
   apiRoutes() {
     const routes = [];
-    const add = (method, template, handler) => routes.push({ method, template, segs: template.split('/').filter(Boolean), handler });
+    // Handlers get (project, params, input, url, caller); `caller` is the user the request acts
+    // as. A global route has no project (and no :id).
+    const add = (method, template, handler, { global = false } = {}) => routes.push({ method, template, segs: template.split('/').filter(Boolean), handler, global });
     const R = this.render;
-    const needMr = (fn) => async (p, params, input, url) => {
+    const needMr = (fn) => async (p, params, input, url, caller) => {
       const mr = this.mr(p, params.iid);
       if (!mr) return message(404, '404 Not found');
-      return fn(p, mr, input, url);
+      return fn(p, mr, input, url, caller);
     };
 
+    add('GET', '/user', async (p, params, input, url, caller) => new Reply(200, R.currentUser(caller), { type: 'ExpandedUserSchema' }), { global: true });
+
     add('GET', '/projects/:id', async (p) => new Reply(200, R.project(p), { type: 'ProjectSchema' }));
+
+    // The project's approval settings (Premium and up), merge_requests_author_approval among them.
+    add('GET', '/projects/:id/approvals', async (p) => new Reply(200, R.approvalSettings(p), { type: 'ProjectLevelMergeRequestApprovalSchema' }));
 
     add('GET', '/projects/:id/merge_requests', async (p, params, q) => {
       let list = p.mergeRequests;
@@ -655,41 +718,44 @@ class StandIn {
       return new Reply(200, body, { type: 'MergeRequestSchema[]', list: true });
     });
 
-    add('POST', '/projects/:id/merge_requests', async (p, params, input) => {
-      const mr = await this.createMr(p, { ...input, author: this.username });
+    add('POST', '/projects/:id/merge_requests', async (p, params, input, url, caller) => {
+      const mr = await this.createMr(p, { ...input, author: caller });
       if (mr instanceof Reply) return mr;
       const out = [];
-      await this.emitMr(p, mr, 'open', this.username, out);
+      await this.emitMr(p, mr, 'open', caller, out);
       return new Reply(201, R.mergeRequest(p, await this.mrView(p, mr), { expanded: true }), { type: 'ExpandedMergeRequestSchema' });
     });
 
     add('GET', '/projects/:id/merge_requests/:iid', needMr(async (p, mr) => new Reply(200, R.mergeRequest(p, await this.mrView(p, mr), { expanded: true }), { type: 'ExpandedMergeRequestSchema' })));
 
-    add('PUT', '/projects/:id/merge_requests/:iid/merge', needMr(async (p, mr, input) => {
+    add('PUT', '/projects/:id/merge_requests/:iid/merge', needMr(async (p, mr, input, url, caller) => {
       const out = [];
-      const err = await this.mergeMr(p, mr, { sha: input.sha, squash: input.squash, message: input.squash ? input.squash_commit_message : input.merge_commit_message, removeSource: input.should_remove_source_branch, actor: this.username }, out);
+      const err = await this.mergeMr(p, mr, { sha: input.sha, squash: input.squash, message: input.squash ? input.squash_commit_message : input.merge_commit_message, removeSource: input.should_remove_source_branch, actor: caller }, out);
       if (err) return err;
       return new Reply(200, R.mergeRequest(p, await this.mrView(p, mr), { expanded: true }), { type: 'ExpandedMergeRequestSchema' });
     }));
 
-    add('GET', '/projects/:id/merge_requests/:iid/approvals', needMr(async (p, mr) => new Reply(200, R.approvals(p, await this.mrView(p, mr)), { type: 'MergeRequestLevelMergeRequestApprovalSchema' })));
+    add('GET', '/projects/:id/merge_requests/:iid/approvals', needMr(async (p, mr, input, url, caller) => new Reply(200, await this.approvalsFor(p, mr, caller), { type: 'MergeRequestLevelMergeRequestApprovalSchema' })));
 
-    add('POST', '/projects/:id/merge_requests/:iid/approve', needMr(async (p, mr, input) => {
+    // GitLab checks the sha first (409), then asks ApprovalService, whose refusal (approved
+    // already, or the author while merge_requests_author_approval is false) is
+    // `unauthorized!`: 401 {"message":"401 Unauthorized"}.
+    add('POST', '/projects/:id/merge_requests/:iid/approve', needMr(async (p, mr, input, url, caller) => {
       const v = await this.mrView(p, mr);
       if (input.sha && input.sha !== v.head) return message(409, `SHA does not match HEAD of source branch: ${v.head}`);
-      if (mr.approvals.has(this.username)) return message(401, '401 Unauthorized');
-      mr.approvals.set(this.username, tick());
+      if (this.approvalRefusal(p, mr, caller)) return message(401, '401 Unauthorized');
+      mr.approvals.set(caller, tick());
       mr.updatedAt = tick();
-      await this.emitMr(p, mr, 'approved', this.username, []);
-      return new Reply(201, R.approvals(p, await this.mrView(p, mr)), { type: 'MergeRequestLevelMergeRequestApprovalSchema' });
+      await this.emitMr(p, mr, 'approved', caller, []);
+      return new Reply(201, await this.approvalsFor(p, mr, caller), { type: 'MergeRequestLevelMergeRequestApprovalSchema' });
     }));
 
-    add('POST', '/projects/:id/merge_requests/:iid/unapprove', needMr(async (p, mr) => {
-      if (!mr.approvals.has(this.username)) return message(404, '404 Not found');
-      mr.approvals.delete(this.username);
+    add('POST', '/projects/:id/merge_requests/:iid/unapprove', needMr(async (p, mr, input, url, caller) => {
+      if (!mr.approvals.has(caller)) return message(404, '404 Not found');
+      mr.approvals.delete(caller);
       mr.updatedAt = tick();
-      await this.emitMr(p, mr, 'unapproved', this.username, []);
-      return new Reply(201, R.approvals(p, await this.mrView(p, mr)), { type: 'MergeRequestLevelMergeRequestApprovalSchema' });
+      await this.emitMr(p, mr, 'unapproved', caller, []);
+      return new Reply(201, await this.approvalsFor(p, mr, caller), { type: 'MergeRequestLevelMergeRequestApprovalSchema' });
     }));
 
     add('GET', '/projects/:id/merge_requests/:iid/reviewers', needMr(async (p, mr) => new Reply(200, R.reviewers(p, mr), { type: 'MergeRequestReviewerSchema[]' })));
@@ -700,8 +766,8 @@ class StandIn {
       return r;
     }));
 
-    add('POST', '/projects/:id/merge_requests/:iid/discussions', needMr(async (p, mr, input) => {
-      const res = await this.addDiscussion(p, mr, { body: input.body, position: input.position, author: this.username, individual: false });
+    add('POST', '/projects/:id/merge_requests/:iid/discussions', needMr(async (p, mr, input, url, caller) => {
+      const res = await this.addDiscussion(p, mr, { body: input.body, position: input.position, author: caller, individual: false });
       if (res instanceof Reply) return res;
       await this.emitNote(p, mr, res.d, res.note, []);
       const r = new Reply(201, R.discussion(p, mr, res.d), { type: 'DiscussionSchema' });
@@ -709,7 +775,7 @@ class StandIn {
       return r;
     }));
 
-    add('PUT', '/projects/:id/merge_requests/:iid/discussions/:discussion_id', async (p, params, input) => {
+    add('PUT', '/projects/:id/merge_requests/:iid/discussions/:discussion_id', async (p, params, input, url, caller) => {
       const mr = this.mr(p, params.iid);
       const d = mr && mr.discussions.find((x) => x.id === params.discussion_id);
       if (!d) return message(404, '404 Not found');
@@ -720,7 +786,7 @@ class StandIn {
       const now = tick();
       for (const n of resolvable) {
         n.resolved = resolved;
-        n.resolvedBy = resolved ? this.username : null;
+        n.resolvedBy = resolved ? caller : null;
         n.resolvedAt = resolved ? now : null;
         n.updatedAt = now;
       }
@@ -730,8 +796,8 @@ class StandIn {
       return r;
     });
 
-    add('POST', '/projects/:id/merge_requests/:iid/notes', needMr(async (p, mr, input) => {
-      const res = await this.addDiscussion(p, mr, { body: input.body, author: this.username, individual: true });
+    add('POST', '/projects/:id/merge_requests/:iid/notes', needMr(async (p, mr, input, url, caller) => {
+      const res = await this.addDiscussion(p, mr, { body: input.body, author: caller, individual: true });
       if (res instanceof Reply) return res;
       await this.emitNote(p, mr, res.d, res.note, []);
       return new Reply(201, R.note(p, mr, res.d, res.note), { type: 'MergeRequestNoteSchema' });
@@ -782,10 +848,12 @@ class StandIn {
       return new Reply(200, R.job(p, j, pl, await this.commit(p, pl.sha)), { type: 'JobSchema' });
     });
 
+    // The raw log, rendered by Rails like any other answer, so it is conditional the same way
+    // (see conditional()): a weak ETag of the log, none for an empty log.
     add('GET', '/projects/:id/jobs/:job_id/trace', async (p, params) => {
       const j = p.jobs.find((x) => x.id === Number(params.job_id));
       if (!j) return message(404, '404 Not found');
-      return new Reply(200, U.trace(j), { text: true });
+      return new Reply(200, U.trace(j), { text: true, headers: { 'Content-Disposition': `infile; filename="${j.id}.log"` } });
     });
 
     add('POST', '/projects/:id/jobs/:job_id/retry', async (p, params) => {
@@ -925,12 +993,15 @@ class StandIn {
       case 'POST /approve':
       case 'POST /unapprove': {
         const mr = await needMr();
-        const user = input.user || 'reviewer';
-        if (key === 'POST /approve') mr.approvals.set(user, tick());
-        else mr.approvals.delete(user);
+        const user = String(input.user || 'reviewer');
+        if (key === 'POST /approve') {
+          // A person approving in the web UI meets the same rule as the API.
+          if (this.approvalRefusal(p, mr, user) === 'author') throw new ControlError(401, `401 Unauthorized: ${user} opened !${mr.iid} and the project prevents approval by the author (mergeRequestsAuthorApproval is false)`);
+          mr.approvals.set(user, tick());
+        } else mr.approvals.delete(user);
         mr.updatedAt = tick();
         await this.emitMr(p, mr, key === 'POST /approve' ? 'approved' : 'unapproved', user, out);
-        return this.answer(200, { approvals: R.approvals(p, await this.mrView(p, mr)) }, out);
+        return this.answer(200, { approvals: await this.approvalsFor(p, mr, user) }, out);
       }
       case 'POST /reviewers': {
         const mr = await needMr();
@@ -944,8 +1015,13 @@ class StandIn {
         return this.answer(200, { reviewers: R.reviewers(p, mr) }, out);
       }
       case 'POST /settings': {
+        const known = ['project', 'approvalsRequired', 'onlyAllowMergeIfPipelineSucceeds', 'mergeRequestsAuthorApproval'];
+        const unknown = Object.keys(input).filter((k) => !known.includes(k));
+        if (unknown.length) throw bad(`unknown settings ${unknown.join(', ')} (known: ${known.slice(1).join(', ')})`);
+        if (input.mergeRequestsAuthorApproval !== undefined && ![true, false, 'true', 'false'].includes(input.mergeRequestsAuthorApproval)) throw bad('mergeRequestsAuthorApproval must be true or false');
         if (input.approvalsRequired !== undefined) p.settings.approvalsRequired = Math.max(0, Number(input.approvalsRequired) || 0);
         if (input.onlyAllowMergeIfPipelineSucceeds !== undefined) p.settings.onlyAllowMergeIfPipelineSucceeds = U.truthy(input.onlyAllowMergeIfPipelineSucceeds);
+        if (input.mergeRequestsAuthorApproval !== undefined) p.settings.mergeRequestsAuthorApproval = U.truthy(input.mergeRequestsAuthorApproval);
         return new Reply(200, { settings: p.settings });
       }
       case 'POST /merge_requests/:n/close':
@@ -1024,12 +1100,23 @@ class StandIn {
         this.faults = [];
         return new Reply(200, { faults: [] });
       case 'POST /rate-limit': {
-        if (input.limit !== undefined) this.rate.limit = Number(input.limit);
-        if (input.remaining !== undefined) this.rate.remaining = Number(input.remaining);
-        else if (input.limit !== undefined) this.rate.remaining = this.rate.limit;
-        if (input.resetIn !== undefined) this.rate.reset = Math.floor(Date.now() / 1000) + Number(input.resetIn);
-        return new Reply(200, { rate: this.rate });
+        for (const k of ['limit', 'remaining', 'resetIn']) {
+          if (input[k] !== undefined && !(Number.isInteger(Number(input[k])) && Number(input[k]) >= 0)) throw bad(`${k} must be a whole number >= 0`);
+        }
+        if (input.user !== undefined && !this.users().includes(String(input.user))) throw bad(`no user ${input.user} (users: ${this.users().join(', ')})`);
+        if (input.limit !== undefined) this.rateLimit = Number(input.limit);
+        // Without `user`, every user's window changes.
+        const users = input.user !== undefined ? [String(input.user)] : this.users();
+        for (const u of users) {
+          const w = this.window(u);
+          if (input.remaining !== undefined) w.remaining = Number(input.remaining);
+          else if (input.limit !== undefined) w.remaining = this.rateLimit;
+          if (input.resetIn !== undefined) w.reset = Math.floor(Date.now() / 1000) + Number(input.resetIn);
+        }
+        return new Reply(200, this.rateState(users[0]));
       }
+      case 'GET /rate-limit':
+        return new Reply(200, this.rateState(this.username));
       case 'POST /corrupt': {
         if (!input.set && !input.delete) throw bad('give set {path: value} and/or delete [paths]');
         const c = { route: input.route || null, set: input.set || {}, delete: [].concat(input.delete || []), remaining: Number(input.count ?? 1) };
@@ -1081,6 +1168,12 @@ class StandIn {
     }
   }
 
+  // `rate`: the window of `user` (for callers that use one user); `windows`: every user's.
+  rateState(user) {
+    const windows = Object.fromEntries(this.users().map((u) => [u, { ...this.window(u) }]));
+    return { rate: { limit: this.rateLimit, ...windows[user] }, windows };
+  }
+
   async state() {
     const projects = [];
     for (const p of this.projects) {
@@ -1103,8 +1196,15 @@ class StandIn {
         issues: p.issues.map((i) => ({ iid: i.iid, id: i.id, title: i.title, state: i.state, labels: i.labels, movedToId: i.movedToId })),
       });
     }
-    return { projects };
+    return { users: this.users(), projects };
   }
+}
+
+// The bytes of an answer's body as sent.
+function bodyText(reply) {
+  if (reply.body === undefined || reply.body === null) return '';
+  if (reply.text) return String(reply.body);
+  return typeof reply.body === 'string' && reply.raw ? reply.body : JSON.stringify(reply.body);
 }
 
 function normalizeLabels(labels) {

@@ -12,6 +12,9 @@ const path = require('node:path');
 
 const TOKEN = 'glpat-test-token';
 const HOOK_TOKEN = 'hook-secret';
+// Two more identities: --identity TOKEN=USER.
+const RITA = 'glpat-rita-token';
+const OSCAR = 'glpat-oscar-token';
 
 function git(dir, args, env = {}) {
   return execFileSync('git', args, { cwd: dir, env: { ...process.env, GIT_AUTHOR_NAME: 'Dev', GIT_AUTHOR_EMAIL: 'dev@example.com', GIT_COMMITTER_NAME: 'Dev', GIT_COMMITTER_EMAIL: 'dev@example.com', ...env }, encoding: 'utf8' }).trim();
@@ -67,18 +70,29 @@ function receiver() {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, got, url: `http://127.0.0.1:${server.address().port}/hook` })));
 }
 
+// Starts server.js; gives up after 30 s (the first start generates the schemas, about 5 s).
 function start(args) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(__dirname, '..', 'server.js'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let errText = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server did not listen within 30 s: ${errText}`));
+    }, 30000);
     child.stderr.on('data', (d) => { errText += d; if (process.env.STANDIN_STDERR) process.stderr.write(d); });
     child.stdout.on('data', (d) => {
       out += d;
       const m = /^listening on 127\.0\.0\.1:(\d+)\n/.exec(out);
-      if (m) resolve({ child, port: Number(m[1]), stderr: () => errText });
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, port: Number(m[1]), stderr: () => errText });
+      }
     });
-    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${errText}`)));
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited ${code}: ${errText}`));
+    });
   });
 }
 
@@ -88,7 +102,7 @@ async function call(method, p, { body, headers = {}, token = TOKEN, raw = false 
   const h = { ...headers };
   if (token) h['PRIVATE-TOKEN'] = token;
   if (body !== undefined) h['Content-Type'] = 'application/json';
-  const res = await fetch(`http://127.0.0.1:${ctx.port}${p}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`http://127.0.0.1:${ctx.port}${p}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(10000) });
   const text = await res.text();
   let json = null;
   if (!raw && text && /json/.test(res.headers.get('content-type') || '')) json = JSON.parse(text);
@@ -102,11 +116,16 @@ const control = (method, p, body) => call(method, `/_standin${p}`, { body, token
 test.before(async () => {
   const repo = makeRepo();
   const hooks = await receiver();
-  const srv = await start(['--port', '0', '--project', 'acme/widgets', '--git-dir', repo.bare, '--token', TOKEN, '--webhook-url', hooks.url, '--webhook-token', HOOK_TOKEN, '--username', 'octo', '--web-url', 'http://gitlab.example']);
+  const srv = await start(['--port', '0', '--project', 'acme/widgets', '--git-dir', repo.bare, '--token', TOKEN, '--identity', `${RITA}=rita`, '--identity', `${OSCAR}=oscar`, '--webhook-url', hooks.url, '--webhook-token', HOOK_TOKEN, '--username', 'octo', '--web-url', 'http://gitlab.example']).catch((e) => {
+    hooks.server.close();
+    fs.rmSync(repo.root, { recursive: true, force: true });
+    throw e;
+  });
   ctx = { ...srv, repo, hooks };
 });
 
 test.after(() => {
+  if (!ctx) return;
   ctx.child.kill('SIGTERM');
   ctx.hooks.server.close();
   fs.rmSync(ctx.repo.root, { recursive: true, force: true });
@@ -182,10 +201,11 @@ test('approvals, reviewers and approval-gated merge', async () => {
   assert.equal((await api('GET', '/merge_requests/1')).json.detailed_merge_status, 'not_approved');
   assert.equal((await api('PUT', '/merge_requests/1/merge', { body: {} })).status, 405);
   assert.equal((await api('POST', '/merge_requests/1/approve', { body: { sha: 'f'.repeat(40) } })).status, 409);
-  const ok = await api('POST', '/merge_requests/1/approve', { body: {} });
+  // octo opened !1, so another user approves it.
+  const ok = await api('POST', '/merge_requests/1/approve', { body: {}, token: OSCAR });
   assert.equal(ok.status, 201, ok.text);
   assert.equal(ok.json.approvals_left, 0);
-  const un = await api('POST', '/merge_requests/1/unapprove', { body: {} });
+  const un = await api('POST', '/merge_requests/1/unapprove', { body: {}, token: OSCAR });
   assert.equal(un.json.approvals_left, 1);
   const r = await control('POST', '/approve', { iid: 1, user: 'alice' });
   assert.equal(r.json.deliveries[0].event, 'Merge Request Hook');
@@ -212,7 +232,7 @@ test('discussions and notes', async () => {
   assert.equal(badPath.status, 400);
   const n = await call('POST', `${P}/merge_requests/1/notes`, { headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
   assert.equal(n.status, 400);
-  const form = await fetch(`http://127.0.0.1:${ctx.port}${P}/merge_requests/1/notes`, { method: 'POST', headers: { 'PRIVATE-TOKEN': TOKEN, 'Content-Type': 'application/x-www-form-urlencoded' }, body: 'body=general+remark' });
+  const form = await fetch(`http://127.0.0.1:${ctx.port}${P}/merge_requests/1/notes`, { method: 'POST', headers: { 'PRIVATE-TOKEN': TOKEN, 'Content-Type': 'application/x-www-form-urlencoded' }, body: 'body=general+remark', signal: AbortSignal.timeout(10000) });
   assert.equal(form.status, 201);
   assert.equal((await form.json()).body, 'general remark');
   const c = await control('POST', '/notes', { iid: 1, user: 'carol', body: 'please fix', path: 'src.txt', line: 3 });
@@ -417,7 +437,8 @@ test('faults, rate limit, request counts, state, webhooks log', async () => {
   assert.equal((await api('GET', '')).status, 200);
   const limited = await api('GET', '');
   assert.equal(limited.status, 429);
-  assert.deepEqual(limited.json, { message: 'Retry later' });
+  assert.equal(limited.headers.get('content-type'), 'text/plain');
+  assert.equal(limited.text, 'Retry later\n');
   assert.ok(Number(limited.headers.get('retry-after')) > 0);
   await control('POST', '/rate-limit', { limit: 2000, resetIn: 60 });
   const counts = await control('GET', '/requests');
@@ -434,5 +455,142 @@ test('faults, rate limit, request counts, state, webhooks log', async () => {
   assert.ok(hooks.json.deliveries.every((d) => !d.invalid), JSON.stringify(hooks.json.deliveries.filter((d) => d.invalid).map((d) => d.errors)));
   const kinds = new Set(ctx.hooks.got.map((h) => h.headers['x-gitlab-event']));
   for (const k of ['Merge Request Hook', 'Pipeline Hook', 'Job Hook', 'Note Hook', 'Issue Hook', 'Push Hook']) assert.ok(kinds.has(k), k);
+  assert.deepEqual((await control('GET', '/bugs')).json.bugs, []);
+});
+
+// A branch of `name` off origin/main with one new file, pushed to the bare repository.
+function branch(name, file) {
+  const w = ctx.repo.work;
+  git(w, ['fetch', '-q', 'origin']);
+  git(w, ['checkout', '-q', '-B', name, 'origin/main']);
+  fs.writeFileSync(path.join(w, file), `${name}\n`);
+  git(w, ['add', '.']);
+  git(w, ['commit', '-q', '-m', `${name} change`]);
+  git(w, ['push', '-q', 'origin', name]);
+}
+
+test('identities: each token acts as its own user', async () => {
+  const me = await call('GET', '/api/v4/user');
+  assert.equal(me.status, 200, me.text);
+  assert.equal(me.json.username, 'octo');
+  const rita = await call('GET', '/api/v4/user', { token: RITA });
+  assert.equal(rita.json.username, 'rita');
+  assert.equal(rita.json.email, 'rita@users.noreply.gitlab.example');
+  assert.equal((await call('GET', '/api/v4/user', { token: OSCAR })).json.username, 'oscar');
+  assert.deepEqual((await call('GET', '/api/v4/user', { token: 'glpat-nobody' })).json, { message: '401 Unauthorized' });
+  assert.equal((await call('GET', '/api/v4/user', { token: null })).status, 401);
+  const bearer = await call('GET', '/api/v4/user', { token: null, headers: { Authorization: `Bearer ${OSCAR}` } });
+  assert.equal(bearer.json.username, 'oscar');
+
+  branch('rita-fix', 'rita.txt');
+  const mr = await api('POST', '/merge_requests', { body: { source_branch: 'rita-fix', target_branch: 'main', title: 'Rita fixes' }, token: RITA });
+  assert.equal(mr.status, 201, mr.text);
+  assert.equal(mr.json.author.username, 'rita');
+  const hook = ctx.hooks.got.filter((h) => h.body.object_kind === 'merge_request').pop();
+  assert.equal(hook.body.user.username, 'rita');
+  assert.equal(hook.body.object_attributes.action, 'open');
+  const iid = mr.json.iid;
+  const note = await api('POST', `/merge_requests/${iid}/notes`, { body: { body: 'looks fine' }, token: OSCAR });
+  assert.equal(note.json.author.username, 'oscar');
+  const thread = await api('POST', `/merge_requests/${iid}/discussions`, { body: { body: 'one question' }, token: OSCAR });
+  assert.equal(thread.json.notes[0].author.username, 'oscar');
+  const resolved = await api('PUT', `/merge_requests/${iid}/discussions/${thread.json.id}?resolved=true`, { token: RITA });
+  assert.equal(resolved.json.notes[0].resolved_by.username, 'rita');
+  const counts = (await control('GET', '/requests')).json;
+  assert.ok(counts.byUser.rita >= 3 && counts.byUser.oscar >= 3, JSON.stringify(counts.byUser));
+  assert.deepEqual((await control('GET', '/state')).json.users, ['octo', 'rita', 'oscar']);
+  assert.deepEqual((await control('GET', '/bugs')).json.bugs, []);
+});
+
+test('the author cannot approve their own merge request unless the project allows it', async () => {
+  const iid = (await api('GET', '/merge_requests?source_branch=rita-fix')).json[0].iid;
+  const settings = await api('GET', '/approvals');
+  assert.equal(settings.status, 200, settings.text);
+  assert.equal(settings.json.merge_requests_author_approval, false);
+  // The sha is checked first, then the author.
+  assert.equal((await api('POST', `/merge_requests/${iid}/approve`, { body: { sha: 'e'.repeat(40) }, token: RITA })).status, 409);
+  const self = await api('POST', `/merge_requests/${iid}/approve`, { body: {}, token: RITA });
+  assert.equal(self.status, 401);
+  assert.deepEqual(self.json, { message: '401 Unauthorized' });
+  let a = await api('GET', `/merge_requests/${iid}/approvals`, { token: RITA });
+  assert.equal(a.json.user_can_approve, false);
+  assert.deepEqual(a.json.approved_by, []);
+  const human = await control('POST', '/approve', { iid, user: 'rita' });
+  assert.equal(human.status, 401);
+  assert.match(human.json.error, /prevents approval by the author/);
+  assert.equal((await api('GET', `/merge_requests/${iid}/approvals`, { token: OSCAR })).json.user_can_approve, true);
+  const other = await api('POST', `/merge_requests/${iid}/approve`, { body: {}, token: OSCAR });
+  assert.equal(other.status, 201, other.text);
+  assert.deepEqual(other.json.approved_by.map((x) => x.user.username), ['oscar']);
+  assert.equal(other.json.user_has_approved, true);
+  assert.equal(other.json.user_can_approve, false);
+  assert.equal((await api('POST', `/merge_requests/${iid}/approve`, { body: {}, token: OSCAR })).status, 401);
+
+  const allow = await control('POST', '/settings', { mergeRequestsAuthorApproval: true });
+  assert.equal(allow.json.settings.mergeRequestsAuthorApproval, true);
+  assert.equal((await api('GET', '/approvals')).json.merge_requests_author_approval, true);
+  a = await api('GET', `/merge_requests/${iid}/approvals`, { token: RITA });
+  assert.equal(a.json.user_can_approve, true);
+  const now = await api('POST', `/merge_requests/${iid}/approve`, { body: {}, token: RITA });
+  assert.equal(now.status, 201, now.text);
+  assert.deepEqual(now.json.approved_by.map((x) => x.user.username).sort(), ['oscar', 'rita']);
+  assert.equal((await control('POST', '/settings', { mergeRequestsAuthorApproval: 'maybe' })).status, 400);
+  assert.equal((await control('POST', '/settings', { mergeRequestAuthorApproval: true })).status, 400);
+  await control('POST', '/settings', { mergeRequestsAuthorApproval: false });
+  assert.equal((await api('GET', '/approvals')).json.merge_requests_author_approval, false);
+});
+
+test('job trace: conditional like every answer, exact match only, every read counted', async () => {
+  const r = await control('POST', '/pipelines', { branch: 'rita-fix', jobs: [{ name: 'probe', status: 'running', log: 'tick 1' }, { name: 'queued', status: 'pending' }] });
+  const probe = r.json.jobs.find((j) => j.name === 'probe').id;
+  const queued = r.json.jobs.find((j) => j.name === 'queued').id;
+  await control('DELETE', '/requests');
+  const first = await api('GET', `/jobs/${probe}/trace`);
+  assert.equal(first.status, 200);
+  assert.match(first.text, /tick 1/);
+  assert.equal(first.headers.get('content-disposition'), `infile; filename="${probe}.log"`);
+  const etag = first.headers.get('etag');
+  assert.match(etag, /^W\/"[0-9a-f]{32}"$/);
+  const same = await api('GET', `/jobs/${probe}/trace`, { headers: { 'If-None-Match': etag } });
+  assert.equal(same.status, 304);
+  assert.equal(same.text, '');
+  // Rack::ConditionalGet compares the whole header with the ETag: a list never matches.
+  assert.equal((await api('GET', `/jobs/${probe}/trace`, { headers: { 'If-None-Match': `W/"0000", ${etag}` } })).status, 200);
+  await control('POST', `/jobs/${probe}`, { status: 'running', log: 'tick 1\ntick 2' });
+  const grown = await api('GET', `/jobs/${probe}/trace`, { headers: { 'If-None-Match': etag } });
+  assert.equal(grown.status, 200);
+  assert.match(grown.text, /tick 2/);
+  assert.notEqual(grown.headers.get('etag'), etag);
+  // An empty log has no ETag, so a conditional read of it is always answered in full.
+  const empty = await api('GET', `/jobs/${queued}/trace`, { headers: { 'If-None-Match': '*' } });
+  assert.equal(empty.status, 200);
+  assert.equal(empty.text, '');
+  assert.equal(empty.headers.get('etag'), null);
+  assert.equal(empty.headers.get('cache-control'), 'no-cache');
+  const counts = (await control('GET', '/requests')).json;
+  const traces = counts.byRoute['GET /projects/:id/jobs/:job_id/trace'];
+  assert.equal(traces.total, 5);
+  assert.deepEqual(traces.byStatus, { 200: 4, 304: 1 });
+  assert.equal(traces.byPath[`/projects/acme%2Fwidgets/jobs/${probe}/trace`], 4);
+  assert.equal(counts.counted, 5);
+});
+
+test('rate limit: one window per user, 429 in plain text', async (t) => {
+  t.after(() => control('POST', '/rate-limit', { limit: 2000, resetIn: 60 }));
+  assert.equal((await control('POST', '/rate-limit', { user: 'nobody', remaining: 0 })).status, 400);
+  const set = await control('POST', '/rate-limit', { user: 'rita', remaining: 0, resetIn: 30 });
+  assert.equal(set.json.rate.remaining, 0);
+  assert.equal(set.json.windows.octo.remaining > 0, true);
+  const limited = await call('GET', '/api/v4/user', { token: RITA });
+  assert.equal(limited.status, 429);
+  assert.equal(limited.text, 'Retry later\n');
+  assert.equal(limited.headers.get('ratelimit-name'), 'throttle_authenticated_api');
+  assert.equal(limited.headers.get('ratelimit-remaining'), '0');
+  assert.ok(Number(limited.headers.get('retry-after')) > 0);
+  const octo = await call('GET', '/api/v4/user');
+  assert.equal(octo.status, 200);
+  assert.equal(octo.headers.get('ratelimit-name'), 'throttle_authenticated_api');
+  await control('POST', '/rate-limit', { limit: 2000, resetIn: 60 });
+  assert.equal((await call('GET', '/api/v4/user', { token: RITA })).status, 200);
   assert.deepEqual((await control('GET', '/bugs')).json.bugs, []);
 });
