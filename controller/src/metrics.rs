@@ -47,6 +47,9 @@ pub struct Metrics {
     pub linear_requests: IntCounterVec,
     /// Exported only once a Linear answer has set it.
     pub linear_ratelimit_remaining: IntGauge,
+    /// What forge and tracker requests cost against their rate limits (304s cost nothing, a
+    /// GraphQL query its points), by service and project.
+    pub forge_counted: IntCounterVec,
     /// 1 while this replica leads (runs the reconcilers), else 0.
     pub leader: IntGauge,
     /// Places taken on each docker engine of a project's `spec.docker.hosts`, as last counted.
@@ -212,6 +215,14 @@ impl Metrics {
         )?;
         linear_ratelimit_remaining.set(UNKNOWN);
         registry.register(Box::new(KnownGauge(linear_ratelimit_remaining.clone())))?;
+        let forge_counted = IntCounterVec::new(
+            Opts::new(
+                "aoctl_forge_requests_counted_total",
+                "What forge and tracker requests cost against their rate limits (a 304 nothing, a GraphQL query its points), by service and project.",
+            ),
+            &["service", "project"],
+        )?;
+        registry.register(Box::new(forge_counted.clone()))?;
         let leader = IntGauge::new(
             "aoctl_leader_election_master_status",
             "1 while this replica leads and runs the reconcilers, 0 while it only serves the API.",
@@ -236,6 +247,7 @@ impl Metrics {
             gitlab_ratelimit_remaining,
             linear_requests,
             linear_ratelimit_remaining,
+            forge_counted,
             workspace_pool_size,
             workspace_pool_ready,
             workspace_pool_claims,

@@ -2,13 +2,13 @@
 //! ones listed, and the tail of a failing job's log for the agent.
 
 use aoctl_api::session::ChecksState;
+use aoctl_forge_core::{Call, Error, Read};
 use http::Method;
 use serde::Deserialize;
 
 use aoctl_scm::{log_tail, CheckKind, Checks, FailingCheck, LOG_TAIL_BYTES, LOG_TAIL_LINES};
 
-use crate::client::{decode, escape, segment, success, Client, Read};
-use crate::error::Error;
+use crate::client::{escape, segment, Client};
 
 const LIST_CHECK_RUNS: &str = "GET /repos/{owner}/{repo}/commits/{ref}/check-runs";
 const COMBINED_STATUS: &str = "GET /repos/{owner}/{repo}/commits/{ref}/status";
@@ -75,7 +75,7 @@ impl Client {
         let what = || format!("commit {o}/{r}@{sha}");
         let sha_path = escape(sha);
         let path = format!("/repos/{o}/{r}/commits/{sha_path}/check-runs?filter=latest&per_page=100");
-        let pages: Vec<RunsPage> = self.get_pages(LIST_CHECK_RUNS, &path, what).await?;
+        let (pages, _): (Vec<RunsPage>, _) = self.get_pages(LIST_CHECK_RUNS, &path, what).await?;
         let path = format!("/repos/{o}/{r}/commits/{sha_path}/status?per_page=100");
         let combined: CombinedStatus = self.get_json(COMBINED_STATUS, &path, what).await?;
 
@@ -141,9 +141,10 @@ impl Client {
         }
         let id = check.id;
         if check.app.as_deref() == Some(ACTIONS_APP) {
-            let path = format!("/repos/{o}/{r}/actions/jobs/{id}/logs");
+            let url = self.rest.url(&format!("/repos/{o}/{r}/actions/jobs/{id}/logs"));
             // The answer is a redirect to short-lived storage, so it is neither cached nor conditional.
-            let reply = self.send(Method::GET, JOB_LOGS, &path, None, Read::Tail(LOG_READ_BYTES)).await?;
+            let call = Call::new(Method::GET, JOB_LOGS, &url).read(Read::Tail(LOG_READ_BYTES));
+            let reply = self.rest.send(call).await?;
             match reply.status.as_u16() {
                 200..=299 => {
                     let tail = log_tail(&String::from_utf8_lossy(&reply.body), LOG_TAIL_LINES, LOG_TAIL_BYTES);
@@ -152,14 +153,12 @@ impl Client {
                 // Expired, invisible or forbidden logs: the check run's output is the next best thing.
                 403 | 404 | 410 => {}
                 _ => {
-                    success(JOB_LOGS, reply, || format!("logs of job {id}"))?;
+                    self.rest.success(JOB_LOGS, reply, || format!("logs of job {id}"))?;
                 }
             }
         }
         let path = format!("/repos/{o}/{r}/check-runs/{id}");
-        let reply = self.send(Method::GET, GET_CHECK_RUN, &path, None, Read::Cached).await?;
-        let reply = success(GET_CHECK_RUN, reply, || format!("check run {o}/{r}/{id}"))?;
-        let run: WireRun = decode(GET_CHECK_RUN, &reply.body)?;
+        let run: WireRun = self.get_json(GET_CHECK_RUN, &path, || format!("check run {o}/{r}/{id}")).await?;
         let Some(output) = run.output else { return Ok(None) };
         let text: Vec<String> = [output.title, output.summary, output.text].into_iter().flatten().collect();
         let tail = log_tail(&text.join("\n"), LOG_TAIL_LINES, LOG_TAIL_BYTES);
@@ -173,9 +172,9 @@ impl Client {
     /// running, or of a run too old).
     pub async fn rerun_job(&self, owner: &str, repo: &str, job_id: u64) -> Result<(), Error> {
         let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
-        let path = format!("/repos/{o}/{r}/actions/jobs/{job_id}/rerun");
-        let reply = self.send(Method::POST, RERUN_JOB, &path, None, Read::Whole).await?;
-        success(RERUN_JOB, reply, || format!("job {job_id} of {o}/{r}"))?;
+        let url = self.rest.url(&format!("/repos/{o}/{r}/actions/jobs/{job_id}/rerun"));
+        let reply = self.rest.send(Call::new(Method::POST, RERUN_JOB, &url)).await?;
+        self.rest.success(RERUN_JOB, reply, || format!("job {job_id} of {o}/{r}"))?;
         Ok(())
     }
 }

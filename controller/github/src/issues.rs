@@ -1,12 +1,12 @@
 //! Tracker issues: read one issue, and list the issues of a repository that match labels and a
 //! state, page by page and conditionally (an unchanged page costs a 304 and no rate limit).
 
+use aoctl_forge_core::{Error, ErrorKind, Service};
 use serde::Deserialize;
 
 use aoctl_scm::{Issue, IssueList, IssueStateFilter};
 
 use crate::client::{segment, Client};
-use crate::error::Error;
 
 const GET_ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{issue_number}";
 const LIST_ISSUES: &str = "GET /repos/{owner}/{repo}/issues";
@@ -59,17 +59,10 @@ impl From<WireIssue> for Issue {
 /// Percent-encodes a label name for the `labels` query value (`,` separates labels there).
 fn escape_label(label: &str) -> Result<String, Error> {
     if label.trim().is_empty() || label.contains(',') {
-        return Err(Error::invalid(format!("`{label}` cannot be queried as a label: it is empty or has a comma")));
+        let message = format!("`{label}` cannot be queried as a label: it is empty or has a comma");
+        return Err(Error::new(Service::GitHub, ErrorKind::Invalid { message }));
     }
-    let mut out = String::with_capacity(label.len());
-    for b in label.trim().bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    Ok(out)
+    Ok(aoctl_forge_core::escape(label.trim(), b""))
 }
 
 impl Client {
@@ -102,7 +95,7 @@ impl Client {
         // Newest first: a new issue changes the first page, so no page is stale behind a 304.
         path.push_str("&sort=created&direction=desc&per_page=100");
         let (pages, changed) =
-            self.get_pages_changed::<Vec<WireIssue>>(LIST_ISSUES, &path, || format!("repository {o}/{r}")).await?;
+            self.get_pages::<Vec<WireIssue>>(LIST_ISSUES, &path, || format!("repository {o}/{r}")).await?;
         let mut seen = std::collections::HashSet::new();
         let issues = pages
             .into_iter()

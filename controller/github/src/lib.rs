@@ -1,24 +1,26 @@
 //! The GitHub side of closing the loop: find or open each session's pull request, read its checks
-//! and reviews, fetch the tail of a failing job's log, merge, read and list tracker issues, and
-//! make sense of webhook deliveries.
+//! and reviews, fetch the tail of a failing job's log, merge, post reviews, read and list tracker
+//! issues, read a repository's open pull requests in one GraphQL query, and make sense of webhook
+//! deliveries.
 //!
-//! Every request goes through a [`Budget`] shared by all clients of one token: GETs are
-//! conditional (a 304 answers from the cache and costs no rate limit), calls are held back near
-//! the end of the rate-limit window and after secondary limits, and each request is counted by
-//! endpoint template and status code for the controller's metrics. This crate does no IO other
-//! than HTTP to the configured API URL.
+//! Every request goes through the shared HTTP core (`aoctl-forge-core`) and the budget of its
+//! token: GETs are conditional (a 304 answers from the cache and costs no rate limit), calls are
+//! held back near the end of a rate-limit window and after secondary limits, and each request is
+//! counted by endpoint template, status code and project for the controller's metrics. This
+//! crate does no IO other than HTTP to the configured API URL.
 mod checks;
 mod client;
-mod error;
 mod issues;
+mod open_pulls;
 mod pulls;
 mod reviews;
 pub mod webhook;
 
+pub use aoctl_forge_core::{Budget, BudgetKey, Error, ErrorKind, Observer, RequestRecord, Stats};
 pub use aoctl_scm::{
-    flaky_cause, Budget, BudgetKey, CheckKind, Checks, FailingCheck, Issue, IssueList, IssueStateFilter, MergeMethod,
-    NewComment, Observer, PullRequest, RequestRecord, Review, ReviewComment, ReviewEvent, Reviews, Stats,
+    flaky_cause, CheckKind, Checks, FailingCheck, Issue, IssueList, IssueStateFilter, MergeMethod, NewComment,
+    PullRequest, Review, ReviewComment, ReviewEvent, Reviews,
 };
 pub use checks::ACTIONS_APP;
-pub use client::{Client, DEFAULT_API_URL};
-pub use error::Error;
+pub use client::{graphql_url, Client, DEFAULT_API_URL};
+pub use open_pulls::OpenPull;

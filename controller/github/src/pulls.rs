@@ -1,18 +1,23 @@
 //! Pull requests: find the pull request of a branch, open one, merge one.
 
 use aoctl_api::session::PullRequestState;
+use aoctl_forge_core::{service_message, Call, Error, ErrorKind};
 use aoctl_scm::{MergeMethod, PullRequest};
 use http::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::client::{decode, escape, message, segment, success, Client, Read};
-use crate::error::Error;
+use crate::client::{escape, segment, Client};
 
 const LIST_PULLS: &str = "GET /repos/{owner}/{repo}/pulls";
 const GET_PULL: &str = "GET /repos/{owner}/{repo}/pulls/{pull_number}";
 const CREATE_PULL: &str = "POST /repos/{owner}/{repo}/pulls";
 const MERGE_PULL: &str = "PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge";
+
+#[derive(Deserialize)]
+struct WireUser {
+    login: String,
+}
 
 #[derive(Deserialize)]
 struct WireRef {
@@ -43,6 +48,8 @@ struct WirePull {
     title: String,
     #[serde(default)]
     body: Option<String>,
+    #[serde(default)]
+    user: Option<WireUser>,
 }
 
 impl From<WirePull> for PullRequest {
@@ -67,6 +74,7 @@ impl From<WirePull> for PullRequest {
             merged,
             title: w.title,
             body: w.body.unwrap_or_default(),
+            author: w.user.map(|u| u.login).unwrap_or_default(),
         }
     }
 }
@@ -82,7 +90,7 @@ impl Client {
     ) -> Result<Option<PullRequest>, Error> {
         let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
         if branch.is_empty() {
-            return Err(Error::invalid("the branch name is empty"));
+            return Err(self.invalid("the branch name is empty"));
         }
         let path = format!(
             "/repos/{o}/{r}/pulls?head={o}:{}&state=all&sort=created&direction=desc&per_page=30",
@@ -119,9 +127,9 @@ impl Client {
         let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
         let request = json!({"title": title, "head": head, "base": base, "body": body, "draft": draft});
         let path = format!("/repos/{o}/{r}/pulls");
-        let reply = self.send(Method::POST, CREATE_PULL, &path, Some(&request), Read::Whole).await?;
-        let reply = success(CREATE_PULL, reply, || format!("repository {o}/{r}"))?;
-        decode::<WirePull>(CREATE_PULL, &reply.body).map(PullRequest::from)
+        let pull: WirePull =
+            self.rest.write_json(Method::POST, CREATE_PULL, &path, &request, || format!("repository {o}/{r}")).await?;
+        Ok(pull.into())
     }
 
     /// Merges a pull request if its head is still `sha`; returns the merge commit's SHA.
@@ -141,21 +149,23 @@ impl Client {
         }
         let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
         let request = json!({"merge_method": method_name(method), "sha": sha});
-        let path = format!("/repos/{o}/{r}/pulls/{number}/merge");
-        let reply = self.send(Method::PUT, MERGE_PULL, &path, Some(&request), Read::Whole).await?;
+        let url = self.rest.url(&format!("/repos/{o}/{r}/pulls/{number}/merge"));
+        let reply = self.rest.send(Call::new(Method::PUT, MERGE_PULL, &url).body(&request)).await?;
+        let (message, detail) = service_message(&reply.body);
         match reply.status {
             StatusCode::METHOD_NOT_ALLOWED => {
-                return Err(Error::NotMergeable { number, message: message(&reply.body) });
+                return Err(self.rest.error(ErrorKind::NotMergeable { number, message }).with_detail(detail));
             }
             StatusCode::CONFLICT => {
-                return Err(Error::HeadChanged { number, sha: sha.to_string(), message: message(&reply.body) });
+                let sha = sha.to_string();
+                return Err(self.rest.error(ErrorKind::HeadChanged { number, sha, message }).with_detail(detail));
             }
             _ => {}
         }
-        let reply = success(MERGE_PULL, reply, || format!("pull request {o}/{r}#{number}"))?;
-        let merged: Merged = decode(MERGE_PULL, &reply.body)?;
+        let reply = self.rest.success(MERGE_PULL, reply, || format!("pull request {o}/{r}#{number}"))?;
+        let merged: Merged = self.rest.decode(MERGE_PULL, &reply.body)?;
         if !merged.merged {
-            return Err(Error::NotMergeable { number, message: merged.message });
+            return Err(self.rest.error(ErrorKind::NotMergeable { number, message: merged.message }));
         }
         Ok(merged.sha)
     }

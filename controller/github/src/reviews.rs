@@ -1,13 +1,13 @@
 //! Reviews of a pull request: the reviews and line comments, and the review state they add up to.
 
+use aoctl_forge_core::Error;
 use http::Method;
 use serde::Deserialize;
 use serde_json::json;
 
 use aoctl_scm::{review_state, NewComment, Review, ReviewComment, ReviewEvent, Reviews};
 
-use crate::client::{decode, segment, success, Client, Read};
-use crate::error::Error;
+use crate::client::{segment, Client};
 
 const LIST_REVIEWS: &str = "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews";
 const LIST_REVIEW_COMMENTS: &str = "GET /repos/{owner}/{repo}/pulls/{pull_number}/comments";
@@ -51,7 +51,7 @@ impl Client {
         let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
         let what = || format!("pull request {o}/{r}#{number}");
         let path = format!("/repos/{o}/{r}/pulls/{number}/reviews?per_page=100");
-        let pages: Vec<Vec<WireReview>> = self.get_pages(LIST_REVIEWS, &path, what).await?;
+        let (pages, _): (Vec<Vec<WireReview>>, _) = self.get_pages(LIST_REVIEWS, &path, what).await?;
         let items: Vec<Review> = pages
             .into_iter()
             .flatten()
@@ -63,7 +63,7 @@ impl Client {
             })
             .collect();
         let path = format!("/repos/{o}/{r}/pulls/{number}/comments?per_page=100");
-        let pages: Vec<Vec<WireComment>> = self.get_pages(LIST_REVIEW_COMMENTS, &path, what).await?;
+        let (pages, _): (Vec<Vec<WireComment>>, _) = self.get_pages(LIST_REVIEW_COMMENTS, &path, what).await?;
         let comments = pages
             .into_iter()
             .flatten()
@@ -102,9 +102,11 @@ impl Client {
             comments.iter().map(|c| json!({"path": c.path, "line": c.line, "side": "RIGHT", "body": c.body})).collect();
         let request = json!({"commit_id": sha, "event": event_name(event), "body": body, "comments": comments});
         let path = format!("/repos/{o}/{r}/pulls/{number}/reviews");
-        let reply = self.send(Method::POST, CREATE_REVIEW, &path, Some(&request), Read::Whole).await?;
-        let reply = success(CREATE_REVIEW, reply, || format!("pull request {o}/{r}#{number}"))?;
-        decode::<Created>(CREATE_REVIEW, &reply.body).map(|c| c.id)
+        let created: Created = self
+            .rest
+            .write_json(Method::POST, CREATE_REVIEW, &path, &request, || format!("pull request {o}/{r}#{number}"))
+            .await?;
+        Ok(created.id)
     }
 }
 

@@ -4,8 +4,9 @@
 use aoctl_scm::{Issue, IssueList, IssueStateFilter};
 use serde::Deserialize;
 
-use crate::client::{escape, project_id, Client};
-use crate::error::Error;
+use aoctl_forge_core::Error;
+
+use crate::client::{escape, invalid, project_id, Client};
 
 const GET_ISSUE: &str = "GET /projects/:id/issues/:issue_iid";
 const LIST_ISSUES: &str = "GET /projects/:id/issues";
@@ -70,9 +71,7 @@ impl Client {
         let mut path = format!("/projects/{id}/issues?state={}", state_name(state));
         if !labels.is_empty() {
             if let Some(bad) = labels.iter().find(|l| l.trim().is_empty() || l.contains(',')) {
-                return Err(Error::invalid(format!(
-                    "`{bad}` cannot be queried as a label: it is empty or has a comma"
-                )));
+                return Err(invalid(format!("`{bad}` cannot be queried as a label: it is empty or has a comma")));
             }
             let joined: Vec<String> = labels.iter().map(|l| escape(l.trim())).collect();
             path.push_str("&labels=");

@@ -7,8 +7,9 @@ use http::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::client::{decode, escape, message, project_id, success, Client, Read};
-use crate::error::Error;
+use aoctl_forge_core::{service_message, Call, Error, ErrorKind};
+
+use crate::client::{escape, invalid, project_id, Client};
 
 const LIST_MRS: &str = "GET /projects/:id/merge_requests";
 const GET_MR: &str = "GET /projects/:id/merge_requests/:merge_request_iid";
@@ -49,6 +50,13 @@ pub(crate) struct WireMr {
     description: Option<String>,
     #[serde(default)]
     pub(crate) diff_refs: Option<DiffRefs>,
+    #[serde(default)]
+    author: Option<WireAuthor>,
+}
+
+#[derive(Deserialize)]
+struct WireAuthor {
+    username: String,
 }
 
 /// `detailed_merge_status` values while GitLab is still working the answer out.
@@ -96,6 +104,7 @@ impl From<WireMr> for PullRequest {
             mergeable_state,
             title: w.title,
             body: w.description.unwrap_or_default(),
+            author: w.author.map(|a| a.username).unwrap_or_default(),
         }
     }
 }
@@ -106,7 +115,7 @@ impl Client {
     pub async fn find_mr_for_branch(&self, project: &str, branch: &str) -> Result<Option<PullRequest>, Error> {
         let id = project_id(project)?;
         if branch.is_empty() {
-            return Err(Error::invalid("the branch name is empty"));
+            return Err(invalid("the branch name is empty"));
         }
         let path = format!(
             "/projects/{id}/merge_requests?source_branch={}&state=all&order_by=created_at&sort=desc&per_page=30",
@@ -169,22 +178,25 @@ impl Client {
         }
         let id = project_id(project)?;
         let request = json!({"sha": sha, "squash": method == MergeMethod::Squash});
-        let path = format!("/projects/{id}/merge_requests/{iid}/merge");
-        let reply = self.send(Method::PUT, MERGE_MR, &self.url(&path), Some(&request), Read::Whole).await?;
+        let url = self.core.url(&format!("/projects/{id}/merge_requests/{iid}/merge"));
+        let reply = self.core.send(Call::new(Method::PUT, MERGE_MR, &url).body(&request)).await?;
+        let (message, detail) = service_message(&reply.body);
         match reply.status {
             StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_ACCEPTABLE | StatusCode::UNPROCESSABLE_ENTITY => {
-                return Err(Error::NotMergeable { iid, message: message(&reply.body) });
+                return Err(self.core.error(ErrorKind::NotMergeable { number: iid, message }).with_detail(detail));
             }
             StatusCode::CONFLICT => {
-                return Err(Error::HeadChanged { iid, sha: sha.to_string(), message: message(&reply.body) });
+                let sha = sha.to_string();
+                return Err(self.core.error(ErrorKind::HeadChanged { number: iid, sha, message }).with_detail(detail));
             }
             _ => {}
         }
-        let reply = success(MERGE_MR, reply, || format!("merge request {project}!{iid}"))?;
-        let merged: Merged = decode(MERGE_MR, &reply.body)?;
+        let reply = self.core.success(MERGE_MR, reply, || format!("merge request {project}!{iid}"))?;
+        let merged: Merged = self.core.decode(MERGE_MR, &reply.body)?;
         if merged.state != "merged" {
             // Accepted but not merged yet (auto-merge when the pipeline succeeds): not done.
-            return Err(Error::NotMergeable { iid, message: format!("the merge request is `{}`", merged.state) });
+            let message = format!("the merge request is `{}`", merged.state);
+            return Err(self.core.error(ErrorKind::NotMergeable { number: iid, message }));
         }
         Ok(merged.squash_commit_sha.or(merged.merge_commit_sha).or(merged.sha).unwrap_or_default())
     }

@@ -6,8 +6,9 @@ use aoctl_scm::{log_tail, CheckKind, Checks, FailingCheck, LOG_TAIL_BYTES, LOG_T
 use http::Method;
 use serde::Deserialize;
 
-use crate::client::{escape, project_id, success, Client, Read};
-use crate::error::Error;
+use aoctl_forge_core::{Call, Error, Read};
+
+use crate::client::{escape, project_id, Client};
 
 const LIST_PIPELINES: &str = "GET /projects/:id/pipelines";
 const LIST_JOBS: &str = "GET /projects/:id/pipelines/:pipeline_id/jobs";
@@ -99,13 +100,14 @@ impl Client {
         }
         let id = project_id(project)?;
         let path = format!("/projects/{id}/jobs/{}/trace", check.id);
-        let reply = self.send(Method::GET, JOB_TRACE, &self.url(&path), None, Read::Tail(LOG_READ_BYTES)).await?;
+        let url = self.core.url(&path);
+        let reply = self.core.send(Call::new(Method::GET, JOB_TRACE, &url).read(Read::Tail(LOG_READ_BYTES))).await?;
         match reply.status.as_u16() {
             200..=299 => {}
             // Erased, expired or invisible logs.
             403 | 404 | 410 => return Ok(None),
             _ => {
-                success(JOB_TRACE, reply, || format!("log of job {}", check.id))?;
+                self.core.success(JOB_TRACE, reply, || format!("log of job {}", check.id))?;
                 return Ok(None);
             }
         }
@@ -119,8 +121,9 @@ impl Client {
     pub async fn retry_job(&self, project: &str, job_id: u64) -> Result<(), Error> {
         let id = project_id(project)?;
         let path = format!("/projects/{id}/jobs/{job_id}/retry");
-        let reply = self.send(Method::POST, RETRY_JOB, &self.url(&path), None, Read::Whole).await?;
-        success(RETRY_JOB, reply, || format!("job {job_id} of {project}"))?;
+        let url = self.core.url(&path);
+        let reply = self.core.send(Call::new(Method::POST, RETRY_JOB, &url)).await?;
+        self.core.success(RETRY_JOB, reply, || format!("job {job_id} of {project}"))?;
         Ok(())
     }
 }

@@ -15,8 +15,9 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use aoctl_forge_core::Error;
+
 use crate::client::{project_id, Client};
-use crate::error::Error;
 
 const GET_APPROVALS: &str = "GET /projects/:id/merge_requests/:merge_request_iid/approvals";
 const LIST_REVIEWERS: &str = "GET /projects/:id/merge_requests/:merge_request_iid/reviewers";

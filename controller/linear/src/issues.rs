@@ -5,8 +5,9 @@ use aoctl_scm::{Issue, IssueList};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::client::Client;
-use crate::error::Error;
+use aoctl_forge_core::Error;
+
+use crate::client::{invalid, Client};
 
 /// Workflow state types of an issue that is still to be done.
 pub const OPEN_STATE_TYPES: &[&str] = &["triage", "backlog", "unstarted", "started"];
@@ -131,7 +132,7 @@ fn identifier(reference: &str) -> Result<&str, Error> {
     if ok {
         Ok(r)
     } else {
-        Err(Error::invalid(format!("`{reference}` is not a Linear issue identifier such as ENG-42")))
+        Err(invalid(format!("`{reference}` is not a Linear issue identifier such as ENG-42")))
     }
 }
 
@@ -158,7 +159,7 @@ impl Client {
             issues: Connection,
         }
         if q.team.is_empty() {
-            return Err(Error::invalid("the team key is empty"));
+            return Err(invalid("the team key is empty"));
         }
         let query = format!(
             "query TeamIssues($filter: IssueFilter, $first: Int, $after: String) {{ issues(filter: $filter, first: $first, after: $after, orderBy: createdAt) {{ nodes {{ {ISSUE_FIELDS} }} pageInfo {{ hasNextPage endCursor }} }} }}"

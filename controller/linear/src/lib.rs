@@ -2,17 +2,16 @@
 //! team that have labels and are in chosen workflow states, over Linear's GraphQL API; and the
 //! `Linear-Signature` check of webhook deliveries.
 //!
-//! Every request goes through a [`Budget`] shared by all clients of one API key: calls are held
-//! back near the end of the `X-RateLimit-Requests-*` window and after a `RATELIMITED` error, and
-//! each request is counted by operation and status code. GraphQL answers carry no ETag, so
+//! Every request goes through the shared HTTP core (`aoctl-forge-core`) and the budget of its
+//! API key: calls are held back near the end of the `X-RateLimit-Requests-*` window and after a
+//! `RATELIMITED` error, and each request is counted by operation, status code and project.
+//! GraphQL answers carry no ETag, so
 //! whether a list changed is told by comparing the answer with the last one. This crate does no
 //! IO other than HTTP to the configured API URL.
 mod client;
-mod error;
 mod issues;
 pub mod webhook;
 
-pub use aoctl_scm::Budget;
+pub use aoctl_forge_core::{Budget, Error, ErrorKind};
 pub use client::{Client, DEFAULT_API_URL};
-pub use error::Error;
 pub use issues::{IssueQuery, OPEN_STATE_TYPES};

@@ -24,6 +24,8 @@ pub struct PullRequest {
     pub title: String,
     /// The description; empty when there is none.
     pub body: String,
+    /// Who opened it (a login or username); empty when the forge does not say.
+    pub author: String,
 }
 
 impl PullRequest {

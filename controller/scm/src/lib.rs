@@ -1,16 +1,13 @@
 //! What every forge and tracker client speaks, so the controller reads GitHub, GitLab and Linear
 //! through one set of types: a change under review ([`PullRequest`], a pull or merge request),
-//! the CI [`Checks`] of its head, its [`Reviews`], tracker [`Issue`]s, the tail of a failing
-//! job's log, and the [`Budget`] — rate limit, conditional-request cache and request counters —
-//! shared by every client of one API URL and token. No IO.
-mod budget;
+//! the CI [`Checks`] of its head, its [`Reviews`], tracker [`Issue`]s, and the tail of a failing
+//! job's log. No IO; the HTTP core the clients share is `aoctl-forge-core`.
 mod change;
 mod checks;
 mod issues;
 mod log;
 mod reviews;
 
-pub use budget::{epoch, header_u64, Budget, BudgetKey, Cached, Observer, RequestRecord, Stats, DEFAULT_FLOOR};
 pub use change::{MergeMethod, PullRequest};
 pub use checks::{CheckKind, Checks, FailingCheck};
 pub use issues::{Issue, IssueList, IssueStateFilter};

@@ -6,12 +6,9 @@ use std::time::Duration;
 /// What went wrong talking to a project's forge or tracker.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ForgeError {
+    /// The service answered (or did not): its error, in its words.
     #[error(transparent)]
-    GitHub(#[from] aoctl_github::Error),
-    #[error(transparent)]
-    GitLab(#[from] aoctl_gitlab::Error),
-    #[error(transparent)]
-    Linear(#[from] aoctl_linear::Error),
+    Service(#[from] aoctl_forge_core::Error),
     /// The call makes no sense for this tracker (a reference it cannot name, a query for another
     /// tracker).
     #[error("{0}")]
@@ -22,48 +19,40 @@ impl ForgeError {
     /// The CamelCase reason used in conditions.
     pub fn reason(&self) -> &'static str {
         match self {
-            ForgeError::GitHub(e) => e.reason(),
-            ForgeError::GitLab(e) => e.reason(),
-            ForgeError::Linear(e) => e.reason(),
+            ForgeError::Service(e) => e.reason(),
             ForgeError::Unsupported(_) => "TrackerMismatch",
         }
     }
 
     /// Whether the same call may succeed later without anything else changing.
     pub fn is_transient(&self) -> bool {
-        match self {
-            ForgeError::GitHub(e) => e.is_transient(),
-            ForgeError::GitLab(e) => e.is_transient(),
-            ForgeError::Linear(e) => e.is_transient(),
-            ForgeError::Unsupported(_) => false,
-        }
+        matches!(self, ForgeError::Service(e) if e.is_transient())
     }
 
     /// How long to wait before trying again, for a rate limit.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            ForgeError::GitHub(e) => e.retry_after(),
-            ForgeError::GitLab(e) => e.retry_after(),
-            ForgeError::Linear(e) => e.retry_after(),
+            ForgeError::Service(e) => e.retry_after(),
             ForgeError::Unsupported(_) => None,
         }
     }
 
     /// A merge refused because the head is no longer the sha it was decided for.
     pub fn head_changed(&self) -> bool {
-        matches!(
-            self,
-            ForgeError::GitHub(aoctl_github::Error::HeadChanged { .. })
-                | ForgeError::GitLab(aoctl_gitlab::Error::HeadChanged { .. })
-        )
+        matches!(self, ForgeError::Service(e) if e.head_changed())
     }
 
     /// A merge refused because the change cannot be merged (protection, conflicts, a draft).
     pub fn not_mergeable(&self) -> bool {
-        matches!(
-            self,
-            ForgeError::GitHub(aoctl_github::Error::NotMergeable { .. })
-                | ForgeError::GitLab(aoctl_gitlab::Error::NotMergeable { .. })
-        )
+        matches!(self, ForgeError::Service(e) if e.not_mergeable())
+    }
+
+    /// What the service said, in its words (its message and reasons); this error's own text for
+    /// one that did not come from the service.
+    pub fn service_said(&self) -> String {
+        match self {
+            ForgeError::Service(e) => e.service_said(),
+            ForgeError::Unsupported(m) => m.clone(),
+        }
     }
 }

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use aoctl_api::project::Project;
+use aoctl_forge_core::Budget;
 use aoctl_scm::{Checks, FailingCheck, MergeMethod, NewComment, PullRequest, ReviewEvent, Reviews};
 
 use super::ForgeError;
@@ -44,6 +47,38 @@ impl Forge {
             Forge::GitHub { client, owner, repo } => format!("{} {owner}/{repo}", client.api_url()),
             Forge::GitLab { client, project } => format!("{} {project}", client.api_url()),
         }
+    }
+
+    /// The budget of the token this forge is read with.
+    pub fn budget(&self) -> &Arc<Budget> {
+        match self {
+            Forge::GitHub { client, .. } => client.budget(),
+            Forge::GitLab { client, .. } => client.budget(),
+        }
+    }
+
+    /// Whether this forge reads a project's open changes in one batched query
+    /// ([`Forge::open_changes`]).
+    pub fn batches(&self) -> bool {
+        matches!(self, Forge::GitHub { .. })
+    }
+
+    /// The open changes of the repository in one batched query (GitHub's GraphQL API): each one's
+    /// branch, head and a digest of what the controller reads of it; `None` where the forge has
+    /// no such query.
+    pub async fn open_changes(&self) -> Result<Option<Vec<aoctl_github::OpenPull>>, ForgeError> {
+        match self {
+            Forge::GitHub { client, owner, repo } => Ok(Some(client.open_pulls(owner, repo).await?)),
+            Forge::GitLab { .. } => Ok(None),
+        }
+    }
+
+    /// The name the token speaks as on this forge (a login or username).
+    pub async fn identity(&self) -> Result<String, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, .. } => client.login().await?,
+            Forge::GitLab { client, .. } => client.username().await?,
+        })
     }
 
     /// The repository or project path, for messages.

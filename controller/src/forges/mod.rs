@@ -2,19 +2,22 @@
 //! reviews live on a [`Forge`] (GitHub for `spec.repo`, GitLab for `spec.gitlab`), its issues on
 //! a [`Tracker`] (Linear for `spec.linear`, else that forge's). One client (and one shared
 //! rate-limit budget) per service, API URL and token, the token read from the environment
-//! variable the project names; every request counted in `aoctl_{github,gitlab,linear}_requests_total`,
-//! and the lowest budget of each service in `aoctl_{…}_ratelimit_remaining`.
+//! variable the project names, handed out labelled with the project's name; every request
+//! counted in `aoctl_{github,gitlab,linear}_requests_total`, what it cost against the limits in
+//! `aoctl_forge_requests_counted_total{service,project}`, and the lowest budget of each service
+//! in `aoctl_{…}_ratelimit_remaining`. The hub also remembers which projects' webhooks have been
+//! heard from, so that their polls can be rarer.
 
 mod error;
 mod forge;
 mod tracker;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use aoctl_api::project::Project;
-use aoctl_scm::{Budget, BudgetKey, Observer, RequestRecord};
+use aoctl_forge_core::{Budget, BudgetKey, Observer, RequestRecord, Service};
 use prometheus::{IntCounterVec, IntGauge};
 
 use crate::metrics::Metrics;
@@ -36,10 +39,13 @@ pub const DEFAULT_LINEAR_TOKEN_ENV: &str = "LINEAR_API_KEY";
 /// The webhook secret variable of a Linear project that names none.
 pub const DEFAULT_LINEAR_WEBHOOK_SECRET_ENV: &str = "AOCTL_LINEAR_WEBHOOK_SECRET";
 
-/// The metrics of one forge: requests by endpoint and code, and the lowest budget left.
+/// The metrics of one forge: requests by endpoint and code, what they cost by project, and the
+/// lowest budget left.
 #[derive(Clone)]
 struct ForgeMetrics {
+    service: Service,
     requests: IntCounterVec,
+    counted: IntCounterVec,
     remaining: IntGauge,
 }
 
@@ -76,13 +82,18 @@ pub struct Hub {
     gitlab_metrics: ForgeMetrics,
     linear: Clients<BudgetKey, aoctl_linear::Client>,
     linear_metrics: ForgeMetrics,
+    /// Projects whose webhooks have been heard from since this controller started.
+    webhooks_heard: Mutex<HashSet<String>>,
 }
 
-/// A budget whose every request is counted in `requests`.
-fn counted_budget(requests: &IntCounterVec) -> Arc<Budget> {
-    let requests = requests.clone();
+/// A budget whose every request is counted in the forge's metrics.
+fn counted_budget(m: &ForgeMetrics) -> Arc<Budget> {
+    let m = m.clone();
     let observer: Observer = Arc::new(move |r: &RequestRecord<'_>| {
-        requests.with_label_values(&[r.endpoint, &r.code_label()]).inc();
+        m.requests.with_label_values(&[r.endpoint, &r.code_label()]).inc();
+        if r.counted > 0 {
+            m.counted.with_label_values(&[m.service.label(), r.label]).inc_by(r.counted);
+        }
     });
     Arc::new(Budget::new().with_observer(observer))
 }
@@ -95,41 +106,73 @@ fn env(var: &str) -> Option<String> {
 impl Hub {
     /// A hub whose requests and budgets are counted in the controller's metrics.
     pub fn counted_in(metrics: &Metrics) -> Hub {
-        let counted = |requests: &IntCounterVec, remaining: &IntGauge| ForgeMetrics {
+        let counted = |service, requests: &IntCounterVec, remaining: &IntGauge| ForgeMetrics {
+            service,
             requests: requests.clone(),
+            counted: metrics.forge_counted.clone(),
             remaining: remaining.clone(),
         };
         Hub {
             github: Clients::new(),
-            github_metrics: counted(&metrics.github_requests, &metrics.github_ratelimit_remaining),
+            github_metrics: counted(Service::GitHub, &metrics.github_requests, &metrics.github_ratelimit_remaining),
             gitlab: Clients::new(),
-            gitlab_metrics: counted(&metrics.gitlab_requests, &metrics.gitlab_ratelimit_remaining),
+            gitlab_metrics: counted(Service::GitLab, &metrics.gitlab_requests, &metrics.gitlab_ratelimit_remaining),
             linear: Clients::new(),
-            linear_metrics: counted(&metrics.linear_requests, &metrics.linear_ratelimit_remaining),
+            linear_metrics: counted(Service::Linear, &metrics.linear_requests, &metrics.linear_ratelimit_remaining),
+            webhooks_heard: Mutex::default(),
         }
+    }
+
+    /// A verified webhook delivery for `project` arrived: its webhooks work.
+    pub fn webhook_heard(&self, project: &str) {
+        self.webhooks_heard.lock().unwrap_or_else(|e| e.into_inner()).insert(project.to_string());
+    }
+
+    /// Whether a verified webhook delivery for `project` arrived since this controller started.
+    pub fn webhooks_work(&self, project: &str) -> bool {
+        self.webhooks_heard.lock().unwrap_or_else(|e| e.into_inner()).contains(project)
     }
 
     /// The forge of a project's changes: GitLab for `spec.gitlab`, GitHub for `spec.repo`;
     /// `None` when it has neither.
     pub fn forge(&self, project: &Project) -> Result<Option<Forge>, ForgeError> {
+        self.forge_with(project, None)
+    }
+
+    /// The project's forge as the identity whose token is in `token_env` (a reviewer bot's):
+    /// `None` when the project has no forge or the variable is not set.
+    pub fn forge_as(&self, project: &Project, token_env: &str) -> Result<Option<Forge>, ForgeError> {
+        if env(token_env).is_none() {
+            return Ok(None);
+        }
+        self.forge_with(project, Some(token_env))
+    }
+
+    fn forge_with(&self, project: &Project, token_env: Option<&str>) -> Result<Option<Forge>, ForgeError> {
         if let Some(gl) = &project.spec.gitlab {
             let api_url = gl.api_url.clone().unwrap_or_else(|| aoctl_gitlab::DEFAULT_API_URL.to_string());
-            let token = env(gl.token_env.as_deref().unwrap_or(DEFAULT_GITLAB_TOKEN_ENV));
+            let token = env(token_env.or(gl.token_env.as_deref()).unwrap_or(DEFAULT_GITLAB_TOKEN_ENV));
             let key = BudgetKey::new(&api_url, token.as_deref());
-            let client = self.gitlab.get_or_make(key, || {
-                aoctl_gitlab::Client::with_budget(&api_url, token, counted_budget(&self.gitlab_metrics.requests))
-            })?;
+            let client = self
+                .gitlab
+                .get_or_make(key, || {
+                    aoctl_gitlab::Client::with_budget(&api_url, token, counted_budget(&self.gitlab_metrics))
+                })?
+                .labelled(&project.metadata.name);
             return Ok(Some(Forge::GitLab { client, project: gl.project_path.clone() }));
         }
         let Some(repo) = project.spec.repo.as_deref() else { return Ok(None) };
         let Some((owner, name)) = repo.split_once('/') else { return Ok(None) };
         let gh = project.spec.github.as_ref();
         let api_url = gh.and_then(|g| g.api_url.clone()).unwrap_or_else(|| aoctl_github::DEFAULT_API_URL.to_string());
-        let token = env(gh.and_then(|g| g.token_env.as_deref()).unwrap_or(DEFAULT_TOKEN_ENV));
+        let token = env(token_env.or(gh.and_then(|g| g.token_env.as_deref())).unwrap_or(DEFAULT_TOKEN_ENV));
         let key = BudgetKey::new(&api_url, token.as_deref());
-        let client = self.github.get_or_make(key, || {
-            aoctl_github::Client::with_budget(&api_url, token, counted_budget(&self.github_metrics.requests))
-        })?;
+        let client = self
+            .github
+            .get_or_make(key, || {
+                aoctl_github::Client::with_budget(&api_url, token, counted_budget(&self.github_metrics))
+            })?
+            .labelled(&project.metadata.name);
         Ok(Some(Forge::GitHub { client, owner: owner.to_string(), repo: name.to_string() }))
     }
 
@@ -140,9 +183,12 @@ impl Hub {
             let api_url = l.api_url.clone().unwrap_or_else(|| aoctl_linear::DEFAULT_API_URL.to_string());
             let token = env(l.token_env.as_deref().unwrap_or(DEFAULT_LINEAR_TOKEN_ENV));
             let key = BudgetKey::new(&api_url, token.as_deref());
-            let client = self.linear.get_or_make(key, || {
-                aoctl_linear::Client::with_budget(&api_url, token, counted_budget(&self.linear_metrics.requests))
-            })?;
+            let client = self
+                .linear
+                .get_or_make(key, || {
+                    aoctl_linear::Client::with_budget(&api_url, token, counted_budget(&self.linear_metrics))
+                })?
+                .labelled(&project.metadata.name);
             return Ok(Some(Tracker::Linear(client)));
         }
         Ok(self.forge(project)?.map(Tracker::Forge))

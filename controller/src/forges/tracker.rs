@@ -31,6 +31,14 @@ impl Tracker {
         }
     }
 
+    /// The budget of the token the tracker is read with.
+    pub fn budget(&self) -> &std::sync::Arc<aoctl_forge_core::Budget> {
+        match self {
+            Tracker::Forge(f) => f.budget(),
+            Tracker::Linear(c) => c.budget(),
+        }
+    }
+
     /// What identifies the tracker and its scope in caches.
     pub fn describe(&self) -> String {
         match self {

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aoctl_api::session::{ChecksState, PullRequestState, ReviewState};
-use aoctl_github::{Budget, CheckKind, Client, Error, FailingCheck, IssueStateFilter, MergeMethod, ReviewComment};
+use aoctl_github::{Budget, CheckKind, Client, ErrorKind, FailingCheck, IssueStateFilter, MergeMethod, ReviewComment};
 use chrono::{TimeZone, Utc};
 use serde_json::{json, Value};
 
@@ -72,7 +72,10 @@ async fn find_pull_prefers_the_open_one_and_reads_mergeable() {
 
     s.route("GET", &format!("{REPO}/pulls"), vec![Canned::json(200, &json!([]))]);
     assert_eq!(client.find_pull_for_branch("octocat", "Hello-World", "demo/none").await.unwrap(), None);
-    assert!(matches!(client.find_pull_for_branch("../x", "Hello-World", "b").await, Err(Error::Invalid { .. })));
+    assert!(matches!(
+        client.find_pull_for_branch("../x", "Hello-World", "b").await.map_err(|e| e.kind),
+        Err(ErrorKind::Invalid { .. })
+    ));
 }
 
 #[tokio::test]
@@ -86,7 +89,7 @@ async fn merged_and_closed_pulls() {
     assert_eq!(client.pull("octocat", "Hello-World", 7).await.unwrap().state, PullRequestState::Merged);
     assert_eq!(client.pull("octocat", "Hello-World", 8).await.unwrap().state, PullRequestState::Closed);
     let err = client.pull("octocat", "Hello-World", 9).await.unwrap_err();
-    assert_eq!(err, Error::NotFound { what: "pull request octocat/Hello-World#9".into() });
+    assert_eq!(err.kind, ErrorKind::NotFound { what: "pull request octocat/Hello-World#9".into() });
     assert_eq!(err.reason(), "GitHubNotFound");
 }
 
@@ -121,7 +124,7 @@ async fn create_pull_sends_the_documented_body() {
     let err =
         client.create_pull("octocat", "Hello-World", "demo/new", "main", "Fix login", "Body", true).await.unwrap_err();
     assert!(
-        matches!(&err, Error::Rejected { status: 422, message, .. } if message.contains("already exists")),
+        matches!(&err.kind, ErrorKind::Rejected { status: 422, .. }) && err.to_string().contains("already exists"),
         "{err}"
     );
     assert!(!err.is_transient());
@@ -396,11 +399,11 @@ async fn merge_maps_405_and_409() {
     );
 
     let err = client.merge("octocat", "Hello-World", 1347, MergeMethod::Merge, SHA).await.unwrap_err();
-    assert_eq!(err, Error::NotMergeable { number: 1347, message: "Pull Request is not mergeable".into() });
+    assert_eq!(err.kind, ErrorKind::NotMergeable { number: 1347, message: "Pull Request is not mergeable".into() });
     assert_eq!((err.reason(), err.is_transient()), ("PullRequestNotMergeable", false));
 
     let err = client.merge("octocat", "Hello-World", 1347, MergeMethod::Rebase, SHA).await.unwrap_err();
-    assert!(matches!(&err, Error::HeadChanged { number: 1347, sha, .. } if sha == SHA), "{err}");
+    assert!(matches!(&err.kind, ErrorKind::HeadChanged { number: 1347, sha, .. } if sha == SHA), "{err}");
     assert_eq!((err.reason(), err.is_transient()), ("PullRequestHeadChanged", false));
 }
 
@@ -484,9 +487,9 @@ async fn list_issues_reads_every_page_conditionally_and_leaves_pull_requests_out
     assert!(all.issues.is_empty() && all.changed);
     assert_eq!(s.seen().last().unwrap().query, "state=all&sort=created&direction=desc&per_page=100");
     let err = client.list_issues("octocat", "Hello-World", &["a,b".into()], IssueStateFilter::Open).await.unwrap_err();
-    assert!(matches!(err, Error::Invalid { .. }), "{err}");
+    assert!(matches!(err.kind, ErrorKind::Invalid { .. }), "{err}");
     let err = client.list_issues("octocat", "Nope", &[], IssueStateFilter::Closed).await.unwrap_err();
-    assert_eq!(err, Error::NotFound { what: "repository octocat/Nope".into() });
+    assert_eq!(err.kind, ErrorKind::NotFound { what: "repository octocat/Nope".into() });
 }
 
 #[tokio::test]
@@ -532,14 +535,14 @@ async fn exhausted_rate_limit_blocks_every_client_of_the_token() {
     );
     let reset_at = Utc.timestamp_opt(reset, 0).unwrap();
     let err = a.pull("octocat", "Hello-World", 1).await.unwrap_err();
-    assert_eq!(err, Error::RateLimited { reset_at });
+    assert_eq!(err.kind, ErrorKind::RateLimited { reset_at, secondary: false });
     assert_eq!((err.reason(), err.is_transient()), ("GitHubRateLimited", true));
     assert!(err.retry_after().unwrap() > Duration::from_secs(590));
     assert_eq!(budget.remaining(), Some(0));
     assert_eq!(budget.blocked_until(), Some(reset_at));
 
     let err = b.issue("octocat", "Hello-World", 2).await.unwrap_err();
-    assert_eq!(err, Error::RateLimited { reset_at });
+    assert_eq!(err.kind, ErrorKind::RateLimited { reset_at, secondary: false });
     assert_eq!(s.seen().len(), 1, "a blocked budget sends nothing");
     assert_eq!(budget.stats().refused, 1);
 }
@@ -551,14 +554,18 @@ async fn secondary_limit_with_retry_after() {
         json!({"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."});
     s.route("GET", &format!("{REPO}/pulls/1"), vec![Canned::json(429, &limited).header("retry-after", 30)]);
     let before = Utc::now();
-    let Error::RateLimited { reset_at } = client.pull("octocat", "Hello-World", 1).await.unwrap_err() else {
+    let ErrorKind::RateLimited { reset_at, .. } = client.pull("octocat", "Hello-World", 1).await.unwrap_err().kind
+    else {
         panic!("not rate limited")
     };
     assert!(
         reset_at >= before + chrono::Duration::seconds(29) && reset_at <= Utc::now() + chrono::Duration::seconds(31)
     );
     assert_eq!(client.budget().blocked_until(), Some(reset_at));
-    assert!(matches!(client.pull("octocat", "Hello-World", 1).await, Err(Error::RateLimited { .. })));
+    assert!(matches!(
+        client.pull("octocat", "Hello-World", 1).await.map_err(|e| e.kind),
+        Err(ErrorKind::RateLimited { .. })
+    ));
     assert_eq!(s.seen().len(), 1);
 }
 
@@ -570,7 +577,10 @@ async fn floor_holds_calls_back_until_the_reset() {
     client.issue("octocat", "Hello-World", 1).await.unwrap();
     assert_eq!(s.seen()[0].header("authorization"), None);
     let err = client.issue("octocat", "Hello-World", 1).await.unwrap_err();
-    assert_eq!(err, Error::RateLimited { reset_at: Utc.timestamp_opt(reset_epoch(), 0).unwrap() });
+    assert_eq!(
+        err.kind,
+        ErrorKind::RateLimited { reset_at: Utc.timestamp_opt(reset_epoch(), 0).unwrap(), secondary: false }
+    );
     assert_eq!(s.seen().len(), 1);
 }
 
@@ -580,12 +590,12 @@ async fn server_errors_and_timeouts_are_transient() {
     let client = client.with_timeout(Duration::from_millis(300));
     s.route("GET", &format!("{REPO}/pulls/1"), vec![Canned::json(502, &json!({"message": "Server Error"}))]);
     let err = client.pull("octocat", "Hello-World", 1).await.unwrap_err();
-    assert!(matches!(&err, Error::Transient { message } if message.contains("502")), "{err}");
+    assert!(matches!(&err.kind, ErrorKind::Transient { message } if message.contains("502")), "{err}");
     assert_eq!((err.reason(), err.is_transient()), ("GitHubUnavailable", true));
 
     s.route("GET", &format!("{REPO}/pulls/2"), vec![Canned::json(200, &json!({})).delay(Duration::from_secs(3))]);
     let err = client.pull("octocat", "Hello-World", 2).await.unwrap_err();
-    assert!(matches!(&err, Error::Transient { message } if message.contains("timed out")), "{err}");
+    assert!(matches!(&err.kind, ErrorKind::Transient { message } if message.contains("timed out")), "{err}");
 
     let stats = client.budget().stats();
     assert_eq!(stats.requests[&("GET /repos/{owner}/{repo}/pulls/{pull_number}".into(), "<error>".into())], 1);
@@ -600,7 +610,7 @@ async fn unauthorized_and_shape_errors() {
     s.route("GET", &format!("{REPO}/issues/1"), vec![Canned::json(401, &json!({"message": "Bad credentials"}))]);
     s.route("GET", &format!("{REPO}/issues/2"), vec![Canned::json(200, &json!({"number": "two"}))]);
     let err = client.issue("octocat", "Hello-World", 1).await.unwrap_err();
-    assert_eq!(err, Error::Unauthorized { message: "Bad credentials".into() });
+    assert_eq!(err.kind, ErrorKind::Unauthorized { message: "Bad credentials".into() });
     let err = client.issue("octocat", "Hello-World", 2).await.unwrap_err();
     assert_eq!(err.reason(), "GitHubBadResponse");
     assert!(!format!("{err} {err:?}").contains(TOKEN));
@@ -626,7 +636,7 @@ async fn enterprise_base_path_and_observer() {
             ("GET /repos/{owner}/{repo}/issues/{issue_number}".to_string(), "404".to_string()),
         ]
     );
-    assert!(matches!(Client::new("not a url", None), Err(Error::Invalid { .. })));
+    assert!(matches!(Client::new("not a url", None).map_err(|e| e.kind), Err(ErrorKind::Invalid { .. })));
     assert_eq!(Client::new("", None).unwrap().api_url(), aoctl_github::DEFAULT_API_URL);
 }
 

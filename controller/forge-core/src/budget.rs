@@ -1,10 +1,12 @@
-//! The state shared by every client of one token: the rate-limit budget, the conditional-request
-//! cache and the request counters that the controller turns into metrics.
+//! The state shared by every client of one token: the rate-limit windows (one per resource:
+//! GitHub's `core` REST and `graphql` windows are separate), blocks after a secondary limit or a
+//! `Retry-After`, the conditional-request cache, the request counters, and what each project
+//! spent in the last hour — from which the pace of polling is derived when the token runs low.
 //!
 //! The controller keeps one `Arc<Budget>` per [`BudgetKey`] (API URL and a hash of the token), so
 //! all sessions of all projects that use the same token draw on one budget and one cache.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,11 +17,20 @@ use http::{HeaderMap, HeaderValue};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-/// Calls are held back when this few requests remain in the window, unless told otherwise.
+/// Calls are held back when this few requests remain in a window, unless told otherwise.
 pub const DEFAULT_FLOOR: u32 = 50;
+
+/// The resource of a request whose answer names none (REST).
+pub const CORE: &str = "core";
 
 /// How many URLs the conditional-request cache remembers.
 const CACHE_CAPACITY: usize = 1024;
+
+/// The spend of the last this many minutes sets the pace.
+const PACE_WINDOW_MINUTES: i64 = 10;
+
+/// Polling is never slowed more than this many times.
+pub const MAX_PACE: f64 = 30.0;
 
 /// Identifies one budget: the API URL and a SHA-256 prefix of the token (never the token itself).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -45,6 +56,10 @@ pub struct RequestRecord<'a> {
     pub endpoint: &'a str,
     /// The HTTP status code; `None` when no answer came (timeout, connection error).
     pub code: Option<u16>,
+    /// Who made it: a project's name, or empty.
+    pub label: &'a str,
+    /// What it cost against the rate limit: 0 for a 304, the points of a GraphQL query.
+    pub counted: u64,
 }
 
 impl RequestRecord<'_> {
@@ -61,6 +76,16 @@ fn code_label(code: Option<u16>) -> String {
 /// Called after every request, e.g. to increment `aoctl_github_requests_total{endpoint,code}`.
 pub type Observer = Arc<dyn Fn(&RequestRecord<'_>) + Send + Sync>;
 
+/// One rate-limit window as last seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    /// Requests (or points) left; counted down locally when an answer lacks the header.
+    pub remaining: Option<u32>,
+    pub limit: Option<u32>,
+    /// When the window starts again.
+    pub reset_at: Option<DateTime<Utc>>,
+}
+
 /// A snapshot of the counters of one budget.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -70,22 +95,49 @@ pub struct Stats {
     pub not_modified: u64,
     /// Calls refused (or that waited) because the budget was blocked; nothing was sent for them.
     pub refused: u64,
-    /// `X-RateLimit-Remaining` as last seen, counted down locally when an answer lacks it.
+    /// The `core` window's remaining as last seen.
     pub remaining: Option<u32>,
-    /// `X-RateLimit-Limit` as last seen.
+    /// The `core` window's limit as last seen.
     pub limit: Option<u32>,
+    /// Every window, by resource.
+    pub windows: BTreeMap<String, Window>,
+    /// What was counted against the limits in the last hour, in all.
+    pub spent_last_hour: u64,
+}
+
+/// Counted requests per minute over the last hour.
+#[derive(Default)]
+struct Spend {
+    minutes: VecDeque<(i64, u64)>,
+}
+
+impl Spend {
+    fn add(&mut self, minute: i64, n: u64) {
+        match self.minutes.back_mut() {
+            Some((m, c)) if *m == minute => *c += n,
+            _ => self.minutes.push_back((minute, n)),
+        }
+        while self.minutes.front().is_some_and(|(m, _)| *m <= minute - 60) {
+            self.minutes.pop_front();
+        }
+    }
+
+    /// What was counted in the `minutes` minutes before `now_minute`, this one included.
+    fn since(&self, now_minute: i64, minutes: i64) -> u64 {
+        self.minutes.iter().filter(|(m, _)| *m > now_minute - minutes).map(|(_, c)| c).sum()
+    }
 }
 
 #[derive(Default)]
 struct State {
-    remaining: Option<u32>,
-    limit: Option<u32>,
-    reset_at: Option<DateTime<Utc>>,
-    /// Set by a secondary limit or `Retry-After`.
+    windows: BTreeMap<String, Window>,
+    /// Set by a secondary limit or `Retry-After`; holds back every resource.
     blocked_until: Option<DateTime<Utc>>,
     requests: BTreeMap<(String, String), u64>,
     not_modified: u64,
     refused: u64,
+    /// By label (a project's name), and in all under the empty label.
+    spend: HashMap<String, Spend>,
 }
 
 /// What the conditional-request cache keeps of one answer: its ETag, its body and its `Link`
@@ -123,8 +175,7 @@ impl fmt::Debug for Budget {
         f.debug_struct("Budget")
             .field("floor", &self.floor)
             .field("max_wait", &self.max_wait)
-            .field("remaining", &st.remaining)
-            .field("reset_at", &st.reset_at)
+            .field("windows", &st.windows)
             .field("blocked_until", &st.blocked_until)
             .finish_non_exhaustive()
     }
@@ -166,53 +217,71 @@ impl Budget {
         self
     }
 
-    /// `X-RateLimit-Remaining` as last seen; `None` before the first answer or after a reset.
+    /// The lowest `remaining` of any window as last seen; `None` before the first answer.
     pub fn remaining(&self) -> Option<u32> {
-        self.state.lock().remaining
+        self.state.lock().windows.values().filter_map(|w| w.remaining).min()
+    }
+
+    /// One resource's window as last seen.
+    pub fn window(&self, resource: &str) -> Window {
+        self.state.lock().windows.get(resource).copied().unwrap_or_default()
     }
 
     /// Until when calls are held back, if they are now.
     pub fn blocked_until(&self) -> Option<DateTime<Utc>> {
-        self.block(&mut self.state.lock(), Utc::now())
+        let mut st = self.state.lock();
+        let resources: Vec<String> = st.windows.keys().cloned().collect();
+        let now = Utc::now();
+        resources.iter().filter_map(|r| self.block(&mut st, r, now)).max().or(st.blocked_until)
     }
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
         let st = self.state.lock();
+        let core = st.windows.get(CORE).copied().unwrap_or_default();
         Stats {
             requests: st.requests.clone(),
             not_modified: st.not_modified,
             refused: st.refused,
-            remaining: st.remaining,
-            limit: st.limit,
+            remaining: core.remaining,
+            limit: core.limit,
+            windows: st.windows.clone(),
+            spent_last_hour: st.spend.get("").map_or(0, |s| s.since(minute(Utc::now()), 60)),
         }
     }
 
-    /// Until when calls must wait, clearing blocks that have ended.
-    fn block(&self, st: &mut State, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    /// What `label` (a project's name; empty for everyone) had counted against the limits in
+    /// the last hour.
+    pub fn spent_last_hour(&self, label: &str) -> u64 {
+        self.state.lock().spend.get(label).map_or(0, |s| s.since(minute(Utc::now()), 60))
+    }
+
+    /// Until when calls to `resource` must wait, clearing blocks and windows that have ended.
+    fn block(&self, st: &mut State, resource: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         if st.blocked_until.is_some_and(|t| t <= now) {
             st.blocked_until = None;
         }
-        if st.reset_at.is_some_and(|t| t <= now) {
+        let w = st.windows.entry(resource.to_string()).or_default();
+        if w.reset_at.is_some_and(|t| t <= now) {
             // A new window has begun; the next answer tells how much it holds.
-            st.remaining = None;
-            st.reset_at = None;
+            w.remaining = None;
+            w.reset_at = None;
         }
-        let floor_block = match (st.remaining, st.reset_at) {
+        let floor_block = match (w.remaining, w.reset_at) {
             (Some(remaining), Some(reset)) if remaining <= self.floor => Some(reset),
             _ => None,
         };
         st.blocked_until.max(floor_block)
     }
 
-    /// Waits for the budget to allow a call; when the wait would be longer than allowed, the time
-    /// calls may resume.
-    pub async fn admit(&self) -> Result<(), DateTime<Utc>> {
+    /// Waits for the budget to allow a call to `resource`; when the wait would be longer than
+    /// allowed, the time calls may resume.
+    pub async fn admit(&self, resource: &str) -> Result<(), DateTime<Utc>> {
         loop {
             let now = Utc::now();
             let until = {
                 let mut st = self.state.lock();
-                let until = self.block(&mut st, now);
+                let until = self.block(&mut st, resource, now);
                 if until.is_some() {
                     st.refused += 1;
                 }
@@ -233,31 +302,88 @@ impl Budget {
         st.blocked_until = st.blocked_until.max(Some(until));
     }
 
-    /// Records one request and the rate-limit headers of its answer.
-    pub fn observe(&self, endpoint: &'static str, code: Option<u16>, headers: Option<&HeaderMap>) {
+    /// Records one request and the rate-limit headers of its answer: `counted` is what it cost
+    /// (0 for a 304; a GraphQL query's points), charged to `label` and to the window the answer
+    /// names (`X-RateLimit-Resource`), else to `resource`.
+    pub fn observe(
+        &self,
+        endpoint: &'static str,
+        code: Option<u16>,
+        headers: Option<&HeaderMap>,
+        resource: &str,
+        label: &str,
+        counted: u64,
+    ) {
         {
             let mut st = self.state.lock();
             *st.requests.entry((endpoint.to_string(), code_label(code))).or_default() += 1;
             if code == Some(304) {
                 st.not_modified += 1;
             }
-            let remaining = headers.and_then(|h| limit_header(h, "remaining"));
-            match remaining {
-                Some(r) => st.remaining = Some(r.min(u32::MAX as u64) as u32),
-                // Without the header, an answer other than 304 is assumed to cost one request.
-                None if code.is_some() && code != Some(304) => st.remaining = st.remaining.map(|r| r.saturating_sub(1)),
-                None => {}
+            let resource = headers
+                .and_then(|h| h.get("x-ratelimit-resource"))
+                .and_then(|v| v.to_str().ok())
+                .map_or_else(|| resource.to_string(), str::to_string);
+            let w = st.windows.entry(resource).or_default();
+            match headers.and_then(|h| limit_header(h, "remaining")) {
+                Some(r) => w.remaining = Some(r.min(u32::MAX as u64) as u32),
+                None => w.remaining = w.remaining.map(|r| r.saturating_sub(counted.min(u32::MAX as u64) as u32)),
             }
             if let Some(limit) = headers.and_then(|h| limit_header(h, "limit")) {
-                st.limit = Some(limit.min(u32::MAX as u64) as u32);
+                w.limit = Some(limit.min(u32::MAX as u64) as u32);
             }
             if let Some(reset) = headers.and_then(|h| limit_header(h, "reset")) {
-                st.reset_at = epoch(reset);
+                w.reset_at = epoch(reset);
+            }
+            if counted > 0 {
+                let m = minute(Utc::now());
+                st.spend.entry(String::new()).or_default().add(m, counted);
+                if !label.is_empty() {
+                    st.spend.entry(label.to_string()).or_default().add(m, counted);
+                }
             }
         }
         if let Some(observer) = &self.observer {
-            observer(&RequestRecord { endpoint, code });
+            observer(&RequestRecord { endpoint, code, label, counted });
         }
+    }
+
+    /// How many times slower than usual polling should go so that, at the spend of the last ten
+    /// minutes, the window of `resource` lasts until its reset: 1.0 while it does (or nothing is
+    /// known), at most [`MAX_PACE`].
+    pub fn pace(&self, resource: &str) -> f64 {
+        let now = Utc::now();
+        let st = self.state.lock();
+        let Some(w) = st.windows.get(resource) else { return 1.0 };
+        let (Some(remaining), Some(reset)) = (w.remaining, w.reset_at) else { return 1.0 };
+        let minutes_left = ((reset - now).num_seconds().max(0) as f64) / 60.0;
+        let per_minute = st.spend.get("").map_or(0, |s| s.since(minute(now), PACE_WINDOW_MINUTES)) as f64
+            / PACE_WINDOW_MINUTES as f64;
+        let usable = f64::from(remaining.saturating_sub(self.reserve(w)));
+        let projected = per_minute * minutes_left;
+        if projected <= usable {
+            return 1.0;
+        }
+        if usable <= 0.0 {
+            return MAX_PACE;
+        }
+        (projected / usable).clamp(1.0, MAX_PACE)
+    }
+
+    /// Whether polls of `resource` may go now: the window holds more than its reserve (a tenth
+    /// of the limit, at least the floor), which is kept for reads a webhook asked for and for
+    /// writes.
+    pub fn polls_allowed(&self, resource: &str) -> bool {
+        let st = self.state.lock();
+        let Some(w) = st.windows.get(resource) else { return true };
+        if w.reset_at.is_some_and(|t| t <= Utc::now()) {
+            return true;
+        }
+        w.remaining.is_none_or(|r| r > self.reserve(w))
+    }
+
+    fn reserve(&self, w: &Window) -> u32 {
+        w.limit.map_or(self.floor, |l| (l / 10).max(self.floor))
     }
 
     /// The answer last seen for `url`.
@@ -282,6 +408,11 @@ impl Budget {
         }
         cache.entries.insert(url.to_string(), CacheEntry { answer, used });
     }
+}
+
+/// Minutes since the epoch.
+fn minute(t: DateTime<Utc>) -> i64 {
+    t.timestamp().div_euclid(60)
 }
 
 /// A rate-limit header as GitHub (`X-RateLimit-Remaining`), GitLab (`RateLimit-Remaining`) or
@@ -317,6 +448,10 @@ mod tests {
         h
     }
 
+    fn seen(budget: &Budget, code: u16, h: &HeaderMap) {
+        budget.observe("GET /x", Some(code), Some(h), CORE, "", u64::from(code != 304));
+    }
+
     #[test]
     fn key_hides_the_token() {
         let key = BudgetKey::new("https://api.github.com/", Some("ghp_secret"));
@@ -330,60 +465,71 @@ mod tests {
     async fn floor_blocks_until_reset() {
         let budget = Budget::new().with_floor(10);
         let reset = Utc::now().timestamp() + 3600;
-        budget.observe(
-            "GET /x",
-            Some(200),
-            Some(&headers(&[("x-ratelimit-remaining", "10"), ("x-ratelimit-reset", &reset.to_string())])),
-        );
-        let err = budget.admit().await.unwrap_err();
+        seen(&budget, 200, &headers(&[("x-ratelimit-remaining", "10"), ("x-ratelimit-reset", &reset.to_string())]));
+        let err = budget.admit(CORE).await.unwrap_err();
         assert_eq!(err, epoch(reset as u64).unwrap());
         assert_eq!(budget.stats().refused, 1);
+    }
+
+    #[tokio::test]
+    async fn windows_are_kept_per_resource() {
+        let budget = Budget::new().with_floor(10);
+        let reset = (Utc::now().timestamp() + 3600).to_string();
+        let graphql = headers(&[
+            ("x-ratelimit-remaining", "5"),
+            ("x-ratelimit-limit", "5000"),
+            ("x-ratelimit-reset", &reset),
+            ("x-ratelimit-resource", "graphql"),
+        ]);
+        budget.observe("POST /graphql", Some(200), Some(&graphql), CORE, "demo", 2);
+        assert!(budget.admit("graphql").await.is_err(), "the graphql window is spent");
+        budget.admit(CORE).await.expect("the core window is not");
+        assert_eq!(budget.window("graphql").remaining, Some(5));
+        assert_eq!(budget.spent_last_hour("demo"), 2);
+        assert_eq!(budget.spent_last_hour(""), 2);
+        assert_eq!(budget.spent_last_hour("other"), 0);
     }
 
     #[tokio::test]
     async fn gitlab_headers_count_too() {
         let budget = Budget::new().with_floor(5);
         let reset = Utc::now().timestamp() + 60;
-        budget.observe(
-            "GET /projects/:id",
-            Some(200),
-            Some(&headers(&[
+        seen(
+            &budget,
+            200,
+            &headers(&[
                 ("ratelimit-limit", "2000"),
                 ("ratelimit-remaining", "5"),
                 ("ratelimit-reset", &reset.to_string()),
-            ])),
+            ]),
         );
         assert_eq!((budget.remaining(), budget.stats().limit), (Some(5), Some(2000)));
-        assert_eq!(budget.admit().await.unwrap_err(), epoch(reset as u64).unwrap());
+        assert_eq!(budget.admit(CORE).await.unwrap_err(), epoch(reset as u64).unwrap());
     }
 
     #[tokio::test]
     async fn linear_headers_count_too_with_a_reset_in_milliseconds() {
         let budget = Budget::new().with_floor(5);
         let reset = Utc::now().timestamp() + 60;
-        budget.observe(
-            "POST /graphql issues",
-            Some(200),
-            Some(&headers(&[
+        seen(
+            &budget,
+            200,
+            &headers(&[
                 ("x-ratelimit-requests-limit", "1500"),
                 ("x-ratelimit-requests-remaining", "3"),
                 ("x-ratelimit-requests-reset", &(reset * 1000).to_string()),
-            ])),
+            ]),
         );
         assert_eq!((budget.remaining(), budget.stats().limit), (Some(3), Some(1500)));
-        assert_eq!(budget.admit().await.unwrap_err(), epoch(reset as u64).unwrap());
+        assert_eq!(budget.admit(CORE).await.unwrap_err(), epoch(reset as u64).unwrap());
     }
 
     #[tokio::test]
     async fn past_reset_opens_a_new_window() {
         let budget = Budget::new();
         let reset = Utc::now().timestamp() - 1;
-        budget.observe(
-            "GET /x",
-            Some(200),
-            Some(&headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", &reset.to_string())])),
-        );
-        budget.admit().await.unwrap();
+        seen(&budget, 200, &headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", &reset.to_string())]));
+        budget.admit(CORE).await.unwrap();
         assert_eq!(budget.remaining(), None);
     }
 
@@ -391,23 +537,48 @@ mod tests {
     async fn short_blocks_are_waited_out() {
         let budget = Budget::new().with_max_wait(Duration::from_secs(5));
         budget.block_until(Utc::now() + chrono::Duration::milliseconds(50));
-        budget.admit().await.unwrap();
+        budget.admit(CORE).await.unwrap();
         assert_eq!(budget.blocked_until(), None);
     }
 
     #[test]
     fn missing_header_counts_down_except_for_304() {
         let budget = Budget::new();
-        budget.observe("GET /x", Some(200), Some(&headers(&[("x-ratelimit-remaining", "100")])));
-        budget.observe("GET /x", Some(304), None);
+        seen(&budget, 200, &headers(&[("x-ratelimit-remaining", "100")]));
+        seen(&budget, 304, &HeaderMap::new());
         assert_eq!(budget.remaining(), Some(100));
-        budget.observe("GET /x", Some(200), None);
+        seen(&budget, 200, &HeaderMap::new());
         assert_eq!(budget.remaining(), Some(99));
-        budget.observe("GET /x", None, None);
+        budget.observe("GET /x", None, None, CORE, "", 0);
         let stats = budget.stats();
         assert_eq!(stats.not_modified, 1);
         assert_eq!(stats.requests[&("GET /x".to_string(), "200".to_string())], 2);
         assert_eq!(stats.requests[&("GET /x".to_string(), "<error>".to_string())], 1);
+        assert_eq!(stats.spent_last_hour, 2, "two answers counted, the 304 and the failure not");
+    }
+
+    #[test]
+    fn pace_slows_polling_in_proportion_when_the_window_would_not_last() {
+        let budget = Budget::new();
+        let reset = (Utc::now().timestamp() + 30 * 60).to_string();
+        let h = |remaining: &str| {
+            headers(&[
+                ("x-ratelimit-remaining", remaining),
+                ("x-ratelimit-limit", "5000"),
+                ("x-ratelimit-reset", &reset),
+            ])
+        };
+        seen(&budget, 200, &h("4000"));
+        assert_eq!(budget.pace(CORE), 1.0, "one request in ten minutes lasts");
+        assert!(budget.polls_allowed(CORE));
+        // 1,000 counted in the last ten minutes: 100 a minute, 3,000 projected to the reset.
+        budget.observe("GET /x", Some(200), Some(&h("1500")), CORE, "", 999);
+        let pace = budget.pace(CORE);
+        // 1,000 usable above the reserve of 500: three times slower.
+        assert!((pace - 3.0).abs() < 0.01, "{pace}");
+        budget.observe("GET /x", Some(200), Some(&h("400")), CORE, "", 1);
+        assert!(!budget.polls_allowed(CORE), "below the reserve polls wait");
+        assert_eq!(budget.pace(CORE), MAX_PACE);
     }
 
     fn answer(etag: &str) -> Cached {
