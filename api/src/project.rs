@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::condition::Condition;
 use crate::duration::Duration;
-use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta};
+use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta, Time};
 use crate::reactions::Reactions;
 use crate::session::{AgentRef, DockerSpec, RuntimeKind, Usage, WorkspaceKind};
 
@@ -122,6 +122,44 @@ pub struct WorkspacePoolStatus {
     /// Why the pool is short, when the last round of upkeep failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// The rate budget of the token a project's forge (or tracker) is read with, and what this
+/// project spent of it, as the controller last saw them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForgeBudgetStatus {
+    /// `GitHub`, `GitLab` or `Linear`.
+    pub service: String,
+    /// The token's rate-limit windows the service reported (GitHub's `core` and `graphql`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<RateWindow>,
+    /// What this project's requests cost against the limits in the last hour (a 304 nothing, a
+    /// GraphQL query its points).
+    pub spent_last_hour: u64,
+    /// What every project on the same token spent in the last hour.
+    pub token_spent_last_hour: u64,
+    /// How many times slower than their interval polls go, when the token would not last until
+    /// its reset at the present spend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<f64>,
+    /// Whether polls wait for the budget (reads a webhook, a push or a person asks for still go).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub polls_held: bool,
+}
+
+/// One rate-limit window of a token.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateWindow {
+    /// The service's name for it (`core`, `graphql`).
+    pub resource: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_at: Option<Time>,
 }
 
 /// Limits on what a project's sessions use together, as the agents report it.
@@ -289,6 +327,9 @@ pub struct ProjectStatus {
     /// The warm pool, when `spec.workspacePool` asks for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_pool: Option<WorkspacePoolStatus>,
+    /// The rate budget of the token its forge is read with, when it has a forge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge_budget: Option<ForgeBudgetStatus>,
 }
 
 impl ProjectStatus {

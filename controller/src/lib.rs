@@ -12,6 +12,7 @@ pub mod leader;
 pub mod machine;
 pub mod metrics;
 pub mod notify;
+pub mod outbox;
 pub mod reconcilers;
 pub mod recorder;
 mod serve;

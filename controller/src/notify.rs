@@ -1,9 +1,10 @@
 //! Notifiers: the outbox of notifications recorded in an object's status (`status.notifications`),
 //! delivered to every target of the project — a JSON `webhook`, `slack` and `discord` incoming
-//! webhooks, the `desktop`, or a `command` — one pass at a time with backoff between passes, so a
-//! delivery survives a restart. Every HTTP request carries the record's key as `Idempotency-Key`
-//! (and the webhook and command JSON as `idempotencyKey`): a resend after a crash between sending
-//! and recording the result is recognisably the same notification.
+//! webhooks, the `desktop`, or a `command` — by the notification worker ([`crate::outbox`]), one
+//! pass at a time with backoff between passes, so a delivery survives a restart. Every HTTP
+//! request carries the record's key as `Idempotency-Key` (and the webhook and command JSON as
+//! `idempotencyKey`): a resend after a crash between sending and recording the result is
+//! recognisably the same notification.
 
 use std::sync::OnceLock;
 use std::time::Duration;

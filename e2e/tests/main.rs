@@ -60,6 +60,7 @@ mod overlap;
 mod ratelimit;
 mod receivers;
 mod reviewers;
+mod slow_notifiers;
 mod standin;
 mod usage_limits;
 mod webhooks;

@@ -1,7 +1,8 @@
 //! A real HTTP receiver for the notifiers (webhook, Slack, Discord): an axum server on
 //! 127.0.0.1:0 that records every request — path, `Idempotency-Key` header, JSON body and the
-//! status it was answered with — and answers as the test says: 200, 503, or not at all until told
-//! (a request held open while the controller that sent it is killed).
+//! status it was answered with — and answers as the test says: 200, 503, not at all until told
+//! (a request held open while the controller that sent it is killed), or 200 once told (a slow
+//! receiver that answers in the end).
 
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +19,8 @@ pub(crate) enum Mode {
     Fail,
     /// Requests wait unanswered until the mode changes; then they get 503 (their sender is gone).
     Hold,
+    /// Requests wait unanswered until the mode changes; then they get 200 (a slow receiver).
+    Late,
 }
 
 /// One request the receiver got.
@@ -63,6 +66,10 @@ async fn record(State(sh): State<Shared>, uri: Uri, headers: HeaderMap, body: By
         Mode::Hold => {
             let _ = rx.wait_for(|m| *m != Mode::Hold).await;
             StatusCode::SERVICE_UNAVAILABLE
+        }
+        Mode::Late => {
+            let _ = rx.wait_for(|m| *m != Mode::Late).await;
+            StatusCode::OK
         }
     };
     sh.hits.lock().unwrap()[i].answered = code.as_u16();

@@ -38,6 +38,8 @@ pub struct AppState {
     pub fleet: Arc<Fleet>,
     /// The session reconciler's memory: a webhook asks it to poll a session's pull request.
     pub session_state: Arc<crate::reconcilers::session::State>,
+    /// The projects' forges: a verified webhook tells them the project's webhooks work.
+    pub forges: Arc<crate::forges::Hub>,
     /// Reconciles a session at once (webhooks).
     pub sessions: aoctl_engine::Trigger,
     /// Syncs a GitSource at once (push webhooks).

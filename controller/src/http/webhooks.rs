@@ -99,6 +99,9 @@ pub async fn github(
     let delivery = header(&headers, "x-github-delivery")
         .filter(|d| !d.trim().is_empty())
         .ok_or_else(|| AppError::BadRequest("the X-GitHub-Delivery header is missing".into()))?;
+    for p in &verified {
+        state.forges.webhook_heard(&p.metadata.name);
+    }
     if !state.deliveries.take(delivery) {
         tracing::info!(delivery, event = %event, "replayed webhook delivery ignored");
         let message = format!("delivery `{delivery}` was already received; ignored");

@@ -2,7 +2,8 @@
 //! branch, and sets the `Ready` condition, `status.defaultBranch` and `observedGeneration`; adds
 //! up its sessions' usage into `status.usage` and, with a `budget`, sets `BudgetSpent` and tells
 //! the notifiers once when it becomes spent (recorded in `status.notifications`, then delivered);
-//! keeps its warm pool of worktrees (`pool`).
+//! keeps its warm pool of worktrees (`pool`); and shows the rate budget of its forge's token and
+//! what it spent of it in the last hour (`status.forgeBudget`, looked at every minute).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -29,6 +30,63 @@ pub struct Context {
     /// The machine whose workspaces hold the warm pools.
     pub machine: Arc<dyn crate::machine::Machine>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The projects' forges, whose budgets the status shows.
+    pub forges: Arc<crate::forges::Hub>,
+    /// When each project's `status.forgeBudget` was last renewed: at most once a minute, so a
+    /// reconcile that a session's change asked for does not write it for every request counted.
+    pub budget_shown: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// Hands a project whose written status records notifications to the worker that delivers them.
+    pub outbox: crate::outbox::Handoff,
+}
+
+/// The project's `status.forgeBudget`: renewed when a minute has passed since it last was (or it
+/// appears or goes), else as it stands.
+fn renewed_budget(project: &Project, ctx: &Context) -> Option<aoctl_api::project::ForgeBudgetStatus> {
+    let fresh = forge_budget(project, &ctx.forges);
+    let mut shown = ctx.budget_shown.lock().unwrap_or_else(|e| e.into_inner());
+    let name = &project.metadata.name;
+    let recent = shown.get(name).is_some_and(|at| at.elapsed() < BUDGET_EVERY);
+    if recent && fresh.is_some() == project.status.forge_budget.is_some() {
+        return project.status.forge_budget.clone();
+    }
+    shown.insert(name.clone(), std::time::Instant::now());
+    fresh
+}
+
+/// How often a project with a forge looks at its token's budget again.
+const BUDGET_EVERY: Duration = Duration::from_secs(60);
+
+/// The rate budget of the project's forge (its tracker's when it has only that), as its status
+/// shows it; `None` without either.
+fn forge_budget(project: &Project, forges: &crate::forges::Hub) -> Option<aoctl_api::project::ForgeBudgetStatus> {
+    let (service, budget) = match forges.forge(project) {
+        Ok(Some(f)) => (f.name(), f.budget().clone()),
+        _ => match forges.tracker(project) {
+            Ok(Some(t)) => (t.name(), t.budget().clone()),
+            _ => return None,
+        },
+    };
+    let stats = budget.stats();
+    let windows = stats
+        .windows
+        .iter()
+        .filter(|(_, w)| w.remaining.is_some() || w.limit.is_some())
+        .map(|(resource, w)| aoctl_api::project::RateWindow {
+            resource: resource.clone(),
+            limit: w.limit,
+            remaining: w.remaining,
+            reset_at: w.reset_at.map(Time),
+        })
+        .collect();
+    let pace = budget.pace(aoctl_forge_core::CORE).max(budget.pace("graphql"));
+    Some(aoctl_api::project::ForgeBudgetStatus {
+        service: service.to_string(),
+        windows,
+        spent_last_hour: budget.spent_last_hour(&project.metadata.name),
+        token_spent_last_hour: stats.spent_last_hour,
+        slowdown: (pace > 1.0).then(|| (pace * 10.0).round() / 10.0),
+        polls_held: !(budget.polls_allowed(aoctl_forge_core::CORE) && budget.polls_allowed("graphql")),
+    })
 }
 
 /// What the repository check found.
@@ -121,6 +179,7 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Actio
         retired_usage: (account.retired != Default::default()).then_some(account.retired),
         session_usage: account.counted,
         workspace_pool: pool,
+        forge_budget: renewed_budget(&project, &ctx),
         ..status
     };
     let was_spent = condition::is_true(&status.conditions, types::BUDGET_SPENT);
@@ -176,39 +235,16 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Actio
             ctx.recorder.publish(&*project, EventType::Warning, "BudgetSpent", &msg).await;
         }
     }
-    let later = deliver(written, &ctx).await?;
+    let budget_after = written.status.forge_budget.as_ref().map(|_| BUDGET_EVERY);
+    // Its notifications go out from their own worker, off this reconcile.
+    ctx.outbox.hand(&written);
     // A missing or broken repository may be fixed at any time: look again soon.
     let every = match seen.ready {
         ConditionStatus::True => Duration::from_secs(300),
         _ => Duration::from_secs(15),
     };
-    let later = [later, pool_after].into_iter().flatten().min();
+    let later = [pool_after, budget_after].into_iter().flatten().min();
     Ok(Action::requeue(later.map_or(every, |l| l.min(every))))
-}
-
-/// Delivers the project's pending notifications and writes the results; when to look again.
-async fn deliver(project: Project, ctx: &Context) -> Result<Option<Duration>, Error> {
-    if project.status.notifications.iter().all(|n| n.settled()) {
-        return Ok(None);
-    }
-    let mut next = project.clone();
-    let now = Time::now();
-    let (targets, name) = (&project.spec.notifiers, &project.metadata.name);
-    let pass = notify::deliver_due(&mut next.status.notifications, targets, name, "", now).await;
-    for msg in &pass.given_up {
-        ctx.recorder.publish(&project, EventType::Warning, "NotifyFailed", msg).await;
-    }
-    notify::prune(&mut next.status.notifications, now);
-    let later = notify::next_due(&next.status.notifications, now);
-    if next.status != project.status {
-        match ctx.store.update_status_typed(&next).await {
-            Ok(_) => {}
-            // Written again by the next reconcile: a resend carries the same key.
-            Err(e) if e.is_conflict() => return Ok(Some(Duration::ZERO)),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(later)
 }
 
 pub fn error_policy(_project: Arc<Project>, error: &Error, _ctx: Arc<Context>) -> Action {

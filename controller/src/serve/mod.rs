@@ -182,6 +182,7 @@ pub async fn serve_on(
         metrics: metrics.clone(),
         fleet,
         session_state: world.session_state.clone(),
+        forges: world.forges.clone(),
         sessions: engines.sessions.clone(),
         gitsources: engines.gitsources.clone(),
         issuesources: engines.issuesources.clone(),
@@ -310,12 +311,17 @@ async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
     let stopped = || until(end.clone());
     // One index of the sessions per term, kept from its own store handle's changes.
     let sessions = Arc::new(session::SessionIndex::new());
+    // The notifications the reconcilers record go out from a worker of their own, on the term's store.
+    let outbox = crate::outbox::Outbox::new(metrics.engine.clone());
     let project_ctx = Arc::new(project::Context {
         store: store.clone(),
         recorder: Recorder::new(store.clone()),
         sessions: sessions.clone(),
         machine: fleet.clone(),
         metrics: metrics.clone(),
+        forges: world.forges.clone(),
+        budget_shown: Default::default(),
+        outbox: outbox.handoff(),
     });
     let session_ctx = Arc::new(session::Context {
         store: store.clone(),
@@ -327,6 +333,7 @@ async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
         index: sessions,
         node: world.node.clone(),
         session_keys: Some(world.session_keys.clone()),
+        outbox: outbox.handoff(),
     });
     let gitsource_ctx = Arc::new(gitsource::Context {
         store: store.clone(),
@@ -392,6 +399,7 @@ async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
         issuesource::error_policy,
         stopped(),
     )));
+    tasks.push(tokio::spawn(outbox.run(store.clone(), stopped())));
     tasks.push(tokio::spawn(collect_orphans(session_ctx, stopped())));
     for t in tasks {
         let _ = t.await;

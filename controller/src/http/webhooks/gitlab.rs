@@ -47,6 +47,9 @@ pub async fn gitlab(
     let uuid = header(&headers, "x-gitlab-event-uuid")
         .filter(|d| !d.trim().is_empty())
         .ok_or_else(|| AppError::BadRequest("the X-Gitlab-Event-UUID header is missing".into()))?;
+    for p in &verified {
+        state.forges.webhook_heard(&p.metadata.name);
+    }
     if !state.deliveries.take(&format!("gitlab:{uuid}")) {
         tracing::info!(delivery = uuid, event = %event, "replayed GitLab webhook delivery ignored");
         return Ok((StatusCode::OK, Json(answer(format!("delivery `{uuid}` was already received; ignored")))));

@@ -1,5 +1,6 @@
 //! What the session reconciler gets: the store, the event recorder, the machine (runtimes,
-//! workspaces, session files), the forges, the metrics, its own memory and the index of the sessions. Assembled by `serve`;
+//! workspaces, session files), the forges, the metrics, its own memory, the index of the sessions
+//! and the hand-off to the notification worker. Assembled by `serve`;
 //! tests assemble it with fakes of the machine.
 
 use std::sync::Arc;
@@ -31,4 +32,6 @@ pub struct Context {
     pub node: String,
     /// Makes the token each agent gets for the agent API (`aoctl mcp`); `None` gives none.
     pub session_keys: Option<crate::agent_token::SessionKeys>,
+    /// Hands a session whose written status records notifications to the worker that delivers them.
+    pub outbox: crate::outbox::Handoff,
 }

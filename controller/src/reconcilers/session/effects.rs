@@ -1,8 +1,9 @@
-//! What reactions decided, carried out once the status that records it is written: pending
-//! notifications are delivered (a pass per reconcile, with backoff, results written back), and a
-//! decided merge is made once, with the head sha it was decided for — a head that moved, or a
-//! merge GitHub refuses, is recorded as `Merged` False with the reason and never retried with the
-//! same sha. A controller that crashed in between finds the record and finishes it.
+//! What reactions decided, carried out once the status that records it is written: a decided
+//! merge is made once, with the head sha it was decided for — a head that moved, or a merge GitHub
+//! refuses, is recorded as `Merged` False with the reason and never retried with the same sha. A
+//! controller that crashed in between finds the record and finishes it. (The notifications that
+//! status records go out from their own worker, `crate::outbox`, which the reconcile hands the
+//! written session to.)
 
 use std::time::Duration;
 
@@ -15,7 +16,6 @@ use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_store::StoreError;
 
 use super::{cond, Context as Ctx, Error};
-use crate::notify;
 
 /// `status.merge.result` (and the `Merged` reason) of a merge that was made.
 pub const MERGED: &str = "Merged";
@@ -26,74 +26,38 @@ pub const NOT_MERGEABLE: &str = "NotMergeable";
 /// Writes of the results tried before giving up to the next reconcile.
 const WRITE_TRIES: usize = 3;
 
-/// Whether `st` holds anything still to carry out.
-fn pending(st: &SessionStatus) -> bool {
-    st.notifications.iter().any(|n| !n.settled()) || st.merge.as_ref().is_some_and(|m| m.result.is_none())
-}
-
-/// Carries out what `s.status` (as written) records; how soon to look again.
+/// Makes the merge `s.status` (as written) records and has not made yet; how soon to look again.
 pub(super) async fn run(s: Session, ctx: &Ctx) -> Result<Option<Duration>, Error> {
-    if !pending(&s.status) {
-        return Ok(None);
-    }
+    let Some(mut m) = s.status.merge.clone().filter(|m| m.result.is_none()) else { return Ok(None) };
     let project = match ctx.store.get_typed::<Project>(&s.spec.project).await {
         Ok(p) => p,
         Err(StoreError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let mut st = s.status.clone();
-    let now = Time::now();
-    let pass = notify::deliver_due(
-        &mut st.notifications,
-        &project.spec.notifiers,
-        &project.metadata.name,
-        &s.metadata.name,
-        now,
-    )
-    .await;
-    for key in &pass.first_sent {
-        if let Some(n) = st.notifications.iter().find(|n| &n.key == key && n.escalated) {
-            ctx.recorder.publish(&s, EventType::Warning, "Escalated", &format!("{}: {}", n.reaction, n.title)).await;
-        }
-    }
-    for msg in &pass.given_up {
-        ctx.recorder.publish(&s, EventType::Warning, "NotifyFailed", msg).await;
-    }
-    notify::prune(&mut st.notifications, now);
-    let mut later = notify::next_due(&st.notifications, now);
-    let mut merged_now = None;
-    if let Some(mut m) = st.merge.clone().filter(|m| m.result.is_none()) {
-        match merge(&s, &project, ctx, &st, &mut m).await {
-            Some(retry) => later = Some(later.map_or(retry, |l| l.min(retry))),
-            None => {
-                if let Some(reason) = m.result.as_deref().filter(|r| *r != MERGED) {
-                    let msg = m.message.clone().unwrap_or_default();
-                    cond(&mut st, &s, types::MERGED, ConditionStatus::False, reason, msg);
-                }
-                // Read the pull request again at once: merged, or with its new head.
-                let mut memo = ctx.state.pr_memo(&s.metadata.name);
-                memo.next_poll = None;
-                ctx.state.set_pr_memo(&s.metadata.name, memo);
-                later = Some(Duration::ZERO);
+    let later = match merge(&s, &project, ctx, &st, &mut m).await {
+        Some(retry) => retry,
+        None => {
+            if let Some(reason) = m.result.as_deref().filter(|r| *r != MERGED) {
+                let msg = m.message.clone().unwrap_or_default();
+                cond(&mut st, &s, types::MERGED, ConditionStatus::False, reason, msg);
             }
+            // Read the pull request again at once: merged, or with its new head.
+            let mut memo = ctx.state.pr_memo(&s.metadata.name);
+            memo.next_poll = None;
+            ctx.state.set_pr_memo(&s.metadata.name, memo);
+            Duration::ZERO
         }
-        merged_now = Some(m.clone());
-        st.merge = Some(m);
-    }
+    };
+    st.merge = Some(m.clone());
     if st != s.status {
-        write(s, st, &pass.changed, merged_now, ctx).await?;
+        write(s, st, m, ctx).await?;
     }
-    Ok(later)
+    Ok(Some(later))
 }
 
-/// Writes the results; on a conflict, carries them onto the newer status and tries again.
-async fn write(
-    s: Session,
-    st: SessionStatus,
-    changed: &[String],
-    merge: Option<MergeStatus>,
-    ctx: &Ctx,
-) -> Result<(), Error> {
+/// Writes the result; on a conflict, carries it onto the newer status and tries again.
+async fn write(s: Session, st: SessionStatus, merge: MergeStatus, ctx: &Ctx) -> Result<(), Error> {
     let mut next = s;
     next.status = st.clone();
     for _ in 0..WRITE_TRIES {
@@ -102,10 +66,9 @@ async fn write(
             Err(e) if e.is_conflict() => {
                 let fresh: Session = ctx.store.get_typed(&next.metadata.name).await?;
                 next = fresh;
-                notify::carry(&st.notifications, &mut next.status.notifications, changed);
-                if let (Some(m), Some(cur)) = (&merge, next.status.merge.as_mut()) {
-                    if cur.sha == m.sha && cur.result.is_none() {
-                        *cur = m.clone();
+                if let Some(cur) = next.status.merge.as_mut() {
+                    if cur.sha == merge.sha && cur.result.is_none() {
+                        *cur = merge.clone();
                         if let Some(c) = st.conditions.iter().find(|c| c.type_ == types::MERGED) {
                             aoctl_api::condition::set_condition(&mut next.status.conditions, c.clone());
                         }
@@ -115,7 +78,8 @@ async fn write(
             Err(e) => return Err(e.into()),
         }
     }
-    // The next reconcile sends again what was sent but not recorded, with the same keys.
+    // A result not recorded leaves the merge pending: the next reconcile looks at the pull request
+    // again, and finds it merged, or its head moved.
     Ok(())
 }
 

@@ -82,7 +82,9 @@ pub async fn reconcile(s: Arc<Session>, ctx: Arc<Context>) -> Result<Action, Err
     let mut tally = reactions::Tally::default();
     let result = drive(&s, &ctx, &mut st, &mut tally).await;
     let written = write_status(&ctx.store, &ctx.metrics, &s, st, tally).await?;
-    // Notifications and merges are carried out only once the status recording them is written.
+    // Once the status recording them is written, its notifications go to their worker (which
+    // delivers them off this reconcile) and a decided merge is made.
+    ctx.outbox.hand(&written);
     let later = effects::run(written, &ctx).await?;
     result.map(|a| earliest(a, later))
 }

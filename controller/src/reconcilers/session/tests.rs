@@ -284,6 +284,7 @@ impl World {
             index: Arc::new(super::SessionIndex::new()),
             node: "here".into(),
             session_keys: Some(crate::agent_token::SessionKeys::new("t0ken", "127.0.0.1:7420".parse().unwrap())),
+            outbox: crate::outbox::Handoff::unattended(),
         });
         World { dir, ctx, runtime, down }
     }
@@ -472,6 +473,7 @@ fn failed_ci() -> Facts {
         merged: false,
         title: "Fix the login".into(),
         body: String::new(),
+        author: "aoctl-bot".into(),
     };
     let failing = FailingCheck {
         name: "test".into(),
@@ -496,6 +498,7 @@ async fn a_failed_ci_is_typed_into_the_agent_once() {
         next_poll: Some(Instant::now() + Duration::from_secs(3600)),
         webhook_at: None,
         facts: Some(Arc::new(failed_ci())),
+        ..Default::default()
     };
     w.ctx.state.set_pr_memo("web", answers);
 
