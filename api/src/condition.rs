@@ -52,6 +52,11 @@ pub mod types {
     pub const SCHEDULED: &str = "Scheduled";
     /// Project: its `budget` is spent; new sessions wait.
     pub const BUDGET_SPENT: &str = "BudgetSpent";
+    /// Session with a forge: whether what it knows of its pull request is as fresh as its poll
+    /// interval (`True`); `False` while polls are held back because the token's rate budget runs
+    /// low (reason `ForgeBudgetLow`) or the forge does not answer (the forge's reason), with the
+    /// message saying since when the view is stale.
+    pub const FORGE_SYNCED: &str = "ForgeSynced";
 }
 
 impl Condition {

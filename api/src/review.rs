@@ -36,6 +36,12 @@ pub struct ReviewSpec {
     /// Whether `approved-and-green` also waits for every reviewer to approve the current head.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gate: bool,
+    /// The environment variable holding a second identity's token (a bot account, an app's
+    /// token) that posts the reviewers' verdicts as real approvals and change requests. Without
+    /// it, or when that identity authored the pull request, a verdict is posted as a comment:
+    /// forges refuse a change's author's own approval. The verdict counts either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
 }
 
 impl ReviewSpec {
@@ -214,6 +220,10 @@ pub struct ReviewStatus {
     /// The value of the `ao.dev/review-requested` annotation last acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested: Option<String>,
+    /// When the agent's own request for a review (`request_review`) that was last acted on was
+    /// made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_requested: Option<crate::Time>,
     /// Each reviewer's latest verdict, by reviewer index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verdicts: Vec<ReviewerVerdict>,
@@ -233,6 +243,7 @@ impl Default for ReviewStatus {
             reviewed_sha: None,
             running_sha: None,
             requested: None,
+            agent_requested: None,
             verdicts: vec![],
             state: ReviewState::None,
         }
@@ -252,6 +263,95 @@ pub struct ReviewerVerdict {
     /// How many line comments it made.
     #[serde(default)]
     pub comments: u32,
+    /// What the reviewer wrote, kept (bounded) to post it and to pass it to the worker.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub body: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub line_comments: Vec<LineComment>,
+    /// Its post to the pull request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post: Option<ReviewPost>,
+}
+
+impl ReviewerVerdict {
+    /// A verdict of `review`, its text bounded, not posted yet.
+    pub fn of(reviewer: u32, session: &str, head_sha: &str, review: &ReviewFile) -> ReviewerVerdict {
+        ReviewerVerdict {
+            reviewer,
+            session: session.to_string(),
+            head_sha: head_sha.to_string(),
+            verdict: review.verdict,
+            comments: review.comments.len() as u32,
+            body: clip(&review.body, KEPT_BODY),
+            line_comments: review
+                .comments
+                .iter()
+                .map(|c| LineComment { path: c.path.clone(), line: c.line, text: clip(&c.text, KEPT_COMMENT) })
+                .collect(),
+            post: Some(ReviewPost::default()),
+        }
+    }
+}
+
+/// Characters of a reviewer's body and of each of its comments kept in the worker's status.
+const KEPT_BODY: usize = 8000;
+const KEPT_COMMENT: usize = 2000;
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+/// How a reviewer's verdict was posted to the pull request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PostedAs {
+    /// As the forge's own approval or request for changes (a second identity posted it).
+    Verdict,
+    /// As a comment carrying the verdict in its words (the change's author cannot approve it).
+    Comment,
+}
+
+/// The post of a reviewer's verdict to the pull request: pending, tried again with backoff, or
+/// done.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewPost {
+    /// The forge's id of the posted review; `None` until it is posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_id: Option<u64>,
+    #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
+    pub as_: Option<PostedAs>,
+    /// Tries that failed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts: u32,
+    /// No try before this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<crate::Time>,
+    /// What the forge said the last time it refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl ReviewPost {
+    /// Whether it was posted.
+    pub fn done(&self) -> bool {
+        self.review_id.is_some()
+    }
+}
+
+/// The text a reviewer's review carries on the forge ends with this, naming its session, so a
+/// post is recognised after a crash and never passed to the worker a second time.
+pub fn review_marker(session: &str) -> String {
+    format!("(reviewer session {session})")
 }
 
 impl ReviewStatus {
@@ -261,6 +361,16 @@ impl ReviewStatus {
         self.verdicts.push(v);
         self.verdicts.sort_by_key(|v| v.reviewer);
         self.state = combined(&self.verdicts);
+    }
+
+    /// The verdicts on `head` that ask for changes.
+    pub fn changes_requested_on<'a>(&'a self, head: &'a str) -> impl Iterator<Item = &'a ReviewerVerdict> + 'a {
+        self.verdicts.iter().filter(move |v| v.head_sha == head && v.verdict == Verdict::ChangesRequested)
+    }
+
+    /// Whether `session` is one of the reviewers whose verdict is recorded.
+    pub fn has_session(&self, session: &str) -> bool {
+        self.verdicts.iter().any(|v| v.session == session)
     }
 
     /// Whether the gate is open for `head`: each of `reviewers` approved exactly that head.
@@ -283,6 +393,32 @@ pub fn combined(verdicts: &[ReviewerVerdict]) -> ReviewState {
     } else {
         ReviewState::Pending
     }
+}
+
+/// The review state of a pull request at `head`, from what the forge says and the reviewers'
+/// verdicts as recorded (a verdict posted as a comment counts as much as one the forge shows):
+/// a request for changes from either wins; then an approval — the forge's, or every reviewer's
+/// of this very head; else the forge's state, or `pending` when reviewers had their say.
+pub fn effective_state(
+    forge: ReviewState,
+    spec: Option<&ReviewSpec>,
+    status: Option<&ReviewStatus>,
+    head: &str,
+) -> ReviewState {
+    let on_head: Vec<&ReviewerVerdict> =
+        status.map(|s| s.verdicts.iter().filter(|v| v.head_sha == head).collect()).unwrap_or_default();
+    if forge == ReviewState::ChangesRequested || on_head.iter().any(|v| v.verdict == Verdict::ChangesRequested) {
+        return ReviewState::ChangesRequested;
+    }
+    let reviewers = spec.map_or(0, |s| s.reviewers.len());
+    let all_approve = reviewers > 0 && status.is_some_and(|st| st.approves(reviewers, head));
+    if forge == ReviewState::Approved || all_approve {
+        return ReviewState::Approved;
+    }
+    if forge == ReviewState::None && !on_head.is_empty() {
+        return ReviewState::Pending;
+    }
+    forge
 }
 
 /// Whether `approved-and-green` may merge `head` as far as the reviewers go: always without a
@@ -347,7 +483,43 @@ mod tests {
     }
 
     fn verdict(reviewer: u32, head: &str, verdict: Verdict) -> ReviewerVerdict {
-        ReviewerVerdict { reviewer, session: format!("r{reviewer}"), head_sha: head.into(), verdict, comments: 0 }
+        let file = ReviewFile { verdict, body: String::new(), comments: vec![] };
+        ReviewerVerdict::of(reviewer, &format!("r{reviewer}"), head, &file)
+    }
+
+    #[test]
+    fn recorded_verdicts_count_beside_the_forges_state() {
+        let one = ReviewSpec { reviewers: vec![ReviewerSpec::default()], ..Default::default() };
+        let mut st = ReviewStatus::default();
+        assert_eq!(effective_state(ReviewState::None, Some(&one), Some(&st), "h1"), ReviewState::None);
+        st.record(verdict(0, "h1", Verdict::ChangesRequested));
+        assert_eq!(effective_state(ReviewState::None, Some(&one), Some(&st), "h1"), ReviewState::ChangesRequested);
+        assert_eq!(effective_state(ReviewState::Approved, Some(&one), Some(&st), "h1"), ReviewState::ChangesRequested);
+        assert_eq!(effective_state(ReviewState::None, Some(&one), Some(&st), "h2"), ReviewState::None, "another head");
+        st.record(verdict(0, "h2", Verdict::Approve));
+        assert_eq!(effective_state(ReviewState::None, Some(&one), Some(&st), "h2"), ReviewState::Approved);
+        assert_eq!(
+            effective_state(ReviewState::ChangesRequested, Some(&one), Some(&st), "h2"),
+            ReviewState::ChangesRequested,
+            "a person's request for changes wins"
+        );
+        st.record(verdict(0, "h3", Verdict::Comment));
+        assert_eq!(effective_state(ReviewState::None, Some(&one), Some(&st), "h3"), ReviewState::Pending);
+    }
+
+    #[test]
+    fn a_verdict_keeps_its_text_bounded() {
+        let long = "x".repeat(KEPT_BODY + 10);
+        let file = ReviewFile {
+            verdict: Verdict::ChangesRequested,
+            body: long,
+            comments: vec![LineComment { path: "a".into(), line: 1, text: "y".repeat(KEPT_COMMENT * 2) }],
+        };
+        let v = ReviewerVerdict::of(0, "w-review-1-0", "h", &file);
+        assert_eq!(v.body.chars().count(), KEPT_BODY + 1);
+        assert_eq!(v.line_comments[0].text.chars().count(), KEPT_COMMENT + 1);
+        assert_eq!(v.comments, 1);
+        assert!(!v.post.as_ref().unwrap().done());
     }
 
     #[test]

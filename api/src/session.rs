@@ -436,6 +436,10 @@ pub struct SessionStatus {
     /// A reviewer's review, read from its review file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reviewer: Option<crate::review::ReviewerStatus>,
+    /// The last `ao.dev/reconcile-requested-at` value acted on (`aoctl reconcile session`): the
+    /// forge was read for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
 }
 
 /// What an agent reported about itself through the agent API (`aoctl mcp`).
@@ -665,6 +669,9 @@ pub struct FeedbackStatus {
     /// Failed jobs re-run as flaky, for the pull request's current head only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reruns: Vec<JobRerun>,
+    /// Reviewer sessions whose verdict was passed on; at most [`FeedbackStatus::MAX_IDS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviewers: Vec<String>,
 }
 
 impl FeedbackStatus {
@@ -684,6 +691,17 @@ impl FeedbackStatus {
         }
         add(&mut self.reviews, reviews);
         add(&mut self.comments, comments);
+    }
+
+    /// Remembers reviewer sessions whose verdict was passed on.
+    pub fn remember_reviewers(&mut self, sessions: &[String]) {
+        for s in sessions {
+            if !self.reviewers.contains(s) {
+                self.reviewers.push(s.clone());
+            }
+        }
+        let over = self.reviewers.len().saturating_sub(FeedbackStatus::MAX_IDS);
+        self.reviewers.drain(..over);
     }
 
     /// How often the job named `check` was re-run on commit `sha`.
@@ -755,6 +773,11 @@ pub mod reasons {
     pub const HOST_LOST: &str = "HostLost";
     /// `Ready=False`: the session's host was lost and it is placed on another one.
     pub const RESCHEDULING: &str = "Rescheduling";
+    /// `ForgeSynced=True`: the forge is read at its interval (and at once on webhooks).
+    pub const FORGE_POLLED: &str = "Polled";
+    /// `ForgeSynced=False`: the token's rate budget runs low; polls wait (reads a webhook asks
+    /// for still go) and the session's view of its pull request may be stale.
+    pub const FORGE_BUDGET_LOW: &str = "ForgeBudgetLow";
     /// `RuntimeReady` reasons that no retry will fix without a change: the phase is `Failed`. An
     /// unavailable runtime (a docker engine that is down) is retried instead.
     pub const PERMANENT: &[&str] = &[AGENT_EXITED, AGENT_CONFIG_INVALID];

@@ -376,6 +376,9 @@ fn check_review(field: &str, r: &ReviewSpec, e: &mut Errors) {
             e.check(format!("{field}.on[{i}]"), Err(format!("`{t}` is listed twice")));
         }
     }
+    if let Some(v) = &r.token_env {
+        e.check(format!("{field}.tokenEnv"), env_name(v));
+    }
 }
 
 impl NotifierType {
@@ -789,14 +792,17 @@ mod review_tests {
             }],
             on: vec![ReviewTrigger::Push, ReviewTrigger::Push],
             gate: true,
+            token_env: Some("REVIEW TOKEN".into()),
         });
+        let errors = fields(p.validate());
         assert_eq!(
-            fields(p.validate()),
+            errors[..2],
             [
                 "spec.review.reviewers[0].agent.command[0]: the program must not be empty",
                 "spec.review.on[1]: `push` is listed twice"
             ]
         );
+        assert!(errors[2].starts_with("spec.review.tokenEnv: "), "{errors:?}");
         let mut s = Session::new("w", "p", "x");
         s.spec.review_of = Some("w".into());
         assert_eq!(fields(s.validate()), ["spec.reviewOf: a session cannot review itself"]);

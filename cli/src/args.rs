@@ -26,7 +26,7 @@ pub(crate) enum ArgError {
     UnknownKind(String),
     #[error("unknown kind `{0}`; expected project, session, gitsource or issuesource")]
     NotWritable(String),
-    #[error("unknown kind `{0}`; expected gitsource or issuesource")]
+    #[error("unknown kind `{0}`; expected gitsource, issuesource or session")]
     NotASource(String),
     #[error("unknown agent `{given}`; did you mean `{near}`?")]
     AgentNearMiss { given: String, near: String },
@@ -132,11 +132,13 @@ pub(crate) enum Command {
     /// session's agent gets at launch, and offers the tools status, report, ask_human, send,
     /// handoff and request_review, each acting on that session only (docs/mcp.md).
     Mcp,
-    /// Sync a GitSource or poll an IssueSource now, and wait until it has.
+    /// Sync a GitSource, poll an IssueSource, or read a Session's pull request now, and wait
+    /// until it has.
     ///
-    /// Sets the `ao.dev/reconcile-requested-at` annotation to the current time; the source acts
-    /// on it at once and records the value in `status.lastHandledReconcileAt`. Prints the
-    /// outcome (the revision applied, or why not) and exits 1 when the source is not ready.
+    /// Sets the `ao.dev/reconcile-requested-at` annotation to the current time; the object's
+    /// controller acts on it at once (a session reads its forge even when the token's budget
+    /// holds polls back) and records the value in `status.lastHandledReconcileAt`. Prints the
+    /// outcome (the revision applied, or why not) and exits 1 when it did not succeed.
     Reconcile(ReconcileArgs),
     /// Start a review round of a session's pull request now, with its project's reviewers.
     ///
@@ -346,7 +348,7 @@ pub(crate) struct ReviewArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ReconcileArgs {
-    /// gitsource (gs) or issuesource (is).
+    /// gitsource (gs), issuesource (is) or session.
     #[arg(value_parser = parse_source_kind, value_name = "KIND")]
     pub kind: Kind,
     pub name: String,
@@ -429,7 +431,7 @@ fn parse_kinds(s: &str) -> Result<KindList, ArgError> {
 
 fn parse_source_kind(s: &str) -> Result<Kind, ArgError> {
     match Kind::parse(s) {
-        Some(k @ (Kind::GitSource | Kind::IssueSource)) => Ok(k),
+        Some(k @ (Kind::GitSource | Kind::IssueSource | Kind::Session)) => Ok(k),
         _ => Err(ArgError::NotASource(s.to_string())),
     }
 }

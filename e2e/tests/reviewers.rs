@@ -1,9 +1,13 @@
-//! Reviewer sessions against the GitHub stand-in: a scripted worker opens a pull request, a
-//! scripted reviewer gets its diff and requests changes with two line comments, the worker hears
-//! each once as `path:line: text`, its push is re-reviewed with only what changed, nothing the
-//! reviewer commits reaches the worker's branch, and the reviewer's approval gates the merge.
-//! `aoctl review` starts a round the triggers did not, and a malformed review file is an event
-//! naming the field, told to the reviewer once.
+//! Reviewer sessions against the GitHub stand-in, which refuses a pull request's author's own
+//! approval as GitHub does: a scripted worker opens a pull request, a scripted reviewer gets its
+//! diff and requests changes with two line comments, the worker hears each once as
+//! `path:line: text`, its push is re-reviewed with only what changed, nothing the reviewer
+//! commits reaches the worker's branch, and the reviewer's approval gates the merge. With a
+//! second identity (`spec.review.tokenEnv`, a reviewer bot) the verdicts are the forge's own
+//! reviews; without one they are posted as comments from the author's token and count all the
+//! same, and a post the forge refuses is tried again minutes later, not in a storm. `aoctl
+//! review` starts a round the triggers did not, and a malformed review file is an event naming
+//! the field, told to the reviewer once.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -13,7 +17,7 @@ use serde_json::{json, Value};
 
 use crate::github_feedback::{heard, pushed_after, reasons, PROJECT, STEP};
 use crate::lifecycle::{eventually, git, transcript, Cleanup, READY};
-use crate::standin::{count, delivered, head, is, session, Gh, REPO};
+use crate::standin::{count, delivered, head, is, session, Gh, REPO, REVIEW_BOT, REVIEW_TOKEN_ENV};
 
 const REVIEW_AGENT: &str = include_str!("../agents/review-agent");
 
@@ -34,11 +38,13 @@ fn prompts(gh: &Gh) -> Vec<(String, String)> {
     all
 }
 
-/// Waits until the reviewers kept `n` prompts; them, oldest round first.
+/// Waits until the reviewers kept `n` whole prompts (a copy being written is not one yet); them,
+/// oldest round first.
 async fn prompts_of(gh: &Gh, n: usize) -> Vec<(String, String)> {
     eventually(STEP, &format!("{n} reviewer prompt(s)"), || {
         let all = prompts(gh);
-        if all.len() >= n {
+        let whole = all.iter().filter(|(_, p)| p.trim_end().ends_with("may be left out.")).count();
+        if whole >= n {
             Ok(all)
         } else {
             Err(format!("{all:?}"))
@@ -47,11 +53,8 @@ async fn prompts_of(gh: &Gh, n: usize) -> Vec<(String, String)> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reviewers_request_changes_re_review_the_push_and_gate_the_merge() {
-    let gh = Gh::start(REPO, true).await;
-    let _cleanup = Cleanup::new(&gh.server);
-    // The reviewer's script joins the repository, so the worker's head (its checkout) holds it.
+/// Commits the scripted reviewer into the repository, so the worker's head (its checkout) holds it.
+fn commit_reviewer(gh: &Gh) {
     let script = gh.repos.clone.join("scripts/review.sh");
     fs::write(&script, REVIEW_AGENT).expect("write the reviewer script");
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).expect("make it executable");
@@ -59,13 +62,33 @@ async fn reviewers_request_changes_re_review_the_push_and_gate_the_merge() {
     git(clone, &["add", "scripts/review.sh"]);
     git(clone, &["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "the reviewer script"]);
     git(clone, &["push", "-q", "origin", "main"]);
+}
 
+/// A project whose one scripted reviewer gates the merge; `extra` joins its `spec.review`.
+fn reviewed_project(gh: &Gh, extra: Value) -> Value {
     let mut project = gh.project(PROJECT, REPO, "2s", json!({"approved-and-green": {"auto": true, "action": "merge"}}));
-    project["spec"]["review"] = json!({
+    let mut review = json!({
         "reviewers": [{"agent": {"command": ["./scripts/review.sh", "{promptFile}"]}, "prompt": "Be brief."}],
         "on": ["pr-opened", "push"],
         "gate": true,
     });
+    review.as_object_mut().expect("an object").extend(extra.as_object().cloned().unwrap_or_default());
+    project["spec"]["review"] = review;
+    project
+}
+
+/// The reviews of the first pull request on the stand-in.
+async fn forge_reviews(gh: &Gh) -> Vec<Value> {
+    gh.standin.repo_state().await["reviews"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviewers_request_changes_re_review_the_push_and_gate_the_merge() {
+    let gh = Gh::start(REPO, true).await;
+    let _cleanup = Cleanup::new(&gh.server);
+    commit_reviewer(&gh);
+    // The verdicts are posted by a second identity, which may approve what aoctl's token opened.
+    let project = reviewed_project(&gh, json!({"tokenEnv": REVIEW_TOKEN_ENV}));
     gh.server.create("projects", &project).await;
     gh.project_ready(PROJECT).await;
     let name = "login";
@@ -133,11 +156,11 @@ async fn reviewers_request_changes_re_review_the_push_and_gate_the_merge() {
     assert_eq!(review["verdicts"][0]["headSha"], json!(second_head), "{s:#}");
     let pulls = gh.standin.pulls().await;
     assert_eq!(pulls[0]["head"]["sha"], json!(second_head), "the approved head was merged: {:#}", pulls[0]);
-    let state = gh.standin.repo_state().await;
-    let reviews = state["reviews"].as_array().cloned().unwrap_or_default();
+    let reviews = forge_reviews(&gh).await;
     let states: Vec<&str> = reviews.iter().filter_map(|r| r["state"].as_str()).collect();
-    assert_eq!(states, ["CHANGES_REQUESTED", "APPROVED"], "{state:#}");
-    assert_eq!(reviews[1]["commitId"], json!(second_head), "{state:#}");
+    assert_eq!(states, ["CHANGES_REQUESTED", "APPROVED"], "{reviews:#?}");
+    assert_eq!(reviews[1]["commitId"], json!(second_head), "{reviews:#?}");
+    assert!(reviews.iter().all(|r| r["user"] == REVIEW_BOT), "posted by the reviewer bot: {reviews:#?}");
 
     // The reviewers committed in their checkouts; none of it reached the worker's branch.
     for repo in [&gh.repos.bare, &gh.repos.clone] {
@@ -155,6 +178,71 @@ async fn reviewers_request_changes_re_review_the_push_and_gate_the_merge() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+    let t = transcript(&gh.server, name);
+    assert_eq!(count(&t, "got: [aoctl:changes-requested:"), 1, "one review message:\n{t}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviewers_without_a_second_identity_post_comments_that_count_and_a_refused_post_waits() {
+    let gh = Gh::start(REPO, true).await;
+    let _cleanup = Cleanup::new(&gh.server);
+    commit_reviewer(&gh);
+    gh.server.create("projects", &reviewed_project(&gh, json!({}))).await;
+    gh.project_ready(PROJECT).await;
+    // The first review GitHub is sent is refused, with its reasons.
+    let route = "POST /repos/{owner}/{repo}/pulls/{pull_number}/reviews";
+    let refusal = json!({
+        "message": "Unprocessable Entity",
+        "errors": ["Review cannot be submitted at this time"],
+        "documentation_url": "https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request",
+    });
+    let fault = json!({"status": 422, "count": 1, "route": route, "body": refusal});
+    gh.standin.ok("POST", "/_standin/faults", Some(&fault)).await;
+    let name = "plain";
+    gh.server.create("sessions", &session(name, PROJECT, "Fix the login redirect loop", json!({}))).await;
+    gh.server.wait_for("sessions", name, READY, |o| is(o, "PullRequestOpen", "True")).await;
+    let (notes, branch) = (format!("notes/{name}.md"), format!("{PROJECT}/{name}"));
+    let first_head = head(&gh.repos.bare, &branch).expect("the worker pushed");
+
+    // The post was refused, yet the verdict counts: the worker hears both comments, once each.
+    heard(&gh, name, &format!("got: {notes}:1: Name the bug in this heading")).await;
+    let t = heard(&gh, name, &format!("got: {notes}:3: Say what was tried")).await;
+    assert_eq!(count(&t, &format!("got: {notes}:1: Name the bug in this heading")), 1, "{t}");
+    let events = reasons(&gh, name).await;
+    let (_, said) = events.iter().find(|(r, _)| r == "ReviewNotPosted").expect("a ReviewNotPosted event");
+    assert!(said.contains("Unprocessable Entity: Review cannot be submitted at this time"), "{said}");
+    assert!(said.contains("posted again after 2m"), "{said}");
+    // The event goes out before the status that records the try is written.
+    let s = gh
+        .server
+        .wait_for("sessions", name, STEP, |o| o.pointer("/status/review/verdicts/0/post/attempts") == Some(&json!(1)))
+        .await;
+    let post = &s["status"]["review"]["verdicts"][0]["post"];
+    assert!(post["reviewId"].is_null() && post["nextAttemptAt"].is_string(), "{s:#}");
+    assert!(post["lastError"].as_str().unwrap_or_default().contains("Review cannot be submitted"), "{s:#}");
+    // No storm: the refused post is not tried again for minutes.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let asked = gh.standin.requests().await;
+    assert_eq!(asked["byRoute"][route]["total"], 1, "one try in the first minutes: {asked:#}");
+
+    // Round 2: the approval is posted as a comment from aoctl's own token (GitHub refuses an
+    // author's approval), and the recorded verdict opens the gate.
+    let second_head = pushed_after(&gh, &branch, &first_head).await;
+    prompts_of(&gh, 2).await;
+    delivered(&gh.standin.check_run(&second_head, "ci", "success", "all tests passed").await, 202);
+    fs::write(gh.repos.clone.join(".git/review-go"), "").expect("let the reviewer approve");
+    let s = gh
+        .server
+        .wait_for("sessions", name, STEP, |o| {
+            o.pointer("/status/pullRequest/state").and_then(Value::as_str) == Some("merged")
+        })
+        .await;
+    assert_eq!(s["status"]["review"]["state"], "approved", "{s:#}");
+    let reviews = forge_reviews(&gh).await;
+    let approval = reviews.iter().find(|r| r["commitId"] == json!(second_head)).expect("the approval is posted");
+    assert_eq!(approval["state"], "COMMENTED", "{reviews:#?}");
+    assert!(approval["body"].as_str().unwrap_or_default().starts_with("**Verdict: approve.**"), "{approval:#}");
+    assert!(!reviews.iter().any(|r| r["state"] == "APPROVED" || r["state"] == "CHANGES_REQUESTED"), "{reviews:#?}");
     let t = transcript(&gh.server, name);
     assert_eq!(count(&t, "got: [aoctl:changes-requested:"), 1, "one review message:\n{t}");
 }

@@ -20,6 +20,13 @@ use crate::lifecycle::{git, git_out};
 
 /// The token the stand-in requires and the server reads from `GITHUB_TOKEN`.
 pub(crate) const TOKEN: &str = "ghp_e2eStandInToken0123456789";
+/// The token of a second GitHub identity, a reviewer bot, which the server reads from
+/// `AOCTL_REVIEW_TOKEN` (a project's `spec.review.tokenEnv` names it).
+pub(crate) const REVIEW_TOKEN: &str = "ghp_e2eReviewBotToken0123456789";
+/// The login of that identity.
+pub(crate) const REVIEW_BOT: &str = "octo-review-bot";
+/// The variable the server reads it from.
+pub(crate) const REVIEW_TOKEN_ENV: &str = "AOCTL_REVIEW_TOKEN";
 /// The webhook secret the stand-in signs with and the server reads from `AOCTL_WEBHOOK_SECRET`.
 pub(crate) const SECRET: &str = "e2e-webhook-secret";
 /// The repository of the pull-request tests.
@@ -50,8 +57,12 @@ fn ensure_node_modules(name: &str) {
 }
 
 /// The server environment that lets it talk to the stand-in and check its webhooks.
-pub(crate) fn gh_env() -> [(&'static str, &'static OsStr); 2] {
-    [("GITHUB_TOKEN", OsStr::new(TOKEN)), ("AOCTL_WEBHOOK_SECRET", OsStr::new(SECRET))]
+pub(crate) fn gh_env() -> [(&'static str, &'static OsStr); 3] {
+    [
+        ("GITHUB_TOKEN", OsStr::new(TOKEN)),
+        ("AOCTL_WEBHOOK_SECRET", OsStr::new(SECRET)),
+        (REVIEW_TOKEN_ENV, OsStr::new(REVIEW_TOKEN)),
+    ]
 }
 
 /// `sha256=<hex>`: the `X-Hub-Signature-256` of `body` under `secret`, computed by openssl.
@@ -94,6 +105,7 @@ impl StandIn {
     pub(crate) fn start(dir: &Path, repo: &str, git_dir: &Path, webhook_url: Option<&str>) -> StandIn {
         let mut args: Vec<std::ffi::OsString> = vec!["--repo".into(), repo.into(), "--git-dir".into(), git_dir.into()];
         args.extend(["--token".into(), TOKEN.into()]);
+        args.extend(["--identity".into(), format!("{REVIEW_TOKEN}={REVIEW_BOT}").into()]);
         if let Some(url) = webhook_url {
             args.extend(["--webhook-url".into(), url.into(), "--webhook-secret".into(), SECRET.into()]);
         }

@@ -79,8 +79,9 @@ const TOOLS: &[Tool] = &[
     },
     Tool {
         name: "request_review",
-        description: "Ask for a review of this session's work. This only records the request (as an event and \
-                      in the session's status); reviewers configured for the project act on it.",
+        description: "Ask for a review of this session's work. The request is recorded (as an event and in the \
+                      session's status); when the session or its project has reviewers, a review round starts and \
+                      their verdicts and comments come back to you. The answer says which.",
         args: &[("note", false, "What to look at.")],
         method: "POST",
         path: "review",

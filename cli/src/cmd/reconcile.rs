@@ -1,6 +1,6 @@
-//! `aoctl reconcile KIND NAME`: ask a source to sync now. It sets the source's
-//! `ao.dev/reconcile-requested-at` annotation (a merge patch of its metadata) and waits until the
-//! source records having handled that value, then prints how it went.
+//! `aoctl reconcile KIND NAME`: ask a source to sync, or a session to read its forge, now. It
+//! sets the object's `ao.dev/reconcile-requested-at` annotation (a merge patch of its metadata)
+//! and waits until the object records having handled that value, then prints how it went.
 
 use std::process::ExitCode;
 
@@ -32,13 +32,19 @@ pub(crate) async fn run(client: &Client, a: ReconcileArgs) -> anyhow::Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-/// Whether the source handled the request `at`: then its Ready condition says how it went.
+/// Whether the object handled the request `at`: then its Ready condition (a session's
+/// ForgeSynced) says how it went.
 fn handled(kind: Kind, obj: Option<&Value>, at: &str) -> Check {
     let Some(obj) = obj else { return Check::Failed("was deleted while waiting".into()) };
     if obj.pointer("/status/lastHandledReconcileAt").and_then(Value::as_str) != Some(at) {
         return Check::Pending("the request not handled yet".into());
     }
-    let ready = object::condition(obj, aoctl_api::condition::types::READY);
+    use aoctl_api::condition::types;
+    let which = if kind == Kind::Session { types::FORGE_SYNCED } else { types::READY };
+    if kind == Kind::Session && object::condition(obj, which).is_none() {
+        return Check::Done("the project has no forge to read".into());
+    }
+    let ready = object::condition(obj, which);
     let field = |k: &str| ready.and_then(|c| c.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
     let message = field("message");
     match field("status").as_str() {

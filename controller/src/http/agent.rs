@@ -286,7 +286,8 @@ pub async fn handoff(
 }
 
 /// `POST /agent/v1/review`: records that the agent asks for a review, in `status.agent` and as
-/// an event; reviewers act on it where a project has them.
+/// an event. When the session (or its project) has reviewers, the session's reconcile starts a
+/// round for it, and the answer says so; otherwise it says that none will.
 pub async fn review(
     State(state): State<AppState>,
     Extension(caller): Extension<SessionCaller>,
@@ -302,5 +303,21 @@ pub async fn review(
     .await?;
     let message = if note.is_empty() { "the agent asks for a review".to_string() } else { note.clone() };
     record(&state, &s, "ReviewRequested", &message).await;
-    Ok(done("the review request is recorded", json!({ "note": note })))
+    let reviewers = match s.spec.review.as_ref().filter(|r| !r.reviewers.is_empty()) {
+        Some(r) => r.reviewers.len(),
+        None => match state.store.get_typed::<Project>(&s.spec.project).await {
+            Ok(p) => p.spec.review.map_or(0, |r| r.reviewers.len()),
+            Err(StoreError::NotFound { .. }) => 0,
+            Err(e) => return Err(e.into()),
+        },
+    };
+    let answer = if s.spec.review_of.is_some() {
+        "the request is recorded; this session is itself a reviewer, so no round starts".to_string()
+    } else if reviewers > 0 {
+        let r = if reviewers == 1 { "reviewer" } else { "reviewers" };
+        format!("a review round starts with {reviewers} {r} once the pull request is open; their verdicts and comments come back to you")
+    } else {
+        "the request is recorded, but no review round starts: neither this session nor its project has reviewers (spec.review.reviewers); a person sees the request".to_string()
+    };
+    Ok(done(answer, json!({ "note": note, "reviewers": reviewers })))
 }

@@ -2,6 +2,7 @@
 //! grouped per review (each once), the files that conflict with the base, and the tracker issue
 //! in the first prompt, its untrusted text fenced and bounded. Formatting only; no IO.
 
+use aoctl_api::review::{ReviewerVerdict, Verdict};
 use aoctl_api::session::FeedbackStatus;
 use aoctl_scm::{Issue, Review, ReviewComment, Reviews};
 
@@ -79,6 +80,38 @@ pub fn new_feedback(all: &Reviews, sent: Option<&FeedbackStatus>) -> Option<NewF
     }
     out.text = blocks.join("\n");
     Some(out)
+}
+
+/// The reviews without those aoctl's reviewer sessions posted (they carry the reviewer marker)
+/// and their comments: those reach the worker from the recorded verdicts.
+pub fn without_reviewer_posts(all: &Reviews) -> Reviews {
+    let posted = |r: &Review| r.body.contains("(reviewer session ");
+    let own: Vec<u64> = all.items.iter().filter(|r| posted(r)).map(|r| r.id).collect();
+    Reviews {
+        state: all.state,
+        items: all.items.iter().filter(|r| !own.contains(&r.id)).cloned().collect(),
+        comments: all.comments.iter().filter(|c| c.review_id.is_none_or(|id| !own.contains(&id))).cloned().collect(),
+    }
+}
+
+/// A reviewer session's recorded verdict as the worker reads it: who, the verdict and its body,
+/// then each line comment as `path:line: text`.
+pub fn reviewer_feedback(v: &ReviewerVerdict) -> String {
+    let verdict = match v.verdict {
+        Verdict::ChangesRequested => "requested changes",
+        Verdict::Approve => "approved",
+        Verdict::Comment => "commented",
+    };
+    let body = v.body.trim();
+    let mut out = if body.is_empty() {
+        format!("Review by reviewer {} ({verdict}):\n", v.session)
+    } else {
+        format!("Review by reviewer {} ({verdict}): {}\n", v.session, one_line(body, usize::MAX))
+    };
+    for c in &v.line_comments {
+        out.push_str(&format!("{}:{}: {}\n", c.path, c.line, one_line(c.text.trim(), usize::MAX)));
+    }
+    out
 }
 
 fn review_header(r: &Review) -> String {

@@ -1,7 +1,14 @@
 //! The session's pull request: opened when the agent has committed work (`pullRequest.create`),
-//! then its checks, reviews and mergeability read from the project's forge — on webhooks at once,
-//! otherwise at the project's poll interval, faster while checks run, never once it is merged or
-//! closed. Forge errors become conditions and are retried; they never fail the reconcile.
+//! then its checks, reviews and mergeability read from the project's forge — when due, never
+//! because the agent's screen changed: at once on a webhook, after the session's own commits, or
+//! when a person asks (`aoctl reconcile session`); otherwise at the project's poll interval
+//! (faster while checks run or mergeability is being computed, rarer once the project's webhooks
+//! have been heard from, slower in proportion when the token's rate budget would not last until
+//! its reset, and held back — with `ForgeSynced=False` — when it runs low), never once it is
+//! merged or closed. A GitHub project with many sessions reads its open pull requests in one
+//! GraphQL query per poll, and a session whose pull request did not change in it reads nothing
+//! else. A failing job's log is read once per job and kept while it fails. Forge errors become
+//! conditions and are retried; they never fail the reconcile.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,15 +16,26 @@ use std::time::{Duration, Instant};
 use aoctl_api::condition::types;
 use aoctl_api::project::Project;
 use aoctl_api::session::{reasons, ChecksState, PullRequestState, ReviewState};
+use aoctl_api::source::REQUESTED_AT;
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus};
 use aoctl_runtimes::git;
 use aoctl_runtimes::workspace::WorkspaceInfo;
-use aoctl_scm::{flaky_cause, Checks, Issue, PullRequest, Reviews};
+use aoctl_scm::{flaky_cause, Checks, FailingCheck, Issue, PullRequest, Reviews};
 
-use super::state::Facts;
-use super::state::PrMemo;
-use super::{cond, Error, Reconcile};
+use super::state::{Facts, LogTail, PrMemo};
+use super::{cond, Context, Error, Reconcile};
 use crate::forges::{Forge, ForgeError, Tracker};
+
+/// A project with at least this many sessions reads its open pull requests in one batch (where
+/// the forge has such a query): below it, conditional REST reads cost less.
+pub(super) const BATCH_MIN: usize = 8;
+/// With webhooks heard from, polls are this many times rarer, and at most this far apart.
+const WEBHOOK_STRETCH: u32 = 10;
+const WEBHOOK_POLL_MAX: Duration = Duration::from_secs(600);
+/// How soon a pull request whose mergeability the forge is still computing is read again.
+const MERGEABLE_SOON: Duration = Duration::from_secs(3);
+/// A log tail that could not be read is tried again after this long.
+const LOG_RETRY: Duration = Duration::from_secs(60);
 
 /// The forge side of one reconcile.
 pub(super) struct Tracked {
@@ -35,18 +53,89 @@ fn poll_interval(p: &Project) -> Duration {
 
 fn gh_error(st: &mut SessionStatus, s: &Session, e: &ForgeError, p: &Project) -> Option<Duration> {
     cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::Unknown, e.reason(), e.to_string());
+    let msg = format!("the last read failed: {e}");
+    cond(st, s, types::FORGE_SYNCED, ConditionStatus::False, e.reason(), msg);
     Some(e.retry_after().unwrap_or_else(|| poll_interval(p)).max(Duration::from_secs(1)))
 }
 
+/// How many times slower than usual polls go for the forge's token (see `Budget::pace`).
+fn pace(forge: &Forge) -> f64 {
+    let b = forge.budget();
+    b.pace(aoctl_forge_core::CORE).max(b.pace("graphql"))
+}
+
+/// Whether the forge's token has budget for polls (above its reserve, which is kept for what
+/// webhooks, people and pushes ask for).
+fn polls_allowed(forge: &Forge) -> bool {
+    let b = forge.budget();
+    b.polls_allowed(aoctl_forge_core::CORE) && b.polls_allowed("graphql")
+}
+
+/// A duration `factor` times as long, in whole seconds.
+fn times(d: Duration, factor: f64) -> Duration {
+    Duration::from_secs((d.as_secs_f64() * factor).clamp(1.0, 86_400.0).round() as u64)
+}
+
+/// Why polls wait: the token's window, and since when the view is stale.
+fn held_message(forge: &Forge, since: aoctl_api::Time) -> String {
+    let b = forge.budget();
+    let windows = [aoctl_forge_core::CORE, "graphql"].map(|r| (r, b.window(r)));
+    let low = windows.iter().filter(|(_, w)| w.remaining.is_some()).min_by_key(|(_, w)| w.remaining);
+    let left = match low {
+        Some((resource, w)) => {
+            let of = w.limit.map(|l| format!(" of {l}")).unwrap_or_default();
+            let until = w.reset_at.map(|t| format!(" until {}", aoctl_api::Time(t))).unwrap_or_default();
+            format!("{} {resource} requests left{of}{until}", w.remaining.unwrap_or(0))
+        }
+        None => "little left".to_string(),
+    };
+    format!(
+        "{}'s rate budget for this token is low ({left}): polls wait, while webhooks, pushes and `aoctl reconcile` are still acted on; the view of the pull request is stale since {since}",
+        forge.name()
+    )
+}
+
+/// The log tail of a failing check: read once per job (a re-run is another job) and kept while
+/// it fails; a read that failed is tried again after [`LOG_RETRY`].
+pub(super) async fn log_tail(
+    ctx: &Context,
+    session: &str,
+    forge: &Forge,
+    check: &FailingCheck,
+) -> Result<Option<String>, String> {
+    let known = ctx.state.lock().log_tails.get(session).and_then(|m| m.get(&check.id)).cloned();
+    if let Some(t) = known {
+        if t.tail.is_ok() || t.at.elapsed() < LOG_RETRY {
+            return t.tail;
+        }
+    }
+    let tail = forge.failing_log_tail(check).await.map_err(|e| e.to_string());
+    let kept = LogTail { tail: tail.clone(), at: Instant::now() };
+    ctx.state.lock().log_tails.entry(session.to_string()).or_default().insert(check.id, kept);
+    tail
+}
+
 impl Reconcile<'_> {
-    /// Reads the pull request from the forge when a poll is due (or a webhook arrived), else reuses the
-    /// last answers; opens it first when the session asks for one and there is none.
+    /// Reads the pull request from the forge when a read is due (see the module's words), else
+    /// reuses the last answers; opens it first when the session asks for one and there is none.
     pub(super) async fn pull_request(&mut self, ws: &WorkspaceInfo) -> Result<Tracked, Error> {
         let (s, ctx) = (self.s, self.ctx);
         let project = &self.project;
+        let asked = s
+            .metadata
+            .annotations
+            .get(REQUESTED_AT)
+            .filter(|a| self.st.last_handled_reconcile_at.as_ref() != Some(*a))
+            .cloned();
         let client = match ctx.forges.forge(project) {
             Ok(Some(c)) => c,
-            Ok(None) => return Ok(Tracked { client: None, facts: None, webhook_at: None, next: None }),
+            Ok(None) => {
+                // Nothing to read: a person's request is handled at once.
+                if let Some(at) = asked {
+                    self.st.last_handled_reconcile_at = Some(at);
+                }
+                return Ok(Tracked { client: None, facts: None, webhook_at: None, next: None });
+            }
             Err(e) => {
                 let next = gh_error(self.st, s, &e, project);
                 return Ok(Tracked { client: None, facts: None, webhook_at: None, next });
@@ -55,9 +144,41 @@ impl Reconcile<'_> {
         let name = &s.metadata.name;
         let mut memo = ctx.state.pr_memo(name);
         let now = Instant::now();
-        if memo.next_poll.is_some_and(|t| t > now) {
+        let every = self.poll_every(&client, memo.facts.as_deref());
+        let own_head = ws.head_sha.is_some()
+            && ws.head_sha != memo.local_head
+            && memo.facts.as_ref().is_some_and(|f| ws.head_sha.as_deref() != Some(f.pr.head_sha.as_str()));
+        let due = memo.next_poll.is_none_or(|t| t <= now);
+        let urgent = memo.webhook_at.is_some() || asked.is_some() || own_head;
+        if !due && !urgent {
             let next = memo.next_poll.map(|t| t - now);
             return Ok(Tracked { client: Some(client), facts: memo.facts, webhook_at: None, next });
+        }
+        memo.local_head = ws.head_sha.clone();
+        if !urgent && !polls_allowed(&client) {
+            // Polls wait for the budget; what a webhook, a person or a push asks for still goes.
+            let since = *memo.held_since.get_or_insert_with(aoctl_api::Time::now);
+            let msg = held_message(&client, since);
+            cond(self.st, s, types::FORGE_SYNCED, ConditionStatus::False, reasons::FORGE_BUDGET_LOW, msg);
+            memo.next_poll = Some(now + every);
+            let facts = memo.facts.clone();
+            ctx.state.set_pr_memo(name, memo);
+            return Ok(Tracked { client: Some(client), facts, webhook_at: None, next: Some(every) });
+        }
+        let batch = match (urgent, memo.facts.is_some()) {
+            (false, true) => self.batch_digest(&client, &ws.branch, every).await,
+            _ => None,
+        };
+        if let (Some(digest), Some(facts)) = (&batch, &memo.facts) {
+            if memo.digest.as_ref() == Some(digest) && facts.pr.state == PullRequestState::Open {
+                // The batch shows nothing new about this pull request: nothing else is read.
+                memo.next_poll = Some(now + every);
+                memo.held_since = None;
+                self.synced(&client, every);
+                let facts = memo.facts.clone();
+                ctx.state.set_pr_memo(name, memo);
+                return Ok(Tracked { client: Some(client), facts, webhook_at: None, next: Some(every) });
+            }
         }
         let webhook_at = memo.webhook_at.take();
         let result = self.poll(ws, &client).await;
@@ -65,19 +186,97 @@ impl Reconcile<'_> {
         ctx.forges.refresh_gauge();
         let (facts, next) = match result {
             Ok(Some(f)) => {
-                let next = match (f.pr.state, f.checks.state) {
-                    (PullRequestState::Merged | PullRequestState::Closed, _) => None,
-                    (_, ChecksState::Pending) => Some((poll_interval(project) / 3).max(Duration::from_secs(5))),
-                    _ => Some(poll_interval(project)),
+                let every = self.poll_every(&client, Some(&f));
+                let next = match f.pr.state {
+                    PullRequestState::Merged | PullRequestState::Closed => None,
+                    PullRequestState::Open if f.pr.mergeable.is_none() => Some(every.min(MERGEABLE_SOON)),
+                    PullRequestState::Open => Some(every),
                 };
+                self.synced(&client, every);
                 (Some(Arc::new(f)), next)
             }
-            Ok(None) => (None, Some(poll_interval(project))),
+            Ok(None) => {
+                self.synced(&client, every);
+                (None, Some(every))
+            }
             Err(e) => (memo.facts.clone(), gh_error(self.st, s, &e, project)),
         };
-        ctx.state
-            .set_pr_memo(name, PrMemo { next_poll: next.map(|d| now + d), webhook_at: None, facts: facts.clone() });
+        if let Some(at) = asked {
+            self.st.last_handled_reconcile_at = Some(at);
+        }
+        let digest = if facts.is_some() { batch } else { None };
+        ctx.state.set_pr_memo(
+            name,
+            PrMemo {
+                next_poll: next.map(|d| now + d),
+                webhook_at: None,
+                facts: facts.clone(),
+                digest,
+                local_head: memo.local_head,
+                held_since: None,
+            },
+        );
         Ok(Tracked { client: Some(client), facts, webhook_at, next })
+    }
+
+    /// How long until the next poll: the project's interval — a third of it while checks run and
+    /// no webhook has been heard from, ten times it (at most ten minutes) once the project's
+    /// webhooks have — slowed by the token's pace.
+    fn poll_every(&self, forge: &Forge, facts: Option<&Facts>) -> Duration {
+        let base = poll_interval(&self.project);
+        let every = if self.ctx.forges.webhooks_work(&self.project.metadata.name) {
+            (base * WEBHOOK_STRETCH).min(WEBHOOK_POLL_MAX).max(base)
+        } else if facts.is_some_and(|f| f.checks.state == ChecksState::Pending && f.pr.state == PullRequestState::Open)
+        {
+            (base / 3).max(Duration::from_secs(5))
+        } else {
+            base
+        };
+        times(every, pace(forge))
+    }
+
+    /// `ForgeSynced=True`, saying how the forge is read.
+    fn synced(&mut self, forge: &Forge, every: Duration) {
+        let how = if self.ctx.forges.webhooks_work(&self.project.metadata.name) {
+            format!(
+                "read on {} webhooks, after the session's commits and every {}",
+                forge.name(),
+                aoctl_api::Duration(every)
+            )
+        } else {
+            format!("read from {} every {} and after the session's commits", forge.name(), aoctl_api::Duration(every))
+        };
+        cond(self.st, self.s, types::FORGE_SYNCED, ConditionStatus::True, reasons::FORGE_POLLED, how);
+    }
+
+    /// The digest the project's batch of open changes shows for `branch`, reading the batch when
+    /// it is older than `max_age`; `None` when the forge has no batch, the project is too small
+    /// for one, or it could not be read (the session then reads its own).
+    async fn batch_digest(&self, forge: &Forge, branch: &str, max_age: Duration) -> Option<String> {
+        if !forge.batches() {
+            return None;
+        }
+        let (ctx, project) = (self.ctx, &self.project.metadata.name);
+        let sessions = ctx.index.read(&ctx.store, |i| i.sessions(project)).await.ok()?;
+        if sessions < BATCH_MIN {
+            return None;
+        }
+        let batch = ctx.state.batch(project);
+        let mut batch = batch.lock().await;
+        if batch.at.is_none_or(|at| at.elapsed() >= max_age) {
+            match forge.open_changes().await {
+                Ok(Some(pulls)) => {
+                    batch.pulls = pulls.into_iter().map(|p| (p.head_ref.clone(), p)).collect();
+                    batch.at = Some(Instant::now());
+                }
+                Ok(None) => return None,
+                Err(e) => {
+                    tracing::debug!(error = %e, project, "the batch of open pull requests could not be read");
+                    return None;
+                }
+            }
+        }
+        Some(batch.pulls.get(branch).map_or_else(|| "absent".to_string(), |p| p.digest.clone()))
     }
 
     async fn poll(&mut self, ws: &WorkspaceInfo, c: &Forge) -> Result<Option<Facts>, ForgeError> {
@@ -111,6 +310,10 @@ impl Reconcile<'_> {
             }
         }
         let checks = c.checks(&pr.head_sha).await?;
+        // Only the logs of jobs that still fail are kept.
+        if let Some(tails) = ctx.state.lock().log_tails.get_mut(&s.metadata.name) {
+            tails.retain(|id, _| checks.failing.iter().any(|f| f.id == *id));
+        }
         let checks = self.rerun_flaky(c, &pr, checks).await;
         let st = &mut *self.st;
         let reviews = c.reviews(pr.number).await?;
@@ -157,7 +360,7 @@ impl Reconcile<'_> {
             if done >= limit {
                 continue;
             }
-            let Ok(Some(tail)) = c.failing_log_tail(check).await else { continue };
+            let Ok(Some(tail)) = log_tail(ctx, &s.metadata.name, c, check).await else { continue };
             let Some(cause) = flaky_cause(&tail) else { continue };
             match c.rerun_job(check.id).await {
                 Ok(()) => {

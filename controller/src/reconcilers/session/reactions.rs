@@ -20,10 +20,11 @@ use aoctl_api::review::{self, ReviewSpec};
 use aoctl_api::session::{reasons, ActivityState, ChecksState, PullRequestState, ReactionStatus, ReviewState};
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_runtimes::{transcript, Handle};
+use aoctl_scm::FailingCheck;
 use sha2::{Digest, Sha256};
 
 use super::effects::MERGED;
-use super::pr::Tracked;
+use super::pr::{log_tail, Tracked};
 use super::state::Facts;
 use super::{messages, Context as Ctx, Error};
 use crate::machine::{agent_of, input_style};
@@ -36,9 +37,25 @@ struct Due {
     fingerprint: String,
     title: String,
     evidence: String,
-    /// The reviews and comments the message passes on, remembered once it is delivered.
-    ids: Option<(Vec<u64>, Vec<u64>)>,
+    /// The reviews, comments and reviewers' verdicts the message passes on, remembered once it is
+    /// delivered.
+    ids: Option<Passed>,
+    /// For a CI failure: the failing checks whose log tails make the evidence, read only when
+    /// the event is acted on (see [`ci_evidence`]).
+    failing: Vec<FailingCheck>,
 }
+
+/// What a changes-requested message passes on: forge reviews and comments by id, and the
+/// recorded verdicts of reviewer sessions by name.
+#[derive(Debug, Default)]
+struct Passed {
+    reviews: Vec<u64>,
+    comments: Vec<u64>,
+    reviewers: Vec<String>,
+}
+
+/// How many failing checks' logs a CI-failure message carries.
+const LOGS_PER_MESSAGE: usize = 3;
 
 fn config<'a>(r: &'a Reactions, key: &str) -> Option<&'a Reaction> {
     match key {
@@ -67,13 +84,14 @@ fn action_name(a: ReactionAction) -> &'static str {
     }
 }
 
-/// The reactions whose conditions hold, with the evidence for their messages.
-async fn due(s: &Session, review: Option<&ReviewSpec>, st: &SessionStatus, tracked: &Tracked) -> Vec<Due> {
+/// The reactions whose conditions hold, with the evidence for their messages (a CI failure's log
+/// tails are read later, and only for an event that is acted on). No IO.
+fn due(s: &Session, review: Option<&ReviewSpec>, st: &SessionStatus, tracked: &Tracked) -> Vec<Due> {
     let mut out = vec![];
     if let Some(f) = tracked.facts.as_deref() {
         // With a review gate, the merge waits for the reviewers to approve this very head.
         let gate = review::gate_open(review, st.review.as_ref(), &f.pr.head_sha);
-        pr_due(f, st, tracked, gate, &mut out).await;
+        pr_due(f, review, st, tracked, gate, &mut out);
     }
     if let Some(a) = &st.activity {
         let since = a.since.to_string();
@@ -84,6 +102,7 @@ async fn due(s: &Session, review: Option<&ReviewSpec>, st: &SessionStatus, track
                 title: format!("session {} is stuck", s.metadata.name),
                 evidence: a.evidence.clone(),
                 ids: None,
+                failing: vec![],
             }),
             // A question asked through `aoctl mcp` told the notifiers itself, once.
             ActivityState::NeedsInput if st.agent.as_ref().is_some_and(|a| a.question.is_some()) => {}
@@ -93,6 +112,7 @@ async fn due(s: &Session, review: Option<&ReviewSpec>, st: &SessionStatus, track
                 title: format!("session {} needs input", s.metadata.name),
                 evidence: a.evidence.clone(),
                 ids: None,
+                failing: vec![],
             }),
             _ => {}
         }
@@ -106,6 +126,7 @@ async fn due(s: &Session, review: Option<&ReviewSpec>, st: &SessionStatus, track
                 title: format!("the agent of session {} exited", s.metadata.name),
                 evidence: c.message.clone(),
                 ids: None,
+                failing: vec![],
             });
         }
     }
@@ -124,10 +145,18 @@ fn overlap_due(s: &Session, st: &SessionStatus) -> Option<Due> {
         title: format!("session {} changes the same files as {}", s.metadata.name, others.join(", ")),
         evidence: c.message.clone(),
         ids: None,
+        failing: vec![],
     })
 }
 
-async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, out: &mut Vec<Due>) {
+fn pr_due(
+    f: &Facts,
+    review: Option<&ReviewSpec>,
+    st: &SessionStatus,
+    tracked: &Tracked,
+    gate: bool,
+    out: &mut Vec<Due>,
+) {
     let pr = &f.pr;
     let n = pr.number;
     let name = |long: bool| match &tracked.client {
@@ -142,6 +171,7 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, ou
             title: format!("{} was closed without merging", name(true)),
             evidence: pr.url.clone(),
             ids: None,
+            failing: vec![],
         });
     }
     if pr.state != PullRequestState::Open {
@@ -149,18 +179,6 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, ou
     }
     if f.checks.state == ChecksState::Failing {
         let names: Vec<&str> = f.checks.failing.iter().map(|c| c.name.as_str()).collect();
-        let mut evidence = String::new();
-        if let Some(c) = &tracked.client {
-            for check in f.checks.failing.iter().take(3) {
-                match c.failing_log_tail(check).await {
-                    Ok(Some(tail)) => {
-                        evidence.push_str(&format!("--- {} (last lines of its log)\n{tail}\n", check.name))
-                    }
-                    Ok(None) => evidence.push_str(&format!("--- {} failed (no log available)\n", check.name)),
-                    Err(e) => evidence.push_str(&format!("--- {} failed (log unavailable: {e})\n", check.name)),
-                }
-            }
-        }
         out.push(Due {
             key: "ci-failed",
             fingerprint: format!("{}:{}", pr.head_sha, f.checks.fingerprint()),
@@ -170,39 +188,63 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, ou
                 name(false),
                 names.join(", ")
             ),
-            evidence,
+            evidence: String::new(),
             ids: None,
+            failing: f.checks.failing.iter().take(LOGS_PER_MESSAGE).cloned().collect(),
         });
     }
-    if f.reviews.state == ReviewState::ChangesRequested {
-        let mut users: Vec<&str> = vec![];
+    // The forge's reviews and the recorded verdicts of the reviewer sessions on this head.
+    let state = review::effective_state(f.reviews.state, review, st.review.as_ref(), &pr.head_sha);
+    if state == ReviewState::ChangesRequested {
+        let mut users: Vec<String> = vec![];
         let asking = f.reviews.items.iter().filter(|r| r.state.eq_ignore_ascii_case("CHANGES_REQUESTED"));
-        for user in asking.map(|r| r.user.as_str()) {
+        let verdicts: Vec<&aoctl_api::review::ReviewerVerdict> =
+            st.review.iter().flat_map(|rs| rs.changes_requested_on(&pr.head_sha)).collect();
+        let names = asking.map(|r| r.user.clone()).chain(verdicts.iter().map(|v| v.session.clone()));
+        for user in names {
             if !users.contains(&user) {
                 users.push(user);
             }
         }
         let title = format!("changes requested on {} by {}", name(false), users.join(", "));
-        // Only what was not passed on yet; with nothing new the episode goes on unchanged.
-        match messages::new_feedback(&f.reviews, st.feedback.as_ref()) {
-            Some(new) => out.push(Due {
-                key: "changes-requested",
-                fingerprint: new.fingerprint(),
-                title,
-                evidence: new.text,
-                ids: Some((new.reviews, new.comments)),
-            }),
-            None => {
-                if let Some(last) = st.reactions.get("changes-requested").and_then(|r| r.last_fingerprint.clone()) {
-                    out.push(Due {
-                        key: "changes-requested",
-                        fingerprint: last,
-                        title,
-                        evidence: String::new(),
-                        ids: None,
-                    });
-                }
+        // Only what was not passed on yet; with nothing new the episode goes on unchanged. What
+        // the reviewer sessions posted comes from their recorded verdicts, not again from the forge.
+        let forge_new = messages::new_feedback(&messages::without_reviewer_posts(&f.reviews), st.feedback.as_ref());
+        let passed_on =
+            |session: &str| st.feedback.as_ref().is_some_and(|fb| fb.reviewers.iter().any(|r| r == session));
+        let fresh: Vec<&&aoctl_api::review::ReviewerVerdict> =
+            verdicts.iter().filter(|v| !passed_on(&v.session)).collect();
+        if forge_new.is_some() || !fresh.is_empty() {
+            let mut passed = Passed::default();
+            let mut blocks = vec![];
+            let mut fingerprint = vec![];
+            if let Some(new) = forge_new {
+                fingerprint.push(new.fingerprint());
+                blocks.push(new.text);
+                (passed.reviews, passed.comments) = (new.reviews, new.comments);
             }
+            for v in fresh {
+                fingerprint.push(format!("s{}", v.session));
+                blocks.push(messages::reviewer_feedback(v));
+                passed.reviewers.push(v.session.clone());
+            }
+            out.push(Due {
+                key: "changes-requested",
+                fingerprint: fingerprint.join(","),
+                title,
+                evidence: blocks.join("\n"),
+                ids: Some(passed),
+                failing: vec![],
+            });
+        } else if let Some(last) = st.reactions.get("changes-requested").and_then(|r| r.last_fingerprint.clone()) {
+            out.push(Due {
+                key: "changes-requested",
+                fingerprint: last,
+                title,
+                evidence: String::new(),
+                ids: None,
+                failing: vec![],
+            });
         }
     }
     if pr.has_conflicts() {
@@ -212,19 +254,17 @@ async fn pr_due(f: &Facts, st: &SessionStatus, tracked: &Tracked, gate: bool, ou
             title: format!("{} has merge conflicts with {}", name(false), pr.base_ref),
             evidence: messages::conflicts(&pr.base_ref, f.conflicts.as_ref()),
             ids: None,
+            failing: vec![],
         });
     }
-    if f.checks.state == ChecksState::Passing
-        && f.reviews.state == ReviewState::Approved
-        && pr.mergeable == Some(true)
-        && gate
-    {
+    if f.checks.state == ChecksState::Passing && state == ReviewState::Approved && pr.mergeable == Some(true) && gate {
         out.push(Due {
             key: "approved-and-green",
             fingerprint: pr.head_sha.clone(),
             title: format!("{} is approved and green", name(false)),
             evidence: pr.url.clone(),
             ids: None,
+            failing: vec![],
         });
     }
 }
@@ -372,7 +412,7 @@ pub(super) async fn react(
     let all = Reactions::effective(project.spec.reactions.as_ref(), s.spec.reactions.as_ref());
     let now = Time::now();
     let review = s.spec.review.as_ref().or(project.spec.review.as_ref());
-    let due = due(s, review, st, tracked).await;
+    let mut due = due(s, review, st, tracked);
     if !due.is_empty() {
         let keys: Vec<&str> = due.iter().map(|d| d.key).collect();
         tracing::debug!(due = ?keys, "reactions due");
@@ -381,6 +421,17 @@ pub(super) async fn react(
     let mut reactions = std::mem::take(&mut st.reactions);
     let (decisions, mut next) = plan(&mut reactions, &events, &all, tracked.facts.as_deref(), now);
     st.reactions = reactions;
+    for decision in &decisions {
+        // A CI failure's log tails are read only for an event that is acted on.
+        let key = match decision {
+            Decision::Act(key) => *key,
+            Decision::Escalate { key, event: true, .. } => key.as_str(),
+            Decision::Escalate { .. } => continue,
+        };
+        if let Some(d) = due.iter_mut().find(|d| d.key == key) {
+            ci_evidence(s, tracked, ctx, d).await;
+        }
+    }
     for decision in decisions {
         match decision {
             Decision::Act(key) => {
@@ -397,6 +448,22 @@ pub(super) async fn react(
     }
     refused_merge(s, st);
     Ok(next)
+}
+
+/// The evidence of a CI failure: the last lines of each failing job's log, read once per job and
+/// kept while it fails ([`log_tail`]), so a failure already delivered costs no request.
+async fn ci_evidence(s: &Session, tracked: &Tracked, ctx: &Ctx, d: &mut Due) {
+    let Some(forge) = &tracked.client else { return };
+    if d.failing.is_empty() || !d.evidence.is_empty() {
+        return;
+    }
+    for check in &d.failing {
+        match log_tail(ctx, &s.metadata.name, forge, check).await {
+            Ok(Some(tail)) => d.evidence.push_str(&format!("--- {} (last lines of its log)\n{tail}\n", check.name)),
+            Ok(None) => d.evidence.push_str(&format!("--- {} failed (no log available)\n", check.name)),
+            Err(e) => d.evidence.push_str(&format!("--- {} failed (log unavailable: {e})\n", check.name)),
+        }
+    }
 }
 
 /// Reaction outcomes to count in `aoctl_reactions_total` once the status recording them is
@@ -461,8 +528,10 @@ async fn act(
             if action != ReactionAction::Merge {
                 tally.add(d.key, label, "success");
             }
-            if let Some((reviews, comments)) = &d.ids {
-                st.feedback.get_or_insert_default().remember(reviews, comments);
+            if let Some(p) = &d.ids {
+                let fb = st.feedback.get_or_insert_default();
+                fb.remember(&p.reviews, &p.comments);
+                fb.remember_reviewers(&p.reviewers);
             }
             delivered(rs, &d.fingerprint, now);
         }

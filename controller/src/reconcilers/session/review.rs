@@ -1,29 +1,36 @@
 //! Reviewer sessions. For a worker whose project (or own spec) names reviewers, a round starts
-//! when its pull request opens, on each new head, when it goes idle, or on `aoctl review`: one
-//! reviewer Session per reviewer (`spec.reviewOf`, owned by the worker, labelled
-//! `ao.dev/review-of`) on its own branch started at the worker's head, with a prompt holding the
-//! pull request and the diff (from the base, or from the head the last round reviewed). A
-//! reviewer's own reconcile reads its review file once it is idle or exited; the worker's posts
-//! each review to the pull request, so the verdict and its line comments reach the worker through
-//! the same delivery and dedupe as any GitHub review, records the verdict, and deletes the
-//! reviewer. The worker's status counts the verdicts as `review.state`; `gate: true` holds
-//! `approved-and-green` until every reviewer approved the head.
+//! when its pull request opens, on each new head, when it goes idle, on `aoctl review`, or when
+//! its agent asks (`request_review`): one reviewer Session per reviewer (`spec.reviewOf`, owned
+//! by the worker, labelled `ao.dev/review-of`) on its own branch started at the worker's head,
+//! with a prompt holding the pull request and the diff (from the base, or from the head the last
+//! round reviewed). A reviewer's own reconcile reads its review file once it is idle or exited.
+//! The worker records the verdict in its status at once (body and line comments kept, bounded),
+//! and deletes the reviewer once that record is written. The verdict counts from then on: the
+//! review state and the gate use the recorded verdicts, and the reactions pass its comments to
+//! the worker once each. Posting it to the pull request is a step of its own: as the forge's
+//! approval or request for changes when a second identity (`spec.review.tokenEnv`) that did not
+//! author the change posts it, else as a comment carrying the verdict — forges refuse a change's
+//! author's own approval. A refused post is tried again with backoff of minutes, with an event in
+//! the forge's words; a post a crash left unrecorded is found by its marker and not repeated.
+//! `gate: true` holds `approved-and-green` until every reviewer approved the head.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use aoctl_api::condition::types;
 use aoctl_api::review::{
-    reviewer_name, ReviewFile, ReviewSpec, ReviewStatus, ReviewTrigger, ReviewerStatus, ReviewerVerdict, Verdict,
-    REVIEW_FILE_ENV, REVIEW_OF_LABEL, REVIEW_REQUESTED_ANNOTATION,
+    effective_state, review_marker, reviewer_name, PostedAs, ReviewFile, ReviewSpec, ReviewStatus, ReviewTrigger,
+    ReviewerStatus, ReviewerVerdict, Verdict, REVIEW_FILE_ENV, REVIEW_OF_LABEL, REVIEW_REQUESTED_ANNOTATION,
 };
-use aoctl_api::session::{ActivityState, PullRequestState, SessionSpec};
+use aoctl_api::session::{ActivityState, PullRequestState, ReviewState, SessionSpec};
 use aoctl_api::API_VERSION;
-use aoctl_api::{EventType, Kind, ObjectMeta, OwnerReference, Session};
+use aoctl_api::{ConditionStatus, EventType, Kind, ObjectMeta, OwnerReference, Session, Time};
 use aoctl_scm::{NewComment, ReviewEvent};
 use aoctl_store::{Selector, StoreError, WriteOptions};
 
 use super::pr::Tracked;
 use super::{Error, Reconcile};
+use crate::forges::Forge;
 
 /// The most of a diff a reviewer's prompt holds.
 const PROMPT_DIFF_LIMIT: usize = 256 << 10;
@@ -31,6 +38,9 @@ const PROMPT_DIFF_LIMIT: usize = 256 << 10;
 const ROUND_POLL: Duration = Duration::from_secs(2);
 /// The file, in the reviewer's session folder, it writes its review to.
 const REVIEW_FILE: &str = "review.json";
+/// The first wait after a refused post; it doubles up to [`POST_BACKOFF_MAX`].
+const POST_BACKOFF: Duration = Duration::from_secs(120);
+const POST_BACKOFF_MAX: Duration = Duration::from_secs(3600);
 
 /// What the reviewer prompt is made of.
 pub(super) struct PromptParts<'a> {
@@ -105,8 +115,10 @@ impl Reconcile<'_> {
         let live = self.reviewers().await?;
         let mut collected = false;
         for r in &live {
-            collected |= self.collect(r, tracked, &mut rs).await?;
+            collected |= self.collect(r, &mut rs).await?;
         }
+        let posting = self.post_reviews(&spec, tracked, &mut rs).await;
+        self.show_review_state(&spec, tracked, &rs);
         let running = live.iter().any(|r| r.metadata.deletion_timestamp.is_none() && !r.status.reviewer_done());
         if running {
             self.st.review = Some(rs);
@@ -121,8 +133,11 @@ impl Reconcile<'_> {
         };
         let head = f.pr.head_sha.clone();
         let asked = self.s.metadata.annotations.get(REVIEW_REQUESTED_ANNOTATION).cloned();
+        let agent_asked = self.st.agent.as_ref().and_then(|a| a.review_requested.as_ref()).map(|r| r.at);
         let idle = self.st.activity.as_ref().is_some_and(|a| a.state == ActivityState::Idle);
-        let due = if asked.is_some() && asked != rs.requested {
+        let due = if (asked.is_some() && asked != rs.requested)
+            || (agent_asked.is_some() && agent_asked != rs.agent_requested)
+        {
             true
         } else if rs.reviewed_sha.as_deref() == Some(head.as_str()) {
             false
@@ -135,13 +150,125 @@ impl Reconcile<'_> {
         };
         if !due {
             self.st.review = Some(rs);
-            // A review just posted is read back from the pull request on the next look.
-            return Ok(collected.then_some(ROUND_POLL));
+            // A verdict just recorded: its reviewer is deleted once the record is written.
+            let again = collected.then_some(ROUND_POLL);
+            return Ok([again, posting].into_iter().flatten().min());
         }
         rs.requested = asked;
+        rs.agent_requested = agent_asked;
         let started = self.start_round(&spec, f, &mut rs).await?;
         self.st.review = Some(rs);
-        Ok(started.then_some(ROUND_POLL))
+        Ok([started.then_some(ROUND_POLL), posting].into_iter().flatten().min())
+    }
+
+    /// The review state the pull request's status and `ReviewApproved` show: the forge's, with
+    /// the recorded verdicts of the reviewers on the current head.
+    fn show_review_state(&mut self, spec: &ReviewSpec, tracked: &Tracked, rs: &ReviewStatus) {
+        let Some(f) = tracked.facts.as_deref() else { return };
+        let state = effective_state(f.reviews.state, Some(spec), Some(rs), &f.pr.head_sha);
+        let Some(pr) = self.st.pull_request.as_mut() else { return };
+        if pr.review == state {
+            return;
+        }
+        pr.review = state;
+        let (status, reason) = match state {
+            ReviewState::Approved => (ConditionStatus::True, "Approved"),
+            ReviewState::ChangesRequested => (ConditionStatus::False, "ChangesRequested"),
+            ReviewState::Pending => (ConditionStatus::Unknown, "ReviewPending"),
+            ReviewState::None => (ConditionStatus::Unknown, "NoReviews"),
+        };
+        super::cond(self.st, self.s, types::REVIEW_APPROVED, status, reason, "");
+    }
+
+    /// Posts each recorded verdict not posted yet whose time has come: as the forge's verdict when
+    /// an identity that did not author the change can post it, else as a comment carrying it.
+    /// How soon a post is due again.
+    async fn post_reviews(&mut self, spec: &ReviewSpec, tracked: &Tracked, rs: &mut ReviewStatus) -> Option<Duration> {
+        let (Some(forge), Some(f)) = (&tracked.client, tracked.facts.as_deref()) else { return None };
+        if f.pr.state != PullRequestState::Open {
+            return None;
+        }
+        let now = Time::now();
+        let mut next: Option<Duration> = None;
+        for v in rs.verdicts.iter_mut() {
+            let Some(post) = v.post.as_mut().filter(|p| !p.done()) else { continue };
+            if let Some(at) = post.next_attempt_at.filter(|at| *at > now) {
+                let wait = (at.0 - now.0).to_std().unwrap_or_default();
+                next = Some(next.map_or(wait, |n| n.min(wait)));
+                continue;
+            }
+            // Posted before a crash kept it from being recorded: found by its marker.
+            let marker = review_marker(&v.session);
+            if let Some(found) = f.reviews.items.iter().find(|r| r.body.contains(&marker)) {
+                post.review_id = Some(found.id);
+                continue;
+            }
+            let (poster, as_) = self.poster(spec, forge, &f.pr.author).await;
+            let event = match (as_, v.verdict) {
+                (PostedAs::Verdict, Verdict::Approve) => ReviewEvent::Approve,
+                (PostedAs::Verdict, Verdict::ChangesRequested) => ReviewEvent::RequestChanges,
+                _ => ReviewEvent::Comment,
+            };
+            let body = post_body(v, as_);
+            let comments: Vec<NewComment> = v
+                .line_comments
+                .iter()
+                .map(|c| NewComment { path: c.path.clone(), line: c.line, body: c.text.clone() })
+                .collect();
+            let name = forge.change_name(f.pr.number, false);
+            match poster.create_review(f.pr.number, &v.head_sha, event, &body, &comments).await {
+                Ok(id) => {
+                    let post = v.post.get_or_insert_default();
+                    post.review_id = Some(id);
+                    post.as_ = Some(as_);
+                    post.last_error = None;
+                    post.next_attempt_at = None;
+                    let how = match as_ {
+                        PostedAs::Verdict => "as its verdict",
+                        PostedAs::Comment => "as a comment (the change's author cannot approve it)",
+                    };
+                    let msg = format!("the review of {} ({}) is posted to {name} {how}", v.session, v.verdict);
+                    self.ctx.recorder.publish(self.s, EventType::Normal, "ReviewPosted", &msg).await;
+                    // The next look at the pull request reads it back.
+                    let mut memo = self.ctx.state.pr_memo(&self.s.metadata.name);
+                    memo.next_poll = None;
+                    self.ctx.state.set_pr_memo(&self.s.metadata.name, memo);
+                }
+                Err(e) => {
+                    let post = v.post.get_or_insert_default();
+                    post.attempts += 1;
+                    let backoff = POST_BACKOFF.saturating_mul(1 << (post.attempts - 1).min(5)).min(POST_BACKOFF_MAX);
+                    let wait = e.retry_after().map_or(backoff, |r| r.max(backoff));
+                    post.next_attempt_at = Some(Time(now.0 + chrono::Duration::from_std(wait).unwrap_or_default()));
+                    post.last_error = Some(e.service_said());
+                    let msg = format!(
+                        "the review of {} could not be posted to {name} (try {}); {} said: {}; it counts as recorded and is posted again after {}",
+                        v.session,
+                        post.attempts,
+                        forge.name(),
+                        e.service_said(),
+                        aoctl_api::Duration(wait)
+                    );
+                    self.ctx.recorder.publish(self.s, EventType::Warning, "ReviewNotPosted", &msg).await;
+                    next = Some(next.map_or(wait, |n| n.min(wait)));
+                }
+            }
+        }
+        next
+    }
+
+    /// Who posts a verdict and how: the reviewer identity of `spec.review.tokenEnv`, else the
+    /// project's token — as the forge's verdict when that identity did not open the change, as a
+    /// comment when it did (or cannot be told).
+    async fn poster(&self, spec: &ReviewSpec, forge: &Forge, author: &str) -> (Forge, PostedAs) {
+        let second =
+            spec.token_env.as_deref().and_then(|env| self.ctx.forges.forge_as(&self.project, env).ok().flatten());
+        let poster = second.unwrap_or_else(|| forge.clone());
+        let as_ = match poster.identity().await {
+            Ok(me) if !author.is_empty() && !me.eq_ignore_ascii_case(author) => PostedAs::Verdict,
+            _ => PostedAs::Comment,
+        };
+        (poster, as_)
     }
 
     /// The reviewer sessions of this worker, live or being deleted.
@@ -155,56 +282,30 @@ impl Reconcile<'_> {
             .collect())
     }
 
-    /// Passes on what a finished reviewer wrote — as a review of the pull request, and in the
-    /// worker's status — then deletes the reviewer.
-    async fn collect(&mut self, r: &Session, tracked: &Tracked, rs: &mut ReviewStatus) -> Result<bool, Error> {
+    /// Records what a finished reviewer wrote in the worker's status; once that record is
+    /// written (the stored status holds it), deletes the reviewer. Whether it did either.
+    async fn collect(&mut self, r: &Session, rs: &mut ReviewStatus) -> Result<bool, Error> {
         let Some(found) = r.status.reviewer.as_ref() else { return Ok(false) };
         let Some(review) = found.review.as_ref() else { return Ok(false) };
         if r.metadata.deletion_timestamp.is_some() {
             return Ok(false);
         }
-        let index = reviewer_index(&r.metadata.name);
-        let recorded = rs.verdicts.iter().any(|v| v.session == r.metadata.name);
-        if !recorded {
-            if let (Some(c), Some(f)) = (&tracked.client, tracked.facts.as_deref()) {
-                let event = match review.verdict {
-                    Verdict::Approve => ReviewEvent::Approve,
-                    Verdict::ChangesRequested => ReviewEvent::RequestChanges,
-                    Verdict::Comment => ReviewEvent::Comment,
-                };
-                let body = review_body(&r.metadata.name, review);
-                let comments: Vec<NewComment> = review
-                    .comments
-                    .iter()
-                    .map(|c| NewComment { path: c.path.clone(), line: c.line, body: c.text.clone() })
-                    .collect();
-                if let Err(e) = c.create_review(f.pr.number, &found.head_sha, event, &body, &comments).await {
-                    let msg = format!("the review of {} could not be posted: {e}", r.metadata.name);
-                    self.ctx.recorder.publish(self.s, EventType::Warning, "ReviewNotPosted", &msg).await;
-                    return Ok(false);
-                }
-                // The next look at the pull request reads the review at once.
-                let mut memo = self.ctx.state.pr_memo(&self.s.metadata.name);
-                memo.next_poll = None;
-                self.ctx.state.set_pr_memo(&self.s.metadata.name, memo);
+        let name = &r.metadata.name;
+        let stored = self.s.status.review.as_ref().is_some_and(|st| st.has_session(name));
+        if !stored {
+            if !rs.has_session(name) {
+                rs.record(ReviewerVerdict::of(reviewer_index(name), name, &found.head_sha, review));
+                let msg = format!(
+                    "{name} reviewed {}: {} with {} line comment(s)",
+                    short(&found.head_sha),
+                    review.verdict,
+                    review.comments.len()
+                );
+                self.ctx.recorder.publish(self.s, EventType::Normal, "Reviewed", &msg).await;
             }
-            rs.record(ReviewerVerdict {
-                reviewer: index,
-                session: r.metadata.name.clone(),
-                head_sha: found.head_sha.clone(),
-                verdict: review.verdict,
-                comments: review.comments.len() as u32,
-            });
-            let msg = format!(
-                "{} reviewed {}: {} with {} line comment(s)",
-                r.metadata.name,
-                short(&found.head_sha),
-                review.verdict,
-                review.comments.len()
-            );
-            self.ctx.recorder.publish(self.s, EventType::Normal, "Reviewed", &msg).await;
+            return Ok(true);
         }
-        match self.ctx.store.delete(Kind::Session, &r.metadata.name, None, WriteOptions::default()).await {
+        match self.ctx.store.delete(Kind::Session, name, None, WriteOptions::default()).await {
             Ok(_) | Err(StoreError::NotFound { .. }) => Ok(true),
             Err(e) => Err(e.into()),
         }
@@ -342,10 +443,15 @@ impl Reconcile<'_> {
     }
 }
 
-/// The body of the review posted for a reviewer.
-fn review_body(session: &str, r: &ReviewFile) -> String {
-    let body = if r.body.trim().is_empty() { r.verdict.as_str().to_string() } else { r.body.clone() };
-    format!("{body}\n\n(reviewer session {session})")
+/// The body of the review posted for a reviewer: posted as a comment, it says the verdict.
+fn post_body(v: &ReviewerVerdict, as_: PostedAs) -> String {
+    let said = if v.body.trim().is_empty() { v.verdict.as_str().to_string() } else { v.body.clone() };
+    let body = match (as_, v.verdict) {
+        (PostedAs::Comment, Verdict::Approve) => format!("**Verdict: approve.** {said}"),
+        (PostedAs::Comment, Verdict::ChangesRequested) => format!("**Verdict: changes requested.** {said}"),
+        _ => said,
+    };
+    format!("{body}\n\n{}", review_marker(&v.session))
 }
 
 /// The reviewer's index, the last part of its name.

@@ -1,7 +1,8 @@
 //! What the session reconciler learns in one reconcile and uses in the next: the last look at
-//! each agent, the pull request answers, the limits waited for, when usage was read, the issues
-//! read and the places taken on docker engines. It lives as long as this controller: a
-//! restarted one starts with nothing remembered.
+//! each agent, the pull request answers, the failing jobs' log tails, each project's batch of
+//! open pull requests, the limits waited for, when usage was read, the issues read and the places
+//! taken on docker engines. It lives as long as this controller: a restarted one starts with
+//! nothing remembered.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,6 +28,31 @@ pub struct PrMemo {
     pub webhook_at: Option<Instant>,
     /// The last answers, reused between polls.
     pub facts: Option<Arc<Facts>>,
+    /// The batch digest of the pull request when `facts` were read: while the project's batch
+    /// shows the same, nothing else is read.
+    pub digest: Option<String>,
+    /// The workspace head last seen: a new one (the agent committed, perhaps pushed) asks the
+    /// forge at once.
+    pub local_head: Option<String>,
+    /// Since when polls were held back for the token's budget, while they are.
+    pub held_since: Option<aoctl_api::Time>,
+}
+
+/// A failing job's log tail, read once per job (a re-run is a new job) and kept while the job
+/// fails; a failed read is tried again after a while.
+#[derive(Clone, Debug)]
+pub struct LogTail {
+    pub tail: Result<Option<String>, String>,
+    pub at: Instant,
+}
+
+/// A project's open pull requests as one batched query saw them.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// When it was read; `None` before the first read.
+    pub at: Option<Instant>,
+    /// By branch.
+    pub pulls: HashMap<String, aoctl_github::OpenPull>,
 }
 
 /// When a session's usage records were last read, and whether its agent wrote since.
@@ -72,6 +98,8 @@ pub(super) struct Memory {
     pub usage_read: HashMap<String, UsageRead>,
     /// Per session: its tracker issue and when it was read.
     pub issues: HashMap<String, (Instant, Arc<aoctl_scm::Issue>)>,
+    /// Per session: the log tails of its failing jobs, by job id.
+    pub log_tails: HashMap<String, HashMap<u64, LogTail>>,
     /// Per session: the engine it was placed on (`None`: taken off a lost one), until and after
     /// its status says so; placement counts these over the stored statuses (see `placement.rs`).
     pub placed: HashMap<String, Option<String>>,
@@ -83,6 +111,8 @@ pub(super) struct Memory {
 #[derive(Default)]
 pub struct State {
     memory: Mutex<Memory>,
+    /// Per project: its batch of open pull requests; one read at a time.
+    batches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Batch>>>>,
     /// Held while a session is placed on an engine: the places are counted and one is taken
     /// before another session counts them.
     pub(super) placing: tokio::sync::Mutex<()>,
@@ -110,6 +140,12 @@ impl State {
         self.lock().prs.insert(session.to_string(), memo);
     }
 
+    /// The batch of a project, to lock while it is read or refreshed.
+    pub(super) fn batch(&self, project: &str) -> Arc<tokio::sync::Mutex<Batch>> {
+        let mut batches = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+        batches.entry(project.to_string()).or_default().clone()
+    }
+
     pub(super) fn observation(&self, session: &str) -> Option<Observation> {
         self.lock().observations.get(session).cloned()
     }
@@ -126,6 +162,7 @@ impl State {
         m.limits.remove(session);
         m.usage_read.remove(session);
         m.issues.remove(session);
+        m.log_tails.remove(session);
         m.placed.remove(session);
         m.moved_from.remove(session);
     }

@@ -41,6 +41,7 @@ fn facts(head: &str, checks: ChecksState, run: u64) -> Facts {
             merged: false,
             title: "Widgets".into(),
             body: String::new(),
+            author: "aoctl-bot".into(),
         },
         checks: Checks { state: checks, failing },
         reviews: Reviews { state: ReviewState::None, items: vec![], comments: vec![] },
@@ -53,7 +54,7 @@ fn facts(head: &str, checks: ChecksState, run: u64) -> Facts {
 async fn due(f: &Facts, st: &SessionStatus) -> Vec<(&'static str, String)> {
     let tracked = Tracked { client: None, facts: None, webhook_at: None, next: None };
     let mut out = vec![];
-    pr_due(f, st, &tracked, true, &mut out).await;
+    pr_due(f, None, st, &tracked, true, &mut out);
     out.into_iter().map(|d| (d.key, d.fingerprint)).collect()
 }
 
@@ -253,7 +254,7 @@ async fn a_reviewer_who_requested_changes_twice_is_named_once() {
     f.reviews.items.push(Review { id: 3, user: "hubot".into(), state: "CHANGES_REQUESTED".into(), body: "no".into() });
     let tracked = Tracked { client: None, facts: None, webhook_at: None, next: None };
     let mut out = vec![];
-    pr_due(&f, &SessionStatus::default(), &tracked, true, &mut out).await;
+    pr_due(&f, None, &SessionStatus::default(), &tracked, true, &mut out);
     let titles: Vec<&str> = out.iter().map(|d| d.title.as_str()).collect();
     assert_eq!(titles, ["changes requested on PR #7 by octo, hubot"]);
 }
@@ -370,10 +371,10 @@ async fn a_question_asked_through_mcp_is_not_told_again_as_needs_input() {
         ..Default::default()
     };
     let keys = |due: Vec<super::Due>| due.into_iter().map(|d| d.key).collect::<Vec<_>>();
-    let asked = keys(super::due(&s, None, &st, &tracked).await);
+    let asked = keys(super::due(&s, None, &st, &tracked));
     assert!(!asked.contains(&"agent-needs-input"), "the agent API told the notifiers already: {asked:?}");
     st.agent = None;
-    let on_screen = keys(super::due(&s, None, &st, &tracked).await);
+    let on_screen = keys(super::due(&s, None, &st, &tracked));
     assert!(on_screen.contains(&"agent-needs-input"), "a question on the agent's screen still is told: {on_screen:?}");
 }
 
@@ -387,17 +388,14 @@ async fn a_review_gate_holds_the_merge_until_the_reviewers_approve_the_head() {
     let s = Session::new("s", "widgets", "work");
     let keys = |due: Vec<super::Due>| due.into_iter().map(|d| d.key).collect::<Vec<_>>();
     let mut st = SessionStatus::default();
-    assert_eq!(keys(super::due(&s, None, &st, &tracked).await), ["approved-and-green"], "no reviewers, no gate");
-    assert!(keys(super::due(&s, Some(&spec), &st, &tracked).await).is_empty(), "no reviewer approved yet");
-    let approve = |head: &str| ReviewerVerdict {
-        reviewer: 0,
-        session: "s-review-1-0".into(),
-        head_sha: head.into(),
-        verdict: Verdict::Approve,
-        comments: 0,
+    assert_eq!(keys(super::due(&s, None, &st, &tracked)), ["approved-and-green"], "no reviewers, no gate");
+    assert!(keys(super::due(&s, Some(&spec), &st, &tracked)).is_empty(), "no reviewer approved yet");
+    let approve = |head: &str| {
+        let file = aoctl_api::review::ReviewFile { verdict: Verdict::Approve, body: String::new(), comments: vec![] };
+        ReviewerVerdict::of(0, "s-review-1-0", head, &file)
     };
     st.review.get_or_insert_with(ReviewStatus::default).record(approve("h1"));
-    assert!(keys(super::due(&s, Some(&spec), &st, &tracked).await).is_empty(), "an older head was approved");
+    assert!(keys(super::due(&s, Some(&spec), &st, &tracked)).is_empty(), "an older head was approved");
     st.review.get_or_insert_with(ReviewStatus::default).record(approve("h2"));
-    assert_eq!(keys(super::due(&s, Some(&spec), &st, &tracked).await), ["approved-and-green"]);
+    assert_eq!(keys(super::due(&s, Some(&spec), &st, &tracked)), ["approved-and-green"]);
 }
