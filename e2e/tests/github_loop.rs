@@ -1,8 +1,10 @@
 //! The closed loop against the GitHub stand-in: a session's agent commits and pushes, aoctl opens
 //! the pull request, a failing check and a review that requests changes are typed into the agent
 //! (each exactly once), its fixes are pushed, and the approved, green pull request is merged by the
-//! `approved-and-green` reaction. The story runs once as is and once with the controller killed
-//! with SIGKILL at three points; another test kills it between typing a message and submitting it.
+//! `approved-and-green` reaction. The story runs once with an agent that works in bursts (a
+//! spinner redrawn every half second for a minute after each message, as real agent CLIs do) and
+//! once with a quiet agent and the controller killed with SIGKILL at three points; another test
+//! kills it between typing a message and submitting it.
 //! The feedback latency is measured by an ignored test.
 
 use std::time::{Duration, Instant};
@@ -60,7 +62,9 @@ impl Story {
         gh.server.create("projects", &gh.project(PROJECT, REPO, "2s", reactions)).await;
         gh.project_ready(PROJECT).await;
         let prompt = "Fix the login redirect loop";
-        gh.server.create("sessions", &session(name, PROJECT, prompt, json!({}))).await;
+        // The story without kills has an agent whose screen keeps changing while it works.
+        let extra = if kills { json!({}) } else { json!({"env": {"DEMO_AGENT_SPIN": "60"}}) };
+        gh.server.create("sessions", &session(name, PROJECT, prompt, extra)).await;
         Story { gh, name, branch: format!("{PROJECT}/{name}"), kills }
     }
 

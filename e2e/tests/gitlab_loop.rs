@@ -120,6 +120,38 @@ fn head_sha(obj: &Value) -> &str {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gitlab_loop_a_failed_jobs_trace_is_read_once_while_the_agent_works() {
+    let gl = Gl::start(true).await;
+    let server = &gl.server;
+    let name = "gl-spinning";
+    server.create("projects", &gl.project("2s", json!({}))).await;
+    server.wait_for("projects", PROJECT, STEP, |p| is(p, "Ready", "True")).await;
+    // The agent's spinner redraws its screen every half second without end.
+    let spec = json!({"env": {"DEMO_AGENT_SPIN": "forever"}});
+    server.create("sessions", &session(name, PROJECT, "Fix the login redirect loop", spec)).await;
+    let _cleanup = Cleanup::new(server);
+    server.wait_for("sessions", name, READY, |o| is(o, "PullRequestOpen", "True")).await;
+    let first = head(&gl.repos.bare, &format!("{PROJECT}/{name}")).expect("the agent pushed its branch");
+    gl.standin.ok("DELETE", "/_standin/requests", None).await;
+    delivered(&gl.pipeline(&first, "failed", FAILING_LOG).await, 202);
+    eventually(STEP, "the failure in the agent's transcript", || {
+        let t = transcript(server, name);
+        if t.contains(LOG_LINE) {
+            Ok(())
+        } else {
+            Err(t)
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let asked = gl.standin.ok("GET", "/_standin/requests", None).await;
+    let traces = asked["byRoute"]["GET /projects/:id/jobs/:job_id/trace"]["total"].as_u64().unwrap_or(0);
+    eprintln!("gitlab_loop: trace reads {traces}; counted {}; by route: {}", asked["counted"], asked["byRoute"]);
+    assert_eq!(traces, 1, "the failed job's trace is read once: {asked:#}");
+    assert_eq!(count(&transcript(server, name), "got: [aoctl:ci-failed:"), 1, "the failure reached the agent once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gitlab_loop_from_spawn_to_merge() {
     let gl = Gl::start(true).await;
     let server = &gl.server;

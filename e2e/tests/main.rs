@@ -48,6 +48,7 @@ mod docker_hosts;
 mod docker_sandbox;
 mod docker_sessions;
 mod escalation;
+mod forge_budget;
 mod github_feedback;
 mod github_loop;
 mod github_waiting;

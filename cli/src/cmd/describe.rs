@@ -115,6 +115,44 @@ pub(crate) fn describe(kind: Kind, o: &Value, events: &[Value], now: DateTime<Ut
     out
 }
 
+/// A project's `status.forgeBudget` on one line: the token's windows (what is left, of what, and
+/// when it resets), this project's and the token's spend in the last hour, and whether polls go
+/// slower or wait.
+fn forge_budget(b: &Value, now: DateTime<Utc>) -> String {
+    let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64);
+    let service = b.get("service").and_then(Value::as_str).unwrap_or("forge");
+    let windows: Vec<String> = b
+        .get("windows")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|w| {
+            let resource = w.get("resource").and_then(Value::as_str).unwrap_or("?");
+            let left = n(w, "remaining").map_or("?".to_string(), |r| r.to_string());
+            let of = n(w, "limit").map(|l| format!(" of {l}")).unwrap_or_default();
+            let reset = object::time_at(w, "/resetAt")
+                .map(|t| format!(", resets in {}", table::age(Some(now), t)))
+                .unwrap_or_default();
+            format!("{resource} {left}{of} left{reset}")
+        })
+        .collect();
+    let mut line = format!("{service}: ");
+    line.push_str(&if windows.is_empty() { "no answer yet".to_string() } else { windows.join("; ") });
+    let _ = write!(
+        line,
+        "; spent in the last hour: {} by this project, {} by the token",
+        n(b, "spentLastHour").unwrap_or(0),
+        n(b, "tokenSpentLastHour").unwrap_or(0)
+    );
+    if let Some(x) = b.get("slowdown").and_then(Value::as_f64) {
+        let _ = write!(line, "; polls {x}x slower to last until the reset");
+    }
+    if b.get("pollsHeld").and_then(Value::as_bool) == Some(true) {
+        line.push_str("; polls wait (webhooks and pushes are still read)");
+    }
+    line
+}
+
 /// The status lines of a kind, aligned.
 fn status_section(kind: Kind, o: &Value, now: DateTime<Utc>) -> String {
     let mut st = Section::new(2);
@@ -143,6 +181,9 @@ fn status_section(kind: Kind, o: &Value, now: DateTime<Utc>) -> String {
                     let _ = write!(line, " ({m})");
                 }
                 st.add("Workspace Pool", &line);
+            }
+            if let Some(b) = o.pointer("/status/forgeBudget") {
+                st.add("Forge Budget", &forge_budget(b, now));
             }
         }
         Kind::Session => {
@@ -393,5 +434,20 @@ mod tests {
         let text = describe(Kind::Session, &o, &[], Utc::now());
         assert!(text.contains("  Changed Files:  2 file(s): a.rs, b.rs\n"), "{text}");
         assert!(text.contains("  Overlaps:\n    session other-1: a.rs, b.rs\n    session z: b.rs\n"), "{text}");
+    }
+
+    #[test]
+    fn describes_the_budget_of_a_projects_forge_token() {
+        let now = Utc::now();
+        let reset = (now + chrono::TimeDelta::seconds(30 * 60 + 20)).to_rfc3339();
+        let o = json!({"kind": "Project", "metadata": {"name": "demo"}, "spec": {"path": "/r"},
+            "status": {"forgeBudget": {"service": "GitHub", "spentLastHour": 12, "tokenSpentLastHour": 40,
+                "slowdown": 2.5, "pollsHeld": true,
+                "windows": [{"resource": "core", "limit": 5000, "remaining": 312, "resetAt": reset}]}}});
+        let text = describe(Kind::Project, &o, &[], now);
+        assert!(
+            text.contains("  Forge Budget:  GitHub: core 312 of 5000 left, resets in 30m; spent in the last hour: 12 by this project, 40 by the token; polls 2.5x slower to last until the reset; polls wait (webhooks and pushes are still read)\n"),
+            "{text}"
+        );
     }
 }

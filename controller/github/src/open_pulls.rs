@@ -128,6 +128,15 @@ impl Client {
             if let Some(e) = answer.errors.first() {
                 let detail = answer.errors.iter().map(|e| e.message.clone()).collect();
                 let kind = match e.kind.as_deref() {
+                    // GitHub answers a spent GraphQL budget with 200 and this error; the window
+                    // its headers name (`graphql`, remaining 0) holds the next queries back.
+                    Some("RATE_LIMIT" | "RATE_LIMITED") => {
+                        let reset_at = aoctl_forge_core::header_u64(&reply.headers, "x-ratelimit-reset")
+                            .and_then(aoctl_forge_core::epoch)
+                            .filter(|t| *t > chrono::Utc::now())
+                            .unwrap_or_else(|| chrono::Utc::now() + chrono::Duration::seconds(60));
+                        ErrorKind::RateLimited { reset_at, secondary: false }
+                    }
                     Some("NOT_FOUND") => ErrorKind::NotFound { what: format!("repository {o}/{r}") },
                     Some("FORBIDDEN") => ErrorKind::Forbidden { endpoint: GRAPHQL, message: e.message.clone() },
                     _ => ErrorKind::Rejected { endpoint: GRAPHQL, status: 200, message: "GraphQL errors".into() },

@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use aoctl_api::condition::types;
+use aoctl_api::condition::{self, types};
 use aoctl_api::project::Project;
 use aoctl_api::reactions::Reactions;
 use aoctl_api::session::{reasons, ActivityState, ActivityStatus, RuntimeKind};
@@ -122,9 +122,17 @@ impl Reconcile<'_> {
             ActivityState::Exited => (ConditionStatus::False, "AgentExited"),
             ActivityState::RateLimited => (ConditionStatus::False, reasons::RATE_LIMITED),
         };
-        cond(st, s, types::AGENT_ACTIVE, active, reason, evidence.clone());
+        // The evidence is recorded when the state changes; while it holds, a screen that keeps
+        // changing (a spinner, a clock) changes nothing stored, so it writes no status and wakes
+        // no reconcile of its own.
+        let holds = condition::find(&st.conditions, types::AGENT_ACTIVE).is_some_and(|c| c.reason == reason);
+        if !holds {
+            cond(st, s, types::AGENT_ACTIVE, active, reason, evidence.clone());
+        }
         if state == ActivityState::Stuck {
-            cond(st, s, types::STALLED, ConditionStatus::True, "Stuck", evidence);
+            if !condition::is_true(&st.conditions, types::STALLED) {
+                cond(st, s, types::STALLED, ConditionStatus::True, "Stuck", evidence);
+            }
         } else {
             cond(st, s, types::STALLED, ConditionStatus::False, "Progressing", "");
         }
