@@ -297,7 +297,8 @@ impl ReviewerVerdict {
 const KEPT_BODY: usize = 8000;
 const KEPT_COMMENT: usize = 2000;
 
-fn clip(text: &str, max: usize) -> String {
+/// At most `max` characters of `text`, with `…` when cut.
+pub fn clip(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }

@@ -260,15 +260,11 @@ async fn gitlab_loop_from_spawn_to_merge() {
     assert_eq!(count(&t, &format!("got: {notes}:1: {COMMENT}")), 1, "the diff note:\n{t}");
     assert_eq!(count(&t, "demo-agent: working on:"), 1, "agent launches:\n{t}");
     assert!(metric(server, "aoctl_gitlab_requests_total", &[("code", "200")]).await >= 1.0);
+    // Reads are conditional: what did not change since the last read answered 304 (which of
+    // them depends on the order webhooks and polls came in).
     assert!(
-        metric(
-            server,
-            "aoctl_gitlab_requests_total",
-            &[("endpoint", "GET /projects/:id/merge_requests/:merge_request_iid"), ("code", "304")]
-        )
-        .await
-            >= 1.0,
-        "conditional reads of the merge request answered 304"
+        metric(server, "aoctl_gitlab_requests_total", &[("code", "304")]).await >= 1.0,
+        "conditional reads answered 304"
     );
     let escalations: Vec<Value> = gl.notes.bodies().into_iter().filter(|n| n["escalated"] == true).collect();
     assert!(escalations.is_empty(), "nothing needed escalating: {escalations:#?}");

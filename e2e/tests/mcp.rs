@@ -246,6 +246,10 @@ async fn an_agent_uses_every_tool_on_its_own_session_and_project_only() {
     server.wait_for("sessions", &handed, STEP, |o| crate::lifecycle::phase(o) == "Queued").await;
     let s = server.object("sessions", "worker").await.expect("worker");
     assert_eq!(s["status"]["agent"]["reviewRequested"]["note"], "the notes file", "{s:#}");
+    // The project has no reviewers: the tool says that no round starts, rather than pretend.
+    let review = a.call(2)["result"]["structuredContent"].clone();
+    assert_eq!(review["details"]["reviewers"], 0, "{review:#}");
+    assert!(review.to_string().contains("no review round starts"), "{review:#}");
     for reason in ["AgentSent", "AgentHandedOff", "ReviewRequested"] {
         has_event(&server, "worker", reason).await;
     }

@@ -2,7 +2,7 @@
 //! grouped per review (each once), the files that conflict with the base, and the tracker issue
 //! in the first prompt, its untrusted text fenced and bounded. Formatting only; no IO.
 
-use aoctl_api::review::{ReviewerVerdict, Verdict};
+use aoctl_api::review::{clip, ReviewerVerdict, Verdict};
 use aoctl_api::session::FeedbackStatus;
 use aoctl_scm::{Issue, Review, ReviewComment, Reviews};
 
@@ -157,16 +157,6 @@ fn hunk_line(hunk: &str) -> Option<String> {
 fn one_line(text: &str, max: usize) -> String {
     let joined: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     clip(&clean(&joined.join(" / ")), max)
-}
-
-/// At most `max` characters, with `…` when cut.
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max).collect();
-    out.push('…');
-    out
 }
 
 /// Text without control characters other than line breaks and tabs: what is typed into a

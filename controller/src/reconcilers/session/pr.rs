@@ -34,6 +34,8 @@ const WEBHOOK_STRETCH: u32 = 10;
 const WEBHOOK_POLL_MAX: Duration = Duration::from_secs(600);
 /// How soon a pull request whose mergeability the forge is still computing is read again.
 const MERGEABLE_SOON: Duration = Duration::from_secs(3);
+/// How long after its last read a merged or closed pull request is looked at again.
+const FINISHED_LOOK: Duration = Duration::from_secs(3600);
 /// A log tail that could not be read is tried again after this long.
 const LOG_RETRY: Duration = Duration::from_secs(60);
 
@@ -205,10 +207,13 @@ impl Reconcile<'_> {
             self.st.last_handled_reconcile_at = Some(at);
         }
         let digest = if facts.is_some() { batch } else { None };
+        // A merged or closed pull request is not polled again; only a webhook, a new commit or a
+        // person's request reads it (the safety look an hour on is in case all of those are lost).
+        let next_poll = next.map_or(now + FINISHED_LOOK, |d| now + d);
         ctx.state.set_pr_memo(
             name,
             PrMemo {
-                next_poll: next.map(|d| now + d),
+                next_poll: Some(next_poll),
                 webhook_at: None,
                 facts: facts.clone(),
                 digest,
