@@ -42,15 +42,18 @@ pub struct Context {
 /// The project's `status.forgeBudget`: renewed when a minute has passed since it last was (or it
 /// appears or goes), else as it stands.
 fn renewed_budget(project: &Project, ctx: &Context) -> Option<aoctl_api::project::ForgeBudgetStatus> {
-    let fresh = forge_budget(project, &ctx.forges);
+    let spec = &project.spec;
+    let has_forge = spec.repo.is_some() || spec.gitlab.is_some() || spec.linear.is_some();
     let mut shown = ctx.budget_shown.lock().unwrap_or_else(|e| e.into_inner());
     let name = &project.metadata.name;
     let recent = shown.get(name).is_some_and(|at| at.elapsed() < BUDGET_EVERY);
-    if recent && fresh.is_some() == project.status.forge_budget.is_some() {
+    // Between renewals nothing is computed: the reconciles a session's change asks for cost no
+    // copy of the budget's counters.
+    if recent && has_forge == project.status.forge_budget.is_some() {
         return project.status.forge_budget.clone();
     }
     shown.insert(name.clone(), std::time::Instant::now());
-    fresh
+    forge_budget(project, &ctx.forges)
 }
 
 /// How often a project with a forge looks at its token's budget again.
