@@ -5,9 +5,9 @@
 
 # The locked dependencies need Rust 1.91 or newer (notify-types, cargo-platform).
 FROM rust:1.95-bookworm AS build
-# protoc compiles the etcd client's protobuf files; libgit2 links OpenSSL.
+# libgit2 links OpenSSL.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends protobuf-compiler libssl-dev pkg-config \
+ && apt-get install -y --no-install-recommends libssl-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

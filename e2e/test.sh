@@ -44,10 +44,8 @@ command -v dunst >/dev/null || need+=(dunst)
 command -v Xvfb >/dev/null || need+=(xvfb)
 command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
 command -v dbus-monitor >/dev/null || need+=(dbus-bin)
-# The etcd store's tests start etcd clusters of their own; etcd-client's build compiles etcd's
-# protobuf files with protoc.
+# The etcd store's tests start etcd clusters of their own.
 command -v etcd >/dev/null || need+=(etcd-server)
-command -v protoc >/dev/null || need+=(protobuf-compiler)
 # The dashboard's browser tests drive Debian's Chromium at this path.
 [ -x /usr/bin/chromium ] || need+=(chromium)
 # The Windows build links with mingw-w64, and its tests run under Wine (e2e/windows/test.sh).

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_store::StoreError;
-use etcd_client::{ElectionClient, LeaseClient};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::client::Client;
 use crate::{EtcdStore, Fence, Shared};
 
 /// The shortest lease the election accepts: etcd counts TTLs in whole seconds.
@@ -65,17 +65,17 @@ impl Election {
     async fn try_campaign(&self) -> Result<Term, String> {
         let shared = self.store.inner.shared.clone();
         let timeout = shared.config.request_timeout;
-        let mut leases = shared.client.lease_client();
-        let granted = tokio::time::timeout(timeout, leases.grant(self.ttl.as_secs() as i64, None))
+        let client = &shared.client;
+        let granted = tokio::time::timeout(timeout, client.lease_grant(self.ttl.as_secs() as i64))
             .await
             .map_err(|_| format!("no answer to a lease grant within {timeout:?}"))?
             .map_err(|e| format!("cannot grant a lease: {e}"))?;
-        let lease = granted.id();
+        let lease = granted.id;
         let (alive_tx, ended) = watch::channel(false);
-        let keeper = tokio::spawn(keep_alive(leases.clone(), lease, self.ttl, alive_tx));
-        let mut elections = shared.client.election_client();
+        let keeper = tokio::spawn(keep_alive(client.clone(), lease, self.ttl, alive_tx));
         let mut lost = ended.clone();
-        let campaign = elections.campaign(self.name.clone(), self.identity.clone(), lease);
+        // Answered once this candidate wins, however long another one leads.
+        let campaign = client.campaign(&self.name, self.identity.as_bytes(), lease);
         let won = tokio::select! {
             won = campaign => won,
             _ = lost.wait_for(|e| *e) => {
@@ -84,20 +84,20 @@ impl Election {
             }
         };
         let leader = match won {
-            Ok(mut resp) => resp.take_leader(),
+            Ok(resp) => resp.leader,
             Err(e) => {
                 keeper.abort();
-                revoke(&mut leases, lease, timeout).await;
+                revoke(client, lease, timeout).await;
                 return Err(format!("the campaign failed: {e}"));
             }
         };
         let Some(leader) = leader else {
             keeper.abort();
-            revoke(&mut leases, lease, timeout).await;
+            revoke(client, lease, timeout).await;
             return Err("etcd answered the campaign without a leader key".into());
         };
-        let fence = Fence { key: leader.key().to_vec(), create_revision: leader.rev() };
-        tracing::info!(identity = %self.identity, lease, revision = leader.rev(), "this replica leads");
+        let fence = Fence { key: leader.key, create_revision: leader.rev };
+        tracing::info!(identity = %self.identity, lease, revision = leader.rev, "this replica leads");
         let store = EtcdStore { inner: self.store.inner.clone(), fence: Some(Arc::new(fence)) };
         Ok(Term { store, lease, ended, keeper })
     }
@@ -105,12 +105,12 @@ impl Election {
     /// The identity of the replica that leads now, if one does.
     pub async fn leader(&self) -> Result<Option<String>, StoreError> {
         let shared = &self.store.inner.shared;
-        let mut elections: ElectionClient = shared.client.election_client();
         let timeout = shared.config.request_timeout;
-        match tokio::time::timeout(timeout, elections.leader(self.name.clone())).await {
-            Ok(Ok(resp)) => Ok(resp.kv().map(|kv| String::from_utf8_lossy(kv.value()).into_owned())),
-            // etcd answers "election: no leader" as an error.
-            Ok(Err(e)) if e.to_string().contains("no leader") => Ok(None),
+        match tokio::time::timeout(timeout, shared.client.leader(&self.name)).await {
+            Ok(Ok(resp)) => Ok(resp.kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned())),
+            // etcd answers "election: no leader" as an error ("etcdserver: no leader" is another
+            // one: the member has no leader of its own cluster).
+            Ok(Err(e)) if e.message().is_some_and(|m| m.contains("election: no leader")) => Ok(None),
             Ok(Err(e)) => Err(crate::error::unavailable(&e.to_string())),
             Err(_) => Err(crate::error::unavailable(&format!("no answer within {timeout:?}"))),
         }
@@ -140,8 +140,7 @@ impl Term {
     pub async fn resign(self) {
         self.keeper.abort();
         let shared: &Shared = &self.store.inner.shared;
-        let mut leases = shared.client.lease_client();
-        revoke(&mut leases, self.lease, shared.config.request_timeout).await;
+        revoke(&shared.client, self.lease, shared.config.request_timeout).await;
         tracing::info!(lease = self.lease, "this replica resigned its leadership");
     }
 }
@@ -154,14 +153,14 @@ impl Drop for Term {
 
 /// Keeps the lease alive, about six times per TTL, and ends the term once the lease cannot be
 /// shown alive for a third of its TTL more: the lease lives until at least the send time of the
-/// last answered keep-alive plus the TTL, and no sooner can another candidate win.
-async fn keep_alive(mut leases: LeaseClient, lease: i64, ttl: Duration, ended: watch::Sender<bool>) {
+/// last answered keep-alive plus the TTL, and no sooner can another candidate win. Each
+/// keep-alive is one request, to whichever member answers.
+async fn keep_alive(client: Client, lease: i64, ttl: Duration, ended: watch::Sender<bool>) {
     let step = ttl / 6;
     // A slow answer on a loaded machine is still an answer: each try may take a quarter of the
     // TTL, and the check above it still ends the term before the lease can expire.
     let patience = ttl / 4;
     let mut alive_until = Instant::now() + ttl;
-    let mut stream = None;
     loop {
         if Instant::now() + ttl / 3 >= alive_until {
             tracing::warn!(lease, "the leadership lease could not be kept alive; this replica stops leading");
@@ -169,28 +168,13 @@ async fn keep_alive(mut leases: LeaseClient, lease: i64, ttl: Duration, ended: w
             return;
         }
         let sent = Instant::now();
-        if stream.is_none() {
-            stream = match tokio::time::timeout(patience, leases.keep_alive(lease)).await {
-                Ok(Ok(pair)) => Some(pair),
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "cannot open the lease's keep-alive stream");
-                    None
-                }
-                Err(_) => None,
-            };
-        }
-        let answered = match stream.as_mut() {
-            Some((keeper, answers)) => {
-                let once = async {
-                    keeper.keep_alive().await.map_err(|e| e.to_string())?;
-                    answers.message().await.map_err(|e| e.to_string())
-                };
-                match tokio::time::timeout(patience, once).await {
-                    Ok(Ok(Some(answer))) => Some(answer.ttl()),
-                    Ok(Ok(None)) | Ok(Err(_)) | Err(_) => None,
-                }
+        let answered = match tokio::time::timeout(patience, client.lease_keep_alive(lease)).await {
+            Ok(Ok(answer)) => Some(answer.ttl),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "the lease's keep-alive was not answered");
+                None
             }
-            None => None,
+            Err(_) => None,
         };
         match answered {
             Some(left) if left > 0 => alive_until = sent + ttl,
@@ -199,14 +183,14 @@ async fn keep_alive(mut leases: LeaseClient, lease: i64, ttl: Duration, ended: w
                 let _ = ended.send(true);
                 return;
             }
-            None => stream = None,
+            None => {}
         }
         tokio::time::sleep_until(sent + step).await;
     }
 }
 
-async fn revoke(leases: &mut LeaseClient, lease: i64, timeout: Duration) {
-    match tokio::time::timeout(timeout, leases.revoke(lease)).await {
+async fn revoke(client: &Client, lease: i64, timeout: Duration) {
+    match tokio::time::timeout(timeout, client.lease_revoke(lease)).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => tracing::debug!(error = %e, lease, "cannot revoke the lease; it expires by itself"),
         Err(_) => tracing::debug!(lease, "no answer to the lease's revocation; it expires by itself"),

@@ -1,55 +1,41 @@
-//! What an etcd error means for a write: refused for good (nothing was applied), never sent (the
-//! member it went to does not take connections: another may), or perhaps applied (the answer
-//! was lost, or the cluster is electing a leader), and the store error a client gets for it.
+//! What an etcd error means for a write: refused for good (nothing was applied), never sent (no
+//! member took the connection: one may on the next try), or perhaps applied (the answer was lost,
+//! or the cluster is electing a leader), and the store error a client gets for it.
 
 use aoctl_store::StoreError;
-use etcd_client::Error;
+
+use crate::client::Error;
+use crate::wire::code;
 
 /// An etcd request that failed.
 #[derive(Debug)]
 pub(crate) enum Failure {
     /// etcd refused the request, so nothing of it was applied; the error says why.
     Refused(StoreError),
-    /// The request did not leave: no connection to the member it was sent to.
+    /// The request did not leave: no connection to a member it was sent to.
     NotSent(String),
     /// No answer came: the request may or may not have been applied.
     Unknown(String),
 }
 
-/// gRPC status codes (they are fixed by the gRPC protocol).
-mod code {
-    pub(super) const NOT_FOUND: i32 = 5;
-    pub(super) const INVALID_ARGUMENT: i32 = 3;
-    pub(super) const ALREADY_EXISTS: i32 = 6;
-    pub(super) const PERMISSION_DENIED: i32 = 7;
-    pub(super) const RESOURCE_EXHAUSTED: i32 = 8;
-    pub(super) const FAILED_PRECONDITION: i32 = 9;
-    pub(super) const OUT_OF_RANGE: i32 = 11;
-    pub(super) const UNIMPLEMENTED: i32 = 12;
-    pub(super) const UNAVAILABLE: i32 = 14;
-    pub(super) const UNAUTHENTICATED: i32 = 16;
-}
-
 /// What a failed request means.
 pub(crate) fn classify(e: &Error) -> Failure {
-    let Error::GRpcStatus(status) = e else {
-        return match e {
-            Error::InvalidArgs(_) | Error::InvalidUri(_) | Error::Utf8Error(_) | Error::InvalidMetadataValue(_) => {
-                Failure::Refused(StoreError::Storage(format!("etcd: {e}")))
-            }
-            _ => Failure::Unknown(e.to_string()),
-        };
+    let (status, message) = match e {
+        Error::Status { code, message } => (*code, message.as_str()),
+        Error::Connect(_) => return Failure::NotSent(format!("etcd: {e}")),
+        Error::Invalid(_) => return Failure::Refused(StoreError::Storage(format!("etcd: {e}"))),
+        Error::Timeout(_) | Error::Transport(_) => return Failure::Unknown(format!("etcd: {e}")),
     };
-    let message = status.message();
     let lower = message.to_ascii_lowercase();
-    if i32::from(status.code()) == code::UNAVAILABLE
+    // The gateway could not reach its own member's gRPC server: the request never got to etcd.
+    if status == code::UNAVAILABLE
         && (lower.contains("connect error")
             || lower.contains("connection refused")
             || lower.contains("trying to connect"))
     {
         return Failure::NotSent(format!("etcd: {message}"));
     }
-    match i32::from(status.code()) {
+    match status {
         code::INVALID_ARGUMENT if message.contains("too many operations") => Failure::Refused(StoreError::Storage(
             "the write needs more operations in one etcd transaction than the cluster allows (etcd's \
              --max-txn-ops, 128 by default)"

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::Kind;
-use etcd_client::{Client, EventType, GetOptions, WatchOptions, WatchStream};
 use serde_json::Value;
 
 use crate::cache::State;
+use crate::client::{Client, WatchStream};
 use crate::layout::{decode_record, read_value, Keys};
+use crate::wire::{EventType, RangeRequest};
 use crate::Shared;
 
 /// How many objects one listing request reads.
@@ -26,36 +27,33 @@ pub(crate) async fn list(
     keys: &Keys,
     timeout: Duration,
 ) -> Result<(Vec<(Kind, String, Value)>, u64), String> {
-    let mut kv = client.kv_client().max_decoding_message_size(crate::MAX_MESSAGE);
     let (mut from, end) = keys.objects_range();
     let mut revision = 0;
     let mut out = vec![];
     loop {
-        let mut opts = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
-        if revision > 0 {
-            opts = opts.with_revision(revision);
-        }
-        let resp = match tokio::time::timeout(timeout, kv.get(from.clone(), Some(opts))).await {
+        // The first page is read at the newest revision, the others at the first one's.
+        let page = RangeRequest { key: from.clone(), range_end: end.clone(), limit: PAGE, revision };
+        let resp = match tokio::time::timeout(timeout, client.range(&page)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(e.to_string()),
             Err(_) => return Err(format!("no answer within {timeout:?}")),
         };
         if revision == 0 {
-            revision = resp.header().map_or(0, |h| h.revision());
+            revision = resp.header.revision;
         }
-        for item in resp.kvs() {
-            let Some((kind, name)) = keys.parse_object(item.key()) else {
-                tracing::warn!(key = %String::from_utf8_lossy(item.key()), "a key under the store's prefix is no object; skipped");
+        for item in &resp.kvs {
+            let Some((kind, name)) = keys.parse_object(&item.key) else {
+                tracing::warn!(key = %String::from_utf8_lossy(&item.key), "a key under the store's prefix is no object; skipped");
                 continue;
             };
-            match read_value(item.value(), item.mod_revision() as u64) {
+            match read_value(&item.value, item.mod_revision as u64) {
                 Ok(obj) => out.push((kind, name, obj)),
                 Err(e) => return Err(e.to_string()),
             }
         }
-        match resp.kvs().last() {
-            Some(last) if resp.more() => {
-                from = last.key().to_vec();
+        match resp.kvs.last() {
+            Some(last) if resp.more => {
+                from = last.key.clone();
                 from.push(0);
             }
             _ => break,
@@ -76,11 +74,9 @@ pub(crate) async fn follow(shared: Arc<Shared>) {
     let mut backoff = BACKOFF_MIN;
     loop {
         let from = shared.rv() + 1;
-        let opts = WatchOptions::new().with_start_revision(from as i64);
-        let mut client = shared.watch_client();
         let opened = tokio::time::timeout(
             shared.config.request_timeout,
-            client.watch(shared.keys.changes().to_vec(), Some(opts)),
+            shared.client.watch(shared.keys.changes(), from as i64),
         )
         .await;
         let ended = match opened {
@@ -109,20 +105,20 @@ async fn follow_stream(shared: &Shared, mut stream: WatchStream, backoff: &mut D
             Ok(None) => return Ended::Failed("etcd ended the watch stream".into()),
             Err(e) => return Ended::Failed(e.to_string()),
         };
-        if resp.created() {
+        if resp.created {
             shared.watch_ok();
             *backoff = BACKOFF_MIN;
         }
-        if resp.compact_revision() > 0 {
-            return Ended::Compacted(resp.compact_revision() as u64);
+        if resp.compact_revision > 0 {
+            return Ended::Compacted(resp.compact_revision as u64);
         }
-        if resp.canceled() {
-            return Ended::Failed(format!("etcd cancelled the watch: {}", resp.cancel_reason()));
+        if resp.canceled {
+            return Ended::Failed(format!("etcd cancelled the watch: {}", resp.cancel_reason));
         }
-        for ev in resp.events() {
-            let Some(kv) = ev.kv().filter(|_| ev.event_type() == EventType::Put) else { continue };
-            let rv = kv.mod_revision() as u64;
-            match decode_record(kv.value(), rv) {
+        for ev in &resp.events {
+            let Some(kv) = ev.kv.as_ref().filter(|_| ev.kind == EventType::Put) else { continue };
+            let rv = kv.mod_revision as u64;
+            match decode_record(&kv.value, rv) {
                 Ok(batch) => shared.publish(batch),
                 Err(e) => {
                     tracing::error!(error = %e, rv, "a change record of the store cannot be read; its changes are skipped");

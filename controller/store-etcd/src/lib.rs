@@ -14,11 +14,13 @@
 //! reached its revision, so a reader of the same store sees it at once.
 
 mod cache;
+mod client;
 mod election;
 mod error;
 mod follow;
 mod layout;
 mod watch;
+mod wire;
 mod write;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,14 +32,15 @@ use aoctl_api::Kind;
 use aoctl_store::tx::{Op, Reply};
 use aoctl_store::{Deleted, ObjectStore, StoreError, StoredObject, Watch, Write, WriteOptions, Written};
 use async_trait::async_trait;
-use etcd_client::{Client, ConnectOptions, KvClient, WatchClient};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
 pub use crate::election::{Election, Term, MIN_TTL};
 
 use crate::cache::State;
+use crate::client::Client;
 use crate::layout::{Batch, Keys};
+use crate::wire::RangeRequest;
 
 /// Settings of an etcd store.
 #[derive(Clone, Debug)]
@@ -83,14 +86,14 @@ pub const DEFAULT_PREFIX: &str = "/aoctl";
 const CATCH_UP_BOUND: Duration = Duration::from_secs(10);
 /// How often a store whose requests fail asks etcd whether it answers again.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
-/// The largest etcd message the store decodes (a watch response can carry many revisions).
+/// The largest etcd answer the store reads: a response's body, or one message of a stream (a
+/// watch response can carry many revisions).
 const MAX_MESSAGE: usize = 256 << 20;
 
 /// The id of the cluster the client reaches.
 async fn cluster_id(client: &Client, timeout: Duration) -> Result<u64, StoreError> {
-    let mut cluster = client.cluster_client();
-    match tokio::time::timeout(timeout, cluster.member_list()).await {
-        Ok(Ok(resp)) => Ok(resp.header().map_or(0, |h| h.cluster_id())),
+    match tokio::time::timeout(timeout, client.member_list()).await {
+        Ok(Ok(resp)) => Ok(resp.header.cluster_id),
         Ok(Err(e)) => Err(StoreError::Unavailable(format!("cannot read the etcd cluster's id: {e}"))),
         Err(_) => Err(StoreError::Unavailable(format!("no answer to a member list within {timeout:?}"))),
     }
@@ -171,11 +174,9 @@ impl EtcdStore {
         if prefix.is_empty() {
             return Err(StoreError::Invalid { message: "the etcd key prefix may not be empty".into() });
         }
-        let options = ConnectOptions::new()
-            .with_connect_timeout(config.request_timeout)
-            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
-            .with_require_leader(true);
-        let client = Client::connect(&config.endpoints, Some(options)).await.map_err(|e| {
+        // Every request requires a leader: a member that has none refuses it at once, and the
+        // request goes to another member.
+        let client = Client::new(&config.endpoints, config.request_timeout).map_err(|e| {
             StoreError::Unavailable(format!("cannot connect to etcd at {}: {e}", config.endpoints.join(",")))
         })?;
         let keys = Keys::new(prefix);
@@ -254,14 +255,6 @@ impl Shared {
         self.state.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn kv(&self) -> KvClient {
-        self.client.kv_client().max_decoding_message_size(MAX_MESSAGE)
-    }
-
-    pub(crate) fn watch_client(&self) -> WatchClient {
-        self.client.watch_client().max_decoding_message_size(MAX_MESSAGE)
-    }
-
     pub(crate) fn rv(&self) -> u64 {
         self.rv.load(Ordering::Acquire)
     }
@@ -322,11 +315,10 @@ impl Shared {
             return;
         }
         self.compact_target.store(target, Ordering::Release);
-        let mut kv = self.kv();
-        match tokio::time::timeout(self.config.request_timeout, kv.compact(target as i64, None)).await {
-            Ok(Ok(_)) => self.note_compacted(target),
+        match tokio::time::timeout(self.config.request_timeout, self.client.compact(target as i64)).await {
+            Ok(Ok(())) => self.note_compacted(target),
             // Someone compacted further already.
-            Ok(Err(e)) if e.to_string().contains("compacted") => self.note_compacted(target),
+            Ok(Err(e)) if e.is_compacted() => self.note_compacted(target),
             Ok(Err(e)) => tracing::debug!(error = %e, target, "etcd did not compact"),
             Err(_) => tracing::debug!(target, "etcd did not answer a compaction"),
         }
@@ -408,9 +400,8 @@ async fn probe(shared: Arc<Shared>) {
         if !shared.requests_failing() {
             continue;
         }
-        let mut kv = shared.kv();
-        let asked = kv.get(shared.keys.changes().to_vec(), None);
-        if let Ok(Ok(_)) = tokio::time::timeout(shared.config.request_timeout, asked).await {
+        let read = RangeRequest::key(shared.keys.changes());
+        if let Ok(Ok(_)) = tokio::time::timeout(shared.config.request_timeout, shared.client.range(&read)).await {
             shared.requests_ok();
         }
     }

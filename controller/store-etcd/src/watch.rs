@@ -10,9 +10,10 @@ use std::time::Duration;
 use aoctl_api::Kind;
 use aoctl_store::{StoreError, WatchEvent, WatchStream};
 use async_trait::async_trait;
-use etcd_client::{EventType, WatchOptions};
 
+use crate::client::WatchStream as EtcdWatch;
 use crate::layout::{decode_record, kind_index, Batch};
+use crate::wire::EventType;
 use crate::Shared;
 
 /// How many batches a watch takes from memory at a time.
@@ -37,7 +38,7 @@ pub(crate) struct StoreWatch {
 
 /// A watch of etcd's history of the change record, opened at the first `next`.
 struct History {
-    stream: Option<etcd_client::WatchStream>,
+    stream: Option<EtcdWatch>,
     retry: Duration,
 }
 
@@ -127,11 +128,9 @@ impl StoreWatch {
     async fn read_history(&mut self) {
         let Some(history) = self.history.as_mut() else { return };
         if history.stream.is_none() {
-            let opts = WatchOptions::new().with_start_revision(self.last as i64 + 1);
-            let mut client = self.shared.watch_client();
             let opened = tokio::time::timeout(
                 self.shared.config.request_timeout,
-                client.watch(self.shared.keys.changes().to_vec(), Some(opts)),
+                self.shared.client.watch(self.shared.keys.changes(), self.last as i64 + 1),
             )
             .await;
             match opened {
@@ -152,22 +151,22 @@ impl StoreWatch {
             }
         };
         history.retry = RETRY_MIN;
-        if resp.compact_revision() > 0 {
-            let oldest = resp.compact_revision() as u64;
+        if resp.compact_revision > 0 {
+            let oldest = resp.compact_revision as u64;
             self.shared.note_compacted(oldest);
             return self.fail(StoreError::Gone { from: self.last, oldest });
         }
-        if resp.canceled() {
+        if resp.canceled {
             history.stream = None;
             return;
         }
-        for ev in resp.events() {
-            let Some(kv) = ev.kv().filter(|_| ev.event_type() == EventType::Put) else { continue };
-            let rv = kv.mod_revision() as u64;
+        for ev in &resp.events {
+            let Some(kv) = ev.kv.as_ref().filter(|_| ev.kind == EventType::Put) else { continue };
+            let rv = kv.mod_revision as u64;
             if rv <= self.last {
                 continue;
             }
-            match decode_record(kv.value(), rv) {
+            match decode_record(&kv.value, rv) {
                 Ok(batch) => self.take(&batch),
                 Err(e) => {
                     tracing::error!(error = %e, rv, "a change record of the store cannot be read; its changes are skipped");

@@ -14,13 +14,13 @@ use std::time::Duration;
 use aoctl_api::Kind;
 use aoctl_store::tx::{apply, Change, Op, Overlay, Reply, Tx};
 use aoctl_store::{Deleted, StoreError};
-use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::cache::{Reads, Recording};
 use crate::error::{classify, unavailable, Failure};
 use crate::layout::{encode_record, object_rv, set_rv, stored_value, Keys};
+use crate::wire::{Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, ResponseOp, TxnRequest};
 use crate::{Fence, Shared};
 
 /// How many times a write whose condition failed runs the rules again before `Conflict`.
@@ -83,25 +83,24 @@ pub(crate) async fn write(shared: &Shared, fence: Option<&Fence>, op: Op, dry_ru
         }
         let id = uuid::Uuid::new_v4().to_string();
         let txn = transaction(&shared.keys, fence, &plan, &id);
-        let mut kv = shared.kv();
-        let answer = tokio::time::timeout(config.request_timeout.min(left), kv.txn(txn)).await;
+        let answer = tokio::time::timeout(config.request_timeout.min(left), shared.client.txn(&txn)).await;
         let why = match answer {
-            Ok(Ok(resp)) if resp.succeeded() => {
+            Ok(Ok(resp)) if resp.succeeded => {
                 shared.requests_ok();
-                let rv = resp.header().map_or(0, |h| h.revision()) as u64;
+                let rv = resp.header.revision as u64;
                 shared.wait_for(rv).await;
                 shared.compact_after(rv).await;
                 return Ok(at_revision(plan.reply, rv, plan.at));
             }
             Ok(Ok(resp)) => {
                 shared.requests_ok();
-                if let Some(fence) = fence.filter(|f| !fence_holds(&resp.op_responses(), f)) {
+                if let Some(fence) = fence.filter(|f| !fence_holds(&resp.responses, f)) {
                     tracing::warn!(key = %String::from_utf8_lossy(&fence.key), "a write of an ended term was refused");
                     return Err(unavailable("this replica's term of leadership has ended; the write was not stored"));
                 }
                 // Someone else wrote: let the copy see it, then run the rules again.
                 let left = deadline.saturating_duration_since(Instant::now());
-                let _ = tokio::time::timeout(left, shared.wait_for(newest_record(&resp.op_responses()))).await;
+                let _ = tokio::time::timeout(left, shared.wait_for(newest_record(&resp.responses))).await;
                 if let Some(reply) = confirmed(shared, &mut unconfirmed) {
                     return Ok(reply);
                 }
@@ -192,69 +191,60 @@ fn plan(shared: &Shared, op: &Op, dry_run: bool) -> Result<Planned, StoreError> 
 /// The transaction of a plan: if every object read is still at the revision read (or still
 /// absent), and the fence's leader key is still the one it names, write the objects and the
 /// change record; else read the change record and the leader key.
-fn transaction(keys: &Keys, fence: Option<&Fence>, plan: &Plan, id: &str) -> Txn {
+fn transaction(keys: &Keys, fence: Option<&Fence>, plan: &Plan, id: &str) -> TxnRequest {
     let mut compares: Vec<Compare> = plan
         .reads
         .iter()
         .map(|((kind, name), rv)| {
             let key = keys.object(*kind, name);
             match rv {
-                Some(rv) => Compare::mod_revision(key, CompareOp::Equal, *rv as i64),
-                None => Compare::version(key, CompareOp::Equal, 0),
+                Some(rv) => Compare::mod_revision(key, *rv as i64),
+                None => Compare::version(key, 0),
             }
         })
         .collect();
-    let mut otherwise = vec![TxnOp::get(keys.changes().to_vec(), None)];
+    let mut otherwise = vec![RequestOp::Range(RangeRequest::key(keys.changes()))];
     if let Some(fence) = fence {
-        compares.push(Compare::create_revision(fence.key.clone(), CompareOp::Equal, fence.create_revision));
-        otherwise.push(TxnOp::get(fence.key.clone(), None));
+        compares.push(Compare::create_revision(fence.key.clone(), fence.create_revision));
+        otherwise.push(RequestOp::Range(RangeRequest::key(&fence.key)));
     }
     let mut writes: Vec<_> = plan.writes.iter().collect();
     writes.sort_by(|a, b| a.0.cmp(b.0));
-    let mut ops: Vec<TxnOp> = writes
+    let mut ops: Vec<RequestOp> = writes
         .into_iter()
         .map(|((kind, name), obj)| {
             let key = keys.object(*kind, name);
             match obj {
-                Some(obj) => TxnOp::put(key, stored_value(obj), None),
-                None => TxnOp::delete(key, None),
+                Some(obj) => RequestOp::Put(PutRequest { key, value: stored_value(obj) }),
+                None => RequestOp::Delete(DeleteRangeRequest { key }),
             }
         })
         .collect();
     // Last, so that a watch of the objects would see the record after them.
-    ops.push(TxnOp::put(keys.changes().to_vec(), encode_record(id, &plan.changes), None));
-    Txn::new().when(compares).and_then(ops).or_else(otherwise)
+    ops.push(RequestOp::Put(PutRequest { key: keys.changes().to_vec(), value: encode_record(id, &plan.changes) }));
+    TxnRequest { compare: compares, success: ops, failure: otherwise }
 }
 
 /// Whether a failed transaction's answer shows the fence's leader key still held (its second
 /// read, after the change record's).
-fn fence_holds(responses: &[TxnOpResponse], fence: &Fence) -> bool {
-    let mut read = responses.iter().filter_map(|r| match r {
-        TxnOpResponse::Get(g) => Some(g),
-        _ => None,
-    });
-    read.nth(1).and_then(|g| g.kvs().first()).is_some_and(|kv| kv.create_revision() == fence.create_revision)
+fn fence_holds(responses: &[ResponseOp], fence: &Fence) -> bool {
+    let mut read = responses.iter().filter_map(|r| r.response_range.as_ref());
+    read.nth(1).and_then(|g| g.kvs.first()).is_some_and(|kv| kv.create_revision == fence.create_revision)
 }
 
 /// The revision of the newest change record in a failed transaction's answer.
-fn newest_record(responses: &[TxnOpResponse]) -> u64 {
+fn newest_record(responses: &[ResponseOp]) -> u64 {
     responses
         .iter()
-        .find_map(|r| match r {
-            TxnOpResponse::Get(g) => Some(g.kvs().first().map_or(0, |kv| kv.mod_revision() as u64)),
-            _ => None,
-        })
-        .unwrap_or(0)
+        .find_map(|r| r.response_range.as_ref())
+        .map_or(0, |g| g.kvs.first().map_or(0, |kv| kv.mod_revision as u64))
 }
 
 /// The revision of the newest change record, read from etcd now.
 async fn newest_record_now(shared: &Shared) -> Option<u64> {
-    let mut kv = shared.kv();
-    let resp = tokio::time::timeout(shared.config.request_timeout, kv.get(shared.keys.changes().to_vec(), None))
-        .await
-        .ok()?
-        .ok()?;
-    Some(resp.kvs().first().map_or(0, |kv| kv.mod_revision() as u64))
+    let read = RangeRequest::key(shared.keys.changes());
+    let resp = tokio::time::timeout(shared.config.request_timeout, shared.client.range(&read)).await.ok()?.ok()?;
+    Some(resp.kvs.first().map_or(0, |kv| kv.mod_revision as u64))
 }
 
 /// The reply of an unanswered transaction the copy has seen applied, if any.

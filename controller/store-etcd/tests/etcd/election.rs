@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use aoctl_api::Kind;
 use aoctl_store::{Store, StoreError, WriteOptions};
-use etcd_client::Client;
+use serde_json::json;
 
 use crate::cluster::EtcdCluster;
-use crate::{config, open, project};
+use crate::{config, gateway, open, project};
 
 const W: WriteOptions = WriteOptions { dry_run: false };
 const TTL: Duration = Duration::from_secs(2);
@@ -64,10 +64,10 @@ async fn a_term_whose_lease_is_gone_ends_and_its_writes_are_refused() {
 
     // The lease is revoked behind the replica's back (an operator, or etcd expiring it while the
     // replica was paused): the leader key goes with it.
-    let mut client = Client::connect(cluster.endpoints(), None).await.unwrap();
-    let leases = client.leases().await.unwrap();
-    for lease in leases.leases() {
-        client.lease_revoke(lease.id()).await.unwrap();
+    let member = cluster.endpoint(0);
+    let leases = gateway(&member, "/v3/lease/leases", json!({})).await.unwrap();
+    for lease in leases["leases"].as_array().into_iter().flatten() {
+        gateway(&member, "/v3/lease/revoke", json!({"ID": lease["ID"]})).await.unwrap();
     }
     let refused = fenced.create(Kind::Project, project("after"), W).await;
     assert!(matches!(refused, Err(StoreError::Unavailable(_))), "{refused:?}");

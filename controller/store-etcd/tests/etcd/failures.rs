@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use aoctl_api::Kind;
 use aoctl_store::{EventKind, Selector, StoreError, WriteOptions};
 use aoctl_store_etcd::EtcdConfig;
-use etcd_client::Client;
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cluster::EtcdCluster;
-use crate::{config, eventually, name, next, open, project, rv};
+use crate::{b64, config, eventually, gateway, int, name, next, open, project, rv};
 
 const W: WriteOptions = WriteOptions { dry_run: false };
 
@@ -21,9 +21,10 @@ const W: WriteOptions = WriteOptions { dry_run: false };
 async fn leader(cluster: &EtcdCluster, members: usize) -> usize {
     for _ in 0..100 {
         for i in 0..members {
-            let Ok(mut c) = Client::connect([cluster.endpoint(i)], None).await else { continue };
-            let Ok(Ok(status)) = tokio::time::timeout(Duration::from_secs(2), c.status()).await else { continue };
-            if status.header().is_some_and(|h| h.member_id() == status.leader()) {
+            let member = cluster.endpoint(i);
+            let asked = gateway(&member, "/v3/maintenance/status", json!({}));
+            let Ok(Ok(status)) = tokio::time::timeout(Duration::from_secs(2), asked).await else { continue };
+            if int(&status["leader"]) != 0 && status["header"]["member_id"] == status["leader"] {
                 return i;
             }
         }
@@ -134,8 +135,7 @@ async fn watches_read_etcds_history_and_compacted_revisions_are_gone() {
     assert_eq!(next(&mut w).await.rv, rv(&live), "then live");
 
     // etcd compacts (its operator, or another store); the store learns it from etcd.
-    let mut etcd = Client::connect(cluster.endpoints(), None).await.unwrap();
-    etcd.compact(rvs[5] as i64, None).await.unwrap();
+    gateway(&cluster.endpoint(0), "/v3/kv/compaction", json!({"revision": rvs[5].to_string()})).await.unwrap();
     let mut old = store.watch(&[Kind::Project], rvs[2]).expect("not known to be compacted yet");
     let end = tokio::time::timeout(Duration::from_secs(15), old.next()).await.expect("the watch ends");
     assert!(end.is_none());
@@ -265,10 +265,11 @@ async fn a_write_whose_answer_was_lost_is_found_applied() {
         tokio::spawn(async move { store.create(Kind::Project, project("lost"), W).await })
     };
     // The transaction is applied (etcd has the object) while its answer is held back.
-    let mut direct = Client::connect(cluster.endpoints(), None).await.unwrap();
-    let key = format!("{prefix}/objects/Project/lost");
+    let key = json!({"key": b64(format!("{prefix}/objects/Project/lost").as_bytes())});
+    let member = cluster.endpoint(0);
+    let direct = || gateway(&member, "/v3/kv/range", key.clone());
     let deadline = Instant::now() + Duration::from_secs(20);
-    while direct.get(key.as_str(), None).await.unwrap().kvs().is_empty() {
+    while direct().await.unwrap()["kvs"].as_array().is_none_or(|kvs| kvs.is_empty()) {
         assert!(Instant::now() < deadline, "the transaction was not applied");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -279,8 +280,8 @@ async fn a_write_whose_answer_was_lost_is_found_applied() {
         .expect("the write answers")
         .unwrap()
         .expect("the applied write answers as done, not as a conflict or AlreadyExists");
-    let stored = direct.get(key.as_str(), None).await.unwrap();
-    assert_eq!(rv(&created), stored.kvs()[0].mod_revision() as u64, "at the revision it was applied at");
+    let stored = direct().await.unwrap();
+    assert_eq!(rv(&created), int(&stored["kvs"][0]["mod_revision"]) as u64, "at the revision it was applied at");
     let ev = next(&mut watch).await;
     assert_eq!((ev.kind_, ev.rv), (EventKind::Added, rv(&created)));
     assert_eq!(store.get(Kind::Project, "lost").await.unwrap(), created);

@@ -57,6 +57,32 @@ async fn next(w: &mut Watch) -> WatchEvent {
         .unwrap_or_else(|| panic!("the watch stays open ({:?})", w.error()))
 }
 
+/// Asks the etcd member at `endpoint` directly, through its JSON gateway (`path` is `/v3/...`),
+/// as an operator would; etcd's error when it refuses.
+async fn gateway(endpoint: &str, path: &str, body: Value) -> Result<Value, String> {
+    let client = reqwest::Client::builder().no_proxy().build().map_err(|e| e.to_string())?;
+    let sent = client.post(format!("{endpoint}{path}")).json(&body).timeout(Duration::from_secs(5)).send().await;
+    let resp = sent.map_err(|e| e.to_string())?;
+    let status = resp.status();
+    let answer: Value = resp.json().await.map_err(|e| e.to_string())?;
+    if status.is_success() {
+        Ok(answer)
+    } else {
+        Err(format!("{status}: {answer}"))
+    }
+}
+
+/// A key or value as etcd's gateway takes it: base64.
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A 64-bit integer of etcd's JSON: a string (or a number); 0 when absent.
+fn int(v: &Value) -> i64 {
+    v.as_str().and_then(|s| s.parse().ok()).or_else(|| v.as_i64()).unwrap_or(0)
+}
+
 /// Waits (a bounded while) until `check` holds.
 async fn eventually(what: &str, bound: Duration, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + bound;
