@@ -66,6 +66,9 @@ pub fn classify(adapter: Option<&Adapter>, screen: &Screen, stuck_after: Duratio
             None => (ActivityState::Exited, "the agent exited".to_string()),
         };
     }
+    if let Some(line) = adapter.and_then(|a| logged_out(a, screen.text)) {
+        return (ActivityState::NeedsInput, line);
+    }
     let cues = compiled(adapter);
     let text = clean(screen.text);
     let lines = tail(&text, QUESTION_LINES);
@@ -97,6 +100,21 @@ pub fn classify(adapter: Option<&Adapter>, screen: &Screen, stuck_after: Duratio
         return (ActivityState::Stuck, evidence(&why));
     }
     (ActivityState::Idle, evidence(&idle))
+}
+
+/// The line of the agent's logged-out or set-up screen (its row's [`Login::screens`]) when the
+/// last lines of `screen` show one. Unlike a question, it counts even with the agent's prompt
+/// below it: several CLIs sit at their prompt saying "use /login".
+///
+/// [`Login::screens`]: super::adapter::Login::screens
+pub fn logged_out(adapter: &Adapter, screen: &str) -> Option<String> {
+    let text = clean(screen);
+    let lines = tail(&text, QUESTION_LINES);
+    adapter.login.screens.iter().filter_map(|p| regex(p)?.find_iter(&lines).last()).max_by_key(|m| m.end()).map(|m| {
+        let start = lines[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+        let end = lines[m.end()..].find('\n').map_or(lines.len(), |i| m.end() + i);
+        evidence(lines[start..end].trim())
+    })
 }
 
 /// What the controller sends to a dialog on screen.

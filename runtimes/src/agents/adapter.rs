@@ -96,6 +96,49 @@ impl Dialog {
     }
 }
 
+/// Where an agent CLI is installed from, and the version aoctl's row was checked against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Install {
+    /// `npm` or `pypi`.
+    pub registry: &'static str,
+    /// The package's name in that registry.
+    pub package: &'static str,
+    /// The version the row was checked against (e2e/agents-cli/packages.tsv pins the same).
+    pub version: &'static str,
+}
+
+impl Install {
+    /// The command that installs this version.
+    pub fn command(&self) -> String {
+        match self.registry {
+            "pypi" => format!("pipx install {}=={}", self.package, self.version),
+            _ => format!("npm install -g {}@{}", self.package, self.version),
+        }
+    }
+}
+
+/// How an agent CLI says that it has no credentials, and how a person gives it some.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Login {
+    /// Regular expressions over the last lines of the screen: its logged-out or set-up screens.
+    pub screens: &'static [&'static str],
+    /// What a person does to log in, in the agent's terminal or beside it.
+    pub how: &'static str,
+    /// Environment variables any one of which gives it credentials.
+    pub env: &'static [&'static str],
+    /// Files under `$HOME` any one of which holds credentials it saved.
+    pub files: &'static [&'static str],
+    /// A first prompt given on its command line is used up by the login screen (answered with
+    /// "not logged in"), so it is typed once the agent is logged in. False where it is kept, or
+    /// where that has not been seen.
+    pub resend_prompt: bool,
+}
+
+impl Login {
+    /// No login is known for the CLI.
+    pub(crate) const NONE: Login = Login { screens: &[], how: "", env: &[], files: &[], resend_prompt: false };
+}
+
 /// A JSON literal written into an agent's configuration file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JsonLit {
@@ -149,6 +192,10 @@ pub struct Adapter {
     /// Arguments, placed after `args`, that give the agent `aoctl mcp` as an MCP server with the
     /// session's environment (docs/mcp.md); empty when the CLI takes none on its command line.
     pub(crate) mcp_args: &'static [&'static str],
+    /// Where its CLI comes from; `None` for CLIs no package registry ships.
+    pub install: Option<Install>,
+    /// Its logged-out screens and how to log in.
+    pub login: Login,
 }
 
 impl Adapter {
@@ -168,6 +215,8 @@ impl Adapter {
         resume: None,
         home: &[],
         mcp_args: &[],
+        install: None,
+        login: Login::NONE,
     };
 
     /// The runtime's view of [`Adapter::input`].

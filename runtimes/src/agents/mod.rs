@@ -20,6 +20,8 @@ pub mod usage;
 #[cfg(test)]
 mod tests_activity;
 #[cfg(test)]
+mod tests_login;
+#[cfg(test)]
 mod tests_render;
 
 use std::collections::BTreeMap;
@@ -29,8 +31,8 @@ use aoctl_api::session::{AgentRef, Permissions};
 
 use crate::runtime::InputStyle;
 
-pub use activity::{answer_dialog, classify, is_ready, DialogAnswer, Screen};
-pub use adapter::{Adapter, Cues, Dialog, HomeEdit, Input, JsonLit, PromptVia};
+pub use activity::{answer_dialog, classify, is_ready, logged_out, DialogAnswer, Screen};
+pub use adapter::{Adapter, Cues, Dialog, HomeEdit, Input, Install, JsonLit, Login, PromptVia};
 pub use home::prepare_home;
 pub use table::{all, builtin};
 

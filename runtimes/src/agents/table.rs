@@ -3,7 +3,7 @@
 //! seed orchestrator's adapter for it (`seed`), or a conservative guess (`guessed`). Where a fact
 //! could not be found, the row types the prompt after start and adds no bypass flag.
 
-use super::adapter::{Adapter, Cues, Dialog, HomeEdit, Input, JsonLit, PromptVia};
+use super::adapter::{Adapter, Cues, Dialog, HomeEdit, Input, Install, JsonLit, Login, PromptVia};
 
 /// A prompt line on its own: `>`, `❯` or `›`, optionally inside a box.
 pub(crate) const PROMPT_LINE: &str = r"(?m)^[ \t]*(?:[│┃|][ \t]*)?[>❯›][ \t]*(?:[│┃|][ \t]*)?$";
@@ -24,6 +24,16 @@ const TRUST_GEMINI: Dialog = Dialog::choose(
     r"(?i)^(?:yes, )?trust (?:this )?folder",
 );
 
+/// An npm package at a version (e2e/agents-cli/packages.tsv pins the same).
+const fn npm(package: &'static str, version: &'static str) -> Option<Install> {
+    Some(Install { registry: "npm", package, version })
+}
+
+/// A PyPI package at a version (e2e/agents-cli/packages.tsv pins the same).
+const fn pypi(package: &'static str, version: &'static str) -> Option<Install> {
+    Some(Install { registry: "pypi", package, version })
+}
+
 /// Gemini-style trusted folders: a trusted folder covers everything below it.
 const fn trusted_folders(file: &'static str) -> HomeEdit {
     HomeEdit::Set { file, path: &["{root}"], value: JsonLit::Str("TRUST_FOLDER") }
@@ -36,7 +46,9 @@ static ADAPTERS: [Adapter; 24] = [
     // (and still for the workspaces root, for older versions) before launch; the trust screen,
     // which now highlights "No, exit" first, is also answered on screen by its text. The bypass
     // warning is switched off in settings and answered by text; "use this API key?" (default No)
-    // is answered Yes, since a key in the session's environment is there to be used.
+    // is answered Yes, since a key in the session's environment is there to be used. Logged out
+    // (2.1.332, fresh HOME prepared as above) it sits at its prompt with "Not logged in · run
+    // /login" above the input box, and answers a prompt with "Not logged in · Please run /login".
     Adapter {
         name: "claude-code",
         binary: "claude",
@@ -88,6 +100,17 @@ static ADAPTERS: [Adapter; 24] = [
             // unattended session has no one to go through it anyway.
             HomeEdit::Set { file: ".claude.json", path: &["hasCompletedOnboarding"], value: JsonLit::Bool(true) },
         ],
+        install: npm("@anthropic-ai/claude-code", "2.1.332"),
+        login: Login {
+            // The status line above the input box, not the answer in the transcript, which stays
+            // on screen after a login.
+            screens: &[r"(?i)not logged in[ \t]*·[ \t]*run /login"],
+            how: "type /login in the session's terminal (`aoctl attach`), or run `claude auth login`, or set \
+                  ANTHROPIC_API_KEY in the session's env",
+            env: &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"],
+            files: &[".claude/.credentials.json"],
+            resend_prompt: true,
+        },
         ..Adapter::BASE
     },
     // observed + seed: the workdir is trusted with a `-c` override (one argv element, no shell);
@@ -97,7 +120,9 @@ static ADAPTERS: [Adapter; 24] = [
     // Codex looks a worktree's trust up under the main clone ("Trusting will apply to the
     // repository root"), so the trust screen still shows and is answered by choosing "Trust and
     // continue". `resume --last` continues the newest conversation (0.171: a subcommand that
-    // takes the same `-c` and bypass flags).
+    // takes the same `-c` and bypass flags). Logged out (0.171.0) it opens "Welcome to Codex" with
+    // "Sign in with ChatGPT / Device Code / another way"; OPENAI_API_KEY or CODEX_API_KEY in its
+    // environment does not get past that screen, so no variable is listed.
     Adapter {
         name: "codex",
         binary: "codex",
@@ -133,6 +158,15 @@ static ADAPTERS: [Adapter; 24] = [
             "-c",
             r#"mcp_servers.aoctl.env_vars=["AOCTL_SERVER","AOCTL_SESSION_TOKEN"]"#,
         ],
+        install: npm("@openai/codex", "0.171.0"),
+        login: Login {
+            screens: &[r"(?i)\bsign in with chatgpt\b"],
+            how: "run `codex login` (`--device-auth` without a browser), or pipe a key to \
+                  `codex login --with-api-key`",
+            env: &[],
+            files: &[".codex/auth.json"],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // observed + docs + seed: `--message` runs once and exits, so the prompt is typed. Aider's own
@@ -141,7 +175,9 @@ static ADAPTERS: [Adapter; 24] = [
     // and its histories live beside the prompt file, outside the tracked tree. Analytics, update
     // checks and model warnings (a yes/no question for a model litellm does not know) are off, and
     // litellm reads its bundled model list instead of fetching one, so no first-run question
-    // appears (0.86.2 shows none with a key); with no key it exits 1 (seen as exited).
+    // appears (0.86.2 shows none with a key). With no key it says "No LLM model was specified and
+    // no API keys were provided", offers an OpenRouter login in a browser (asking first unless
+    // `--yes-always`), waits 5 minutes for it and exits 1.
     Adapter {
         name: "aider",
         binary: "aider",
@@ -168,11 +204,24 @@ static ADAPTERS: [Adapter; 24] = [
             needs_input: &[r"\(Y\)es/\(N\)o", r"(?m)\[(?:Yes|No)\]:[ \t]*$"],
         },
         resume: Some(&["--restore-chat-history"]),
+        install: pypi("aider-chat", "0.86.2"),
+        login: Login {
+            screens: &[
+                r"(?i)no llm model was specified and no api keys were provided",
+                r"(?i)login to openrouter or create a free account|connect aider with openrouter",
+            ],
+            how: "set ANTHROPIC_API_KEY, OPENAI_API_KEY or another key aider reads in the session's env; it has \
+                  no login command and without a key offers an OpenRouter login in a browser, then exits",
+            env: &["OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"],
+            files: &[".aider/oauth-keys.env"],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // seed + observed 1.18.33 (npm `opencode-ai`): `--prompt` and `--continue` are in its help;
     // permissions come from config, so bypass sets OPENCODE_PERMISSION. With no provider it still
-    // opens its TUI at "Ask anything…" (about 20 s on 2 cores), suggesting /connect.
+    // opens its TUI at "Ask anything…" (about 20 s on 2 cores), suggesting /connect: it runs on
+    // its free models, so it has no logged-out screen.
     Adapter {
         name: "opencode",
         binary: "opencode",
@@ -180,41 +229,66 @@ static ADAPTERS: [Adapter; 24] = [
         bypass_env: &[("OPENCODE_PERMISSION", r#"{"edit":"allow","bash":"allow","webfetch":"allow"}"#)],
         cues: Cues { ready: &[r"(?i)ctrl\+p commands|enter send|ask anything", PROMPT_LINE], ..Cues::NONE },
         resume: Some(&["--continue"]),
+        install: npm("opencode-ai", "1.18.33"),
         ..Adapter::BASE
     },
     // observed 0.0.34 (npm `@vibe-kit/grok-cli`, which reports 1.0.1): its help has no update,
     // permission or resume flag (the ones once here were Claude's and made it exit 1), and no
     // approval prompts are documented. A leading positional word naming a subcommand (`git`,
-    // `mcp`) runs that command, so the prompt is typed. Without GROK_API_KEY it exits 1 saying so.
+    // `mcp`) runs that command, so the prompt is typed. Without GROK_API_KEY it exits 1 saying
+    // "API key required" (the line scrolls into tmux history; the screen is left blank).
     Adapter {
         name: "grok",
         binary: "grok",
-        cues: Cues { needs_input: &[r"(?i)api key required"], ..Cues::NONE },
+        install: npm("@vibe-kit/grok-cli", "0.0.34"),
+        login: Login {
+            screens: &[r"(?i)api key required"],
+            how: "set GROK_API_KEY in the session's env (or `apiKey` in ~/.grok/user-settings.json); without \
+                  one it exits at start",
+            env: &["GROK_API_KEY"],
+            files: &[".grok/user-settings.json"],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // observed 0.215.0 (npm `droid`; `@factory/cli` has no Linux binary on npm): `droid [prompt]` is
     // interactive; its help lists `--auto <low|medium|high>` (autonomy level) and `--resume --last`
-    // (the newest session in the folder). Logged out it asks to "login with your Factory account".
+    // (the newest session in the folder). Logged out it asks to "login with your Factory account"
+    // above a Login / Exit menu; it has no login subcommand.
     Adapter {
         name: "droid",
         binary: "droid",
         prompt: PromptVia::Arg(&["{prompt}"]),
         bypass_args: &["--auto", "high"],
-        cues: Cues { needs_input: &[r"(?i)please login with your factory account"], ..Cues::NONE },
         resume: Some(&["--resume", "--last"]),
+        install: npm("droid", "0.215.0"),
+        login: Login {
+            screens: &[r"(?i)please login with your factory account"],
+            how: "choose Login on its screen in the session's terminal (`aoctl attach`), or set FACTORY_API_KEY \
+                  in the session's env",
+            env: &["FACTORY_API_KEY"],
+            files: &[".factory/auth.v2.file", ".factory/auth.encrypted"],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // observed 0.0.1790142911 (npm `@sourcegraph/amp`): `-x` is execute mode, so the prompt is
     // typed. Its help has no bypass flag: allowing everything is the `amp.dangerouslyAllowAll`
     // setting of its settings file, which aoctl does not write, so none is added. With no
-    // AMP_API_KEY it asks "Would you like to log in to Amp?". Ready cues guessed.
+    // AMP_API_KEY it says "No API key found. Starting login flow..." and asks "Would you like to
+    // log in to Amp? [(y)es, (n)o]". Ready cues guessed.
     Adapter {
         name: "amp",
         binary: "amp",
-        cues: Cues {
-            ready: &[r"(?i)type a message|what can i help", PROMPT_LINE],
-            needs_input: &[r"(?i)would you like to log in to amp"],
-            ..Cues::NONE
+        cues: Cues { ready: &[r"(?i)type a message|what can i help", PROMPT_LINE], ..Cues::NONE },
+        install: npm("@sourcegraph/amp", "0.0.1790142911-g7618fb"),
+        login: Login {
+            screens: &[r"(?i)would you like to log in to amp|no api key found\. starting login flow"],
+            how: "run `amp login` (or answer y on its screen in the session's terminal, `aoctl attach`), or set \
+                  AMP_API_KEY in the session's env",
+            env: &["AMP_API_KEY"],
+            files: &[".local/share/amp/secrets.json"],
+            resend_prompt: false,
         },
         ..Adapter::BASE
     },
@@ -262,7 +336,8 @@ static ADAPTERS: [Adapter; 24] = [
     },
     // docs + seed + observed 0.24.4 (npm `@qwen-code/qwen-code`, Node 22): a fork of gemini-cli:
     // `--prompt-interactive`, `--yolo`, `--continue` are in its help; gemini-style trust. With no
-    // credentials it opens a "Connect a Provider" picker.
+    // credentials it opens a "Connect a Provider" picker (also /auth). No single variable logs it
+    // in: a key needs its base URL and model beside it (OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL).
     Adapter {
         name: "qwen",
         binary: "qwen",
@@ -272,17 +347,29 @@ static ADAPTERS: [Adapter; 24] = [
             ready: &[r"(?i)type your message"],
             idle: &[r"(?i)type your message"],
             working: &[r"(?i)esc to cancel"],
-            needs_input: &[r"(?i)allow execution|apply this change\?|allow once", r"(?i)connect a provider"],
+            needs_input: &[r"(?i)allow execution|apply this change\?|allow once"],
         },
         dialogs: &[TRUST_GEMINI],
         resume: Some(&["--continue"]),
         home: &[trusted_folders(".qwen/trustedFolders.json")],
+        install: npm("@qwen-code/qwen-code", "0.24.4"),
+        login: Login {
+            // The picker's title, alone on its line in the box.
+            screens: &[r"(?im)^[ \t│┃|]*connect a provider[ \t│┃|]*$"],
+            how: "pick a provider in its Connect a Provider dialog (/auth) in the session's terminal (`aoctl \
+                  attach`), or set OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL in the session's env",
+            env: &[],
+            files: &[".qwen/oauth_creds.json"],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // seed + docs + observed 1.0.102 (npm `@github/copilot`): `--interactive <prompt>` runs the
     // prompt and stays interactive (`-p` exits); `--allow-all-tools` and `--continue` are in its
     // help. A new folder shows "Confirm folder trust", answered with its first option; logged out
-    // it then sits at its `❯` prompt saying "Please use /login".
+    // it then sits at its `❯` prompt saying "Please use /login to sign in to use Copilot" (its
+    // ready cue matches that screen). Its token goes to the system keychain or a file under
+    // ~/.copilot whose name the package does not show, so no file is listed.
     Adapter {
         name: "copilot",
         binary: "copilot",
@@ -291,6 +378,15 @@ static ADAPTERS: [Adapter; 24] = [
         cues: Cues { ready: &[r"(?i)/ commands · \? help", PROMPT_LINE], ..Cues::NONE },
         dialogs: &[TRUST_FILES],
         resume: Some(&["--continue"]),
+        install: npm("@github/copilot", "1.0.102"),
+        login: Login {
+            screens: &[r"(?i)please use /login to sign in"],
+            how: "run `copilot login` (or type /login in the session's terminal, `aoctl attach`), or set \
+                  COPILOT_GITHUB_TOKEN, GH_TOKEN or GITHUB_TOKEN in the session's env",
+            env: &["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"],
+            files: &[],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // seed + docs: `goose session` is the interactive REPL; approvals come from GOOSE_MODE. Goose
@@ -306,25 +402,44 @@ static ADAPTERS: [Adapter; 24] = [
     },
     // docs + observed 0.36.0 (npm `@augmentcode/auggie`): `--instruction-file` gives the first
     // instruction and stays interactive; `--continue` is in its help. It has no blanket approval
-    // flag (only per-tool rules), so none is added. Logged out it shows "Login to continue".
+    // flag (only per-tool rules), so none is added. Logged out it shows "→ Login to continue" and
+    // "Press return to open your browser".
     Adapter {
         name: "auggie",
         binary: "auggie",
         prompt: PromptVia::File(&["--instruction-file", "{promptFile}"]),
-        cues: Cues { needs_input: &[r"(?i)login to continue"], ..Cues::NONE },
         resume: Some(&["--continue"]),
+        install: npm("@augmentcode/auggie", "0.36.0"),
+        login: Login {
+            screens: &[r"(?im)^[ \t→>❯›]*login to continue[ \t]*$", r"(?i)new to augment\? you can create an account"],
+            how: "run `auggie login`, or set AUGMENT_SESSION_AUTH (the contents of ~/.augment/session.json) in \
+                  the session's env",
+            env: &["AUGMENT_SESSION_AUTH"],
+            files: &[".augment/session.json"],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // seed + observed 1.5.47 (npm `@continuedev/cli`): the CLI is `cn`; a positional prompt is
     // interactive; `--auto` (all tools allowed) and `--resume` are in its help. With no key it asks
-    // for an Anthropic API key.
+    // "Enter your Anthropic API key:" and saves it in ~/.continue/config.yaml; it reads
+    // ANTHROPIC_API_KEY only when headless, and has no login command.
     Adapter {
         name: "continue",
         binary: "cn",
         prompt: PromptVia::Arg(&["{prompt}"]),
         bypass_args: &["--auto"],
-        cues: Cues { needs_input: &[r"(?i)enter select", r"(?i)enter your [a-z]+ api key"], ..Cues::NONE },
+        cues: Cues { needs_input: &[r"(?i)enter select"], ..Cues::NONE },
         resume: Some(&["--resume"]),
+        install: npm("@continuedev/cli", "1.5.47"),
+        login: Login {
+            screens: &[r"(?i)enter your [a-z]+ api key"],
+            how: "type an Anthropic API key at its \"Enter your Anthropic API key\" prompt in the session's \
+                  terminal (`aoctl attach`)",
+            env: &[],
+            files: &[".continue/config.yaml"],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // seed: Devin for Terminal (its vendor's installer only, on no registry here: not checked
@@ -346,29 +461,44 @@ static ADAPTERS: [Adapter; 24] = [
     },
     // seed + observed 3.0.65 (npm `cline`): a prompt in argv is parsed as a command, so it is
     // typed. `--yolo` may also switch to plain headless output, so `--auto-approve true` (in its
-    // help) is used. Resume needs a session id. With no provider it shows "Connect a model
-    // provider to get started".
+    // help) is used. Resume needs a session id. With no provider it shows "Welcome to Cline /
+    // Connect a model provider to get started" over a sign-in menu; CLINE_API_KEY does not get
+    // past it.
     Adapter {
         name: "cline",
         binary: "cline",
         bypass_args: &["--auto-approve", "true"],
-        cues: Cues {
-            ready: &[r"(?i)type a message|what can i help", PROMPT_LINE],
-            needs_input: &[r"(?i)connect a model provider to get started"],
-            ..Cues::NONE
+        cues: Cues { ready: &[r"(?i)type a message|what can i help", PROMPT_LINE], ..Cues::NONE },
+        install: npm("cline", "3.0.65"),
+        login: Login {
+            screens: &[r"(?i)connect a model provider to get started"],
+            how: "run `cline auth` (e.g. `cline auth -p anthropic -k KEY -m MODEL`), or pick a provider on its \
+                  welcome screen in the session's terminal (`aoctl attach`)",
+            env: &[],
+            files: &[".cline/data/settings/providers.json"],
+            resend_prompt: false,
         },
         ..Adapter::BASE
     },
     // seed + docs + observed 1.51.0 (PyPI `kimi-cli`, Python 3.13; on 3.12.1 it dies at start with
     // a TypeError): `-p` is non-interactive, so the prompt is typed; `--yolo` and `--continue` are
     // in its help. Its input box is headed `── input ──`; logged out it says "Model: not set, send
-    // /login to login" above it.
+    // /login to login" above it (its ready cue matches that screen). KIMI_API_KEY alone logs nothing
+    // in: it only overrides a configured provider's key.
     Adapter {
         name: "kimi",
         binary: "kimi",
         bypass_args: &["--yolo"],
         cues: Cues { ready: &[r"(?m)^── input ─", r"│ >", PROMPT_LINE], ..Cues::NONE },
         resume: Some(&["--continue"]),
+        install: pypi("kimi-cli", "1.51.0"),
+        login: Login {
+            screens: &[r"(?i)model:[ \t]*not set, send /login"],
+            how: "run `kimi login`, or send /login in the session's terminal (`aoctl attach`)",
+            env: &[],
+            files: &[".kimi/credentials/kimi-code.json"],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // seed + docs: `kiro-cli chat`; a positional prompt is not reliably submitted, so it is typed.
@@ -389,39 +519,74 @@ static ADAPTERS: [Adapter; 24] = [
     // seed + observed 7.7.7 (npm `@kilocode/cli`, an opencode fork): the TUI rejects permission
     // flags; KILO_CONFIG_CONTENT is merged as the top config, so bypass allows every tool there.
     // The prompt is typed. Its screen stays blank for 25 s or more on 2 cores before the TUI shows
-    // "Ask anything…"; the ready cue waits for that, and the first prompt with it.
+    // "Ask anything…"; the ready cue waits for that, and the first prompt with it. With no
+    // credentials it runs on its free "Kilo Gateway" model: it has no logged-out screen.
     Adapter {
         name: "kilocode",
         binary: "kilocode",
         bypass_env: &[("KILO_CONFIG_CONTENT", r#"{"permission":{"*":"allow"}}"#)],
         cues: Cues { ready: &[r"(?i)ask anything|ctrl\+p commands"], ..Cues::NONE },
         resume: Some(&["--continue"]),
+        install: npm("@kilocode/cli", "7.7.7"),
         ..Adapter::BASE
     },
     // seed + observed 3.0.2 (PyPI `mistral-vibe`, Python 3.12): `--trust` skips its folder trust
     // prompt; the positional prompt keeps the TUI; the builtin `auto-approve` agent approves every
     // tool (`--agent`, `--continue` in its help). A fresh HOME opens its setup ("Welcome to Mistral
-    // Vibe - Let's get you started"), which needs a person and an API key.
+    // Vibe - Let's get you started!"), which needs a person and an API key; with MISTRAL_API_KEY
+    // it opens at its `>` prompt.
     Adapter {
         name: "vibe",
         binary: "vibe",
         args: &["--trust"],
         prompt: PromptVia::Arg(&["{prompt}"]),
         bypass_args: &["--agent", "auto-approve"],
-        cues: Cues { needs_input: &[r"(?i)welcome to mistral vibe"], ..Cues::NONE },
         resume: Some(&["--continue"]),
+        install: pypi("mistral-vibe", "3.0.2"),
+        login: Login {
+            screens: &[r"(?i)welcome to mistral vibe\b"],
+            how: "run `vibe --setup` (or go through its setup in the session's terminal, `aoctl attach`), or set \
+                  MISTRAL_API_KEY in the session's env",
+            env: &["MISTRAL_API_KEY"],
+            files: &[".vibe/.env"],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // seed + observed 0.73.1 (npm `@mariozechner/pi-coding-agent`): the prompt is a trailing
     // positional (no `--` terminator); Pi has no approval prompts. At start it tries to download
     // fd and ripgrep (it carries on without them); with no provider it warns "No models
-    // available. Use /login".
+    // available. Use /login" and answers a prompt with "No API key found for the selected model".
+    // It writes an empty ~/.pi/agent/auth.json at start, so that file says nothing of a login.
     Adapter {
         name: "pi",
         binary: "pi",
         prompt: PromptVia::Arg(&["{prompt}"]),
-        cues: Cues { needs_input: &[r"(?i)no models available\. use /login"], ..Cues::NONE },
         resume: Some(&["--continue"]),
+        install: npm("@mariozechner/pi-coding-agent", "0.73.1"),
+        login: Login {
+            screens: &[r"(?i)no models available\. use /login|no api key found for the selected model"],
+            how: "send /login in the session's terminal (`aoctl attach`), or set a provider's key such as \
+                  ANTHROPIC_API_KEY in the session's env",
+            env: &[
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_OAUTH_TOKEN",
+                "OPENAI_API_KEY",
+                "GEMINI_API_KEY",
+                "XAI_API_KEY",
+                "GROQ_API_KEY",
+                "CEREBRAS_API_KEY",
+                "OPENROUTER_API_KEY",
+                "MISTRAL_API_KEY",
+                "DEEPSEEK_API_KEY",
+                "MOONSHOT_API_KEY",
+                "KIMI_API_KEY",
+                "ZAI_API_KEY",
+                "AI_GATEWAY_API_KEY",
+            ],
+            files: &[],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
     // seed: a positional prompt may run in one-shot command mode, so it is typed;
@@ -431,7 +596,9 @@ static ADAPTERS: [Adapter; 24] = [
     // docs + seed + observed 0.61.0 (npm `@google/gemini-cli`): `--prompt-interactive` runs the
     // prompt and stays interactive; `--yolo` approves every action; `--resume latest` continues
     // (all in its help). Folder trust is pre-filled and its "Do you trust the files in this
-    // folder?" answered; with no key it then waits for authentication.
+    // folder?" answered; with no key it then asks "How would you like to authenticate for this
+    // project?" ("No authentication method selected"), and waits for authentication once one is
+    // chosen.
     Adapter {
         name: "gemini",
         binary: "gemini",
@@ -441,14 +608,23 @@ static ADAPTERS: [Adapter; 24] = [
             ready: &[r"(?i)type your message"],
             idle: &[r"(?i)type your message"],
             working: &[r"(?i)esc to cancel"],
-            needs_input: &[
-                r"(?i)allow execution|apply this change\?|allow once",
-                r"(?i)waiting for authentication|no authentication method selected",
-            ],
+            needs_input: &[r"(?i)allow execution|apply this change\?|allow once"],
         },
         dialogs: &[TRUST_GEMINI],
         resume: Some(&["--resume", "latest"]),
         home: &[trusted_folders(".gemini/trustedFolders.json")],
+        install: npm("@google/gemini-cli", "0.61.0"),
+        login: Login {
+            screens: &[
+                r"(?i)how would you like to authenticate|no authentication method selected",
+                r"(?i)waiting for authentication",
+            ],
+            how: "choose a method in its authentication dialog in the session's terminal (`aoctl attach`), or \
+                  set GEMINI_API_KEY in the session's env",
+            env: &["GEMINI_API_KEY"],
+            files: &[".gemini/oauth_creds.json", ".gemini/gemini-credentials.json"],
+            resend_prompt: false,
+        },
         ..Adapter::BASE
     },
 ];
