@@ -57,6 +57,11 @@ pub mod types {
     /// low (reason `ForgeBudgetLow`) or the forge does not answer (the forge's reason), with the
     /// message saying since when the view is stale.
     pub const FORGE_SYNCED: &str = "ForgeSynced";
+    /// Session: whether its agent can run and take work: its program resolves where the runtime
+    /// runs it and it is not at a login screen (`True`, reason `AgentFound`; `False`, reasons
+    /// `AgentNotFound`, `AgentNotLoggedIn`, `AgentExitedAtStart`), with a message that says how to
+    /// fix it.
+    pub const AGENT_READY: &str = "AgentReady";
 }
 
 impl Condition {

@@ -440,6 +440,10 @@ pub struct SessionStatus {
     /// forge was read for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_handled_reconcile_at: Option<String>,
+    /// The agent the session runs: its own `spec.agent`, else its project's default, else
+    /// `claude-code`; a custom agent as `custom:<program>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_agent: Option<String>,
 }
 
 /// What an agent reported about itself through the agent API (`aoctl mcp`).
@@ -778,6 +782,19 @@ pub mod reasons {
     /// `ForgeSynced=False`: the token's rate budget runs low; polls wait (reads a webhook asks
     /// for still go) and the session's view of its pull request may be stale.
     pub const FORGE_BUDGET_LOW: &str = "ForgeBudgetLow";
+    /// `AgentReady=True`: the agent's program was found where its runtime runs it, and no login
+    /// screen shows.
+    pub const AGENT_FOUND: &str = "AgentFound";
+    /// `AgentReady=False`, `Ready=False`: the agent's program is not found where its runtime runs
+    /// it; nothing is started until it is (looked for again every minute and on `aoctl reconcile`).
+    /// The phase is `NeedsInput`: a person installs it.
+    pub const AGENT_NOT_FOUND: &str = "AgentNotFound";
+    /// `AgentReady=False`: the agent shows its login or set-up screen; nothing is typed into it
+    /// until a person logs it in (`aoctl attach`, the dashboard's terminal).
+    pub const AGENT_NOT_LOGGED_IN: &str = "AgentNotLoggedIn";
+    /// `AgentReady=False`: the agent exited within moments of its start; the message holds the
+    /// last lines it printed.
+    pub const AGENT_EXITED_AT_START: &str = "AgentExitedAtStart";
     /// `RuntimeReady` reasons that no retry will fix without a change: the phase is `Failed`. An
     /// unavailable runtime (a docker engine that is down) is retried instead.
     pub const PERMANENT: &[&str] = &[AGENT_EXITED, AGENT_CONFIG_INVALID];
@@ -818,6 +835,9 @@ impl SessionStatus {
         }
         if is(types::WORKSPACE_READY, False) {
             return Phase::Failed;
+        }
+        if cond(types::AGENT_READY).is_some_and(|c| c.status == False && c.reason == reasons::AGENT_NOT_FOUND) {
+            return Phase::NeedsInput;
         }
         if let Some(c) = cond(types::RUNTIME_READY) {
             if c.status == False && reasons::PERMANENT.contains(&c.reason.as_str()) {

@@ -116,7 +116,7 @@ pub fn columns(kind: Kind) -> Vec<ColumnDefinition> {
         Kind::Session => vec![
             column("Name", "string", 0, "metadata.name"),
             column("Project", "string", 0, "spec.project"),
-            column("Agent", "string", 0, "spec.agent (custom:<program> for a custom agent)"),
+            column("Agent", "string", 0, "the agent it runs: spec.agent, else the project's, else the default (custom:<program> for a custom agent)"),
             column("Phase", "string", 0, "status.phase; Terminating while deleted"),
             column("Branch", "string", 0, "status.workspace.branch, else spec.branch"),
             column("Age", "string", 0, age),
@@ -274,7 +274,7 @@ pub fn cells(kind: Kind, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             vec![
                 name.into(),
                 s(spec, &["project"]).unwrap_or_default().into(),
-                agent(spec).unwrap_or_else(none).into(),
+                s(status, &["effectiveAgent"]).or_else(|| agent(spec)).unwrap_or_else(none).into(),
                 session_phase(meta, status).into(),
                 s(status, &["workspace", "branch"]).or_else(|| s(spec, &["branch"])).unwrap_or_else(none).into(),
                 created().into(),

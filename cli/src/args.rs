@@ -163,8 +163,36 @@ pub(crate) enum Command {
     Dashboard(DashboardArgs),
     /// Print the client's and the server's versions.
     Version,
+    /// Check this machine and the server, one check a line, each failure with its fix.
+    ///
+    /// Checks tmux, git, the data directory and its token file, the server and its token, the
+    /// agent CLIs the server's projects and sessions use (on PATH, their version against the one
+    /// aoctl was checked with, logged in), the docker engines docker sessions use, and each forge's
+    /// token (its scopes and rate budget) and webhooks. Exits 0 when nothing failed (warnings do
+    /// not fail), 1 otherwise.
+    Doctor(DoctorArgs),
     /// Print a shell completion script.
     Completion(CompletionArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// Output format: one check a line, or a JSON document.
+    #[arg(short = 'o', long, value_enum, default_value_t = ReportFormat::Text, value_name = "FORMAT")]
+    pub output: ReportFormat,
+    /// Check every built-in agent's CLI, not only those the server's projects and sessions use.
+    #[arg(long)]
+    pub all_agents: bool,
+    /// Check everything: every agent's CLI, and the docker engine even when no session uses it.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// The output of `aoctl doctor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ReportFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use aoctl_api::session::reasons;
 use aoctl_api::Kind;
 use serde_json::Value;
 
@@ -171,6 +172,15 @@ pub(crate) fn ready(kind: Kind, obj: Option<&Value>) -> Check {
         return Check::Done("ready".into());
     }
     if kind == Kind::Session {
+        // An agent that cannot start or take work until a person acts says so at once, in its own
+        // words: what to install, how to log in.
+        if let Some(c) = object::condition(obj, aoctl_api::condition::types::AGENT_READY) {
+            let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default();
+            let blocking = [reasons::AGENT_NOT_FOUND, reasons::AGENT_NOT_LOGGED_IN];
+            if s("status") == "False" && blocking.contains(&s("reason")) {
+                return Check::Failed(format!("AgentReady=False {}: {}", s("reason"), s("message")));
+            }
+        }
         let phase = object::session_phase(obj);
         if phase == "Failed" {
             return Check::Failed(ready_text().unwrap_or_else(|| "phase Failed".into()));

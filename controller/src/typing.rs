@@ -19,6 +19,9 @@
 //!
 //! [`recover`] does this before anything else is typed. An agent that does not echo what is typed
 //! into it leaves no trace to tell the first case from the third; its message is typed again.
+//! A first prompt whose delivery was not seen (`NotDelivered`: no echo, no change on screen within
+//! the verification's time) keeps its journal too, so the next attempt starts with [`recover`]: an
+//! agent that echoed it late (a slow console) gets the submit key, not the prompt a second time.
 //!
 //! [`send_or_queue`] is `aoctl send`: the rules of what may be typed into a session now, what
 //! waits in its inbox, and what is refused.
@@ -127,6 +130,12 @@ impl Files {
         self.delivered.exists()
     }
 
+    /// The marker of a first prompt that was given on the agent's command line and used up by
+    /// its login screen: it is typed once the agent is logged in.
+    pub fn retype_marker(&self) -> PathBuf {
+        self.dir.join("prompt.retype")
+    }
+
     /// The messages waiting in the inbox, oldest first.
     pub async fn queued(&self) -> Result<Vec<Queued>, TypingError> {
         let dir = self.inbox();
@@ -208,7 +217,12 @@ pub async fn type_message(
     if sent.is_ok() {
         delivered(files, what).await?;
     }
-    tokio::fs::remove_file(&path).await.map_err(io(&path))?;
+    // A first prompt that was typed but not seen arriving is looked for again before it is typed
+    // again: the journal stays, and `recover` finds it echoed if it arrived late.
+    let unseen = matches!(sent, Err(RuntimeError::NotDelivered { .. })) && what == What::Prompt;
+    if !unseen {
+        tokio::fs::remove_file(&path).await.map_err(io(&path))?;
+    }
     Ok(sent?)
 }
 

@@ -170,12 +170,23 @@ fn recognised(row: &Adapter, obj: &Value, screen: &str) -> Option<String> {
     let evidence = obj.pointer("/status/activity/evidence").and_then(Value::as_str).unwrap_or_default();
     let screen = &format!("{screen}\n{evidence}");
     let ready: Vec<&str> = row.cues.ready.iter().chain(row.cues.idle).copied().collect();
+    let login = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "AgentReady" && c["reason"] == "AgentNotLoggedIn"));
     match state {
         "idle" => first_match(&ready, screen).map(|m| format!("ready screen ({m})")),
+        // A login screen counts once the session says so, with how to log in.
+        "needs-input" if !row.login.screens.is_empty() => {
+            let m = first_match(row.login.screens, screen)?;
+            let message = login?["message"].as_str().unwrap_or_default();
+            message.contains(row.login.how).then(|| format!("login screen ({m}), AgentNotLoggedIn"))
+        }
         "needs-input" => first_match(row.cues.needs_input, screen).map(|m| format!("no-credentials screen ({m})")),
         // A CLI that exits when it has no credentials, saying so.
         "exited" => {
-            first_match(row.cues.needs_input, screen).map(|m| format!("exited at its no-credentials message ({m})"))
+            let patterns: Vec<&str> = row.cues.needs_input.iter().chain(row.login.screens).copied().collect();
+            first_match(&patterns, screen).map(|m| format!("exited at its no-credentials message ({m})"))
         }
         _ => None,
     }
@@ -214,15 +225,18 @@ struct Outcome {
 }
 
 /// Launches `row` through aoctl on a server of its own and waits for a screen its cues know.
-async fn launch(row: &'static Adapter, path: OsString) -> Outcome {
+async fn launch(row: &'static Adapter, path: OsString, prompt: Option<&'static str>) -> Outcome {
     let start = Instant::now();
     let server = Server::start_with_env(&[("PATH", &path)]).await;
     let tmux = crate::lifecycle::Tmux::of(&server);
     let repo = git_repo(server.tmp.path(), "cli", "main");
     server.create("projects", &project("cli", &repo, json!({}))).await;
     let name = format!("cli-{}", row.name);
-    let s = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": name},
+    let mut s = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": name},
         "spec": {"project": "cli", "agent": row.name, "env": {"PATH": path.to_string_lossy()}}});
+    if let Some(p) = prompt {
+        s["spec"]["prompt"] = json!(p);
+    }
     server.create("sessions", &s).await;
     let deadline = Instant::now() + SCREEN_TIMEOUT;
     let reached = loop {
@@ -245,6 +259,13 @@ async fn launch(row: &'static Adapter, path: OsString) -> Outcome {
         .filter(|e| e["reason"] == "DialogAnswered")
         .filter_map(|e| e["message"].as_str().map(str::to_string))
         .collect();
+    let reached = match (reached, prompt) {
+        // Nothing is typed into a login screen: the prompt shows at most once (as an argument).
+        (Ok(how), Some(p)) if tmux.capture(&name).matches(p).count() > 1 => {
+            Err(format!("reached its {how}, but the prompt was typed into it:\n{}", tmux.capture(&name)))
+        }
+        (r, _) => r,
+    };
     if reached.is_ok() {
         let ws = workspace(&server, "cli", &name);
         assert!(ws.is_dir(), "{}: its worktree {} exists", row.name, ws.display());
@@ -272,7 +293,7 @@ async fn every_installed_cli_reaches_a_screen_of_its_own_and_leaves_nothing() {
     assert!(!rows.is_empty(), "no agent CLI is installed");
     let mut outcomes = Vec::new();
     for batch in rows.chunks(AT_ONCE) {
-        let runs = batch.iter().map(|row| tokio::spawn(launch(row, path.clone())));
+        let runs = batch.iter().map(|row| tokio::spawn(launch(row, path.clone(), None)));
         for run in runs.collect::<Vec<_>>() {
             outcomes.push(run.await.expect("a launch"));
         }
@@ -285,6 +306,33 @@ async fn every_installed_cli_reaches_a_screen_of_its_own_and_leaves_nothing() {
             Err(why) => {
                 failures.push(format!("{}: no screen its row recognises within {SCREEN_TIMEOUT:?}: {why}", o.agent))
             }
+        }
+        if !o.left.is_empty() {
+            failures.push(format!("{}: processes left after delete: {:?}", o.agent, o.left));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Claude Code, Codex and gemini without credentials, given a first prompt: each waits at its
+/// login screen, the session says `AgentNotLoggedIn` with how to log in, and the prompt was not
+/// typed into that screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_codex_and_gemini_without_credentials_wait_at_their_login_screens() {
+    let installed = installed();
+    let path = installed.path();
+    let rows: Vec<&'static Adapter> =
+        installed.agents().into_iter().filter(|r| ["claude-code", "codex", "gemini"].contains(&r.name)).collect();
+    assert_eq!(rows.len(), 3, "claude-code, codex and gemini are installed");
+    let runs: Vec<_> =
+        rows.iter().map(|row| tokio::spawn(launch(row, path.clone(), Some("write the release notes")))).collect();
+    let mut failures = Vec::new();
+    for run in runs {
+        let o = run.await.expect("a launch");
+        match &o.reached {
+            Ok(how) if how.starts_with("login screen") => eprintln!("real_clis: {} reached its {how}", o.agent),
+            Ok(how) => failures.push(format!("{}: reached its {how}, not its login screen", o.agent)),
+            Err(why) => failures.push(format!("{}: no login screen within {SCREEN_TIMEOUT:?}: {why}", o.agent)),
         }
         if !o.left.is_empty() {
             failures.push(format!("{}: processes left after delete: {:?}", o.agent, o.left));

@@ -9,6 +9,7 @@ pub mod docker;
 pub mod git;
 pub mod notify;
 pub mod process;
+pub mod program;
 mod runtime;
 pub mod secret;
 mod terminal;

@@ -125,6 +125,9 @@ pub enum RuntimeError {
     NotDelivered { runtime: &'static str, message: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// The agent's program is not where the runtime would run it (its `PATH`, the image's).
+    #[error("{runtime}: the agent's program `{program}` was not found ({searched})")]
+    ProgramNotFound { runtime: &'static str, program: String, searched: String },
 }
 
 impl RuntimeError {
@@ -136,6 +139,7 @@ impl RuntimeError {
             RuntimeError::Failed { .. } => "RuntimeFailed",
             RuntimeError::NotDelivered { .. } => "InputNotDelivered",
             RuntimeError::Io { .. } => "RuntimeIOError",
+            RuntimeError::ProgramNotFound { .. } => "AgentNotFound",
         }
     }
 }
@@ -147,6 +151,13 @@ pub trait Runtime: Send + Sync {
 
     /// Starts the agent; the transcript starts receiving output at once.
     async fn start(&self, spec: &LaunchSpec) -> Result<Handle, RuntimeError>;
+
+    /// Checks before `start` that the agent's program is where this runtime would run it;
+    /// `ProgramNotFound` when it is not. Runtimes that can only tell by starting it (a container's
+    /// image) answer `Ok` here and `ProgramNotFound` from `start`.
+    async fn resolve(&self, _spec: &LaunchSpec) -> Result<(), RuntimeError> {
+        Ok(())
+    }
 
     async fn probe(&self, handle: &Handle) -> Result<Probe, RuntimeError>;
 

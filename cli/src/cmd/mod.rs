@@ -7,6 +7,7 @@ pub(crate) mod dashboard;
 pub(crate) mod delete;
 pub(crate) mod describe;
 pub(crate) mod diff;
+pub(crate) mod doctor;
 pub(crate) mod down;
 pub(crate) mod get;
 pub(crate) mod logs;
@@ -50,6 +51,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Spawn(a) => spawn::run(&client(&global)?, a).await,
         Command::Dashboard(a) => dashboard::run(&client(&global)?, a).await,
         Command::Version => version::run(&client(&global)?).await,
+        Command::Doctor(a) => doctor::run(&global, a).await,
         Command::Completion(a) => completion::run(a),
     }
 }

@@ -60,14 +60,41 @@ fn repo_dir_name(url: &str) -> String {
     sanitize_name(last.strip_suffix(".git").unwrap_or(last))
 }
 
-/// Clones `url` into `<data dir>/repos/<name>`, or reuses an earlier clone there.
+/// How many folders named after one repository (`name`, `name-2` …) are tried.
+const SAME_NAME: usize = 20;
+
+/// Clones `url` into `<data dir>/repos/<name>`, or reuses an earlier clone of the same URL there.
+/// A folder of that name holding a clone of another URL is left alone and the clone goes beside
+/// it (`<name>-2`, …); one that is no finished clone (not a repository, or without an `origin`) is
+/// refused with the folder named.
 async fn clone_into(url: &str, data_dir: &Path) -> anyhow::Result<PathBuf> {
     let repos = data_dir.join("repos");
-    let dest = repos.join(repo_dir_name(url));
-    if dest.exists() {
-        emit(&format!("using the clone at {}\n", dest.display()));
-        return Ok(dest);
+    let base = repo_dir_name(url);
+    let mut dest = None;
+    for i in 1..=SAME_NAME {
+        let candidate = repos.join(if i == 1 { base.clone() } else { format!("{base}-{i}") });
+        if !candidate.exists() {
+            dest = Some(candidate);
+            break;
+        }
+        let c = candidate.clone();
+        let origin = tokio::task::spawn_blocking(move || git::origin_url(&c)).await?;
+        match origin {
+            Ok(Some(o)) if git::same_remote(&o, url) => {
+                emit(&format!("using the clone at {}\n", candidate.display()));
+                return Ok(candidate);
+            }
+            Ok(Some(o)) => emit(&format!("{} is a clone of {o}; not reused\n", candidate.display())),
+            Ok(None) => bail!(
+                "{} has no `origin` remote, so it is no finished clone of {url}; remove it (or give `aoctl up` its path)",
+                candidate.display()
+            ),
+            Err(e) => bail!("{e}: the folder is no finished clone of {url}; remove it (or give `aoctl up` its path)"),
+        }
     }
+    let Some(dest) = dest else {
+        bail!("{}: {SAME_NAME} folders named after `{base}` hold clones of other URLs", repos.display())
+    };
     std::fs::create_dir_all(&repos).with_context(|| format!("cannot create {}", repos.display()))?;
     let (u, d) = (url.to_string(), dest.clone());
     tokio::task::spawn_blocking(move || git::clone(&u, &d)).await??;

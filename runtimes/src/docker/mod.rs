@@ -423,6 +423,18 @@ impl DockerRuntime {
             Err(e) => {
                 let remove = RemoveContainerOptions { v: false, force: true, link: false };
                 let _ = self.docker.remove_container(&id, Some(remove)).await;
+                // The image's PATH is only known to the engine: its runtime says when the program
+                // is not there ("exec: \"claude\": executable file not found in $PATH").
+                let text = e.to_string();
+                if text.contains("executable file not found")
+                    || (text.contains("exec:") && text.contains("no such file"))
+                {
+                    return Err(RuntimeError::ProgramNotFound {
+                        runtime: RUNTIME,
+                        program: spec.command[0].clone(),
+                        searched: format!("in image {image}"),
+                    });
+                }
                 return Err(self.engine("start", e));
             }
         };

@@ -243,18 +243,50 @@ pub fn changed_files(root: &Path, head: &str, base: &str) -> Result<Vec<String>,
 
 /// Clones `url` into `dest` with the `git` command (which has every transport and credential helper).
 pub fn clone(url: &str, dest: &Path) -> Result<(), GitError> {
+    let failed = |message: String| GitError::Clone { url: url.to_string(), message };
+    // Cloned beside the destination and renamed into place once whole, so an interrupted clone
+    // never sits where a finished one is looked for; one left by a killed run is removed first.
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let partial = dest.with_file_name(format!(".{name}.partial"));
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial).map_err(|e| failed(format!("cannot remove {}: {e}", partial.display())))?;
+    }
     let out = Command::new("git")
         .args(["clone", "--quiet", "--"])
         .arg(url)
-        .arg(dest)
+        .arg(&partial)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| GitError::Clone { url: url.to_string(), message: e.to_string() })?;
+        .map_err(|e| failed(e.to_string()))?;
     if !out.status.success() {
-        let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        return Err(GitError::Clone { url: url.to_string(), message });
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(failed(String::from_utf8_lossy(&out.stderr).trim().to_string()));
     }
-    Ok(())
+    std::fs::rename(&partial, dest).map_err(|e| failed(format!("cannot move the clone to {}: {e}", dest.display())))
+}
+
+/// The URL of the `origin` remote of the repository at `path`; `None` when it has none.
+pub fn origin_url(path: &Path) -> Result<Option<String>, GitError> {
+    let repo = Repository::open(path).map_err(|e| match e.code() {
+        ErrorCode::NotFound => GitError::NotAGitRepository { path: path.to_path_buf() },
+        _ => GitError::Git { path: path.to_path_buf(), source: e },
+    })?;
+    let origin = match repo.find_remote("origin") {
+        Ok(r) => r,
+        Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
+        Err(e) => return Err(GitError::Git { path: path.to_path_buf(), source: e }),
+    };
+    Ok(origin.url().map(str::to_string))
+}
+
+/// Whether two remote URLs name the same repository: equal once a trailing `/` and `.git` are
+/// dropped (`https://host/o/r.git` and `https://host/o/r/` are one).
+pub fn same_remote(a: &str, b: &str) -> bool {
+    let norm = |u: &str| {
+        let u = u.trim().trim_end_matches('/');
+        u.strip_suffix(".git").unwrap_or(u).to_string()
+    };
+    norm(a) == norm(b)
 }
 
 /// The environment variables that would make a `git` command work on another repository, index

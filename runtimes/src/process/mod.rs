@@ -307,6 +307,12 @@ impl Runtime for ProcessRuntime {
         RuntimeKind::Process
     }
 
+    /// The program is looked up on the `PATH` the agent gets (the session's, else the
+    /// controller's), a path with a separator against the workdir.
+    async fn resolve(&self, spec: &LaunchSpec) -> Result<(), RuntimeError> {
+        crate::program::resolve(RUNTIME, spec).map(drop)
+    }
+
     /// Starts `spec.command` on a new PTY. A session whose earlier agent is still running is an
     /// error; an exited one is forgotten.
     async fn start(&self, spec: &LaunchSpec) -> Result<Handle, RuntimeError> {

@@ -422,6 +422,12 @@ impl Runtime for TmuxRuntime {
         RuntimeKind::Tmux
     }
 
+    /// The program is looked up on the `PATH` the agent gets (the session's, else the
+    /// controller's), a path with a separator against the workdir.
+    async fn resolve(&self, spec: &LaunchSpec) -> Result<(), RuntimeError> {
+        crate::program::resolve(RUNTIME, spec).map(drop)
+    }
+
     /// Starts `spec.command` in a new session named `spec.session`; a session of that name that
     /// already exists is an error (the controller decides whether to adopt it).
     async fn start(&self, spec: &LaunchSpec) -> Result<Handle, RuntimeError> {

@@ -48,7 +48,6 @@ const STUCK_MARGIN: Duration = Duration::from_millis(500);
 const USAGE_EVERY: Duration = Duration::from_secs(10);
 /// How often a rate-limited session that may not resume yet looks for a free slot.
 const SLOT_POLL: Duration = Duration::from_secs(10);
-
 fn stuck_after(s: &Session, p: &Project) -> Duration {
     let r = Reactions::effective(p.spec.reactions.as_ref(), s.spec.reactions.as_ref());
     r.agent_stuck.and_then(|a| a.threshold).map_or(Duration::from_secs(600), |d| d.as_std())
@@ -101,6 +100,10 @@ impl Reconcile<'_> {
         };
         let stuck_after = stuck_after(s, project);
         let (mut state, mut evidence) = agents::classify(launch.adapter, &view, stuck_after);
+        let logged_out = super::login::login_condition(s, ctx, st, launch, &screen).await;
+        if logged_out {
+            return Ok(Action::requeue(super::login::LOGIN_LOOK));
+        }
         // A question the agent asked through `aoctl mcp` waits for a person whatever its screen shows.
         if let Some(q) = st.agent.as_ref().and_then(|a| a.question.as_ref()) {
             (state, evidence) = (ActivityState::NeedsInput, format!("the agent asks: {}", q.text));

@@ -28,6 +28,14 @@ pub(super) struct Agent {
 
 /// Longest wait between restarts of a crash-looping agent.
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(300);
+/// How often a session whose agent's program is missing looks for it again.
+const LOOK_AGAIN: Duration = Duration::from_secs(60);
+/// An agent that exits this soon after its start died at start (`AgentExitedAtStart`).
+const AT_START: Duration = Duration::from_secs(20);
+/// How long a custom agent that prints nothing is waited for before its first prompt is typed.
+const SILENT_START: Duration = Duration::from_secs(10);
+/// How many of an exited agent's last lines its conditions quote.
+const LAST_LINES: usize = 8;
 
 /// The runtime of `kind`; for docker, on the engine placement found (`host`).
 pub(super) async fn engine(
@@ -169,13 +177,62 @@ impl Reconcile<'_> {
                         .await;
                 }
                 cond(st, s, types::RUNTIME_READY, ConditionStatus::True, "Running", format!("{kind} runtime {}", h.0));
+                let started = st.runtime.as_ref().and_then(|r| r.started_at).map(|t| t.0);
+                let lived = started.map(|t| (chrono::Utc::now() - t).to_std().unwrap_or_default());
+                if failed_at_start(st) && lived.is_some_and(|d| d >= AT_START) {
+                    let msg = format!("`{}` has run for {}s", launch.command[0], AT_START.as_secs());
+                    cond(st, s, types::AGENT_READY, ConditionStatus::True, reasons::AGENT_FOUND, msg);
+                }
                 Ok(Continue(Agent { launch, found: Some((rt, h)) }))
             }
             Probe::Exited(_) | Probe::Missing if st.runtime.is_some() && !was_stopped => {
-                let (what, code) = match probe {
+                let (mut what, code) = match probe {
                     Probe::Exited(code) => (format!("the agent exited with code {}", fmt_code(code)), code),
                     _ => ("the runtime disappeared".to_string(), None),
                 };
+                if let Probe::Exited(_) = probe {
+                    let last = last_lines(files.transcript(name)).await;
+                    let started = st.runtime.as_ref().and_then(|r| r.started_at).map(|t| t.0);
+                    let lived = started.map(|t| (chrono::Utc::now() - t).to_std().unwrap_or_default());
+                    if !last.is_empty() {
+                        what = format!("{what}; its last lines:\n{last}");
+                    }
+                    if lived.is_some_and(|d| d < AT_START) {
+                        let secs = lived.unwrap_or_default().as_secs().max(1);
+                        let msg =
+                            format!("{what}\n(within {secs}s of its start; `aoctl logs {name}` has all it printed)");
+                        // 127 is "command not found" from a shell or a container's init: the program
+                        // is missing where it runs (inside the image, for docker), so it is looked for
+                        // at the pace of a missing program, not restarted in a loop.
+                        if probe == Probe::Exited(Some(127)) {
+                            let since = lived.unwrap_or_default();
+                            let msg = format!("{msg}; {}", install_hint(launch.adapter));
+                            let r = reasons::AGENT_NOT_FOUND;
+                            let first =
+                                condition::find(&st.conditions, types::AGENT_READY).is_none_or(|c| c.reason != r);
+                            cond(st, s, types::AGENT_READY, ConditionStatus::False, r, msg.clone());
+                            cond(st, s, types::READY, ConditionStatus::False, r, msg.clone());
+                            cond(
+                                st,
+                                s,
+                                types::RUNTIME_READY,
+                                ConditionStatus::False,
+                                r,
+                                "the agent's program was not found where it runs",
+                            );
+                            if first {
+                                ctx.recorder.publish(s, EventType::Warning, r, &msg).await;
+                            }
+                            if let Some(r) = st.runtime.as_mut() {
+                                r.exit_code = Some(127);
+                            }
+                            exited_activity(st, Some(127));
+                            return Ok(Break(Action::requeue(LOOK_AGAIN.saturating_sub(since))));
+                        }
+                        let r = reasons::AGENT_EXITED_AT_START;
+                        cond(st, s, types::AGENT_READY, ConditionStatus::False, r, msg);
+                    }
+                }
                 if let Some(r) = st.runtime.as_mut() {
                     r.exit_code = code;
                 }
@@ -270,6 +327,7 @@ impl Reconcile<'_> {
             // A new agent: nothing of the first prompt or of a message typed into the old one counts.
             let _typing = ctx.machine.typing().lock(name).await;
             let _ = tokio::fs::remove_file(files.delivered_marker(name)).await;
+            let _ = tokio::fs::remove_file(files.typing(name).retype_marker()).await;
             typing::reset(&files.typing(name)).await;
         }
         if let (Some(adapter), Some(home)) = (launch.adapter, std::env::var_os("HOME")) {
@@ -297,9 +355,15 @@ impl Reconcile<'_> {
             container: container_of(s, Some(&self.project)),
             sandbox: ws.sandbox.clone(),
         };
+        if let Err(e) = rt.resolve(&spec).await {
+            return self.program_missing(&launch, e).await;
+        }
         let started = std::time::Instant::now();
         let h = match rt.start(&spec).await {
             Ok(h) => h,
+            Err(e @ aoctl_runtimes::RuntimeError::ProgramNotFound { .. }) => {
+                return self.program_missing(&launch, e).await;
+            }
             // Started meanwhile by a controller killed mid-start: adopt it, never start a second.
             Err(e) if handle_of(s, st, rt).is_some() => {
                 let h = handle_of(s, st, rt).expect("checked above");
@@ -329,6 +393,12 @@ impl Reconcile<'_> {
             node: super::node::owner(kind, self.host.as_deref(), &ctx.node),
         });
         cond(st, s, types::RUNTIME_READY, ConditionStatus::True, "Running", format!("{kind} runtime {}", h.0));
+        // After a failed start the failure stands until the new agent has run a while (see the
+        // probe of a live agent).
+        if !failed_at_start(st) {
+            let found = format!("`{}` started in the {kind} runtime", launch.command[0]);
+            cond(st, s, types::AGENT_READY, ConditionStatus::True, reasons::AGENT_FOUND, found);
+        }
         let continuing = if launch.resumed { " (continuing its last conversation)" } else { "" };
         let msg = format!("{} in {kind} runtime {}{continuing}", launch.command[0], h.0);
         ctx.recorder.publish(s, EventType::Normal, "Started", &msg).await;
@@ -346,6 +416,39 @@ impl Reconcile<'_> {
         Ok(Continue(Agent { launch, found: None }))
     }
 
+    /// The agent's program is not where its runtime would run it: nothing is started, the
+    /// condition says what to install, and it is looked for again every minute (and at once on
+    /// `aoctl reconcile session`). Errors other than `ProgramNotFound` are a failed start.
+    async fn program_missing<T>(&mut self, launch: &Launch, e: aoctl_runtimes::RuntimeError) -> Step<T> {
+        let (s, ctx, kind) = (self.s, self.ctx, self.runtime_kind);
+        let st = &mut *self.st;
+        let aoctl_runtimes::RuntimeError::ProgramNotFound { .. } = &e else {
+            return fail_start(s, ctx, st, kind, e).await;
+        };
+        let name = &s.metadata.name;
+        let install = install_hint(launch.adapter);
+        let msg = format!(
+            "{e}; {install}; it starts by itself once the program is there (looked for every minute, \
+             or now with `aoctl reconcile session {name}`)"
+        );
+        let r = reasons::AGENT_NOT_FOUND;
+        let first = condition::find(&st.conditions, types::AGENT_READY).is_none_or(|c| c.reason != r);
+        cond(st, s, types::AGENT_READY, ConditionStatus::False, r, msg.clone());
+        cond(
+            st,
+            s,
+            types::RUNTIME_READY,
+            ConditionStatus::False,
+            r,
+            "nothing was started: the agent's program is missing",
+        );
+        cond(st, s, types::READY, ConditionStatus::False, r, msg.clone());
+        if first {
+            ctx.recorder.publish(s, EventType::Warning, r, &msg).await;
+        }
+        Ok(Break(Action::requeue(LOOK_AGAIN)))
+    }
+
     /// Types the first prompt into an agent found running once it is ready, answering first-run
     /// dialogs on the way. An agent with no prompt to type (resumed, or given it as an argument)
     /// counts as having it once its prompt shows, so nothing `aoctl send` queued is typed earlier.
@@ -361,7 +464,13 @@ impl Reconcile<'_> {
             return Ok(Continue(()));
         }
         let _typing = ctx.machine.typing().lock(name).await;
-        let text = launch.initial_input.clone();
+        let mut text = launch.initial_input.clone();
+        if text.is_none() && files.retype_marker().exists() {
+            // Given on its command line and used up by its login screen: typed now instead.
+            let path = ctx.machine.files().prompt(name);
+            let prompt = tokio::fs::read_to_string(&path).await.map_err(|e| Error::Io { path, source: e })?;
+            text = Some(agents::prepare_text(launch.adapter, &prompt)).filter(|t| !t.trim().is_empty());
+        }
         if text.is_some() {
             if let Some(found) = typing::recover(&files, rt, h).await? {
                 recovered(s, ctx, &found).await;
@@ -377,6 +486,11 @@ impl Reconcile<'_> {
             if answer_dialog(s, ctx, rt, h, adapter, &screen).await? {
                 return Ok(Break(Action::requeue(Duration::from_millis(500))));
             }
+            // Nothing is typed into a login screen: a person logs the agent in, and the prompt
+            // follows once its ready screen shows.
+            if super::login::login_condition(s, ctx, st, launch, &screen).await {
+                return Ok(Break(Action::requeue(super::login::LOGIN_LOOK)));
+            }
             if !agents::is_ready(adapter, &screen) {
                 if text.is_none() {
                     // Nothing to type: its activity is looked at meanwhile (a login screen, say),
@@ -384,6 +498,17 @@ impl Reconcile<'_> {
                     return Ok(Continue(()));
                 }
                 cond(st, s, types::READY, ConditionStatus::False, "WaitingForAgent", "waiting for the agent's prompt");
+                return Ok(Break(Action::requeue(Duration::from_millis(300))));
+            }
+        } else if text.is_some() && screen.trim().is_empty() {
+            // A program of its own says nothing of being ready: its first output is taken for it
+            // (what is typed before it reads is echoed late, and a late echo looks like a message
+            // that never arrived), or, for one that prints nothing, a few seconds.
+            let started = st.runtime.as_ref().and_then(|r| r.started_at).map(|t| t.0);
+            let waited = started.map(|t| (chrono::Utc::now() - t).to_std().unwrap_or_default());
+            if waited.is_some_and(|w| w < SILENT_START) {
+                let msg = "waiting for the agent's first output";
+                cond(st, s, types::READY, ConditionStatus::False, "WaitingForAgent", msg);
                 return Ok(Break(Action::requeue(Duration::from_millis(300))));
             }
         }
@@ -474,6 +599,45 @@ fn exited_activity(st: &mut SessionStatus, code: Option<i32>) {
         None => "the agent exited (its exit code is unknown)".to_string(),
     };
     st.activity = Some(ActivityStatus { state: ActivityState::Exited, since: Time::now(), evidence, resets_at: None });
+}
+
+/// Whether the agent's last run ended at its start (`AgentExitedAtStart`, or `AgentNotFound` seen
+/// from its exit code), so a new start does not yet prove it can run.
+fn failed_at_start(st: &SessionStatus) -> bool {
+    let exited = st.runtime.as_ref().is_some_and(|r| r.exit_code.is_some() || r.restarts > 0);
+    condition::find(&st.conditions, types::AGENT_READY).is_some_and(|c| {
+        c.status == ConditionStatus::False
+            && (c.reason == reasons::AGENT_EXITED_AT_START || (c.reason == reasons::AGENT_NOT_FOUND && exited))
+    })
+}
+
+/// How to get a missing agent program: its row's pinned install command.
+fn install_hint(adapter: Option<&agents::Adapter>) -> String {
+    match adapter {
+        Some(a) => match a.install {
+            Some(i) => format!("install {} with `{}`", a.name, i.command()),
+            None => format!("install {} (no package registry ships it; see its vendor's instructions)", a.name),
+        },
+        None => "install it, or correct spec.agent.command or the PATH in spec.env".to_string(),
+    }
+}
+
+/// The last non-blank lines the agent printed, as its terminal showed them; empty when it printed
+/// nothing (or the transcript cannot be read).
+async fn last_lines(transcript: std::path::PathBuf) -> String {
+    let read = tokio::task::spawn_blocking(move || {
+        let rows = aoctl_runtimes::TERMINAL_ROWS;
+        aoctl_runtimes::transcript::tail_rendered(
+            &transcript,
+            Some(usize::from(rows) * 2),
+            rows,
+            aoctl_runtimes::TERMINAL_COLS,
+        )
+    })
+    .await;
+    let Ok(Ok((text, _))) = read else { return String::new() };
+    let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(LAST_LINES)..].join("\n")
 }
 
 fn fmt_code(code: Option<i32>) -> String {

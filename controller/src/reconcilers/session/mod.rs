@@ -16,6 +16,7 @@ mod effects;
 pub mod gc;
 mod index;
 mod launch;
+mod login;
 mod messages;
 mod node;
 pub mod overlap;
@@ -208,6 +209,12 @@ impl<'a> Reconcile<'a> {
     }
 
     async fn run(mut self) -> Result<Action, Error> {
+        self.st.effective_agent = Some(match crate::machine::agent_of(self.s, Some(&self.project)) {
+            aoctl_api::session::AgentRef::Builtin(name) => name,
+            aoctl_api::session::AgentRef::Custom { command, .. } => {
+                format!("custom:{}", command.first().map_or("", String::as_str))
+            }
+        });
         step!(self.slot().await);
         step!(self.budget().await);
         step!(self.place().await);
