@@ -675,6 +675,11 @@ impl Workspaces {
         let tmp = file.with_extension("json.tmp");
         let text =
             serde_json::to_vec_pretty(rec).map_err(|e| WorkspaceError::Io { path: file.clone(), source: e.into() })?;
+        // The project's folder goes when its last workspace or pool does, which another thread may
+        // have done a moment after this one made it.
+        if let Some(dir) = file.parent() {
+            fs::create_dir_all(dir).map_err(WorkspaceError::io(dir))?;
+        }
         fs::write(&tmp, text).map_err(WorkspaceError::io(&tmp))?;
         fs::rename(&tmp, &file).map_err(WorkspaceError::io(&file))
     }

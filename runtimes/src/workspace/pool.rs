@@ -338,9 +338,13 @@ impl Workspaces {
         for e in &doomed {
             self.remove_entry(e)?;
         }
+        // Only a pool that was there takes its project's folder with it: a project that never had
+        // one (whose upkeep drains nothing at every look) leaves its sessions' folder alone.
         let dir = self.pool_dir(project);
-        let _ = fs::remove_dir(&dir);
-        let _ = fs::remove_dir(self.root.join(project));
+        if dir.exists() {
+            let _ = fs::remove_dir(&dir);
+            let _ = fs::remove_dir(self.root.join(project));
+        }
         Ok(doomed.len())
     }
 

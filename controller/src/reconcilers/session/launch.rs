@@ -549,7 +549,20 @@ impl Reconcile<'_> {
             return Ok(());
         }
         let (style, adapter) = input_style(&agent_of(s, Some(project)));
-        for q in files.queued().await? {
+        let queued = files.queued().await?;
+        if queued.is_empty() {
+            return Ok(());
+        }
+        // Nothing is typed into a login screen, even one that shows after the prompt was counted.
+        let at_login = condition::find(&st.conditions, types::AGENT_READY)
+            .is_some_and(|c| c.reason == reasons::AGENT_NOT_LOGGED_IN);
+        if at_login || adapter.is_some_and(|a| !a.login.screens.is_empty()) {
+            let screen = rt.capture(&h).await?;
+            if at_login || adapter.and_then(|a| agents::logged_out(a, &screen)).is_some() {
+                return Ok(());
+            }
+        }
+        for q in queued {
             let text = agents::prepare_text(adapter, &q.text);
             let sent = typing::type_message(&files, &*rt, &h, &text, &style, What::Queued(q.seq)).await;
             ctx.metrics.runtime_op(rt_status.kind, "send", sent.is_ok());

@@ -47,10 +47,21 @@ pub(super) async fn login_condition(
         ctx.recorder.publish(s, EventType::Warning, r, &msg).await;
     }
     let files = ctx.machine.files().typing(name);
-    if adapter.login.resend_prompt && !files.prompt_done() {
-        // The prompt it was given as an argument got "not logged in" for an answer.
-        if let Err(e) = tokio::fs::write(files.retype_marker(), b"").await {
-            tracing::warn!(session = %name, error = %e, "cannot record that the first prompt must be typed again");
+    let given_as_argument = launch.initial_input.is_none() && !launch.resumed;
+    if adapter.login.resend_prompt && given_as_argument && !files.retype_marker().exists() {
+        // The prompt it was given as an argument got "not logged in" for an answer: it is not
+        // delivered (its echo may have looked like a ready prompt a moment before), and is typed
+        // once the agent is logged in. The marker stays, so a later login screen changes nothing.
+        let prompt = tokio::fs::read_to_string(ctx.machine.files().prompt(name)).await.unwrap_or_default();
+        if !prompt.trim().is_empty() {
+            let marked = tokio::fs::write(files.retype_marker(), b"").await;
+            let undelivered = match tokio::fs::remove_file(&files.delivered).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            };
+            if let Err(e) = marked.and(undelivered) {
+                tracing::warn!(session = %name, error = %e, "cannot record that the first prompt must be typed again");
+            }
         }
     }
     cond(st, s, types::AGENT_READY, ConditionStatus::False, r, msg.clone());
