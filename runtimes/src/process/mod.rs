@@ -195,19 +195,54 @@ fn spawn(spec: &LaunchSpec) -> Result<Agent, RuntimeError> {
     })
 }
 
-fn open_transcript(spec: &LaunchSpec) -> Result<File, RuntimeError> {
+fn open_transcript(spec: &LaunchSpec) -> Result<Transcript, RuntimeError> {
     let io = |source| RuntimeError::Io { path: spec.transcript.clone(), source };
     if let Some(dir) = spec.transcript.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    OpenOptions::new().create(true).append(true).open(&spec.transcript).map_err(io)
+    let file = OpenOptions::new().create(true).append(true).open(&spec.transcript).map_err(io)?;
+    Ok(Transcript::new(spec.transcript.clone(), file))
+}
+
+/// Where the reader thread appends the agent's output. On Windows the file is opened for each
+/// chunk and closed again: a file held open there cannot be removed, and a console host that
+/// outlives its agent (as Wine's may) would keep the reader thread, and so the session's folder,
+/// from ever being deleted.
+struct Transcript {
+    #[cfg(windows)]
+    path: std::path::PathBuf,
+    #[cfg(not(windows))]
+    file: File,
+}
+
+impl Transcript {
+    #[cfg_attr(not(windows), allow(unused_variables))]
+    fn new(path: std::path::PathBuf, file: File) -> Transcript {
+        #[cfg(windows)]
+        {
+            drop(file);
+            Transcript { path }
+        }
+        #[cfg(not(windows))]
+        Transcript { file }
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        #[cfg(windows)]
+        {
+            // `create` stays off: a transcript removed with its session is not made again.
+            OpenOptions::new().append(true).open(&self.path)?.write_all(bytes)
+        }
+        #[cfg(not(windows))]
+        self.file.write_all(bytes)
+    }
 }
 
 /// The reader thread: agent output to the transcript, the emulator and its views, query answers to
 /// the input. The views close when the output ends.
 fn pump(
     mut reader: Box<dyn Read + Send>,
-    mut transcript: File,
+    mut transcript: Transcript,
     terminal: Arc<Mutex<Emulator>>,
     input: Sender<Vec<u8>>,
 ) {
@@ -221,7 +256,7 @@ fn pump(
             // EIO: every holder of the PTY's other side has gone.
             Err(_) => break,
         };
-        if let Err(e) = transcript.write_all(&buf[..n]) {
+        if let Err(e) = transcript.append(&buf[..n]) {
             if !warned {
                 tracing::warn!(error = %e, "cannot append to the transcript");
                 warned = true;
