@@ -1,6 +1,6 @@
 //! Resource types of aoctl: metadata, `Project`, `Session`, `GitSource`, `IssueSource`, `Event`, conditions, durations,
 //! quantities, validation, defaults, selectors, finalizer names, JSON Schema, CustomResourceDefinitions and the API's envelopes
-//! (`Status`, watch lines, lists, tables).
+//! (`Status`, watch lines, lists, tables, the messages of multiplexed streams).
 //! This crate does no IO.
 
 pub mod condition;
@@ -21,6 +21,7 @@ pub mod schema;
 pub mod selector;
 pub mod session;
 pub mod source;
+pub mod stream;
 pub mod table;
 pub mod validate;
 pub mod wire;

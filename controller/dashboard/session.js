@@ -3,7 +3,7 @@
 // buttons that send, stop, resume, delete and merge, and the answer box of a question the agent
 // asked (`ask_human`); each action's answer shows in #toast.
 
-import { API, request, fetchText } from './api.js';
+import { API, LogFollow, request, fetchText } from './api.js';
 import { h, replace, toast } from './dom.js';
 import { parseDiff } from './diff.js';
 import { age, agentOf, branchOf, questionOf, safeUrl, tokens, dollars } from './format.js';
@@ -169,6 +169,7 @@ export class SessionPage {
   unmount() {
     clearInterval(this.ticker);
     this.abort.abort();
+    this.log?.stop();
     this.terminal?.dispose();
   }
 
@@ -255,7 +256,7 @@ export class SessionPage {
       ['Usage', usage ? `${tokens(usage.inputTokens + usage.outputTokens)} tokens ${dollars(usage.costUSD)}`.trim() : '—'],
       ['Prompt', s.spec.prompt ?? '—'],
     ];
-    if (s.status?.merge) facts.push(['Merge', `${s.status.merge.state ?? ''} ${s.status.merge.message ?? ''}`.trim()]);
+    if (s.status?.merge) facts.push(['Merge', `${s.status.merge.result ?? 'to be merged'} ${s.status.merge.message ?? ''}`.trim()]);
     if (s.status?.overlaps?.length) facts.push(['Overlaps', s.status.overlaps.map((o) => `${o.session} (${o.files.length} files)`).join(', ')]);
     replace(this.facts, facts.map(([k, v]) => [h('dt', {}, k), h('dd', { class: k === 'Prompt' ? 'prompt' : '' }, v)]));
 
@@ -333,35 +334,22 @@ export class SessionPage {
   }
 
   /** The transcript's last 500 lines, then what the agent writes, until the page is left. */
-  async followTranscript() {
-    const signal = this.abort.signal;
-    let delay = 1000;
-    let first = true;
-    while (!signal.aborted) {
-      try {
-        const resp = await fetch(`${API}/${path(this.name, '/log')}?tailLines=500&follow=true`, { credentials: 'same-origin', signal });
-        if (!resp.ok) {
-          if (resp.status === 404 && this.store.loaded.sessions && !this.session) return;
-          const t = await fetchText(path(this.name, '/log?tailLines=500'));
-          if (first) this.transcript.textContent = t.ok ? t.text : `(no transcript: ${t.code})`;
-          throw new Error(`${resp.status}`);
-        }
-        this.transcript.textContent = '';
-        first = false;
-        const reader = resp.body.getReader();
-        const decoder = new TextDecoder();
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          this.appendTranscript(decoder.decode(value, { stream: true }));
-          delay = 1000;
-        }
-      } catch {
-        if (signal.aborted) return;
-      }
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 30000);
-    }
+  followTranscript() {
+    this.log = new LogFollow(this.name, {
+      onText: (text, replace) => {
+        if (replace) this.transcript.textContent = '';
+        this.appendTranscript(text);
+      },
+      onState: (state, detail) => {
+        this.transcript.dataset.state = state;
+        this.transcript.title = detail;
+        if (state === 'offline' && !this.transcript.textContent) this.transcript.textContent = `(no transcript yet: ${detail})`;
+      },
+      onGone: (why) => {
+        if (!this.transcript.textContent) this.transcript.textContent = `(no transcript: ${why})`;
+      },
+    });
+    this.log.start();
   }
 
   appendTranscript(text) {

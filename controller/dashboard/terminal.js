@@ -1,8 +1,9 @@
 // A session's live terminal: xterm.js (vendored, loaded on first use) over the session's terminal
 // WebSocket. Binary frames carry the terminal's bytes both ways; a text frame `{"resize":[c,r]}`
 // follows the panel's size. It starts read-only: keys reach the agent only while typing is on.
+// A connection that drops (the server restarts) is made again by itself, waiting longer each time.
 
-import { API } from './api.js';
+import { API, BACKOFF } from './api.js';
 
 let loading = null;
 
@@ -61,6 +62,7 @@ export class TerminalView {
     this.socket = null;
     this.disposed = false;
     this.encoder = new TextEncoder();
+    this.delay = BACKOFF.first;
   }
 
   async start() {
@@ -104,6 +106,7 @@ export class TerminalView {
 
   connect() {
     if (this.disposed || !this.term) return;
+    clearTimeout(this.retryTimer);
     this.socket?.close();
     const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
     const query = `cols=${this.term.cols}&rows=${this.term.rows}`;
@@ -116,6 +119,7 @@ export class TerminalView {
     socket.addEventListener('open', () => {
       if (socket !== this.socket) return;
       opened = true;
+      this.delay = BACKOFF.first;
       this.term.reset();
       this.onState('open', '');
       this.sendResize(this.term.cols, this.term.rows);
@@ -128,20 +132,33 @@ export class TerminalView {
     socket.addEventListener('close', (ev) => {
       if (socket !== this.socket || this.disposed) return;
       const why = ev.reason || (ev.code === 1000 ? 'the terminal ended' : `the connection closed (${ev.code})`);
+      // The server went away (it restarts, say): the agent runs on, so connect again.
+      const dropped = ev.code === 1001 || ev.code === 1006;
       if (opened) {
-        this.closed(why);
+        if (dropped) this.retry(why);
+        else this.closed(why);
         return;
       }
       // A refused handshake tells the page nothing; the same request without the upgrade says
       // why when the session is missing or not running.
       fetch(url.replace(/^ws/, 'http'), { credentials: 'same-origin', headers: { accept: 'application/json' } })
         .then((r) => r.json())
-        .then((st) => (st?.code && st.code !== 400 && st.message ? st.message : null))
-        .catch(() => null)
-        .then((message) => {
-          if (socket === this.socket && !this.disposed) this.closed(message ?? 'the server opened no terminal for this session');
+        .then((st) => ({ message: st?.code && st.code !== 400 && st.message ? st.message : null }))
+        .catch(() => ({ unreachable: true }))
+        .then(({ message, unreachable }) => {
+          if (socket !== this.socket || this.disposed) return;
+          if (unreachable) this.retry('the server does not answer');
+          else this.closed(message ?? 'the server opened no terminal for this session');
         });
     });
+  }
+
+  /** Connects again after a wait, longer each time. */
+  retry(why) {
+    this.onState('connecting', why);
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => this.connect(), this.delay * (0.75 + Math.random() * 0.5));
+    this.delay = Math.min(this.delay * 2, BACKOFF.max);
   }
 
   closed(why) {
@@ -169,6 +186,7 @@ export class TerminalView {
 
   dispose() {
     this.disposed = true;
+    clearTimeout(this.retryTimer);
     this.resizeObserver?.disconnect();
     this.socket?.close();
     this.term?.dispose();

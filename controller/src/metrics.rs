@@ -1,7 +1,7 @@
 //! The controller's Prometheus registry: engine metrics, `aoctl_sessions`, the places on docker
 //! engines (`aoctl_docker_host_sessions`, `aoctl_docker_host_capacity`), the warm pools
 //! (`aoctl_workspace_pool_size`, `_ready`, `_claims_total`), `aoctl_watch_streams`,
-//! `aoctl_terminal_streams` and the standard `process_*` metrics.
+//! `aoctl_stream_sockets`, `aoctl_log_follows`, `aoctl_terminal_streams` and the standard `process_*` metrics.
 //!
 //! `aoctl_sessions` is counted at each scrape on the store's stored objects, which are shared,
 //! not copied or decoded: a few pointer reads per Session.
@@ -29,6 +29,10 @@ pub struct Metrics {
     pub watch_streams: IntGauge,
     /// Open terminals (WebSockets) of the HTTP API.
     pub terminal_streams: IntGauge,
+    /// Open multiplexed streams (the dashboard's WebSockets of `…/streams`).
+    pub stream_sockets: IntGauge,
+    /// Open transcript follows (`…/log?follow=true` and the log subscriptions of streams).
+    pub log_follows: IntGauge,
     /// From a Session's creation to its agent running.
     pub spawn_duration: Histogram,
     /// Runtime operations by runtime, operation and result.
@@ -124,6 +128,16 @@ impl Metrics {
         let terminal_streams =
             IntGauge::new("aoctl_terminal_streams", "Number of open session terminals (WebSockets) of the HTTP API.")?;
         registry.register(Box::new(terminal_streams.clone()))?;
+        let stream_sockets = IntGauge::new(
+            "aoctl_stream_sockets",
+            "Number of open multiplexed streams (WebSockets of …/streams, one per dashboard) of the HTTP API.",
+        )?;
+        registry.register(Box::new(stream_sockets.clone()))?;
+        let log_follows = IntGauge::new(
+            "aoctl_log_follows",
+            "Number of followed session transcripts (HTTP and stream) of the HTTP API.",
+        )?;
+        registry.register(Box::new(log_follows.clone()))?;
         let spawn_duration = Histogram::with_opts(
             HistogramOpts::new(
                 "aoctl_session_spawn_duration_seconds",
@@ -236,6 +250,8 @@ impl Metrics {
             docker_host_sessions,
             docker_host_capacity,
             watch_streams,
+            stream_sockets,
+            log_follows,
             terminal_streams,
             spawn_duration,
             runtime_ops,

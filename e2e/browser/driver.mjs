@@ -8,7 +8,9 @@
 // called with "arg" in the page. Answers are {"id": N, "ok": true, "value": V} or
 // {"id": N, "ok": false, "error": TEXT}. The first line out is {"ready": true, "version": V}.
 // Every wait takes a "timeout" in milliseconds (10 s when not given). Pages are named by the id
-// `open` returns; each context has one page. Dialogs (confirm()) are accepted and recorded.
+// `open` returns; a context starts with one page, and `newPage` (another tab of the same context)
+// and `clickNewPage` (a Ctrl+click that opens a tab) add more; `close` closes a page, and its
+// context with its last page. Dialogs (confirm()) are accepted and recorded.
 
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
@@ -58,14 +60,8 @@ const timeout = (req) => req.timeout ?? DEFAULT_TIMEOUT;
 // The source of a function and its argument as one expression to evaluate in the page.
 const call = (req) => `(${req.expression})(${JSON.stringify(req.arg ?? null)})`;
 
-async function open(req) {
-  const options = {};
-  if (req.viewport) options.viewport = req.viewport;
-  const context = await browser.newContext(options);
-  if (req.cookies?.length) await context.addCookies(req.cookies);
-  // Source run in every document of the context before its own scripts.
-  if (req.initScript) await context.addInitScript(req.initScript);
-  const page = await context.newPage();
+/** Follows a page's console, failures and dialogs, and names it. */
+function track(context, page) {
   const entry = { context, page, consoleErrors: [], failedRequests: [], dialogs: [] };
   page.on('console', (m) => {
     if (m.type() === 'error') entry.consoleErrors.push(m.text());
@@ -84,14 +80,47 @@ async function open(req) {
   return id;
 }
 
+async function open(req) {
+  const options = {};
+  if (req.viewport) options.viewport = req.viewport;
+  const context = await browser.newContext(options);
+  if (req.cookies?.length) await context.addCookies(req.cookies);
+  // Source run in every document of the context before its own scripts.
+  if (req.initScript) await context.addInitScript(req.initScript);
+  const page = await context.newPage();
+  return track(context, page);
+}
+
 const ops = {
   open,
   async close(req) {
     const p = pageOf(req);
     pages.delete(req.page);
-    await p.context.close();
+    if ([...pages.values()].some((o) => o.context === p.context)) await p.page.close();
+    else await p.context.close();
     return null;
   },
+  // Makes `page` the tab in front, as a person switching to it does.
+  async bringToFront(req) {
+    await pageOf(req).page.bringToFront();
+    return null;
+  },
+  // Another tab in the context of `page`.
+  async newPage(req) {
+    const { context } = pageOf(req);
+    return track(context, await context.newPage());
+  },
+  // Clicks `selector` with `modifiers` (Control: a new tab, as a person's Ctrl+click) and names
+  // the tab it opens, once that has loaded.
+  async clickNewPage(req) {
+    const { context, page } = pageOf(req);
+    const opened = context.waitForEvent('page', { timeout: timeout(req) });
+    await page.click(req.selector, { modifiers: req.modifiers ?? ['Control'], timeout: timeout(req) });
+    const tab = await opened;
+    await tab.waitForLoadState('load', { timeout: timeout(req) });
+    return track(context, tab);
+  },
+
   async goto(req) {
     const { page } = pageOf(req);
     const resp = await page.goto(req.url, { timeout: timeout(req), waitUntil: req.waitUntil ?? 'load' });

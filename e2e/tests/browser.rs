@@ -1,6 +1,7 @@
 //! A headless Chromium for the dashboard's tests, driven through e2e/browser/driver.mjs (Playwright's
 //! core library, pinned in e2e/browser/package.json and installed with npm into the cache of the
-//! agent CLIs): a [`Browser`] per test, a [`Page`] per browser context, every wait bounded. A step
+//! agent CLIs): a [`Browser`] per test, a [`Page`] per tab (a context of its own, or another tab
+//! of a page's context: [`Page::new_tab`], [`Page::click_new_tab`]), every wait bounded. A step
 //! that fails panics with the page's URL, its console errors and failed requests, and the path of
 //! a screenshot taken at that moment.
 
@@ -201,6 +202,55 @@ impl Browser {
         let id = self.driver.call("open", args, STEP + SLACK).unwrap_or_else(|e| panic!("open a browser context: {e}"));
         Page { driver: self.driver.clone(), id: id.as_str().expect("a page id").to_string() }
     }
+
+    /// The TCP connections the browser's processes hold open (established) to `port` on this
+    /// machine, counted from /proc: the sockets of every process below the driver, looked up
+    /// in /proc/net/tcp and tcp6. Idle keep-alive connections count too.
+    pub(crate) fn connections_to(&self, port: u16) -> usize {
+        let root = self.driver.child.lock().unwrap_or_else(|e| e.into_inner()).id();
+        let mut parents = std::collections::HashMap::<u32, u32>::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+            // The fields after the command's closing parenthesis: state, then the parent's pid.
+            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok());
+            if let Some(ppid) = ppid {
+                parents.insert(pid, ppid);
+            }
+        }
+        let below = |mut pid: u32| loop {
+            if pid == root {
+                return true;
+            }
+            match parents.get(&pid) {
+                Some(&p) if p != 0 && p != pid => pid = p,
+                _ => return false,
+            }
+        };
+        let mut inodes = std::collections::HashSet::new();
+        for &pid in parents.keys().filter(|&&p| below(p)) {
+            for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
+                let Ok(target) = std::fs::read_link(fd.path()) else { continue };
+                let t = target.to_string_lossy();
+                if let Some(inode) = t.strip_prefix("socket:[").and_then(|r| r.strip_suffix(']')) {
+                    inodes.insert(inode.to_string());
+                }
+            }
+        }
+        let mut n = 0;
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            for line in std::fs::read_to_string(table).unwrap_or_default().lines().skip(1) {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                // local, remote (hex address:port), state (01 established), …, inode (the 10th).
+                let (Some(remote), Some(state), Some(inode)) = (f.get(2), f.get(3), f.get(9)) else { continue };
+                let to = remote.rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+                if *state == "01" && to == Some(port) && inodes.contains(*inode) {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
 }
 
 /// Where a navigation ended: the main response's status and the page's URL.
@@ -216,7 +266,7 @@ pub(crate) struct Diagnostics {
     pub console_errors: Vec<String>,
 }
 
-/// One page in a context of its own, closed when dropped.
+/// One page (a tab), closed when dropped; its context closes with its last page.
 pub(crate) struct Page {
     driver: Arc<Driver>,
     id: String,
@@ -274,6 +324,26 @@ impl Page {
     pub(crate) fn goto(&self, url: &str) -> Nav {
         let v = self.op("goto", json!({"url": url}), Duration::from_secs(30));
         Nav { status: v["status"].as_u64().map(|s| s as u16), url: v["url"].as_str().unwrap_or_default().to_string() }
+    }
+
+    /// Another tab in this page's browser context (its cookies, its shared workers), at `url`.
+    pub(crate) fn new_tab(&self, url: &str) -> Page {
+        let id = self.op("newPage", json!({}), STEP);
+        let tab = Page { driver: self.driver.clone(), id: id.as_str().expect("a page id").to_string() };
+        tab.goto(url);
+        tab
+    }
+
+    /// Ctrl+clicks `selector`, as a person opening a link in a new tab: that tab, loaded.
+    pub(crate) fn click_new_tab(&self, selector: &str) -> Page {
+        let id =
+            self.op("clickNewPage", json!({"selector": selector, "modifiers": ["Control"]}), Duration::from_secs(30));
+        Page { driver: self.driver.clone(), id: id.as_str().expect("a page id").to_string() }
+    }
+
+    /// Brings this tab to the front of its window, as a person switching to it.
+    pub(crate) fn front(&self) {
+        self.op("bringToFront", json!({}), STEP);
     }
 
     /// Waits until an element matches `selector`.

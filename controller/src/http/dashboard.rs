@@ -60,6 +60,8 @@ const ASSETS: &[Asset] = &[
     asset!("project.js", JS, "project.js"),
     asset!("create.js", JS, "create.js"),
     asset!("terminal.js", JS, "terminal.js"),
+    asset!("hub.js", JS, "hub.js"),
+    asset!("stream-worker.js", JS, "stream-worker.js"),
     asset!("icon.svg", SVG, "icon.svg"),
     asset!("xterm/xterm.js", JS, "vendor/xterm/xterm.js"),
     asset!("xterm/xterm.css", CSS, "vendor/xterm/xterm.css"),
@@ -224,5 +226,162 @@ mod tests {
         let offered: Vec<&str> =
             list.split(',').map(|w| w.trim().trim_matches('\'')).filter(|w| !w.is_empty()).collect();
         assert_eq!(offered, aoctl_api::session::BUILTIN_AGENTS);
+    }
+
+    /// The schemas of the kinds the dashboard reads (manifests/schema/, generated from api/).
+    fn schemas() -> Vec<(&'static str, serde_json::Value)> {
+        [
+            ("session", include_str!("../../../manifests/schema/session.json")),
+            ("project", include_str!("../../../manifests/schema/project.json")),
+            ("gitsource", include_str!("../../../manifests/schema/gitsource.json")),
+            ("issuesource", include_str!("../../../manifests/schema/issuesource.json")),
+        ]
+        .into_iter()
+        .map(|(k, text)| (k, serde_json::from_str(text).expect("a schema is JSON")))
+        .collect()
+    }
+
+    /// Every `x.spec.a.b` and `x.status.a.b` (with or without `?.`) a script reads: the path from
+    /// `spec` or `status` on.
+    fn paths_read(text: &str) -> Vec<Vec<String>> {
+        let bytes = text.as_bytes();
+        let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+        let mut found = vec![];
+        let mut i = 0;
+        while i < bytes.len() {
+            let root = ["spec", "status"].into_iter().find(|r| bytes[i..].starts_with(r.as_bytes()));
+            let after_dot = i > 0 && bytes[i - 1] == b'.';
+            let (Some(root), true) = (root, after_dot) else {
+                i += 1;
+                continue;
+            };
+            if bytes.get(i + root.len()).is_some_and(|&b| ident(b)) {
+                i += root.len();
+                continue;
+            }
+            // The receiver: not `this` (a view's own fields).
+            let mut r = i - 1;
+            if r > 0 && bytes[r - 1] == b'?' {
+                r -= 1;
+            }
+            let mut start = r;
+            while start > 0 && ident(bytes[start - 1]) {
+                start -= 1;
+            }
+            let receiver = &text[start..r];
+            let mut path = vec![root.to_string()];
+            let mut j = i + root.len();
+            loop {
+                let tail = &text[j..];
+                let skip = if tail.starts_with("?.") {
+                    2
+                } else if tail.starts_with('.') {
+                    1
+                } else {
+                    break;
+                };
+                let name: String =
+                    tail[skip..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if name.is_empty() {
+                    break;
+                }
+                j += skip + name.len();
+                path.push(name);
+            }
+            if receiver != "this" && path.len() > 1 {
+                found.push(path);
+            }
+            i = j;
+        }
+        found
+    }
+
+    /// The schemas `schema` stands for: its `$ref` followed, its `anyOf`/`oneOf`/`allOf` spread.
+    fn alternatives<'a>(root: &'a serde_json::Value, schema: &'a serde_json::Value) -> Vec<&'a serde_json::Value> {
+        if let Some(r) = schema.get("$ref").and_then(|r| r.as_str()) {
+            let name = r.strip_prefix("#/$defs/").expect("refs name $defs");
+            return alternatives(root, &root["$defs"][name]);
+        }
+        let mut out = vec![];
+        for key in ["anyOf", "oneOf", "allOf"] {
+            for s in schema.get(key).and_then(|v| v.as_array()).into_iter().flatten() {
+                out.extend(alternatives(root, s));
+            }
+        }
+        if out.is_empty() {
+            out.push(schema);
+        }
+        out
+    }
+
+    /// Whether `path` is there in `schema`. Past a string or an array the script reads its own
+    /// properties (`length`, `slice`, `map`), which any value of them has.
+    fn has_path(root: &serde_json::Value, schema: &serde_json::Value, path: &[String]) -> bool {
+        let Some((first, rest)) = path.split_first() else { return true };
+        alternatives(root, schema).into_iter().any(|s| {
+            let types: Vec<&str> = match &s["type"] {
+                serde_json::Value::String(t) => vec![t.as_str()],
+                serde_json::Value::Array(ts) => ts.iter().filter_map(|t| t.as_str()).collect(),
+                _ => vec![],
+            };
+            if types.contains(&"string") || types.contains(&"array") {
+                return true;
+            }
+            if let Some(p) = s.get("properties").and_then(|p| p.get(first.as_str())) {
+                if has_path(root, p, rest) {
+                    return true;
+                }
+            }
+            match s.get("additionalProperties") {
+                Some(serde_json::Value::Bool(true)) => true,
+                Some(v @ serde_json::Value::Object(_)) => has_path(root, v, rest),
+                // A free-form object.
+                None => types.contains(&"object") && s.get("properties").is_none(),
+                _ => false,
+            }
+        })
+    }
+
+    #[test]
+    fn every_spec_and_status_field_the_dashboard_reads_is_in_a_schema() {
+        let schemas = schemas();
+        let mut read = 0;
+        let mut missing = vec![];
+        for a in ASSETS.iter().filter(|a| a.content_type == JS && !a.path.starts_with("xterm/")) {
+            let text = std::str::from_utf8(a.body).unwrap();
+            for path in paths_read(text) {
+                read += 1;
+                if !schemas.iter().any(|(_, schema)| has_path(schema, schema, &path)) {
+                    missing.push(format!("{}: {}", a.path, path.join(".")));
+                }
+            }
+        }
+        assert!(read >= 40, "the scan finds what the scripts read ({read} paths)");
+        assert!(missing.is_empty(), "fields the dashboard reads that no schema has:\n{}", missing.join("\n"));
+        // The check sees a field that is not there, and the one that is.
+        let session = &schemas[0].1;
+        let wrong = paths_read("s.status.merge.state");
+        assert_eq!(wrong, vec![vec!["status".to_string(), "merge".into(), "state".into()]]);
+        assert!(!has_path(session, session, &wrong[0]));
+        assert!(has_path(session, session, &paths_read("s.status?.merge?.result")[0]));
+        // A key in brackets ends the path.
+        let keyed = paths_read("s.spec.reactions?.['approved-and-green']");
+        assert_eq!(keyed, vec![vec!["spec".to_string(), "reactions".into()]]);
+        assert!(has_path(session, session, &keyed[0]));
+        assert!(!has_path(session, session, &paths_read("s.spec.reactions?.x")[0]));
+        assert!(paths_read("this.status.textContent").is_empty());
+    }
+
+    #[test]
+    fn the_hub_holds_as_many_subscriptions_on_a_socket_as_the_server_takes() {
+        let hub = ASSETS.iter().find(|a| a.path == "hub.js").unwrap();
+        let text = std::str::from_utf8(hub.body).unwrap();
+        let n = text.split("export const MAX_SUBSCRIPTIONS = ").nth(1).and_then(|r| r.split(';').next()).unwrap();
+        assert_eq!(n.parse::<usize>().unwrap(), aoctl_api::stream::MAX_SUBSCRIPTIONS);
+        let api = ASSETS.iter().find(|a| a.path == "api.js").unwrap();
+        let api = std::str::from_utf8(api.body).unwrap();
+        let streams = "/apis/ao.dev/v1alpha1/streams";
+        assert!(text.contains(&format!("'{streams}'")), "hub.js connects to {streams}");
+        assert!(api.contains("export const API = '/apis/ao.dev/v1alpha1';"));
     }
 }

@@ -11,6 +11,7 @@ mod openapi;
 mod params;
 pub mod patch;
 mod sessions;
+mod streams;
 mod system;
 mod terminal;
 mod watch;
@@ -67,6 +68,8 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/apis/ao.dev/v1alpha1/{plural}", get(objects::list_or_watch).post(objects::create))
+        // A page's watches and transcript follows over one WebSocket (`streams`).
+        .route("/apis/ao.dev/v1alpha1/streams", get(streams::streams))
         .route(
             "/apis/ao.dev/v1alpha1/{plural}/{name}",
             get(objects::get_one).put(objects::replace).patch(objects::patch).delete(objects::delete),

@@ -185,7 +185,8 @@ fn build() -> Value {
     doc
 }
 
-/// A session's input, log, terminal (a WebSocket) and diff, and the dashboard's sign-in.
+/// A session's input, log, terminal (a WebSocket) and diff, the multiplexed stream (a WebSocket),
+/// and the dashboard's sign-in.
 fn session_subresources(paths: PathsBuilder) -> PathsBuilder {
     let terminal = op("connectSessionTerminal".into(), "Open a terminal on a session's agent (WebSocket)".into())
         .description(Some(
@@ -199,6 +200,19 @@ fn session_subresources(paths: PathsBuilder) -> PathsBuilder {
         .parameter(name_param())
         .parameter(query("cols", "Columns of the terminal, 2 to 1000 (default 200)"))
         .parameter(query("rows", "Rows of the terminal, 2 to 1000 (default 50)"))
+        .response("101", ResponseBuilder::new().description("Switching to the WebSocket protocol").build());
+    let streams = op("connectStream".into(), "Watches and transcript follows over one WebSocket".into())
+        .description(Some(
+            "Upgrades to a WebSocket that carries a page's watches and transcript follows (the dashboard's \
+             one connection per browser). Each text frame the client sends is one request with an id of its \
+             own: `{\"op\":\"watch\",\"id\":1,\"plural\":\"sessions\",\"resourceVersion\":\"…\"}` (also \
+             `labelSelector`, `fieldSelector`), `{\"op\":\"log\",\"id\":2,\"session\":\"…\",\"offset\":…}` (or \
+             `tailLines`), `{\"op\":\"cancel\",\"id\":1}`. The server answers `{\"id\",\"event\"}` (a watch \
+             line), `{\"id\",\"log\",\"offset\"}` and `{\"id\",\"error\"}` (a `Status`; a field that does not \
+             decode is named). At most 32 subscriptions and 16 KiB a request; a client with more than 1024 \
+             messages waiting is closed with 1013, and all are closed with 1001 when the server shuts down. \
+             Authenticated and Origin-checked like every request.",
+        ))
         .response("101", ResponseBuilder::new().description("Switching to the WebSocket protocol").build());
     let diff_text = ResponseBuilder::new()
         .description(
@@ -302,6 +316,7 @@ fn session_subresources(paths: PathsBuilder) -> PathsBuilder {
             "/apis/ao.dev/v1alpha1/sessions/{name}/terminal",
             PathItemBuilder::new().operation(HttpMethod::Get, terminal).build(),
         )
+        .path("/apis/ao.dev/v1alpha1/streams", PathItemBuilder::new().operation(HttpMethod::Get, streams).build())
         .path(
             "/apis/ao.dev/v1alpha1/sessions/{name}/diff",
             PathItemBuilder::new().operation(HttpMethod::Get, diff).build(),
@@ -438,6 +453,7 @@ mod tests {
         );
         let session = |sub: &str| doc["paths"][format!("/apis/ao.dev/v1alpha1/sessions/{{name}}/{sub}")]["get"].clone();
         assert!(session("terminal")["responses"]["101"].is_object());
+        assert!(doc["paths"]["/apis/ao.dev/v1alpha1/streams"]["get"]["responses"]["101"].is_object());
         assert!(session("diff")["responses"]["200"]["content"]["text/x-diff; charset=utf-8"].is_object());
         assert!(session("diff")["security"].is_null(), "the diff needs the token");
         assert_eq!(doc["security"][0]["bearer"], serde_json::json!([]));

@@ -24,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 
 use super::{AppError, AppState};
 use crate::input::{self, SendError, Sent};
@@ -142,29 +143,58 @@ pub async fn log(
     params: Result<Query<LogParams>, QueryRejection>,
 ) -> Result<Response, AppError> {
     let Query(params) = params?;
-    // The session must exist; its transcript may not yet.
-    let s: Session = state.store.get_typed(&name).await?;
-    on_this_node(&state, &s)?;
-    let path = state.fleet.transcript(&name);
-    let (text, mut offset) = {
-        let p = path.clone();
-        // As the agent's terminal shows it, so a text UI that redraws in place reads once.
-        let (rows, cols) = (aoctl_runtimes::TERMINAL_ROWS, aoctl_runtimes::TERMINAL_COLS);
-        tokio::task::spawn_blocking(move || transcript::tail_rendered(&p, params.tail_lines, rows, cols))
-            .await
-            .map_err(|e| AppError::Internal(e.to_string()))?
-            .map_err(|e| AppError::Internal(format!("{}: {e}", path.display())))?
-    };
+    let (text, offset) = transcript_start(&state, &name, None, params.tail_lines).await?;
     let headers = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     if !params.follow.unwrap_or(false) {
         return Ok((headers, text).into_response());
     }
-    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let (tx, rx) = mpsc::channel(64);
+    follow(state, name, offset, tx);
+    let first = tokio_stream::once(Ok::<_, std::io::Error>(Bytes::from(text)));
+    // A follow ends (the session is gone, the server shuts down) by ending the body.
+    let rest = ReceiverStream::new(rx).map_while(|piece| piece.ok().map(|(text, _)| Ok(Bytes::from(text))));
+    Ok((headers, Body::from_stream(first.chain(rest))).into_response())
+}
+
+/// Where showing session `name`'s transcript starts: with `from`, the text written after that
+/// offset; without, its last `tail_lines` lines (all it keeps when `None`) as the agent's terminal
+/// shows them, so a text UI that redraws in place reads once. Then the offset to follow it from.
+/// The session must exist and run on this node; its transcript may not exist yet.
+pub(super) async fn transcript_start(
+    state: &AppState,
+    name: &str,
+    from: Option<u64>,
+    tail_lines: Option<usize>,
+) -> Result<(String, u64), AppError> {
+    let s: Session = state.store.get_typed(name).await?;
+    on_this_node(state, &s)?;
+    let path = state.fleet.transcript(name);
+    let p = path.clone();
+    let (rows, cols) = (aoctl_runtimes::TERMINAL_ROWS, aoctl_runtimes::TERMINAL_COLS);
+    tokio::task::spawn_blocking(move || match from {
+        None => transcript::tail_rendered(&p, tail_lines, rows, cols),
+        Some(offset) => transcript::read_from(&p, offset).map(|(bytes, end)| (transcript::to_text(&bytes), end)),
+    })
+    .await
+    .map_err(|e| AppError::Internal(e.to_string()))?
+    .map_err(|e| AppError::Internal(format!("{}: {e}", path.display())))
+}
+
+/// Follows session `name`'s transcript from `offset`: each new piece, as text, with the offset
+/// after it, until `tx`'s receiver goes or the server shuts down; when the session is gone (or
+/// its transcript cannot be read), that error, and the follow ends. Waits on a full channel.
+/// Shared by `…/log?follow=true` and the log subscriptions of the multiplexed streams.
+pub(super) fn follow(
+    state: AppState,
+    name: String,
+    mut offset: u64,
+    tx: mpsc::Sender<Result<(String, u64), AppError>>,
+) {
+    let path = state.fleet.transcript(&name);
     let mut shutdown = state.shutdown.clone();
+    let gauge = state.metrics.log_follows.clone();
     tokio::spawn(async move {
-        if tx.send(Ok(Bytes::from(text))).await.is_err() {
-            return;
-        }
+        let _open = super::watch::Open::new(gauge);
         let mut tick = tokio::time::interval(FOLLOW_POLL);
         loop {
             tokio::select! {
@@ -173,23 +203,31 @@ pub async fn log(
                 _ = async { shutdown.wait_for(|s| *s).await.map(|_| ()) } => return,
             }
             let p = path.clone();
-            let Ok(Ok((bytes, end))) = tokio::task::spawn_blocking(move || transcript::read_from(&p, offset)).await
-            else {
-                return;
+            let read = tokio::task::spawn_blocking(move || transcript::read_from(&p, offset)).await;
+            let (bytes, end) = match read {
+                Ok(Ok(read)) => read,
+                Ok(Err(e)) => {
+                    let _ = tx.send(Err(AppError::Internal(format!("{}: {e}", path.display())))).await;
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(AppError::Internal(e.to_string()))).await;
+                    return;
+                }
             };
             offset = end;
             if bytes.is_empty() {
-                if state.store.get_typed::<Session>(&name).await.is_err() {
+                if let Err(e) = state.store.get_typed::<Session>(&name).await {
+                    let _ = tx.send(Err(e.into())).await;
                     return;
                 }
                 continue;
             }
-            if tx.send(Ok(Bytes::from(transcript::to_text(&bytes)))).await.is_err() {
+            if tx.send(Ok((transcript::to_text(&bytes), end))).await.is_err() {
                 return;
             }
         }
     });
-    Ok((headers, Body::from_stream(ReceiverStream::new(rx))).into_response())
 }
 
 pub async fn diff(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, AppError> {

@@ -1,8 +1,10 @@
 //! NDJSON watch streams: `ADDED`/`MODIFIED`/`DELETED` in resourceVersion order, periodic
-//! `BOOKMARK`s, and an `ERROR` with a 410 `Status` when the requested version is gone.
+//! `BOOKMARK`s, and an `ERROR` with a 410 `Status` when the requested version is gone. `start` makes
+//! the events, for this endpoint and for the watches of the multiplexed streams (`streams.rs`).
 
 use std::time::Duration;
 
+use aoctl_api::selector::{FieldSelector, Selector};
 use aoctl_api::wire::{Bookmark, WatchEventType, WatchLine};
 use aoctl_api::Kind;
 use aoctl_store::{EventKind, StoreError};
@@ -12,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 
 use super::params::Params;
 use super::{AppError, AppState};
@@ -19,28 +22,49 @@ use super::{AppError, AppState};
 /// How often an idle watch reports how far it has got.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 
-fn line<T: serde::Serialize>(type_: WatchEventType, object: &T) -> Result<Bytes, std::io::Error> {
-    let mut v = serde_json::to_vec(&WatchLine { type_, object }).expect("values serialise");
-    v.push(b'\n');
-    Ok(Bytes::from(v))
+/// One event as the watch endpoint writes it, without its newline.
+fn line<T: serde::Serialize>(type_: WatchEventType, object: &T) -> Bytes {
+    Bytes::from(serde_json::to_vec(&WatchLine { type_, object }).expect("values serialise"))
 }
 
-pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Response, AppError> {
-    let selector = params.selector()?;
-    let fields = params.fields()?;
-    let from = match params.resource_version.as_deref() {
-        None | Some("") | Some("0") => None,
-        Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+/// The version a watch starts after: `None` (from a list of the current objects) when absent,
+/// empty or `0`.
+pub(super) fn from_version(rv: Option<&str>) -> Result<Option<u64>, AppError> {
+    match rv {
+        None | Some("") | Some("0") => Ok(None),
+        Some(rv) => rv.parse::<u64>().map(Some).map_err(|_| {
             AppError::BadRequest(format!("resourceVersion: `{rv}` is not a resource version from this server"))
-        })?),
-    };
+        }),
+    }
+}
+
+/// What one watch follows.
+pub(super) struct WatchSpec {
+    pub kind: Kind,
+    pub selector: Selector,
+    pub fields: FieldSelector,
+    /// The version to start after; `None` starts with the current objects as `ADDED` events.
+    pub from: Option<u64>,
+    pub deadline: Option<tokio::time::Instant>,
+}
+
+/// Starts a watch: its events, each one line of JSON (`WatchLine`, no newline), in a channel of
+/// `capacity` lines that the watch waits on when it is full (its reader is slow), until the store
+/// ends it (an `ERROR` line with a 410 `Status`: it fell too far behind), the deadline passes, the
+/// server shuts down or the receiver is dropped. Shared by the NDJSON endpoint and the
+/// multiplexed streams (`streams.rs`).
+pub(super) async fn start(
+    state: &AppState,
+    spec: WatchSpec,
+    capacity: usize,
+) -> Result<mpsc::Receiver<Bytes>, AppError> {
+    let WatchSpec { kind, selector, fields, from, deadline } = spec;
     // Without a version, the stream starts with the current objects as ADDED events.
     let (initial, from) = match from {
         Some(rv) => (vec![], rv),
         None => state.store.list(kind, &selector).await?,
     };
-    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
-    let deadline = params.timeout_seconds.map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
+    let (tx, rx) = mpsc::channel::<Bytes>(capacity);
     let watch = state.store.watch(&[kind], from);
     let gauge = state.metrics.watch_streams.clone();
     let mut shutdown = state.shutdown.clone();
@@ -99,8 +123,26 @@ pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Respo
             }
         }
     });
-    Ok(([(header::CONTENT_TYPE, "application/json; stream=watch")], Body::from_stream(ReceiverStream::new(rx)))
-        .into_response())
+    Ok(rx)
+}
+
+/// `GET …/{plural}?watch=true`: the events of [`start`] as newline-delimited JSON.
+pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Response, AppError> {
+    let spec = WatchSpec {
+        kind,
+        selector: params.selector()?,
+        fields: params.fields()?,
+        from: from_version(params.resource_version.as_deref())?,
+        deadline: params.timeout_seconds.map(|s| tokio::time::Instant::now() + Duration::from_secs(s)),
+    };
+    let rx = start(&state, spec, 256).await?;
+    let lines = ReceiverStream::new(rx).map(|l| {
+        let mut v = Vec::with_capacity(l.len() + 1);
+        v.extend_from_slice(&l);
+        v.push(b'\n');
+        Ok::<_, std::io::Error>(Bytes::from(v))
+    });
+    Ok(([(header::CONTENT_TYPE, "application/json; stream=watch")], Body::from_stream(lines)).into_response())
 }
 
 /// Counts an open stream in a gauge (`aoctl_watch_streams`, `aoctl_terminal_streams`) for as long
