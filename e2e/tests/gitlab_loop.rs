@@ -207,8 +207,20 @@ async fn gitlab_loop_from_spawn_to_merge() {
     heard(format!("for MR !{iid}: test")).await;
     heard(format!("got: {LOG_LINE}")).await;
     heard(format!("got: {CI_ASK}")).await;
-    let s = until(Box::new(|o| has(o, "ChecksPassed", "False", "ChecksFailing"))).await;
-    assert_eq!(cond(&s, "ChecksPassed")["message"], "failing: test", "{s:#}");
+    // Recorded as failing: `ChecksPassed=False` on the first head, or, when the agent's fix (its
+    // answer to the message just heard) moved the head before a look caught that state, the
+    // reaction's record of the failed job on the first head.
+    let on_first = format!("{first}:test");
+    let failed = move |o: &Value| {
+        has(o, "ChecksPassed", "False", "ChecksFailing")
+            || o.pointer("/status/reactions/ci-failed/lastFingerprint")
+                .and_then(Value::as_str)
+                .is_some_and(|f| f.starts_with(&on_first))
+    };
+    let s = until(Box::new(failed)).await;
+    if has(&s, "ChecksPassed", "False", "ChecksFailing") {
+        assert_eq!(cond(&s, "ChecksPassed")["message"], "failing: test", "{s:#}");
+    }
 
     // The fix is a new head; its pipeline passes.
     let second = pushed_after(first.clone()).await;
