@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use aoctl_api::Kind;
 use aoctl_store::{EventKind, Selector, StoreError, WriteOptions};
 use aoctl_store_etcd::EtcdConfig;
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cluster::EtcdCluster;
@@ -24,7 +24,9 @@ async fn leader(cluster: &EtcdCluster, members: usize) -> usize {
             let member = cluster.endpoint(i);
             let asked = gateway(&member, "/v3/maintenance/status", json!({}));
             let Ok(Ok(status)) = tokio::time::timeout(Duration::from_secs(2), asked).await else { continue };
-            if int(&status["leader"]) != 0 && status["header"]["member_id"] == status["leader"] {
+            // Member ids are uint64s, half of them past i64::MAX: compared as such.
+            let id = |v: &Value| v.as_str().and_then(|s| s.parse::<u64>().ok()).or_else(|| v.as_u64()).unwrap_or(0);
+            if id(&status["leader"]) != 0 && id(&status["header"]["member_id"]) == id(&status["leader"]) {
                 return i;
             }
         }
