@@ -1,6 +1,7 @@
 // The dashboard's entry: keeps sessions, projects and events live from their watch streams, says
-// in #live whether they are, counts the groups in the document title, and shows the view the
-// location's hash names (`#/`, `#/new`, `#/sessions/NAME`, `#/projects/NAME`).
+// in #live whether they are, counts the groups in the document title, tells the person through the
+// browser's notifications when asked to (notify.js), and shows the view the location's hash names
+// (`#/`, `#/new`, `#/sessions/NAME`, `#/projects/NAME`).
 
 import { Watch } from './api.js';
 import { h, replace } from './dom.js';
@@ -10,6 +11,7 @@ import { Overview } from './overview.js';
 import { SessionPage } from './session.js';
 import { ProjectPage } from './project.js';
 import { CreatePage } from './create.js';
+import { Notifier } from './notify.js';
 
 /** What the watches hold, and who hears about changes. */
 class Store {
@@ -111,6 +113,9 @@ for (const plural of ['sessions', 'projects', 'events']) {
   w.run();
 }
 showLive();
+
+// The browser's notifications, when the person asks for them (the header's bell).
+new Notifier(store, document.getElementById('notify'));
 
 // The title counts what the overview shows across all projects and labels, so a background tab
 // tells at a glance whether anything waits for a person.

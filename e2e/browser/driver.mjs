@@ -85,6 +85,7 @@ async function open(req) {
   if (req.viewport) options.viewport = req.viewport;
   const context = await browser.newContext(options);
   if (req.cookies?.length) await context.addCookies(req.cookies);
+  if (req.permissions?.length) await context.grantPermissions(req.permissions);
   // Source run in every document of the context before its own scripts.
   if (req.initScript) await context.addInitScript(req.initScript);
   const page = await context.newPage();

@@ -148,6 +148,10 @@ pub(crate) struct Options {
     pub cookies: Vec<Value>,
     /// The viewport (width, height) in CSS pixels; Playwright's 1280×720 when `None`.
     pub viewport: Option<(u32, u32)>,
+    /// Permissions the context grants its pages, as Playwright names them (`notifications`).
+    pub permissions: Vec<&'static str>,
+    /// Source run in every document of the context before the page's own scripts.
+    pub init_script: Option<String>,
 }
 
 impl Browser {
@@ -195,9 +199,12 @@ impl Browser {
 
     /// A new browser context (its own cookies and storage) with one page.
     pub(crate) fn open(&self, opts: Options) -> Page {
-        let mut args = json!({"cookies": opts.cookies});
+        let mut args = json!({"cookies": opts.cookies, "permissions": opts.permissions});
         if let Some((w, h)) = opts.viewport {
             args["viewport"] = json!({"width": w, "height": h});
+        }
+        if let Some(source) = opts.init_script {
+            args["initScript"] = json!(source);
         }
         let id = self.driver.call("open", args, STEP + SLACK).unwrap_or_else(|e| panic!("open a browser context: {e}"));
         Page { driver: self.driver.clone(), id: id.as_str().expect("a page id").to_string() }

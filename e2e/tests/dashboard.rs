@@ -132,7 +132,7 @@ fn login(server: &Server, browser: &Browser) -> (String, Value) {
 
 /// A page with the dashboard's cookie, at `path` of the dashboard.
 fn signed_in(browser: &Browser, origin: &str, cookie: &Value, viewport: Option<(u32, u32)>, path: &str) -> Page {
-    let page = browser.open(Options { cookies: vec![cookie.clone()], viewport });
+    let page = browser.open(Options { cookies: vec![cookie.clone()], viewport, ..Options::default() });
     let nav = page.goto(&format!("{origin}{path}"));
     assert_eq!(nav.status, Some(200), "{path} with the cookie: {nav:?}");
     page
@@ -153,6 +153,33 @@ const OVERVIEW: &str = r#"() => ({
     })),
   })),
 })"#;
+
+/// Wraps the page's `Notification` so that every notification shown (the browser's own, still
+/// made) is noted by title in `localStorage['test.shown']`.
+const COUNT_NOTIFICATIONS: &str = r#"(() => {
+  const Real = window.Notification;
+  if (!Real) return;
+  class Noted extends Real {
+    constructor(title, options) {
+      super(title, options);
+      const shown = JSON.parse(localStorage.getItem('test.shown') ?? '[]');
+      shown.push(title);
+      localStorage.setItem('test.shown', JSON.stringify(shown));
+    }
+  }
+  window.Notification = Noted;
+})();"#;
+
+/// Notes in `window.__aoctlRedrawn` the session of every row the overview draws from now on.
+const REDRAWN: &str = r#"() => {
+  window.__aoctlRedrawn = [];
+  new MutationObserver((records) => {
+    for (const r of records) for (const n of r.addedNodes) {
+      if (n.matches?.('a.session')) window.__aoctlRedrawn.push(n.dataset.session);
+    }
+  }).observe(document.getElementById('view'), { childList: true, subtree: true });
+  return true;
+}"#;
 
 /// Where each session's row is: name → (group, phase text).
 type Rows = std::collections::BTreeMap<String, (String, String)>;
@@ -323,13 +350,30 @@ async fn the_overview_groups_the_sessions_and_moves_an_agent_that_asks_without_a
     let browser = Browser::launch();
     let (origin, cookie) = login(&server, &browser);
 
-    let page = signed_in(&browser, &origin, &cookie, None, "/");
+    // The browser's notifications are allowed in this context, and each one shown is noted in
+    // the profile's storage (shared by its tabs and kept across reloads).
+    let page = browser.open(Options {
+        cookies: vec![cookie.clone()],
+        permissions: vec!["notifications"],
+        init_script: Some(COUNT_NOTIFICATIONS.into()),
+        ..Options::default()
+    });
+    assert_eq!(page.goto(&format!("{origin}/")).status, Some(200));
     page.wait_for("#live[data-state=live]", LIVE);
     let rows = overview_agrees(&server, &page).await;
     assert_eq!(rows.len(), names.len(), "{rows:#?}");
+    // A second tab of the same browser, and the person's one click on the bell in the first.
+    let other = page.new_tab(&format!("{origin}/"));
+    other.wait_for("#live[data-state=live]", LIVE);
+    page.wait_for("#notify[data-state=off]", STEP);
+    page.click("#notify");
+    page.wait_for("#notify[data-state=on]", STEP);
+    other.wait_for("#notify[data-state=on]", STEP);
 
-    // The agent asks a person: its row moves to needs-input in the same document.
+    // The agent asks a person: its row moves to needs-input in the same document; no other row
+    // is drawn again.
     page.eval("() => { window.__aoctlKept = 'the same document'; return true; }", json!(null));
+    page.eval(REDRAWN, json!(null));
     let r =
         server.json("POST", &format!("{API}/sessions/login-form/input"), &json!({"text": "ask before the edit"})).await;
     assert!(r.code == 200 || r.code == 202, "{}", r.text());
@@ -350,6 +394,22 @@ async fn the_overview_groups_the_sessions_and_moves_an_agent_that_asks_without_a
     assert_eq!(rows["login-form"].0, "needs-input", "{rows:#?}");
     let title = page.eval("() => document.title", json!(null));
     assert!(title.as_str().is_some_and(|t| t.starts_with("(1) aoctl — 1 needs input")), "the title: {title}");
+    let redrawn = page.eval("() => [...new Set(window.__aoctlRedrawn)]", json!(null));
+    assert_eq!(redrawn, json!(["login-form"]), "rows drawn again for one session's change");
+
+    // Told once across both tabs, and not again after a reload.
+    let told = || page.eval("() => JSON.parse(localStorage.getItem('test.shown') ?? '[]')", json!(null));
+    page.wait_until(
+        "one notification",
+        "() => (JSON.parse(localStorage.getItem('test.shown') ?? '[]')).length >= 1",
+        json!(null),
+        LIVE,
+    );
+    other.goto(&format!("{origin}/"));
+    other.wait_for("#live[data-state=live]", LIVE);
+    other.wait_for("a.session[data-session=\"login-form\"][data-group=\"needs-input\"]", LIVE);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(told(), json!(["login-form needs input"]), "notifications shown");
     let d = page.diagnostics();
     assert!(!d.console_errors.iter().any(|e| e.starts_with("uncaught")), "the page threw: {d:#?}");
     page.screenshot(&image("dashboard-overview.png"), true);
@@ -605,7 +665,7 @@ async fn a_terminal_websocket_opened_by_a_page_of_another_origin_is_refused() {
     // loopback address (another site).
     for ip in [Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(127, 0, 0, 2)] {
         let elsewhere = Elsewhere::start(ip);
-        let foreign = browser.open(Options { cookies: vec![cookie.clone()], viewport: None });
+        let foreign = browser.open(Options { cookies: vec![cookie.clone()], ..Options::default() });
         let nav = foreign.goto(&format!("{}/", elsewhere.origin));
         assert_eq!(nav.status, Some(200), "{nav:?}");
         let r = foreign.eval_for(OPEN_SOCKET, json!(url), Duration::from_secs(30));
