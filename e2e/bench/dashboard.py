@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The web dashboard in headless Chromium (through e2e/browser/driver.mjs), with 100 sessions, 98
-of them on a project without a repository (rows, no agent), one whose status is written and one
-running `cat` in tmux. Prints three JSON result lines:
+"""The web dashboard in headless Chromium (through e2e/browser/driver.mjs), with 1,000 sessions
+(BENCH_SESSIONS), all but two on a project without a repository (rows, no agent), one whose status
+is written and one running `cat` in tmux. Prints three JSON result lines:
 
 - status → row: the time from a status write (PUT …/status, the phase moving between Merged and
   what the controller makes of the session otherwise) to the row changing group in the page,
-  timestamped by a MutationObserver in the page; p50/p95 over 50 writes. Baseline in the same run:
-  the same write's event at a plain watch of sessions.
+  timestamped by a MutationObserver in the page; p50/p95/p99 over 50 writes, and how many rows the
+  page drew for them (the probe's own, and any other's). Baseline in the same run: the same
+  write's event at a plain watch of sessions.
 - keystroke echo: one key typed over the dashboard's terminal WebSocket (from the page) until its
   echo comes back, against `tmux attach` in a PTY on the same tmux session, in alternating rounds;
   the ratio of the medians. The same WebSocket from a client made by hand in Python (no browser)
@@ -38,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import API, Server, cleanup, loadavg, make_repo, median, percentile, running, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
-SESSIONS = int(os.environ.get("BENCH_SESSIONS", "100"))
+SESSIONS = int(os.environ.get("BENCH_SESSIONS", "1000"))
 WRITES = int(os.environ.get("BENCH_WRITES", "50"))
 KEYS = int(os.environ.get("BENCH_KEYS", "20"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
@@ -140,9 +141,16 @@ class Watcher:
                 return at
 
 
-# Records, in the page, each change of the probe row's group with its wall time.
+# Records, in the page, each change of the probe row's group with its wall time, and every row the
+# page draws (the probe's, or another's).
 OBSERVE = """(name) => {
   window.__changes = [];
+  window.__drawn = {own: 0, others: 0};
+  new MutationObserver((records) => {
+    for (const r of records) for (const n of r.addedNodes) {
+      if (n.matches?.('a.session')) window.__drawn[n.dataset.session === name ? 'own' : 'others'] += 1;
+    }
+  }).observe(document.getElementById('view'), {subtree: true, childList: true});
   const where = () => document.querySelector(`a.session[data-session="${name}"]`)
       ?.closest('section.group')?.dataset.group ?? null;
   let last = where();
@@ -182,11 +190,15 @@ def status_to_row(srv, browser, page, base_phase):
         resp_ms.append(change["at"] - t1 * 1000)
         watch_ms.append((at - t0) * 1000)
         time.sleep(0.2)
+    drawn = browser.call("evaluate", page=page, expression="() => window.__drawn")
     return {
-        "benchmark": "dashboard_status_to_row", "writes": WRITES, "groups": sorted(g or "none" for g in groups),
+        "benchmark": "dashboard_status_to_row", "sessions": SESSIONS, "writes": WRITES,
+        "groups": sorted(g or "none" for g in groups),
         "write_to_row_p50_ms": round(median(page_ms), 1), "write_to_row_p95_ms": round(percentile(page_ms, 95), 1),
+        "write_to_row_p99_ms": round(percentile(page_ms, 99), 1),
         "response_to_row_p50_ms": round(median(resp_ms), 1),
         "response_to_row_p95_ms": round(percentile(resp_ms, 95), 1),
+        "rows_drawn_probe": drawn["own"], "rows_drawn_others": drawn["others"],
         "baseline_write_to_watch_event_p50_ms": round(median(watch_ms), 1),
         "baseline_write_to_watch_event_p95_ms": round(percentile(watch_ms, 95), 1),
     }
@@ -346,10 +358,10 @@ def keystroke_echo(srv, browser, page):
         tm += pty_echo(srv, keys)
     return {
         "benchmark": "dashboard_keystroke_echo", "keys": len(ws),
-        "browser_websocket_p50_ms": round(median(ws), 2), "browser_websocket_p95_ms": round(percentile(ws, 95), 2),
-        "python_websocket_p50_ms": round(median(raw), 2), "python_websocket_p95_ms": round(percentile(raw, 95), 2),
-        "tmux_attach_pty_p50_ms": round(median(tm), 2), "tmux_attach_pty_p95_ms": round(percentile(tm, 95), 2),
-        "ratio_p50": round(median(ws) / median(tm), 2),
+        "browser_websocket_p50_ms": round(median(ws), 2), "browser_websocket_p99_ms": round(percentile(ws, 99), 2),
+        "python_websocket_p50_ms": round(median(raw), 2), "python_websocket_p99_ms": round(percentile(raw, 99), 2),
+        "tmux_attach_pty_p50_ms": round(median(tm), 2), "tmux_attach_pty_p99_ms": round(percentile(tm, 99), 2),
+        "ratio_p50": round(median(ws) / median(tm), 2), "ratio_p99": round(percentile(ws, 99) / percentile(tm, 99), 2),
     }
 
 
