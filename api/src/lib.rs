@@ -1,8 +1,9 @@
 //! Resource types of aoctl: metadata, `Project`, `Session`, `GitSource`, `IssueSource`, `Event`, conditions, durations,
 //! quantities, validation, defaults, selectors, finalizer names, JSON Schema, CustomResourceDefinitions and the API's envelopes
-//! (`Status`, watch lines, lists, tables, the messages of multiplexed streams).
+//! (`Status`, watch lines, lists, tables, the messages of multiplexed streams) and the backup file.
 //! This crate does no IO.
 
+pub mod backup;
 pub mod condition;
 pub mod crd;
 pub mod decode;

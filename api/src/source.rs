@@ -11,6 +11,11 @@ pub const RECONCILE: &str = "ao.dev/reconcile";
 pub const RECONCILE_DISABLED: &str = "disabled";
 /// Annotation `aoctl reconcile KIND NAME` sets on a source (a timestamp): sync now.
 pub const REQUESTED_AT: &str = "ao.dev/reconcile-requested-at";
+/// Annotation a `GitSource` keeps on a Session it applies: the repository's values, as JSON by
+/// field path, of the fields a person's action sets (`spec.stopped`,
+/// `spec.reactions.approved-and-green`) when the source last applied them. The source applies
+/// such a field again only when the repository's value differs from the one recorded.
+pub const LAST_APPLIED_FIELDS: &str = "ao.dev/last-applied-fields";
 
 /// The [`MANAGED_BY`] value of source `name` of `kind`, e.g. `gitsource/fleet`.
 pub fn managed_by(kind: Kind, name: &str) -> String {

@@ -171,6 +171,20 @@ pub(crate) enum Command {
     /// token (its scopes and rate budget) and webhooks. Exits 0 when nothing failed (warnings do
     /// not fail), 1 otherwise.
     Doctor(DoctorArgs),
+    /// Write every object the server holds to FILE, as it stood at one resourceVersion.
+    ///
+    /// Works while the server runs. FILE is JSON lines: a header (format, backend,
+    /// resourceVersion, time, object count), then one stored object a line, status and metadata
+    /// included. It is written as FILE.partial, checked, flushed to disk and renamed, so an
+    /// interrupted backup leaves an earlier FILE as it was. Takes the API's bearer token.
+    Backup(BackupArgs),
+    /// Load a backup into an empty store: sled in DATA_DIR/store, or an etcd prefix.
+    ///
+    /// Run it with the server stopped; a store that holds any object is refused, and so is a file
+    /// that does not decode (the error names the line). sled keeps every object's resourceVersion;
+    /// etcd numbers them anew (docs/store.md). Agents still running in the data folder are
+    /// adopted when the server starts, not started again.
+    Restore(RestoreArgs),
     /// Print a shell completion script.
     Completion(CompletionArgs),
 }
@@ -193,6 +207,36 @@ pub(crate) struct DoctorArgs {
 pub(crate) enum ReportFormat {
     Text,
     Json,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BackupArgs {
+    /// The file to write (replaced only once the backup is whole).
+    #[arg(short = 'o', long = "output", required = true, value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RestoreArgs {
+    /// A file of `aoctl backup -o FILE`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Where the objects are kept, as `aoctl serve` takes it.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// Where the objects are kept: sled in DATA_DIR/store, or an etcd v3 cluster (--etcd-endpoints).
+    #[arg(long = "store", value_enum, env = "AOCTL_STORE", default_value_t = StoreKind::Sled, value_name = "STORE")]
+    pub kind: StoreKind,
+    /// The etcd cluster's client URLs, comma-separated (with --store etcd).
+    #[arg(long, env = "AOCTL_ETCD_ENDPOINTS", value_delimiter = ',', value_name = "URL[,URL...]")]
+    pub etcd_endpoints: Vec<String>,
+    /// The key prefix of the objects in etcd.
+    #[arg(long, env = "AOCTL_ETCD_PREFIX", default_value = "/aoctl", value_name = "PREFIX")]
+    pub etcd_prefix: String,
 }
 
 #[derive(Debug, Args)]
@@ -229,13 +273,17 @@ pub(crate) struct ServeArgs {
     pub etcd_prefix: String,
     /// This replica's node: the machine and data folder its tmux and process sessions live on;
     /// a leader of another node leaves them alone. Replicas sharing a data folder are one node
-    /// [default: the host name].
+    /// [default: the data folder's node id, `<host>-<suffix>`, kept in DATA_DIR/node-id].
     #[arg(long, env = "AOCTL_NODE", value_name = "NAME")]
     pub node: Option<String>,
     /// With --store etcd: how long a leader that stops answering keeps its lease, so how soon
     /// another replica takes over (at least 2 s).
     #[arg(long, env = "AOCTL_LEASE_TTL", default_value = "5s", value_parser = parse_lease_ttl, value_name = "DURATION")]
     pub lease_ttl: Duration,
+    /// How long an Event is kept after its last write; the controller deletes older ones
+    /// (webhook delivery records too). Each object also keeps only its newest 100 events.
+    #[arg(long, env = "AOCTL_EVENT_TTL", default_value = "1h", value_parser = parse_event_ttl, value_name = "DURATION")]
+    pub event_ttl: Duration,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -483,6 +531,14 @@ fn parse_lease_ttl(s: &str) -> Result<Duration, ArgError> {
     Ok(ttl)
 }
 
+fn parse_event_ttl(s: &str) -> Result<Duration, ArgError> {
+    let ttl = parse_duration(s)?;
+    if ttl < Duration::from_secs(1) {
+        return Err(ArgError::Invalid(format!("--event-ttl `{s}`: expected a duration of at least 1s")));
+    }
+    Ok(ttl)
+}
+
 fn parse_name(s: &str) -> Result<String, ArgError> {
     aoctl_api::validate::dns1123_label(s).map(|()| s.to_string()).map_err(ArgError::Invalid)
 }
@@ -515,9 +571,14 @@ fn parse_label(s: &str) -> Result<(String, String), ArgError> {
 impl Cli {
     /// Checks rules across flags; the message is for a usage error.
     fn check(&self) -> Result<(), ArgError> {
-        if let Command::Serve(a) = &self.command {
-            let endpoints = a.etcd_endpoints.iter().any(|e| !e.trim().is_empty());
-            match a.store {
+        let store = match &self.command {
+            Command::Serve(a) => Some((a.store, &a.etcd_endpoints)),
+            Command::Restore(a) => Some((a.store.kind, &a.store.etcd_endpoints)),
+            _ => None,
+        };
+        if let Some((kind, endpoints)) = store {
+            let endpoints = endpoints.iter().any(|e| !e.trim().is_empty());
+            match kind {
                 StoreKind::Etcd if !endpoints => return Err(ArgError::NoEtcdEndpoints),
                 StoreKind::Sled if endpoints => return Err(ArgError::EndpointsWithoutEtcd),
                 _ => {}
@@ -584,6 +645,44 @@ mod tests {
         let Command::Serve(a) = Cli::try_parse_from(["aoctl", "serve"]).unwrap().command else { panic!() };
         assert_eq!(a.lease_ttl, Duration::from_secs(5));
         assert_eq!(a.node, None);
+    }
+
+    #[test]
+    fn serve_event_ttl_is_an_hour_unless_given() {
+        let ttl = |args: &[&str]| match Cli::try_parse_from([&["aoctl", "serve"], args].concat()).map(|c| c.command) {
+            Ok(Command::Serve(a)) => Ok(a.event_ttl),
+            Ok(_) => unreachable!("a serve command"),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(ttl(&[]).unwrap(), Duration::from_secs(3600));
+        assert_eq!(ttl(&["--event-ttl", "24h"]).unwrap(), Duration::from_secs(86_400));
+        assert_eq!(ttl(&["--event-ttl", "90s"]).unwrap(), Duration::from_secs(90));
+        assert!(ttl(&["--event-ttl", "0s"]).unwrap_err().contains("at least 1s"));
+        assert!(ttl(&["--event-ttl", "soon"]).is_err());
+    }
+
+    #[test]
+    fn backup_and_restore_flags() {
+        let cli = Cli::try_parse_from(["aoctl", "backup", "-o", "b.jsonl"]).unwrap();
+        let Command::Backup(a) = cli.command else { panic!("a backup command") };
+        assert_eq!(a.output, PathBuf::from("b.jsonl"));
+        assert!(Cli::try_parse_from(["aoctl", "backup"]).is_err(), "-o is required");
+        let restore = |args: &[&str]| {
+            let cli = Cli::try_parse_from([&["aoctl", "restore"], args].concat()).expect("the flags parse");
+            cli.check().map(|()| match cli.command {
+                Command::Restore(a) => (a.file, a.store.kind, a.store.etcd_endpoints, a.store.etcd_prefix),
+                _ => unreachable!("a restore command"),
+            })
+        };
+        assert_eq!(restore(&["b.jsonl"]).unwrap(), ("b.jsonl".into(), StoreKind::Sled, vec![], "/aoctl".to_string()));
+        let etcd = restore(&["b.jsonl", "--store", "etcd", "--etcd-endpoints", "http://a:2379", "--etcd-prefix", "/p"]);
+        assert_eq!(etcd.unwrap(), ("b.jsonl".into(), StoreKind::Etcd, vec!["http://a:2379".to_string()], "/p".into()));
+        assert!(matches!(restore(&["b.jsonl", "--store", "etcd"]), Err(ArgError::NoEtcdEndpoints)));
+        assert!(matches!(
+            restore(&["b.jsonl", "--etcd-endpoints", "http://a:2379"]),
+            Err(ArgError::EndpointsWithoutEtcd)
+        ));
+        assert!(Cli::try_parse_from(["aoctl", "restore"]).is_err(), "FILE is required");
     }
 
     #[test]

@@ -395,6 +395,15 @@ impl Client {
         Ok(TextStream { response, url: shown })
     }
 
+    /// The server's backup (`GET /apis/ao.dev/v1alpha1/backup`), read as it arrives: a large one
+    /// takes as long as it takes, so no overall timeout applies.
+    pub(crate) async fn backup(&self) -> Result<TextStream, ClientError> {
+        let url = self.url(&["apis", aoctl_api::GROUP, aoctl_api::VERSION, "backup"]);
+        let shown = url.to_string();
+        let response = self.send(Method::GET, url, |r| r).await?;
+        Ok(TextStream { response, url: shown })
+    }
+
     /// Types `text` into a session's agent; the server answers once delivery was verified (or
     /// the message was queued), with a `Status` whose message says what was done.
     pub(crate) async fn send_input(&self, session: &str, text: &str) -> Result<Status, ClientError> {

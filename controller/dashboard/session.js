@@ -1,7 +1,8 @@
 // A session's page (`#/sessions/NAME`): its live terminal, transcript, conditions and events, the
 // diff of its branch with clickable lines that send `path:line: text` to the agent, and the
 // buttons that send, stop, resume, delete and merge, and the answer box of a question the agent
-// asked (`ask_human`); each action's answer shows in #toast.
+// asked (`ask_human`); each action's answer shows in #toast. On a session a GitSource manages, a
+// line under the buttons says which of a person's edits the source keeps (docs/gitops.md).
 
 import { API, LogFollow, request, fetchText } from './api.js';
 import { h, replace, toast } from './dom.js';
@@ -15,6 +16,19 @@ import { TerminalView } from './terminal.js';
 const TRANSCRIPT_MAX = 400_000;
 
 const path = (name, sub = '') => `sessions/${encodeURIComponent(name)}${sub}`;
+
+/** The name of the GitSource that manages `session` (annotation `ao.dev/managed-by`), or null. */
+export function gitSourceOf(session) {
+  const by = session?.metadata?.annotations?.['ao.dev/managed-by'];
+  return typeof by === 'string' && by.startsWith('gitsource/') ? by.slice('gitsource/'.length) || null : null;
+}
+
+/** What GitSource `name` (`source`, the object, once fetched) keeps of a person's edits. */
+export function sourceNote(name, source) {
+  const spec = source?.spec;
+  const where = spec?.url ? ` (${spec.url}${spec.path ? `, ${spec.path}` : ''})` : '';
+  return `Managed by GitSource ${name}${where}: Stop, Resume and Merge when green are kept until the repository changes them; other edits are undone at its next sync.`;
+}
 
 /** Sends `text` to the session's agent and shows the answer; whether it was taken. */
 export async function sendText(name, text) {
@@ -105,6 +119,7 @@ export class SessionPage {
       ),
       h('button', { type: 'button', 'data-action': 'delete', class: 'danger', onclick: () => this.remove() }, 'Delete'),
     );
+    this.sourceLine = h('p', { class: 'source-note hint muted', 'data-field': 'source', hidden: true });
 
     this.root = h(
       'section',
@@ -142,7 +157,7 @@ export class SessionPage {
         h(
           'div',
           { class: 'side-col' },
-          h('section', { class: 'panel actions-panel', 'aria-label': 'Actions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Send to the agent')), h('div', { class: 'panel-body' }, sendForm, this.actions)),
+          h('section', { class: 'panel actions-panel', 'aria-label': 'Actions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Send to the agent')), h('div', { class: 'panel-body' }, sendForm, this.actions, this.sourceLine)),
           h('section', { class: 'panel status-panel', 'aria-label': 'Status' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Status')), h('div', { class: 'panel-body' }, this.facts)),
           h('section', { class: 'panel conditions-panel', 'aria-label': 'Conditions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Conditions')), this.conditions),
           h('section', { class: 'panel events-panel', 'aria-label': 'Events' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Events')), this.events),
@@ -208,6 +223,7 @@ export class SessionPage {
         gone ? h('p', { class: 'muted' }, this.existed ? 'This session was deleted. ' : 'There is no session of this name. ', h('a', { href: '#/' }, 'Back to the overview')) : null,
       );
       for (const b of this.actions.querySelectorAll('button')) b.disabled = gone;
+      this.sourceLine.hidden = true;
       return;
     }
     this.existed = true;
@@ -246,6 +262,7 @@ export class SessionPage {
     q('merge').disabled = deleting || pr?.state === 'merged';
     q('merge').setAttribute('aria-pressed', merging ? 'true' : 'false');
     q('merge').textContent = merging ? 'Merging when green' : 'Merge when green';
+    this.renderSource(s);
 
     const rt = s.status?.runtime;
     const usage = s.status?.usage;
@@ -274,6 +291,23 @@ export class SessionPage {
           )
         : h('p', { class: 'muted' }, 'No conditions yet.'),
     );
+  }
+
+  /** The line on the source that manages the session, if one does; its GitSource fetched once. */
+  renderSource(s) {
+    const name = gitSourceOf(s);
+    this.sourceLine.hidden = !name;
+    if (!name) return;
+    if (this.gitSourceName !== name) {
+      this.gitSourceName = name;
+      this.gitSource = null;
+      request('GET', `${API}/gitsources/${encodeURIComponent(name)}`).then((r) => {
+        if (!r.ok || this.gitSourceName !== name || this.abort.signal.aborted) return;
+        this.gitSource = r.body;
+        this.sourceLine.textContent = sourceNote(name, this.gitSource);
+      });
+    }
+    this.sourceLine.textContent = sourceNote(name, this.gitSource);
   }
 
   renderEvents() {

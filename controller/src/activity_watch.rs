@@ -11,6 +11,9 @@
 //! session is woken at once and again [`RECHECK_AFTER_CLOSE`] later, in case the exit was not yet
 //! visible to the first probe.
 //!
+//! A message added to a session's inbox (by a replica that does not lead, see `crate::input`)
+//! wakes the session at once, so the leader types it.
+//!
 //! The workspaces are watched one level deep: a session folder deleted or moved away from outside
 //! wakes its session at once, which reports `WorkspaceReady=False` (`WorkspaceMissing`) and makes it
 //! again, rather than leaving its agent in a deleted folder until the next resync.
@@ -179,6 +182,13 @@ fn handle(fleet: &Fleet, wake: &impl Wake, debounce: &mut Debounce, event: &Even
     if !closed && !grew {
         return;
     }
+    if matches!(event.kind, EventKind::Create(_)) {
+        // A message another replica of this node added to the inbox: this leader types it.
+        let root = fleet.sessions_dir();
+        for session in event.paths.iter().filter_map(|p| crate::typing::inbox_message_of(root, p)) {
+            wake.wake(&session);
+        }
+    }
     for session in event.paths.iter().filter_map(|p| fleet.transcript_of(p)) {
         if closed {
             fleet.output_closed(&session);
@@ -329,6 +339,17 @@ mod tests {
         assert_eq!(woken.take(), vec![], "files of a workspace and its record are no news");
         std::fs::remove_dir_all(&ws).unwrap();
         woken.wait_for("gone", Duration::ZERO).await;
+        let _ = stop.send(());
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_message_added_to_an_inbox_wakes_its_session() {
+        let (_dir, fleet, woken, stop, task) = watched().await;
+        session_folder(&fleet, "asked").await;
+        // As a replica that does not lead adds it.
+        fleet.typing_files("asked").enqueue("hello").await.unwrap();
+        woken.wait_for("asked", Duration::ZERO).await;
         let _ = stop.send(());
         task.await.unwrap();
     }

@@ -1,15 +1,49 @@
 //! `aoctl send`: a message typed into a session's agent at once when nothing waits before it,
 //! else queued in the session's inbox for its reconcile to type in turn (see [`crate::typing`]).
+//!
+//! Only the replica that leads types ([`Typist`]): on any other, the message goes to the inbox,
+//! which the replicas of one node share with their data folder, and the leader's reconcile types
+//! it (the leader's transcript watcher sees it arrive and wakes the session). One the leader
+//! would type at once is waited for, within a bound, so the answer says whether it was
+//! delivered.
+
+use std::time::Duration;
 
 use aoctl_api::condition::{self, types};
 use aoctl_api::session::{ActivityState, Phase};
 use aoctl_api::{Project, Session};
-use aoctl_runtimes::{agents, Handle};
+use aoctl_runtimes::{agents, Handle, RuntimeError};
 use aoctl_store::{Store, StoreError};
 
 use crate::machine::{agent_of, input_style, Machine};
 use crate::metrics::Metrics;
-use crate::typing::{type_message, TypingError, What};
+use crate::typing::{type_message, Outcome, TypingError, What};
+
+/// How often a replica waiting for the leader's delivery of a message looks at the inbox.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// Which process types a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Typist {
+    /// This one: it leads (and runs the session's reconcile).
+    Here,
+    /// The leading replica, of this node: this one queues the message, and waits for the
+    /// delivery of one that may be typed now up to `bound`.
+    Leader { bound: Duration },
+    /// None now: no replica of this node leads. The message waits in the inbox until one does.
+    None,
+}
+
+/// What a queued message waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waits {
+    /// Its turn: the first prompt, or the messages queued before it.
+    Turn,
+    /// The leading replica, which had not typed it within the bound.
+    Leader,
+    /// A replica of this node to lead.
+    NoLeader,
+}
 
 /// What [`send_or_queue`] did with a message.
 #[derive(Debug, PartialEq, Eq)]
@@ -19,7 +53,7 @@ pub enum Sent {
     /// Written to the session's inbox as message `seq`; the session's reconcile types it once the
     /// first prompt is delivered (`prompt_done` says whether it is) and the `ahead` messages queued
     /// before it are.
-    Queued { seq: u64, ahead: usize, prompt_done: bool },
+    Queued { seq: u64, ahead: usize, prompt_done: bool, waits: Waits },
 }
 
 /// Why [`send_or_queue`] typed nothing and queued nothing, or failed.
@@ -41,7 +75,8 @@ pub enum SendError {
 /// durably when the agent has not had its first prompt yet or messages wait before it (and wakes
 /// the session's reconcile through `wake`, which types them in order). Refuses a session that is
 /// rate-limited, or has no agent and will not have one. A message whose typing failed is taken
-/// out of the inbox, so it is not typed again.
+/// out of the inbox, so it is not typed again. Where `typist` is not this process, the message is
+/// only queued, for the leader's reconcile.
 pub async fn send_or_queue(
     store: &Store,
     machine: &dyn Machine,
@@ -49,6 +84,7 @@ pub async fn send_or_queue(
     wake: &aoctl_engine::Trigger,
     name: &str,
     text: &str,
+    typist: Typist,
 ) -> Result<Sent, SendError> {
     let s: Session = store.get_typed(name).await?;
     if let Some(a) = s.status.activity.as_ref().filter(|a| a.state == ActivityState::RateLimited) {
@@ -64,11 +100,21 @@ pub async fn send_or_queue(
     let files = machine.files().typing(name);
     let lock = machine.typing().lock(name).await;
     let queued = files.enqueue(text).await?;
-    let ahead = files.queued().await?.len() - 1;
-    let Some(rt_status) = rt_status.filter(|_| files.prompt_done() && ahead == 0) else {
+    let ahead = files.queued().await?.iter().filter(|q| q.seq < queued.seq).count();
+    let now = rt_status.as_ref().is_some_and(|_| files.prompt_done() && ahead == 0);
+    let waits = match typist {
+        Typist::Here => Waits::Turn,
+        Typist::Leader { bound } if now => {
+            drop(lock);
+            return delivered_by_leader(&files, name, queued.seq, bound, rt_status).await;
+        }
+        Typist::Leader { .. } => Waits::Turn,
+        Typist::None => Waits::NoLeader,
+    };
+    let Some(rt_status) = rt_status.filter(|_| now && typist == Typist::Here) else {
         drop(lock);
         wake.trigger(name);
-        return Ok(Sent::Queued { seq: queued.seq, ahead, prompt_done: files.prompt_done() });
+        return Ok(Sent::Queued { seq: queued.seq, ahead, prompt_done: files.prompt_done(), waits });
     };
     let project: Option<Project> = store.get_typed(&s.spec.project).await.ok();
     let rt = machine.runtime_for(&s, project.as_ref(), rt_status.kind).await.map_err(TypingError::from)?;
@@ -80,9 +126,38 @@ pub async fn send_or_queue(
     if sent.is_err() {
         // Answered with the error: not typed again by the reconcile.
         files.drop_queued(queued.seq).await?;
+        files.forget_failure(queued.seq).await;
     }
     sent?;
     Ok(Sent::Delivered)
+}
+
+/// Waits up to `bound` for the leading replica to type inbox message `seq` of session `name`:
+/// delivered, failed (with the leader's reason), or still queued.
+async fn delivered_by_leader(
+    files: &crate::typing::Files,
+    name: &str,
+    seq: u64,
+    bound: Duration,
+    rt_status: Option<aoctl_api::session::RuntimeStatus>,
+) -> Result<Sent, SendError> {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        match files.outcome(seq).await? {
+            Outcome::Delivered => return Ok(Sent::Delivered),
+            Outcome::Failed(why) => {
+                let runtime = rt_status.map_or(aoctl_runtimes::DEFAULT_RUNTIME, |r| r.kind).as_str();
+                let message = format!("message {seq} for session \"{name}\", typed by the leading replica: {why}");
+                return Err(TypingError::Runtime(RuntimeError::NotDelivered { runtime, message }).into());
+            }
+            Outcome::Waiting if tokio::time::Instant::now() >= deadline => {
+                let ahead = files.queued().await?.iter().filter(|q| q.seq < seq).count();
+                let prompt_done = files.prompt_done();
+                return Ok(Sent::Queued { seq, ahead, prompt_done, waits: Waits::Leader });
+            }
+            Outcome::Waiting => tokio::time::sleep(LOOK_EVERY).await,
+        }
+    }
 }
 
 /// Whether a session without a running agent will have one without a change to it: it is not

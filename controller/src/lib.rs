@@ -4,6 +4,7 @@
 pub mod activity_watch;
 pub mod admission;
 pub mod agent_token;
+pub mod event_expiry;
 pub mod fleet;
 pub mod forges;
 pub mod http;
@@ -11,10 +12,12 @@ pub mod input;
 pub mod leader;
 pub mod machine;
 pub mod metrics;
+pub mod node;
 pub mod notify;
 pub mod outbox;
 pub mod reconcilers;
 pub mod recorder;
+pub mod restore;
 mod serve;
 pub mod typing;
 

@@ -23,11 +23,19 @@
 //! the verification's time) keeps its journal too, so the next attempt starts with [`recover`]: an
 //! agent that echoed it late (a slow console) gets the submit key, not the prompt a second time.
 //!
-//! [`send_or_queue`] is `aoctl send`: the rules of what may be typed into a session now, what
-//! waits in its inbox, and what is refused.
+//! Only the replica that leads types (`crate::input`): the others add to the inbox, which
+//! replicas of one node share with their data folder, and its reconcile types what they added. So
+//! the journal has one writer. Any process may add to an inbox: a message's number is taken by
+//! linking its file into place, which fails when another took the number first. A queued message
+//! whose typing failed leaves its error beside it (`<seq>.failed`) until it is delivered, for a
+//! replica that waits for its delivery ([`Files::outcome`]).
+//!
+//! `crate::input::send_or_queue` is `aoctl send`: the rules of what may be typed into a session
+//! now, what waits in its inbox, and what is refused.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aoctl_api::Time;
@@ -39,6 +47,17 @@ use tokio::sync::OwnedMutexGuard;
 const JOURNAL: &str = "typing.json";
 /// The folder of the messages waiting to be typed.
 const INBOX: &str = "inbox";
+
+/// What became of a message of the inbox, as a replica waiting for its delivery sees it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// It waits in the inbox (perhaps after a failed try that is tried again).
+    Waiting,
+    /// It was typed and its delivery verified.
+    Delivered,
+    /// Its typing failed, and it is not typed again: why.
+    Failed(String),
+}
 
 /// What a message is, for what its delivery records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +144,34 @@ impl Files {
         self.inbox().join(format!("{seq:020}.json"))
     }
 
+    /// Where the error of a queued message's failed typing is kept.
+    fn failure(&self, seq: u64) -> PathBuf {
+        self.inbox().join(format!("{seq:020}.failed"))
+    }
+
+    /// What became of inbox message `seq`: it waits while its file is there; once gone it was
+    /// delivered, unless its typing failed (the failure is read once, and forgotten).
+    pub async fn outcome(&self, seq: u64) -> Result<Outcome, TypingError> {
+        let item = self.item(seq);
+        if tokio::fs::try_exists(&item).await.map_err(io(&item))? {
+            return Ok(Outcome::Waiting);
+        }
+        let failure = self.failure(seq);
+        match tokio::fs::read_to_string(&failure).await {
+            Ok(why) => {
+                self.forget_failure(seq).await;
+                Ok(Outcome::Failed(why))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Outcome::Delivered),
+            Err(e) => Err(io(&failure)(e)),
+        }
+    }
+
+    /// Forgets the failure recorded for inbox message `seq`, if any.
+    pub async fn forget_failure(&self, seq: u64) {
+        let _ = tokio::fs::remove_file(self.failure(seq)).await;
+    }
+
     /// Whether the first prompt was delivered (or there was none to type).
     pub fn prompt_done(&self) -> bool {
         self.delivered.exists()
@@ -166,14 +213,19 @@ impl Files {
         }
     }
 
-    /// Appends a message to the inbox, flushed to disk before this returns. The caller holds the
-    /// session's typing lock.
+    /// Appends a message to the inbox, flushed to disk before this returns. Its number follows
+    /// the newest queued one's; when another process (a replica of the same node) takes that
+    /// number first, the next one is taken.
     pub async fn enqueue(&self, text: &str) -> Result<Queued, TypingError> {
-        let seq = self.queued().await?.last().map_or(1, |q| q.seq + 1);
-        let q = Queued { seq, text: text.to_string(), at: Time::now() };
-        let bytes = serde_json::to_vec(&q).expect("a message serializes");
-        write_durably(&self.item(seq), &bytes).await?;
-        Ok(q)
+        let mut seq = self.queued().await?.last().map_or(1, |q| q.seq + 1);
+        loop {
+            let q = Queued { seq, text: text.to_string(), at: Time::now() };
+            let bytes = serde_json::to_vec(&q).expect("a message serializes");
+            if create_durably(&self.item(seq), &bytes).await? {
+                return Ok(q);
+            }
+            seq += 1;
+        }
     }
 }
 
@@ -199,6 +251,38 @@ async fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), TypingError> {
     written.map_err(io(&tmp))
 }
 
+/// Writes `path` whole, flushed, unless it exists: written aside and linked into place, so no
+/// reader sees it part-written and only one of several writers makes it. `false` when it existed.
+async fn create_durably(path: &Path, bytes: &[u8]) -> Result<bool, TypingError> {
+    static ASIDE: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().expect("a file in a folder").to_path_buf();
+    let aside = ASIDE.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("{}.{aside}.tmp", std::process::id()));
+    let (bytes, p, t) = (bytes.to_vec(), path.to_path_buf(), tmp.clone());
+    let created = tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
+        use std::io::Write;
+        std::fs::create_dir_all(&dir)?;
+        let written = (|| {
+            let mut f = std::fs::File::create(&t)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::hard_link(&t, &p)
+        })();
+        let _ = std::fs::remove_file(&t);
+        match written {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        #[cfg(unix)]
+        std::fs::File::open(&dir)?.sync_all()?;
+        Ok(true)
+    })
+    .await
+    .map_err(|e| io(path)(std::io::Error::other(e)))?;
+    created.map_err(io(&tmp))
+}
+
 /// Types `text` and records its delivery as `what` says, under the journal described in the
 /// module documentation. The caller holds the session's typing lock and has run [`recover`].
 pub async fn type_message(
@@ -214,8 +298,17 @@ pub async fn type_message(
     let path = files.journal();
     write_durably(&path, &serde_json::to_vec(&journal).expect("a journal serializes")).await?;
     let sent = rt.send(h, text, style).await;
-    if sent.is_ok() {
-        delivered(files, what).await?;
+    match (&sent, what) {
+        (Ok(()), _) => delivered(files, what).await?,
+        // For a replica that waits for its delivery; a try that succeeds later forgets it.
+        (Err(e), What::Queued(seq)) => {
+            let why = match e {
+                RuntimeError::NotDelivered { message, .. } => message.clone(),
+                e => e.to_string(),
+            };
+            let _ = tokio::fs::write(files.failure(seq), why).await;
+        }
+        (Err(_), _) => {}
     }
     // A first prompt that was typed but not seen arriving is looked for again before it is typed
     // again: the journal stays, and `recover` finds it echoed if it arrived late.
@@ -230,7 +323,10 @@ pub async fn type_message(
 async fn delivered(files: &Files, what: What) -> Result<(), TypingError> {
     match what {
         What::Prompt => write_durably(&files.delivered, b"").await,
-        What::Queued(seq) => files.drop_queued(seq).await,
+        What::Queued(seq) => {
+            files.forget_failure(seq).await;
+            files.drop_queued(seq).await
+        }
         What::Marked => Ok(()),
     }
 }
@@ -280,4 +376,81 @@ pub async fn recover(files: &Files, rt: &dyn Runtime, h: &Handle) -> Result<Opti
 /// Clears the journal of a runtime that was replaced: nothing typed into the old one is pending.
 pub async fn reset(files: &Files) {
     let _ = tokio::fs::remove_file(files.journal()).await;
+}
+
+/// The session whose inbox `path` (under the sessions folder `root`) is a message of, if it is one.
+pub fn inbox_message_of(root: &Path, path: &Path) -> Option<String> {
+    if path.extension()? != "json" {
+        return None;
+    }
+    let inbox = path.parent()?;
+    let dir = inbox.parent()?;
+    (inbox.file_name()? == INBOX && dir.parent()? == root).then(|| dir.file_name()?.to_str().map(str::to_string))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &Path) -> Files {
+        Files {
+            dir: dir.join("s"),
+            transcript: dir.join("s/transcript.log"),
+            delivered: dir.join("s/prompt.delivered"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writers_adding_at_once_take_a_number_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let all: Vec<_> = (0..16)
+            .map(|i| {
+                let f = files(dir.path());
+                tokio::spawn(async move { f.enqueue(&format!("message {i}")).await.unwrap().seq })
+            })
+            .collect();
+        let mut seqs = vec![];
+        for t in all {
+            seqs.push(t.await.unwrap());
+        }
+        seqs.sort_unstable();
+        assert_eq!(seqs, (1..=16).collect::<Vec<u64>>(), "one number each, none lost");
+        let queued = files(dir.path()).queued().await.unwrap();
+        assert_eq!(queued.len(), 16);
+        let mut texts: Vec<_> = queued.iter().map(|q| q.text.clone()).collect();
+        texts.sort();
+        texts.dedup();
+        assert_eq!(texts.len(), 16, "every message kept whole");
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("s/inbox")).unwrap().map(|e| e.unwrap().path()).collect();
+        assert!(names.iter().all(|p| p.extension().is_some_and(|x| x == "json")), "nothing left aside: {names:?}");
+    }
+
+    #[tokio::test]
+    async fn an_outcome_is_waiting_then_delivered_or_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let a = f.enqueue("a").await.unwrap();
+        let b = f.enqueue("b").await.unwrap();
+        assert_eq!(f.outcome(a.seq).await.unwrap(), Outcome::Waiting);
+        // A failed try that is tried again: still waiting; then delivered, and the failure gone.
+        std::fs::write(f.failure(a.seq), "the agent did not echo it").unwrap();
+        assert_eq!(f.outcome(a.seq).await.unwrap(), Outcome::Waiting);
+        delivered(&f, What::Queued(a.seq)).await.unwrap();
+        assert_eq!(f.outcome(a.seq).await.unwrap(), Outcome::Delivered);
+        // Dropped after a failure: failed, once.
+        std::fs::write(f.failure(b.seq), "not delivered").unwrap();
+        f.drop_queued(b.seq).await.unwrap();
+        assert_eq!(f.outcome(b.seq).await.unwrap(), Outcome::Failed("not delivered".into()));
+        assert_eq!(f.outcome(b.seq).await.unwrap(), Outcome::Delivered, "read once");
+    }
+
+    #[test]
+    fn inbox_messages_are_told_from_other_files() {
+        let root = Path::new("/data/sessions");
+        assert_eq!(inbox_message_of(root, &root.join("s1/inbox/00000000000000000001.json")).as_deref(), Some("s1"));
+        assert_eq!(inbox_message_of(root, &root.join("s1/inbox/00000000000000000001.1.0.tmp")), None);
+        assert_eq!(inbox_message_of(root, &root.join("s1/transcript.log")), None);
+        assert_eq!(inbox_message_of(root, &root.join("s1/other/1.json")), None);
+        assert_eq!(inbox_message_of(Path::new("/elsewhere"), &root.join("s1/inbox/1.json")), None);
+    }
 }

@@ -1,7 +1,8 @@
 //! GitSource end to end: the real server syncing real bare repositories on disk. Commits that
 //! add, change and remove sessions (with and without prune), a broken manifest, a force-push, a
-//! repository that disappears, drift, `ao.dev/reconcile: disabled`, suspend, `aoctl reconcile`,
-//! a controller killed with SIGKILL in the middle of applying a revision, and deleting a source.
+//! repository that disappears, drift (and a person's Merge when green, which is kept),
+//! `ao.dev/reconcile: disabled`, suspend, `aoctl reconcile`, a controller killed with SIGKILL in
+//! the middle of applying a revision, and deleting a source.
 //! The sessions are `stopped: true` in a project whose repository does not exist, so no agent runs.
 
 use std::collections::BTreeMap;
@@ -310,8 +311,10 @@ async fn drift_is_undone_at_the_next_interval_and_disabled_objects_are_left_alon
     server.create("gitsources", &source("fleet", fleet.url(), true, "1s")).await;
     applied(&server, "fleet", &rev1).await;
 
-    patch(&server, "sessions", "a", json!({"metadata": {"labels": {"by": "hand"}}, "spec": {"prompt": "by hand"}}))
-        .await;
+    // Merge when green, as the dashboard sets it, is a person's action: it is kept.
+    let merge = json!({"approved-and-green": {"auto": true, "action": "merge"}});
+    let by_hand = json!({"metadata": {"labels": {"by": "hand"}}, "spec": {"prompt": "by hand", "reactions": merge}});
+    patch(&server, "sessions", "a", by_hand).await;
     let b = json!({"metadata": {"annotations": {"ao.dev/reconcile": "disabled"}}, "spec": {"prompt": "mine now"}});
     patch(&server, "sessions", "b", b).await;
     let a = server
@@ -320,6 +323,8 @@ async fn drift_is_undone_at_the_next_interval_and_disabled_objects_are_left_alon
     assert_eq!(a["metadata"]["annotations"]["ao.dev/managed-by"], "gitsource/fleet");
     tokio::time::sleep(Duration::from_secs(3)).await;
     sessions_become(&server, &[("a", "one"), ("b", "mine now")]).await;
+    let a = server.object("sessions", "a").await.expect("session a");
+    assert_eq!(a["spec"]["reactions"], merge, "a person's Merge when green outlasts the syncs: {a:#}");
 
     // Removed from the repository with prune on, the disabled one is not pruned either.
     let rev2 = fleet.commit(&[("fleet/b.yaml", None), ("fleet/a.yaml", Some(&session_yaml("a", "newer")))]);

@@ -13,6 +13,7 @@ mod etcd;
 mod harness;
 
 mod auth;
+mod backup;
 mod bad_input;
 mod cli;
 mod dashboard_login;

@@ -4,7 +4,9 @@
 //! leads within seconds, no session is lost or
 //! launched twice, and every write a replica acknowledged meanwhile is there. A leader of another
 //! node leaves the tmux sessions of the node that started them alone, and that node's controller
-//! takes them back without a second launch.
+//! takes them back without a second launch. Replicas with data folders of their own are nodes of
+//! their own without `--node`; one claiming a live replica's node from another folder refuses to
+//! start. Input sent through a follower is typed by the leader alone.
 
 use std::ffi::OsStr;
 use std::time::{Duration, Instant};
@@ -293,4 +295,150 @@ async fn a_docker_session_on_a_shared_engine_moves_with_the_leadership() {
     assert_eq!(on_engine(&name), id, "the same container, and only it");
     beta.aoctl(&["delete", "session", &name, "--wait=60s"]).ok();
     assert_eq!(on_engine(&name), Vec::<String>::new(), "the new leader removed it on delete");
+}
+
+/// The node id a server's data folder names it by (made at its first start).
+fn node_id(server: &Server) -> String {
+    let path = server.data_dir.join("node-id");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).trim().to_string()
+}
+
+/// Two replicas on one machine, each with a data folder of its own and no `--node`: each is a
+/// node of its own (its folder's node id), so when the leader dies the other leaves the leader's
+/// tmux sessions alone rather than launch them again from its own, empty, tmux server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_with_data_folders_of_their_own_are_two_nodes_and_launch_nothing_twice() {
+    let cluster = EtcdCluster::start(1);
+    let prefix = format!("/aoctl-e2e/{}-{}", std::process::id(), free_port());
+    let env = etcd_env(&cluster, &prefix);
+    let mut alpha = Server::start_with_env(&as_env(&env)).await;
+    the_leader(&[&alpha], TAKEOVER).await;
+    let beta = Server::start_with_env(&as_env(&env)).await;
+    let (alpha_node, beta_node) = (node_id(&alpha), node_id(&beta));
+    assert_ne!(alpha_node, beta_node, "two data folders, two node ids");
+    let mut cleanup = Cleanup::new(&alpha);
+    let repo = agent_repo(alpha.tmp.path(), "own");
+    let log = alpha.tmp.path().join("launches.log");
+    alpha.create("projects", &project("own", &repo, json!({}))).await;
+    let names = ["o1", "o2", "o3"];
+    let tokens: Vec<String> = names.iter().map(|n| token(n)).collect();
+    for (name, tok) in names.iter().zip(&tokens) {
+        alpha.create("sessions", &session(name, "own", tok, json!({"env": {"E2E_LAUNCH_LOG": log}}))).await;
+    }
+    for o in wait_all(&alpha, &names, READY, "Ready", ready).await {
+        assert_eq!(o["status"]["runtime"]["node"], alpha_node.as_str(), "{o:#}");
+    }
+
+    alpha.kill9();
+    the_leader(&[&beta], TAKEOVER).await;
+    cleanup.retarget(&beta);
+    wait_all(&beta, &names, TAKEOVER, "held by the dead leader's node", |o| {
+        condition(o, "RuntimeReady").is_some_and(|c| c["status"] == "Unknown" && c["reason"] == "OnAnotherNode")
+    })
+    .await;
+    // A second launch would come within a reconcile or two.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(Tmux::of(&beta).sessions(), Vec::<String>::new(), "beta launched none of alpha's agents");
+    for (name, tok) in names.iter().zip(&tokens) {
+        assert_eq!(launch_count(&log, name), 1, "{name}: {:?}", launches(&log));
+        assert_eq!(processes_with(tok).len(), 1, "{name}'s agent runs on in alpha's tmux");
+    }
+}
+
+/// A replica given the node of a live replica that has another data folder refuses to start,
+/// and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_claiming_a_live_replicas_node_from_another_data_folder_refuses_to_start() {
+    let cluster = EtcdCluster::start(1);
+    let prefix = format!("/aoctl-e2e/{}-{}", std::process::id(), free_port());
+    let env = node_env(&cluster, &prefix, "shared-name");
+    let first = Server::start_with_env(&as_env(&env)).await;
+    the_leader(&[&first], TAKEOVER).await;
+
+    let other = tempfile::Builder::new().prefix("aoctl-e2e-other-").tempdir().expect("tempdir");
+    let mut cmd = crate::harness::command(&first.home);
+    cmd.envs(as_env(&env));
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{}", free_port()), "--data-dir"]);
+    cmd.arg(other.path().join("data"));
+    let out = crate::harness::run_for(cmd, None, Duration::from_secs(30));
+    assert_ne!(out.code, 0, "the second replica started: {out:?}");
+    assert!(
+        out.stderr.contains("node \"shared-name\" is taken by a live replica with another data folder")
+            && out.stderr.contains(&first.data_dir.canonicalize().unwrap().display().to_string())
+            && out.stderr.contains("--node"),
+        "{}",
+        out.stderr
+    );
+    assert!(first.leads().await, "the first replica runs on");
+}
+
+/// The transcript lines the scripted agent says it got, but empty ones.
+fn got(server: &Server, name: &str) -> Vec<String> {
+    let text = crate::lifecycle::transcript(server, name).replace('\r', "");
+    let lines = text.lines().filter_map(|l| l.split_once("demo-agent: got: ").map(|(_, m)| m.trim().to_string()));
+    lines.filter(|l| !l.is_empty()).collect()
+}
+
+/// Two replicas of one node (one data folder): input sent through either is typed by the leader
+/// alone, so messages sent through both at once arrive whole, once each, and the follower's
+/// answer says whether its message was delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_through_a_follower_and_the_leader_at_once_is_typed_by_the_leader_whole_and_once() {
+    let cluster = EtcdCluster::start(1);
+    let prefix = format!("/aoctl-e2e/{}-{}", std::process::id(), free_port());
+    let env = etcd_env(&cluster, &prefix);
+    let alpha = Server::start_with_env(&as_env(&env)).await;
+    the_leader(&[&alpha], TAKEOVER).await;
+    let beta = alpha.replica(&as_env(&env)).await;
+    assert_eq!(node_id(&alpha), node_id(&beta), "one data folder, one node");
+    let (leader, follower) = match the_leader(&[&alpha, &beta], TAKEOVER).await {
+        0 => (&alpha, &beta),
+        _ => (&beta, &alpha),
+    };
+    let cleanup = Cleanup::new(leader);
+    let repo = agent_repo(leader.tmp.path(), "typed");
+    leader.create("projects", &project("typed", &repo, json!({}))).await;
+    leader.create("sessions", &session("talk", "typed", &token("talk"), json!({}))).await;
+    wait_all(leader, &["talk"], READY, "Ready", ready).await;
+    let input = format!("{API}/sessions/talk/input");
+    // Its task was an argument: it counts as had once the agent shows its prompt.
+    let had = leader.data_dir.join("sessions/talk/prompt.delivered");
+    eventually(Duration::from_secs(30), "the first prompt counted as delivered", || {
+        had.exists().then_some(()).ok_or(crate::lifecycle::transcript(leader, "talk"))
+    })
+    .await;
+
+    // Alone, through the follower: the leader types it, and the follower says it was delivered.
+    let r = follower.json("POST", &input, &json!({"text": "alone via the follower"})).await;
+    assert_eq!(r.code, 200, "{:#}", r.json());
+    assert!(r.json()["message"].as_str().is_some_and(|m| m.starts_with("delivered")), "{:#}", r.json());
+    assert!(got(leader, "talk").contains(&"alone via the follower".to_string()));
+
+    // Through both at once.
+    let via = |tag: &str| -> Vec<String> {
+        (1..=4).map(|i| format!("{tag}-{i} {}", "abcdefghijklmnopqrstuvwxyz".repeat(5))).collect()
+    };
+    let (from_follower, from_leader) = (via("follower"), via("leader"));
+    let bodies = |ms: &[String]| ms.iter().map(|m| json!({"text": m})).collect::<Vec<_>>();
+    let (to_follower, to_leader) = (bodies(&from_follower), bodies(&from_leader));
+    let sends = to_follower
+        .iter()
+        .map(|b| follower.json("POST", &input, b))
+        .chain(to_leader.iter().map(|b| leader.json("POST", &input, b)));
+    for r in futures::future::join_all(sends).await {
+        assert!(r.code == 200 || r.code == 202, "{:#}", r.json());
+    }
+    let mut want = vec!["alone via the follower".to_string()];
+    want.extend(from_follower.iter().cloned());
+    want.extend(from_leader.iter().cloned());
+    let lines = eventually(Duration::from_secs(60), "every message at the agent", || {
+        let lines = got(leader, "talk");
+        want.iter().all(|w| lines.contains(w)).then(|| lines.clone()).ok_or(format!("{lines:#?}"))
+    })
+    .await;
+    for w in &want {
+        assert_eq!(lines.iter().filter(|l| *l == w).count(), 1, "{w} arrived other than once: {lines:#?}");
+    }
+    assert_eq!(lines.len(), want.len(), "only whole messages arrived: {lines:#?}");
+    cleanup.finish();
 }

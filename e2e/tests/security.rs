@@ -1,9 +1,9 @@
 //! The attacks of DESIGN §8 against the real binary, each refused with the store and the agent
 //! unchanged: a web page's "simple" request (an `Origin` of its own, `text/plain`), DNS rebinding
 //! (a `Host` of the attacker's), no token, a wrong one, one in the query string, a replayed
-//! webhook; and what stays easy: the token made at first start (0600) that the CLI finds by
-//! itself. The docker sandbox's escapes are tried from inside a real container in
-//! docker_sandbox.rs.
+//! webhook (after a restart too); and what stays easy: the token made at first start (0600) that
+//! the CLI finds by itself. The docker sandbox's escapes are tried from inside a real container
+//! in docker_sandbox.rs.
 
 use std::time::Duration;
 
@@ -241,31 +241,42 @@ async fn a_replayed_webhook_is_acknowledged_and_ignored() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../controller/github/tests/fixtures/webhooks/ping.json");
     let body = std::fs::read_to_string(fixture).expect("the ping fixture");
     let signature = crate::standin::sign(secret, body.as_bytes());
-    let deliver = |id: &'static str, signature: String| {
-        let body = body.clone();
-        let server = &server;
-        async move {
-            let headers = [
-                ("content-type", "application/json"),
-                ("x-github-event", "ping"),
-                ("x-github-delivery", id),
-                ("x-hub-signature-256", signature.as_str()),
-            ];
-            raw(server, "POST", "/webhooks/github", &headers, &body, false).await
-        }
-    };
-    let first = deliver("d6f1c2a0-0001", signature.clone()).await;
+    let first = ping(&server, &body, "d6f1c2a0-0001", &signature).await;
     assert_eq!(first.expect(200)["message"], "pong", "{}", first.text());
-    let replay = deliver("d6f1c2a0-0001", signature.clone()).await;
+    let replay = ping(&server, &body, "d6f1c2a0-0001", &signature).await;
     let v = replay.expect(200);
     assert!(v["message"].as_str().is_some_and(|m| m.contains("already received")), "{v}");
     assert!(server.log_text().contains("replayed webhook delivery ignored"), "{}", server.log_text());
     // A new delivery id is a new delivery; a forged signature is still refused, replay or not.
-    assert_eq!(deliver("d6f1c2a0-0002", signature.clone()).await.expect(200)["message"], "pong");
-    deliver("d6f1c2a0-0003", "sha256=00".into()).await.expect_status(401, "Unauthorized");
-    deliver("d6f1c2a0-0002", "sha256=00".into()).await.expect_status(401, "Unauthorized");
+    assert_eq!(ping(&server, &body, "d6f1c2a0-0002", &signature).await.expect(200)["message"], "pong");
+    ping(&server, &body, "d6f1c2a0-0003", "sha256=00").await.expect_status(401, "Unauthorized");
+    ping(&server, &body, "d6f1c2a0-0002", "sha256=00").await.expect_status(401, "Unauthorized");
     // Without the delivery id there is nothing to tell a replay by.
     let headers =
         [("content-type", "application/json"), ("x-github-event", "ping"), ("x-hub-signature-256", signature.as_str())];
     raw(&server, "POST", "/webhooks/github", &headers, &body, false).await.expect_status(400, "BadRequest");
+
+    // Each delivery taken is recorded in the store, as an Event about the project.
+    let events = server.get_path(&format!("{API}/events?fieldSelector=reason%3DWebhookReceived")).await.expect(200);
+    let recorded: Vec<&Value> = events["items"].as_array().expect("items").iter().collect();
+    assert_eq!(recorded.len(), 2, "{events:#}");
+    assert!(recorded.iter().all(|e| e["involvedObject"]["name"] == "hooked"), "{events:#}");
+    // So a replay after a crash and a restart (memory lost) is still ignored.
+    server.restart_with_env(&[("AOCTL_E2E_REPLAY_SECRET", std::ffi::OsStr::new(secret))]).await;
+    for id in ["d6f1c2a0-0001", "d6f1c2a0-0002"] {
+        let v = ping(&server, &body, id, &signature).await.expect(200);
+        assert!(v["message"].as_str().is_some_and(|m| m.contains("already received")), "{id} after a restart: {v}");
+    }
+    assert_eq!(ping(&server, &body, "d6f1c2a0-0004", &signature).await.expect(200)["message"], "pong");
+}
+
+/// GitHub's `ping` delivery `body` with the delivery id `id` and the signature header `signature`.
+async fn ping(server: &Server, body: &str, id: &str, signature: &str) -> Resp {
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-github-event", "ping"),
+        ("x-github-delivery", id),
+        ("x-hub-signature-256", signature),
+    ];
+    raw(server, "POST", "/webhooks/github", &headers, body, false).await
 }

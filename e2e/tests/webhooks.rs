@@ -45,12 +45,17 @@ fn payloads() -> Vec<(String, String, Vec<u8>)> {
 async fn deliver(server: &Server, event: Option<&str>, body: &[u8], signature: Option<&str>) -> Resp {
     static DELIVERIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = DELIVERIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    deliver_as(server, &format!("72d3162e-cc78-11e3-81ab-{n:012x}"), event, body, signature).await
+}
+
+/// [`deliver`] with the delivery id `id`: the same id again is what a replay sends.
+async fn deliver_as(server: &Server, id: &str, event: Option<&str>, body: &[u8], signature: Option<&str>) -> Resp {
     let mut r = server
         .http
         .post(server.url("/webhooks/github"))
         .header("Content-Type", "application/json")
         .header("User-Agent", "GitHub-Hookshot/e2e")
-        .header("X-GitHub-Delivery", format!("72d3162e-cc78-11e3-81ab-{n:012x}"))
+        .header("X-GitHub-Delivery", id)
         .body(body.to_vec());
     if let Some(e) = event {
         r = r.header("X-GitHub-Event", e);
@@ -63,24 +68,37 @@ async fn deliver(server: &Server, event: Option<&str>, body: &[u8], signature: O
     Resp { code, body: resp.bytes().await.expect("webhook response").to_vec() }
 }
 
-/// The store and the stand-in's request count stay as they are for a while.
+/// A store dump ([`Server::dump`]) without the records of deliveries taken (Events of reason
+/// `WebhookReceived`) and without the lists' versions, which those records move.
+fn beside_deliveries(dump: &[u8]) -> String {
+    let text = String::from_utf8_lossy(dump);
+    let lines = text.lines().map(|line| match serde_json::from_str::<Value>(line) {
+        Ok(mut list) if list.get("items").is_some() => {
+            list["metadata"].as_object_mut().map(|m| m.remove("resourceVersion"));
+            if let Some(items) = list["items"].as_array_mut() {
+                items.retain(|o| o["reason"] != "WebhookReceived");
+            }
+            list.to_string()
+        }
+        _ => line.to_string(),
+    });
+    lines.collect::<Vec<_>>().join("\n")
+}
+
+/// The store (but the records of the deliveries themselves) and the stand-in's request count
+/// stay as they are for a while.
 async fn nothing_changes(gh: &Gh, dump: &[u8], requests: &Value, what: &str) {
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let now = gh.server.dump().await;
-    assert!(
-        now == dump,
-        "{what} changed the store:\nbefore:\n{}\nafter:\n{}",
-        String::from_utf8_lossy(dump),
-        String::from_utf8_lossy(&now)
-    );
+    let (before, now) = (beside_deliveries(dump), beside_deliveries(&gh.server.dump().await));
+    assert!(now == before, "{what} changed the store:\nbefore:\n{before}\nafter:\n{now}");
     let asked = gh.standin.requests().await;
     assert_eq!(asked["total"], requests["total"], "{what} made aoctl ask GitHub: {asked:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn github_webhooks_are_verified_and_reconcile_at_once() {
-    let gh = Gh::start(REPO, false).await;
-    let cleanup = Cleanup::new(&gh.server);
+    let mut gh = Gh::start(REPO, false).await;
+    let mut cleanup = Cleanup::new(&gh.server);
     gh.server.create("projects", &gh.project("hello", REPO, "10m", json!({}))).await;
     for (name, repo) in OTHER_REPOS {
         let path = git_repo(gh.server.tmp.path(), name, "main");
@@ -186,6 +204,24 @@ async fn github_webhooks_are_verified_and_reconcile_at_once() {
     assert_eq!(s["status"]["pullRequest"]["headSha"], sha, "{s:#}");
     let asked = gh.standin.requests().await;
     assert!(asked["total"].as_u64() > requests["total"].as_u64(), "aoctl asked GitHub: {asked:#}");
+
+    // A replay of a delivery (the same X-GitHub-Delivery) is acknowledged and ignored, and still
+    // is after a restart: the delivery is recorded in the store, not only in memory.
+    let id = "9c0a2f4e-e2e0-11ee-8f5a-replayed00001";
+    let r = deliver_as(&gh.server, id, Some("check_run"), &body, Some(&good)).await;
+    assert_eq!((r.code, &r.json()["sessions"]), (202, &json!([name])), "{}", r.text());
+    let r = deliver_as(&gh.server, id, Some("check_run"), &body, Some(&good)).await;
+    assert_eq!(r.code, 200, "{}", r.text());
+    assert!(r.text().contains("already received; ignored"), "{}", r.text());
+    let events: Value = serde_json::from_slice(&gh.server.list_bytes("events").await).expect("a list of events");
+    let recorded: Vec<&Value> =
+        events["items"].as_array().into_iter().flatten().filter(|e| e["reason"] == "WebhookReceived").collect();
+    assert!(recorded.iter().any(|e| e["message"].as_str().is_some_and(|m| m.contains(id))), "{recorded:#?}");
+    gh.restart().await;
+    cleanup.retarget(&gh.server);
+    let r = deliver_as(&gh.server, id, Some("check_run"), &body, Some(&good)).await;
+    assert_eq!(r.code, 200, "a replay after a restart: {}", r.text());
+    assert!(r.text().contains("already received; ignored"), "{}", r.text());
     cleanup.finish();
 }
 

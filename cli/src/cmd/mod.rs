@@ -2,6 +2,7 @@
 
 pub(crate) mod apply;
 pub(crate) mod attach;
+pub(crate) mod backup;
 pub(crate) mod completion;
 pub(crate) mod dashboard;
 pub(crate) mod delete;
@@ -13,6 +14,7 @@ pub(crate) mod get;
 pub(crate) mod logs;
 mod mcp;
 pub(crate) mod reconcile;
+pub(crate) mod restore;
 pub(crate) mod review;
 pub(crate) mod send;
 pub(crate) mod serve;
@@ -52,6 +54,8 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dashboard(a) => dashboard::run(&client(&global)?, a).await,
         Command::Version => version::run(&client(&global)?).await,
         Command::Doctor(a) => doctor::run(&global, a).await,
+        Command::Backup(a) => backup::run(&client(&global)?, a).await,
+        Command::Restore(a) => restore::run(&global, a).await,
         Command::Completion(a) => completion::run(a),
     }
 }

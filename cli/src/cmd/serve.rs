@@ -21,33 +21,10 @@ pub(crate) async fn run(g: &Global, a: ServeArgs) -> anyhow::Result<ExitCode> {
         token_file: a.token_file,
         allowed_hosts: a.allowed_hosts,
         store,
-        node: a.node.unwrap_or_else(host_name),
+        node: a.node,
         lease_ttl: a.lease_ttl,
+        event_ttl: a.event_ttl,
     };
     aoctl_controller::serve(opts).await?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The machine's host name, the default node name; `localhost` when it cannot be read.
-fn host_name() -> String {
-    #[cfg(unix)]
-    {
-        let mut buf = [0u8; 256];
-        // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer it is given.
-        if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
-            let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-            if let Ok(name) = std::str::from_utf8(&buf[..end]) {
-                if !name.is_empty() {
-                    return name.to_string();
-                }
-            }
-        }
-    }
-    #[cfg(windows)]
-    if let Ok(name) = std::env::var("COMPUTERNAME") {
-        if !name.is_empty() {
-            return name;
-        }
-    }
-    "localhost".to_string()
 }

@@ -3,6 +3,7 @@
 
 mod access;
 mod agent;
+mod backup;
 mod dashboard;
 pub mod error;
 mod login;
@@ -62,6 +63,8 @@ pub struct AppState {
     /// The controller node this server runs on (`aoctl serve --node`): what touches a session's
     /// runtime or files is refused for a session whose runtime lives on another node.
     pub node: String,
+    /// Whether this replica leads: only the leading replica types into agents (`crate::input`).
+    pub leadership: crate::leader::Leadership,
 }
 
 /// The whole API as one router.
@@ -70,6 +73,8 @@ pub fn router(state: AppState) -> Router {
         .route("/apis/ao.dev/v1alpha1/{plural}", get(objects::list_or_watch).post(objects::create))
         // A page's watches and transcript follows over one WebSocket (`streams`).
         .route("/apis/ao.dev/v1alpha1/streams", get(streams::streams))
+        // Every object at one resourceVersion, for `aoctl backup`; the bearer token only.
+        .route("/apis/ao.dev/v1alpha1/backup", get(backup::backup))
         .route(
             "/apis/ao.dev/v1alpha1/{plural}/{name}",
             get(objects::get_one).put(objects::replace).patch(objects::patch).delete(objects::delete),

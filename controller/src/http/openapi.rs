@@ -176,6 +176,7 @@ fn build() -> Value {
         "description": "Set by GET /login; same-origin requests only"});
     doc["security"] = json!([{"bearer": []}, {"dashboardCookie": []}]);
     doc["paths"]["/dashboard/login"]["post"]["security"] = json!([{"bearer": []}]);
+    doc["paths"]["/apis/ao.dev/v1alpha1/backup"]["get"]["security"] = json!([{"bearer": []}]);
     doc["components"]["securitySchemes"]["sessionToken"] = json!({"type": "http", "scheme": "bearer",
         "description": "A session's own token (`AOCTL_SESSION_TOKEN` in its agent's environment); opens only /agent/v1/"});
     for path in ["status", "report", "ask", "send", "handoff", "review"] {
@@ -295,8 +296,18 @@ fn session_subresources(paths: PathsBuilder) -> PathsBuilder {
     let page = op("dashboard".into(), "The web dashboard".into())
         .response("200", text_body("The page", "text/html; charset=utf-8"))
         .response("401", text_body("Not signed in: how to sign in", "text/html; charset=utf-8"));
+    let backup = op("readBackup".into(), "Every stored object at one resourceVersion (aoctl backup)".into())
+        .description(Some(
+            "JSON lines: a header `{format, backend, resourceVersion, time, objects, serverVersion}`, then \
+             every stored object, one a line, with its metadata (uid, resourceVersion) and status as stored, \
+             all as they stood at the header's resourceVersion (docs/store.md#backup-and-restore). Only the \
+             bearer token takes a backup: the dashboard's cookie is refused with 403.",
+        ))
+        .response("200", text_body("The backup file", aoctl_api::backup::MEDIA_TYPE))
+        .response("403", response("Asked with the dashboard's cookie, not the bearer token", "Status"));
     let paths = agent_api(paths);
     paths
+        .path("/apis/ao.dev/v1alpha1/backup", PathItemBuilder::new().operation(HttpMethod::Get, backup).build())
         .path(
             "/apis/ao.dev/v1alpha1/sessions/{name}/input",
             PathItemBuilder::new().operation(HttpMethod::Post, input).build(),
@@ -454,6 +465,9 @@ mod tests {
         let session = |sub: &str| doc["paths"][format!("/apis/ao.dev/v1alpha1/sessions/{{name}}/{sub}")]["get"].clone();
         assert!(session("terminal")["responses"]["101"].is_object());
         assert!(doc["paths"]["/apis/ao.dev/v1alpha1/streams"]["get"]["responses"]["101"].is_object());
+        let backup = &doc["paths"]["/apis/ao.dev/v1alpha1/backup"]["get"];
+        assert_eq!(backup["security"], serde_json::json!([{"bearer": []}]), "a backup takes the token only");
+        assert!(backup["responses"]["200"]["content"][aoctl_api::backup::MEDIA_TYPE].is_object());
         assert!(session("diff")["responses"]["200"]["content"]["text/x-diff; charset=utf-8"].is_object());
         assert!(session("diff")["security"].is_null(), "the diff needs the token");
         assert_eq!(doc["security"][0]["bearer"], serde_json::json!([]));

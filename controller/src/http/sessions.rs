@@ -2,7 +2,12 @@
 //! [`input::send_or_queue`] did: 200 when the message was typed into the agent and its delivery
 //! verified, 202 when it was queued durably (the agent has not had its first prompt yet, or
 //! messages wait before it; the session's reconcile types them in order), 409 when the session
-//! will not run or is rate-limited (nothing is typed until its limit resets);
+//! will not run or is rate-limited (nothing is typed until its limit resets). Only the leading
+//! replica types: another one of its node queues the message for it and waits (up to
+//! [`LEADER_DELIVERY`]) for one that may be typed now, so its answer is the same; a replica of
+//! another node than the leader's refuses with 409, naming the leader's node, unless the
+//! session's runtime lives on its own node (then the message waits for a replica of that node
+//! to lead);
 //! `GET …/sessions/{name}/log` returns (and with `follow=true` streams) its transcript as text;
 //! `GET …/sessions/{name}/diff` returns its work (commits, changes not committed, untracked
 //! files) against where its branch left its base, as a unified diff; 409 before it has a
@@ -27,12 +32,14 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
 use super::{AppError, AppState};
-use crate::input::{self, SendError, Sent};
+use crate::input::{self, SendError, Sent, Typist, Waits};
 use crate::machine::base_ref_of;
 use crate::typing::TypingError;
 
 /// How often a followed log looks for new output.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
+/// How long a replica that does not lead waits for the leader to type a message it queued.
+pub const LEADER_DELIVERY: Duration = Duration::from_secs(15);
 
 pub async fn input(State(state): State<AppState>, Path(name): Path<String>, body: Bytes) -> Result<Response, AppError> {
     let req: InputRequest = decode_json(&body).map_err(AppError::Decode)?;
@@ -55,20 +62,50 @@ pub(super) fn on_this_node(state: &AppState, s: &Session) -> Result<(), AppError
     }
 }
 
+/// Who types into session `s` (`None`: not found yet): this replica when it leads; else the
+/// leader, when it is of this node (it shares the inbox); else nobody yet, for a session whose
+/// runtime lives on this node. A session the leader of another node drives is refused.
+async fn typist(state: &AppState, s: Option<&Session>) -> Result<Typist, AppError> {
+    if state.leadership.leads() {
+        return Ok(Typist::Here);
+    }
+    let leader = match state.leadership.leader_node().await {
+        Ok(Some(node)) if node != state.node => node,
+        // This node's, or none now (an election is on), or unknown (etcd does not answer): the
+        // next leader of this node types it.
+        _ => return Ok(Typist::Leader { bound: LEADER_DELIVERY }),
+    };
+    let runtime_node = s.and_then(|s| s.status.runtime.as_ref()).and_then(|r| r.node.as_deref());
+    if runtime_node == Some(state.node.as_str()) {
+        return Ok(Typist::None);
+    }
+    Err(AppError::Conflict(format!(
+        "input to session \"{name}\" is typed by the leading replica, of node \"{leader}\", and this server runs on \
+         node \"{node}\", whose inbox it does not read: ask a server of node \"{leader}\"",
+        name = s.map_or("", |s| s.metadata.name.as_str()),
+        node = state.node,
+    )))
+}
+
 /// What [`input::send_or_queue`] did with `text` for session `name`, worded, with its code.
 async fn send(state: &AppState, name: &str, text: &str) -> Result<(u16, String), AppError> {
-    if let Ok(s) = state.store.get_typed::<Session>(name).await {
-        on_this_node(state, &s)?;
+    let found = state.store.get_typed::<Session>(name).await.ok();
+    if let Some(s) = &found {
+        on_this_node(state, s)?;
     }
-    let sent = input::send_or_queue(&state.store, &*state.fleet, &state.metrics, &state.sessions, name, text);
+    let typist = typist(state, found.as_ref()).await?;
+    let sent = input::send_or_queue(&state.store, &*state.fleet, &state.metrics, &state.sessions, name, text, typist);
     let chars = text.chars().count();
     match sent.await {
         Ok(Sent::Delivered) => Ok((200, format!("delivered {chars} characters to session \"{name}\""))),
-        Ok(Sent::Queued { seq, ahead, prompt_done }) => {
-            let after = if prompt_done {
-                format!("after the {ahead} message(s) queued before it")
-            } else {
-                "once the agent has its first prompt".to_string()
+        Ok(Sent::Queued { seq, ahead, prompt_done, waits }) => {
+            let after = match waits {
+                Waits::NoLeader => format!("once a replica of node \"{}\" leads", state.node),
+                Waits::Leader => {
+                    format!("by the leading replica, which had not typed it within {}s", LEADER_DELIVERY.as_secs())
+                }
+                Waits::Turn if prompt_done => format!("after the {ahead} message(s) queued before it"),
+                Waits::Turn => "once the agent has its first prompt".to_string(),
             };
             Ok((202, format!("queued {chars} characters for session \"{name}\" as message {seq}: it is typed {after}")))
         }

@@ -297,8 +297,9 @@ mod tests {
             token_file: Some(token_file),
             allowed_hosts: vec![],
             store: StoreBackend::Sled,
-            node: "test".into(),
+            node: Some("test".into()),
             lease_ttl: Duration::from_secs(10),
+            event_ttl: crate::event_expiry::DEFAULT_TTL,
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {

@@ -5,12 +5,20 @@
 //! `push` syncs the GitSources of the repository. A bad or missing signature is 401, an event that
 //! concerns nothing is 202; neither changes anything. A delivery whose `X-GitHub-Delivery` id was
 //! already taken (a replay) is acknowledged and ignored.
+//!
+//! Delivery ids are kept twice ([`take_delivery`]): in memory, the newest 10,000 of this process;
+//! and in the store, as an Event named after the delivery about the project (or GitSource) it
+//! was verified for, reason `WebhookReceived`, source `webhook-receiver`. Creating that event
+//! fails when it exists, so a replay after a restart, or to another replica, is ignored for as
+//! long as the event lives: the `--event-ttl`, and at most the newest 100 deliveries per object.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
 use aoctl_api::wire::WebhookAnswer;
-use aoctl_api::{GitSource, IssueSource, Project, Session};
+use aoctl_api::{
+    Event, EventType, GitSource, InvolvedObject, IssueSource, ObjectMeta, Project, Resource, Session, Time,
+};
 use aoctl_github::webhook::{self, WebhookEvent};
 use aoctl_store::Selector;
 use axum::body::Bytes;
@@ -18,6 +26,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use super::{AppError, AppState};
 use crate::forges::webhook_secret;
@@ -56,6 +65,48 @@ impl Deliveries {
     }
 }
 
+/// The reason of the events that record webhook deliveries.
+pub const DELIVERY_REASON: &str = "WebhookReceived";
+/// The source of those events: they count apart from the controllers' events of the same object.
+const DELIVERY_SOURCE: &str = "webhook-receiver";
+/// The longest delivery id quoted in a delivery's event.
+const QUOTED_ID: usize = 80;
+
+/// Takes the delivery `id` of `service` (`GitHub`, `GitLab`, `Linear`) about `about`, a
+/// `what` delivery; `false` when it was taken before: by this process, or by any server of this
+/// store since its record (an Event named after the delivery) was made. A record the store
+/// refuses (a full disk, say) is logged and the delivery taken: a delivery only wakes objects,
+/// which then read the forge themselves.
+async fn take_delivery<T: Resource>(state: &AppState, service: &str, id: &str, about: &T, what: &str) -> bool {
+    if !state.deliveries.take(&format!("{}:{id}", service.to_ascii_lowercase())) {
+        return false;
+    }
+    let involved = InvolvedObject {
+        kind: T::KIND.as_str().to_string(),
+        name: about.meta().name.clone(),
+        uid: about.meta().uid.clone(),
+    };
+    let quoted: String = id.chars().take(QUOTED_ID).collect();
+    let message = format!("{service} `{what}` delivery {quoted}");
+    let mut record = Event::new(involved, EventType::Normal, DELIVERY_REASON, message, DELIVERY_SOURCE, Time::now());
+    record.metadata = ObjectMeta { name: delivery_event_name(service, id), ..Default::default() };
+    match state.recorder.record_once(&record).await {
+        Ok(taken) => taken,
+        Err(e) => {
+            tracing::warn!(error = %e, delivery = id, "cannot record the webhook delivery in the store; it is acted on");
+            true
+        }
+    }
+}
+
+/// The name of the Event that records a delivery: the service and id hashed, so any id makes a
+/// valid name of a fixed length.
+fn delivery_event_name(service: &str, id: &str) -> String {
+    let digest =
+        Sha256::new().chain_update(service.to_ascii_lowercase()).chain_update(b"\0").chain_update(id).finalize();
+    format!("delivery-{}", &hex::encode(digest)[..32])
+}
+
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -89,10 +140,10 @@ pub async fn github(
         .collect();
     // A push may be about the repository of a GitSource, signed with that source's secret.
     let gitsources = if event == "push" { naming_gitsources(&state, payload.as_ref()).await? } else { vec![] };
-    let by_gitsource = gitsources.iter().any(|g| {
+    let by_gitsource = gitsources.iter().find(|g| {
         gitsource_secret(g).is_some_and(|secret| webhook::verify_signature(secret.as_bytes(), &body, signature))
     });
-    if verified.is_empty() && !by_gitsource {
+    if verified.is_empty() && by_gitsource.is_none() {
         return Err(AppError::BadSignature);
     }
     // Only a signed delivery is remembered, so nobody without the secret can fill the memory.
@@ -102,7 +153,12 @@ pub async fn github(
     for p in &verified {
         state.forges.webhook_heard(&p.metadata.name);
     }
-    if !state.deliveries.take(delivery) {
+    let taken = match (verified.first(), by_gitsource) {
+        (Some(project), _) => take_delivery(&state, "GitHub", delivery, *project, &event).await,
+        (None, Some(source)) => take_delivery(&state, "GitHub", delivery, source, &event).await,
+        (None, None) => unreachable!("an unverified delivery was refused above"),
+    };
+    if !taken {
         tracing::info!(delivery, event = %event, "replayed webhook delivery ignored");
         let message = format!("delivery `{delivery}` was already received; ignored");
         return Ok((StatusCode::OK, Json(answer(message))));

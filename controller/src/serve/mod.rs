@@ -38,10 +38,13 @@ pub struct ServeOptions {
     /// Where the objects are kept (`--store`).
     pub store: StoreBackend,
     /// This replica's node (`--node`): the machine and data folder its tmux and process sessions
-    /// live on. Replicas sharing a data folder are one node.
-    pub node: String,
+    /// live on; `None`: the one the data folder's node id file names ([`crate::node`]). Replicas
+    /// sharing a data folder are one node.
+    pub node: Option<String>,
     /// How long a leader that stops answering holds its lease (`--lease-ttl`), with etcd.
     pub lease_ttl: Duration,
+    /// How long an Event is kept after its last write (`--event-ttl`).
+    pub event_ttl: Duration,
 }
 
 /// Where `aoctl serve` keeps its objects.
@@ -73,6 +76,8 @@ pub enum ServeError {
     Store { path: PathBuf, source: StoreError },
     #[error("cannot open the store in etcd at {endpoints}: {source}")]
     Etcd { endpoints: String, source: StoreError },
+    #[error("{0}")]
+    Node(#[from] crate::node::NodeError),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("metrics: {0}")]
@@ -150,7 +155,13 @@ pub async fn serve_on(
     aoctl_runtimes::secret::private_dir(&opts.data_dir)
         .map_err(|e| ServeError::DataDir { path: opts.data_dir.clone(), source: e })?;
     let token = read_token(&opts)?;
+    let node = crate::node::resolve(opts.node.as_deref(), &opts.data_dir)?;
     let (store, etcd) = open_store(&opts).await?;
+    // Refused when a live replica of another data folder runs as this node.
+    let registration = match &etcd {
+        Some(etcd) => Some(crate::node::register(etcd, &node, &opts.data_dir, opts.lease_ttl).await?),
+        None => None,
+    };
     let metrics = Arc::new(Metrics::new()?);
     let ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -174,8 +185,13 @@ pub async fn serve_on(
             Err(_) => access.sessions.clone(),
         },
         sources_cache: opts.data_dir.join("sources"),
-        node: opts.node.clone(),
+        node: node.clone(),
         engines: engines.clone(),
+        event_ttl: opts.event_ttl,
+    };
+    let candidacy = match &etcd {
+        Some(etcd) => crate::leader::Candidacy::etcd(etcd, &node, listen, opts.lease_ttl),
+        None => crate::leader::Candidacy::sole(),
     };
     let state = AppState {
         store: store.clone(),
@@ -192,18 +208,12 @@ pub async fn serve_on(
         recorder: Arc::new(Recorder::new(store.clone())),
         deliveries: Default::default(),
         shutdown: stop_rx.clone(),
-        node: opts.node.clone(),
-    };
-    let candidacy = match &etcd {
-        Some(etcd) => {
-            let identity = format!("{}/{listen}/{}", opts.node, std::process::id());
-            crate::leader::Candidacy::etcd(etcd, &identity, opts.lease_ttl)
-        }
-        None => crate::leader::Candidacy::Sole,
+        node: node.clone(),
+        leadership: candidacy.leadership(),
     };
     let leading = tokio::spawn(lead(candidacy, world, stop_rx.clone()));
     ready.store(true, Ordering::Release);
-    tracing::info!(listen = %listen, data_dir = %opts.data_dir.display(), node = %opts.node, "serving");
+    tracing::info!(listen = %listen, data_dir = %opts.data_dir.display(), node = %node, "serving");
     let server = axum::serve(listener, router(state)).with_graceful_shutdown(until(stop_rx));
     let server = tokio::spawn(async move { server.await });
     shutdown.await;
@@ -211,6 +221,9 @@ pub async fn serve_on(
     let _ = stop_tx.send(true);
     let served = server.await;
     let _ = leading.await;
+    if let Some(r) = registration {
+        r.release().await;
+    }
     match served {
         Ok(r) => r.map_err(ServeError::Io),
         Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
@@ -274,6 +287,7 @@ struct World {
     sources_cache: PathBuf,
     node: String,
     engines: Engines,
+    event_ttl: Duration,
 }
 
 /// Campaigns, runs the reconcilers for each term won, and stops them when the term ends (then
@@ -401,6 +415,7 @@ async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
     )));
     tasks.push(tokio::spawn(outbox.run(store.clone(), stopped())));
     tasks.push(tokio::spawn(collect_orphans(session_ctx, stopped())));
+    tasks.push(tokio::spawn(crate::event_expiry::run(store.clone(), world.event_ttl, stopped())));
     for t in tasks {
         let _ = t.await;
     }

@@ -19,6 +19,8 @@ mod election;
 mod error;
 mod follow;
 mod layout;
+mod load;
+mod nodes;
 mod watch;
 mod wire;
 mod write;
@@ -30,12 +32,13 @@ use std::time::{Duration, Instant};
 use aoctl_api::selector::Selector;
 use aoctl_api::Kind;
 use aoctl_store::tx::{Op, Reply};
-use aoctl_store::{Deleted, ObjectStore, StoreError, StoredObject, Watch, Write, WriteOptions, Written};
+use aoctl_store::{Deleted, ObjectStore, Snapshot, StoreError, StoredObject, Watch, Write, WriteOptions, Written};
 use async_trait::async_trait;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
 pub use crate::election::{Election, Term, MIN_TTL};
+pub use crate::nodes::{NodeClaim, RegisterError, Registration};
 
 use crate::cache::State;
 use crate::client::Client;
@@ -490,5 +493,11 @@ impl ObjectStore for EtcdStore {
 
     fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError> {
         Ok(Watch::new(watch::StoreWatch::new(self.inner.shared.clone(), kinds, from)?))
+    }
+
+    /// The copy under one read: it takes each etcd transaction whole.
+    async fn snapshot(&self) -> Result<Snapshot, StoreError> {
+        let state = self.inner.shared.read();
+        Ok(Snapshot::of_maps("etcd", state.rv, |kind| state.map(kind)))
     }
 }

@@ -202,13 +202,15 @@ pub(crate) struct RangeResponse {
     pub more: bool,
 }
 
-/// `etcdserverpb.PutRequest`.
+/// `etcdserverpb.PutRequest`: the key lives as long as `lease` when that is not 0.
 #[derive(Debug, Serialize)]
 pub(crate) struct PutRequest {
     #[serde(with = "b64")]
     pub key: Vec<u8>,
     #[serde(with = "b64")]
     pub value: Vec<u8>,
+    #[serde(with = "int", skip_serializing_if = "is_zero")]
+    pub lease: i64,
 }
 
 /// `etcdserverpb.DeleteRangeRequest` of one key.
@@ -663,7 +665,7 @@ mod tests {
         let txn = TxnRequest {
             compare: vec![Compare::mod_revision(b"a".to_vec(), 7), Compare::version(b"b".to_vec(), 0)],
             success: vec![
-                RequestOp::Put(PutRequest { key: b"a".to_vec(), value: b"x".to_vec() }),
+                RequestOp::Put(PutRequest { key: b"a".to_vec(), value: b"x".to_vec(), lease: 0 }),
                 RequestOp::Delete(DeleteRangeRequest { key: b"b".to_vec() }),
             ],
             failure: vec![RequestOp::Range(RangeRequest::key(b"c"))],

@@ -215,13 +215,17 @@ fn transaction(keys: &Keys, fence: Option<&Fence>, plan: &Plan, id: &str) -> Txn
         .map(|((kind, name), obj)| {
             let key = keys.object(*kind, name);
             match obj {
-                Some(obj) => RequestOp::Put(PutRequest { key, value: stored_value(obj) }),
+                Some(obj) => RequestOp::Put(PutRequest { key, value: stored_value(obj), lease: 0 }),
                 None => RequestOp::Delete(DeleteRangeRequest { key }),
             }
         })
         .collect();
     // Last, so that a watch of the objects would see the record after them.
-    ops.push(RequestOp::Put(PutRequest { key: keys.changes().to_vec(), value: encode_record(id, &plan.changes) }));
+    ops.push(RequestOp::Put(PutRequest {
+        key: keys.changes().to_vec(),
+        value: encode_record(id, &plan.changes),
+        lease: 0,
+    }));
     TxnRequest { compare: compares, success: ops, failure: otherwise }
 }
 

@@ -79,6 +79,34 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Every change to objects of `kinds` (all kinds when empty) after resourceVersion `from`.
     /// Fails with `Gone` when some of those changes are no longer retained.
     fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError>;
+
+    /// Every object of every kind as it stood at one resourceVersion, read in one step: what a
+    /// backup holds.
+    async fn snapshot(&self) -> Result<Snapshot, StoreError>;
+}
+
+/// Every stored object at one resourceVersion ([`ObjectStore::snapshot`]).
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The backend's name: `sled` or `etcd`.
+    pub backend: &'static str,
+    /// Every change up to this resourceVersion is in the snapshot, and none after it.
+    pub rv: u64,
+    /// The objects, kind by kind (in `Kind::ALL` order), each kind's sorted by name.
+    pub objects: Vec<(Kind, StoredObject)>,
+}
+
+impl Snapshot {
+    /// The snapshot of per-kind maps (as both backends keep their objects) at `rv`.
+    pub fn of_maps<'a>(
+        backend: &'static str,
+        rv: u64,
+        map: impl Fn(Kind) -> &'a std::collections::BTreeMap<String, StoredObject>,
+    ) -> Snapshot {
+        let objects =
+            Kind::ALL.into_iter().flat_map(|kind| map(kind).values().map(move |o| (kind, o.clone()))).collect();
+        Snapshot { backend, rv, objects }
+    }
 }
 
 /// One write of a batch (`ObjectStore::apply_all`), with the rules of the method of the same name.

@@ -12,6 +12,7 @@ mod codec;
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
 mod error;
+mod load;
 mod sled_store;
 mod state;
 pub mod tx;
@@ -28,8 +29,9 @@ use aoctl_api::{Kind, Resource};
 use serde_json::Value;
 
 pub use aoctl_api::selector::{FieldSelector, Requirement, Selector};
-pub use backend::{EventKind, ObjectStore, StoredObject, Watch, WatchEvent, WatchStream, Write, Written};
+pub use backend::{EventKind, ObjectStore, Snapshot, StoredObject, Watch, WatchEvent, WatchStream, Write, Written};
 pub use error::{StoreError, CONFLICT_MESSAGE};
+pub use load::Restored;
 pub use sled_store::SledStore;
 pub use state::StoreConfig;
 
@@ -200,6 +202,11 @@ impl Store {
 
     pub fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError> {
         self.backend.watch(kinds, from)
+    }
+
+    /// Every object of every kind as it stood at one resourceVersion: what a backup holds.
+    pub async fn snapshot(&self) -> Result<Snapshot, StoreError> {
+        self.backend.snapshot().await
     }
 
     pub async fn get_typed<T: Resource>(&self, name: &str) -> Result<T, StoreError> {

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
-use crate::backend::{ObjectStore, StoredObject, Watch, WatchEvent, Write, Written};
+use crate::backend::{ObjectStore, Snapshot, StoredObject, Watch, WatchEvent, Write, Written};
 use crate::error::StoreError;
 use crate::state::{Shared, StoreConfig};
 use crate::tx::{Op, Reply};
@@ -171,5 +171,12 @@ impl ObjectStore for SledStore {
             return Err(StoreError::Gone { from, oldest: compacted + 1 });
         }
         Ok(Watch::new(LogWatch::new(self.inner.shared.clone(), rx, kinds, from)))
+    }
+
+    /// The published objects under one read of the cache, which the writer replaces batch by
+    /// batch under its lock: no half of a batch is ever in it.
+    async fn snapshot(&self) -> Result<Snapshot, StoreError> {
+        let cache = self.inner.shared.read();
+        Ok(Snapshot::of_maps("sled", cache.rv, |kind| cache.map(kind)))
     }
 }

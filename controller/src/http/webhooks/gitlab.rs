@@ -3,7 +3,7 @@
 //! event reconciles the sessions it concerns (by branch or merge request iid), an issue event
 //! polls the project's IssueSources. A wrong or missing token is 401, an event that concerns
 //! nothing is 202; neither changes anything. A delivery whose `X-Gitlab-Event-UUID` was already
-//! taken is acknowledged and ignored.
+//! taken, by this process or recorded in the store, is acknowledged and ignored.
 
 use aoctl_api::wire::WebhookAnswer;
 use aoctl_api::Project;
@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde_json::Value;
 
-use super::{answer, header, poll_issue_sources, wake_sessions};
+use super::{answer, header, poll_issue_sources, take_delivery, wake_sessions};
 use crate::forges::gitlab_webhook_token;
 use crate::http::{AppError, AppState};
 
@@ -50,7 +50,7 @@ pub async fn gitlab(
     for p in &verified {
         state.forges.webhook_heard(&p.metadata.name);
     }
-    if !state.deliveries.take(&format!("gitlab:{uuid}")) {
+    if !take_delivery(&state, "GitLab", uuid, verified[0], &event).await {
         tracing::info!(delivery = uuid, event = %event, "replayed GitLab webhook delivery ignored");
         return Ok((StatusCode::OK, Json(answer(format!("delivery `{uuid}` was already received; ignored")))));
     }

@@ -2,7 +2,8 @@
 //! webhook secret of every project whose issues are on Linear, refuses a delivery sent more than
 //! a minute ago (a replay), then polls the IssueSources of the projects whose secret signed it.
 //! A bad or missing signature is 401; a delivery about anything but issues is 202 and changes
-//! nothing. A delivery whose `Linear-Delivery` id was already taken is acknowledged and ignored.
+//! nothing. A delivery whose `Linear-Delivery` id was already taken, by this process or recorded
+//! in the store, is acknowledged and ignored.
 
 use aoctl_api::wire::WebhookAnswer;
 use aoctl_api::Project;
@@ -13,7 +14,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 
-use super::{answer, header, poll_issue_sources};
+use super::{answer, header, poll_issue_sources, take_delivery};
 use crate::forges::linear_webhook_secret;
 use crate::http::{AppError, AppState};
 
@@ -41,7 +42,7 @@ pub async fn linear(
     let id = header(&headers, "linear-delivery")
         .filter(|d| !d.trim().is_empty())
         .ok_or_else(|| AppError::BadRequest("the Linear-Delivery header is missing".into()))?;
-    if !state.deliveries.take(&format!("linear:{id}")) {
+    if !take_delivery(&state, "Linear", id, verified[0], &delivery.kind).await {
         tracing::info!(delivery = id, "replayed Linear webhook delivery ignored");
         return Ok((StatusCode::OK, Json(answer(format!("delivery `{id}` was already received; ignored")))));
     }

@@ -2,13 +2,15 @@
 //! manifests under `spec.path` with the decoder of `aoctl apply`, admits them as the API does and
 //! applies them as one revision in one store transaction with the source's own status, so a
 //! revision is in force whole or not at all (docs/gitops.md). Each sync also undoes drift on the
-//! objects it manages; a no-change sync writes nothing.
+//! objects it manages, but for the fields of a Session a person's action sets, which are applied
+//! only when the repository changed them (kept.rs); a no-change sync writes nothing.
 //!
 //! Conditions: `Ready` (True `Applied`; False `FetchFailed`, `InvalidManifest`, `ManagedElsewhere`
 //! or `ApplyFailed`), `Reconciling` (True while a failed fetch or apply is retried or an object is
 //! waited for; False once applied, stalled or suspended) and `Stalled` (True while the fetched
 //! revision cannot be applied as it is; absent otherwise).
 
+mod kept;
 mod manifests;
 mod plan;
 #[cfg(test)]

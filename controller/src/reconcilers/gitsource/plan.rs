@@ -1,6 +1,7 @@
 //! What applying a revision takes: the writes that make the store hold the revision's objects
 //! (creates, updates that undo drift, and with `prune` deletes of what left the repository), each
 //! object admitted as the API admits it, and compared first so an unchanged object is not written.
+//! The fields a person's action sets on a Session are merged three ways (kept.rs).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -12,6 +13,7 @@ use aoctl_api::{GitSource, Kind, ObjectMeta, OwnerReference, API_VERSION};
 use aoctl_store::{Selector, Store, StoreError, StoredObject, Write};
 use serde_json::Value;
 
+use super::kept;
 use super::manifests::{reference, Desired};
 use crate::admission::{self, AdmissionError};
 
@@ -82,6 +84,7 @@ pub(crate) async fn plan(
             let meta = obj.meta_mut();
             meta.annotations.insert(MANAGED_BY.into(), mine.clone());
             meta.owner_references.extend(owner.clone());
+            kept::mark_created(&mut obj);
             if let Some(refused) = admit(store, &mut obj, true, &staged, d).await? {
                 return Ok(Err(refused));
             }
@@ -119,6 +122,7 @@ pub(crate) async fn plan(
         }
         meta.owner_references.retain(|r| !is_owner_ref(r, source));
         meta.owner_references.extend(owner.clone());
+        kept::merge(&mut next, &current);
         if let Some(refused) = admit(store, &mut next, false, &staged, d).await? {
             return Ok(Err(refused));
         }

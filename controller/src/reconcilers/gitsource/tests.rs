@@ -6,7 +6,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use aoctl_api::gitsource::{conditions as c, GitSourceSpec, InventoryEntry};
-use aoctl_api::source::{MANAGED_BY, RECONCILE, REQUESTED_AT};
+use aoctl_api::reactions::{Reaction, ReactionAction, Reactions};
+use aoctl_api::source::{LAST_APPLIED_FIELDS, MANAGED_BY, RECONCILE, REQUESTED_AT};
 use aoctl_api::{GitSource, ObjectMeta, Project, Session};
 use aoctl_runtimes::git::source::ManifestFile;
 
@@ -281,6 +282,85 @@ async fn a_sync_applies_a_revision_stalls_on_a_bad_one_and_writes_nothing_when_u
     let reconciling = condition::find(&s.status.conditions, c::RECONCILING).unwrap();
     assert_eq!((reconciling.status, reconciling.reason.as_str()), (ConditionStatus::False, c::SUSPENDED));
     assert_eq!(condition::find(&s.status.conditions, c::READY).unwrap().reason, c::FETCH_FAILED, "Ready unchanged");
+}
+
+/// A Session of project `web` whose manifest is not stopped, with `extra` lines of its spec.
+fn running(name: &str, prompt: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: ao.dev/v1alpha1\nkind: Session\nmetadata: {{name: {name}}}\nspec:\n  project: web\n  prompt: {prompt}\n{extra}"
+    )
+}
+
+#[tokio::test]
+async fn a_persons_stop_and_merge_when_green_outlast_syncs_until_the_repository_changes_them() {
+    let (dir, store) = store();
+    let repo = Repo::new(dir.path());
+    repo.commit(&[("fleet/project.yaml", PROJECT), ("fleet/a.yaml", &running("a", "one", ""))]);
+    let ctx = Arc::new(Context {
+        store: store.clone(),
+        recorder: Recorder::new(store.clone()),
+        cache: dir.path().join("sources"),
+    });
+    let mut src = source("fleet", repo.bare.to_str().unwrap(), false);
+    src.spec.path = Some("fleet".into());
+    store.create_typed(&src).await.unwrap();
+    let sync = || async {
+        let now: GitSource = store.get_typed("fleet").await.unwrap();
+        reconcile(Arc::new(now), ctx.clone()).await.unwrap();
+        store.get_typed::<Session>("a").await.unwrap()
+    };
+    let merge_when_green = || Reactions {
+        approved_and_green: Some(Reaction {
+            auto: Some(true),
+            action: Some(ReactionAction::Merge),
+            ..Reaction::default()
+        }),
+        ..Reactions::default()
+    };
+
+    let a = sync().await;
+    assert!(!a.spec.stopped);
+    assert!(a.metadata.annotations.contains_key(LAST_APPLIED_FIELDS), "made with the record: {:?}", a.metadata);
+
+    // A person presses Stop and Merge when green, and edits the prompt.
+    let mut by_hand = a.clone();
+    by_hand.spec.stopped = true;
+    by_hand.spec.reactions = Some(merge_when_green());
+    by_hand.spec.prompt = Some("by hand".into());
+    store.update_typed(&by_hand).await.unwrap();
+    let a = sync().await;
+    assert!(a.spec.stopped, "the person's stop stays");
+    assert_eq!(a.spec.reactions, Some(merge_when_green()), "so does Merge when green");
+    assert_eq!(a.spec.prompt.as_deref(), Some("one"), "other drift is undone");
+    let rv = store.resource_version();
+    sync().await;
+    assert_eq!(store.resource_version(), rv, "a kept value is no change: the next sync writes nothing");
+
+    // A commit that leaves those fields as they were leaves the person's values too.
+    repo.commit(&[("fleet/a.yaml", &running("a", "two", ""))]);
+    let a = sync().await;
+    assert_eq!((a.spec.prompt.as_deref(), a.spec.stopped), (Some("two"), true));
+    assert_eq!(a.spec.reactions, Some(merge_when_green()));
+
+    // A commit that changes the reaction wins over the person's.
+    let notify = "  reactions:\n    approved-and-green: {auto: false, action: notify}\n";
+    repo.commit(&[("fleet/a.yaml", &running("a", "two", notify))]);
+    let a = sync().await;
+    let entry = a.spec.reactions.as_ref().and_then(|r| r.approved_and_green.clone()).unwrap();
+    assert_eq!((entry.auto, entry.action), (Some(false), Some(ReactionAction::Notify)), "the repository's value wins");
+    assert!(a.spec.stopped, "the stop is still the person's");
+
+    // The repository takes the stop up, then lifts it: its new value wins over the person's stop.
+    repo.commit(&[("fleet/a.yaml", &running("a", "two", &format!("  stopped: true\n{notify}")))]);
+    assert!(sync().await.spec.stopped);
+    repo.commit(&[("fleet/a.yaml", &running("a", "two", notify))]);
+    assert!(!sync().await.spec.stopped, "a commit that changes `stopped` wins");
+
+    // A stop made after that is kept again.
+    let mut by_hand: Session = store.get_typed("a").await.unwrap();
+    by_hand.spec.stopped = true;
+    store.update_typed(&by_hand).await.unwrap();
+    assert!(sync().await.spec.stopped);
 }
 
 #[test]

@@ -12,6 +12,7 @@ mod cluster;
 mod contract;
 mod election;
 mod failures;
+mod nodes;
 mod sharing;
 
 use std::time::Duration;
