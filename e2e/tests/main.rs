@@ -12,6 +12,7 @@ mod disk;
 mod etcd;
 mod harness;
 
+mod agent_env;
 mod auth;
 mod backup;
 mod bad_input;

@@ -1,6 +1,7 @@
 //! Where aoctl touches the machine: git repositories and workspaces (git2), the runtimes agents
 //! run in (tmux, a PTY the controller owns, ConPTY on Windows), the agent adapters, and background
 //! processes. Only this crate spawns processes.
+pub mod agent_env;
 pub mod agents;
 #[cfg(test)]
 mod contract_tests;

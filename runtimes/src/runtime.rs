@@ -25,7 +25,10 @@ pub struct LaunchSpec {
     pub workdir: PathBuf,
     /// Argument vector; never joined into a shell string.
     pub command: Vec<String>,
-    /// Added to the controller's environment.
+    /// The agent's whole environment, as [`crate::agent_env::agent_env`] makes it: nothing of the
+    /// controller's own environment reaches the agent unless it is here. Runtimes add only the
+    /// terminal's `TERM` (and what tmux sets in a pane: `TMUX`, `TMUX_PANE`); a container also has
+    /// its image's environment.
     pub env: BTreeMap<String, String>,
     /// File every byte of output is appended to (`aoctl logs`).
     pub transcript: PathBuf,

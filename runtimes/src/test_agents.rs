@@ -236,16 +236,20 @@ pub(crate) fn py_agent(dir: &Path, name: &str, body: &str) -> Vec<String> {
     vec![python(), write_script(dir, name, body).to_string_lossy().into_owned()]
 }
 
-/// A launch of `command` for session `session`, working in `dir/work`, transcript in `dir/logs`.
+/// A launch of `command` for session `session`, working in `dir/work`, transcript in `dir/logs`,
+/// with the environment the controller would give it (`AOCTL_TEST` set on purpose).
 pub(crate) fn spec(dir: &Path, session: &str, command: Vec<String>) -> LaunchSpec {
     let workdir = dir.join("work");
     std::fs::create_dir_all(&workdir).unwrap();
+    let set = BTreeMap::from([("AOCTL_TEST".to_string(), format!("[{session}]"))]);
+    let secrets = std::collections::BTreeSet::new();
+    let rules = crate::agent_env::Rules { inherit: true, keys: &[], secrets: &secrets };
     LaunchSpec {
         session: session.into(),
         project: "demo".into(),
         workdir,
         command,
-        env: BTreeMap::from([("AOCTL_TEST".to_string(), format!("[{session}]"))]),
+        env: crate::agent_env::agent_env(std::env::vars_os(), &rules, &set),
         transcript: dir.join("logs").join(format!("{session}.log")),
         session_dir: dir.join("sessions").join(session),
         cols: 100,
@@ -336,6 +340,35 @@ pub(crate) fn pid_after(spec: &LaunchSpec, label: &str) -> u32 {
     let text = read(&spec.transcript);
     let rest = &text[text.find(label).unwrap_or_else(|| panic!("{label} in {text:?}")) + label.len()..];
     rest.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// The environment process `pid` was started with, as Linux shows it.
+#[cfg(target_os = "linux")]
+pub(crate) fn environ(pid: u32) -> BTreeMap<String, String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    raw.split(|b| *b == 0)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (k, v) = entry.split_once('=').unwrap_or((&entry, ""));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+/// An agent that says `ready` and then only waits, without `exec`, so its process keeps the
+/// environment it was started with.
+#[cfg(unix)]
+pub(crate) const WAITER: &str = "#!/bin/sh\necho ready\nsleep 30\n";
+
+/// What a session sets on purpose in the environment tests: a value that tmux would take for a
+/// separator or a format on a command line, and nothing of the controller's environment.
+#[cfg(unix)]
+pub(crate) fn set_on_purpose(session: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("AOCTL_TEST".to_string(), format!("[{session}]")),
+        ("GIVEN".to_string(), "kept; as #{session_name} is, with spaces".to_string()),
+    ])
 }
 
 /// Waits until `runtime` probes `handle` as `want`.

@@ -147,6 +147,9 @@ fn spawn(spec: &LaunchSpec) -> Result<Agent, RuntimeError> {
     let mut cmd = CommandBuilder::new(program);
     cmd.args(args);
     cmd.cwd(&spec.workdir);
+    // `spec.env` is the agent's whole environment: nothing of the controller's (on Windows, nor of
+    // the registry's user and system variables, which portable-pty would add).
+    cmd.env_clear();
     // The agent's terminal is the emulator, whatever terminal the controller itself runs in.
     cmd.env("TERM", "xterm-256color");
     for (k, v) in &spec.env {

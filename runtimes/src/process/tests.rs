@@ -68,6 +68,24 @@ async fn process_start_applies_env_and_workdir_and_fills_the_transcript() {
     assert!(fx.runtime.attach_command(&handle).is_empty());
 }
 
+/// The agent's environment is `spec.env` and the terminal's `TERM`: nothing of the controller's,
+/// which here has at least a `PATH` and `HOME` the spec leaves out.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn process_agent_gets_exactly_its_environment() {
+    use crate::test_agents::{environ, set_on_purpose, sh_agent, WAITER};
+    assert!(std::env::var_os("PATH").is_some() && std::env::var_os("HOME").is_some());
+    let fx = Fixture::new();
+    let mut spec = spec(fx.path(), "env", sh_agent(fx.path(), "waiter.sh", WAITER));
+    spec.env = set_on_purpose("env");
+    let handle = fx.start(&spec).await;
+    let mut env = environ(fx.runtime.get(&handle).unwrap().pid);
+    assert_eq!(env.remove("TERM").as_deref(), Some("xterm-256color"));
+    // portable-pty names the user's login shell when the environment has none.
+    env.remove("SHELL");
+    assert_eq!(env, spec.env);
+}
+
 #[tokio::test]
 async fn process_send_submits_a_line_even_when_it_is_already_on_screen() {
     let fx = Fixture::new();

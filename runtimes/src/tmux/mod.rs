@@ -23,6 +23,7 @@ mod tests;
 #[cfg(unix)]
 mod view;
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -145,36 +146,31 @@ impl TmuxRuntime {
         }
     }
 
-    /// Runs `tmux -S socket args…` with `input` on stdin; its stdout, or why it failed.
+    /// Runs `tmux -S socket args…` with `input` on stdin; its stdout, or why it failed. The tmux
+    /// client gets only [`client_env`]: a server it starts keeps the environment of that client.
     async fn run(&self, args: &[OsString], input: Option<&[u8]>) -> Result<String, Failure> {
-        self.run_with_path(args, input, None).await
+        self.run_with_env(args, input, &client_env()).await
     }
 
-    /// [`TmuxRuntime::run`] with the tmux client's `PATH` set to `path`: tmux gives a new pane the
-    /// `PATH` of the client that asked for it, whatever `new-session -e PATH=…` says, and looks the
-    /// pane's command up in it.
-    async fn run_with_path(
+    /// [`TmuxRuntime::run`] with the tmux client's environment exactly `env`: a new session copies
+    /// the variables `update-environment` names from its client, and tmux gives a new pane the
+    /// `PATH` of the client that asked for it and looks the pane's command up in it.
+    async fn run_with_env(
         &self,
         args: &[OsString],
         input: Option<&[u8]>,
-        path: Option<&str>,
+        env: &BTreeMap<String, String>,
     ) -> Result<String, Failure> {
         if input.is_some() {
             crate::ignore_sigpipe();
         }
-        let mut cmd = match path {
-            // The tmux binary itself is still the one on the controller's PATH.
-            Some(path) => {
-                let mut cmd = tokio::process::Command::new(tmux_program());
-                cmd.env("PATH", path);
-                cmd
-            }
-            None => tokio::process::Command::new("tmux"),
-        };
-        cmd.arg("-S")
+        // The tmux binary itself is the one on the controller's PATH, whatever PATH the client gets.
+        let mut cmd = tokio::process::Command::new(tmux_program());
+        cmd.env_clear()
+            .envs(env)
+            .arg("-S")
             .arg(&self.socket)
             .args(args)
-            .env_remove("TMUX")
             .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -204,6 +200,15 @@ impl TmuxRuntime {
         } else {
             Err(Failure::Other(if message.is_empty() { format!("tmux exited with {}", out.status) } else { message }))
         }
+    }
+
+    /// Starts the server with [`client_env`] when none runs, then `spec`'s session (see
+    /// [`start_args`]).
+    async fn start_session(&self, spec: &LaunchSpec) -> Result<String, Failure> {
+        let up = ["start-server", ";", "set-option", "-g", "exit-empty", "off", ";", "show-environment", "-g"];
+        let globals = self.run(&up.map(OsString::from), None).await?;
+        let args = start_args(spec, &global_names(&globals)).map_err(|e| Failure::Other(e.to_string()))?;
+        self.run_with_env(&args, None, &spec.env).await
     }
 
     /// `run` for an operation on an existing session: a missing one is `NotFound`.
@@ -242,6 +247,24 @@ fn sh_quote(s: &str) -> String {
 /// The pane of session `name`, targeted exactly.
 fn pane(name: &str) -> OsString {
     arg(format!("={name}:"))
+}
+
+/// What of the controller's environment a tmux client that starts no agent gets: where things
+/// are and the locale, nothing else, so that a server it starts holds no more than that.
+fn client_env() -> BTreeMap<String, String> {
+    const NAMES: &[&str] = &["PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TMUX_TMPDIR"];
+    NAMES.iter().filter_map(|n| Some((n.to_string(), std::env::var(n).ok()?))).collect()
+}
+
+/// The names of the server's global environment in the output of `show-environment -g`
+/// (`NAME=value`, or `-NAME` for one marked to be removed).
+fn global_names(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter_map(|line| {
+            let line = line.strip_prefix('-').unwrap_or(line);
+            Some(line.split_once('=').map_or(line, |(name, _)| name)).filter(|n| !n.is_empty())
+        })
+        .collect()
 }
 
 /// The `tmux` found on the controller's own `PATH`, or plain `tmux` when none is.
@@ -287,8 +310,15 @@ fn restore_hook(name: &str, cols: u16, rows: u16) -> Option<String> {
 }
 
 /// The argument vector that starts `spec` in one tmux invocation, so that `pipe-pane` is attached
-/// before the pane's first output is read.
-fn start_args(spec: &LaunchSpec) -> Result<Vec<OsString>, RuntimeError> {
+/// before the pane's first output is read. Its client's environment must be `spec.env`.
+///
+/// A pane's environment is the server's global environment, then its session's. The global one
+/// is emptied first (`stale`: the names it held, which a server started by an older controller
+/// filled with that controller's environment); the session's is copied from the client, naming
+/// `spec.env`'s variables in `update-environment` for this one command, so that no value is ever
+/// on a command line. Should this invocation itself start the server, the global environment gets
+/// the client's, which is removed again once the session exists.
+fn start_args(spec: &LaunchSpec, stale: &[&str]) -> Result<Vec<OsString>, RuntimeError> {
     let name = &spec.session;
     let mut command: Vec<&str> = spec.command.iter().map(String::as_str).collect();
     if command.is_empty() {
@@ -312,16 +342,25 @@ fn start_args(spec: &LaunchSpec) -> Result<Vec<OsString>, RuntimeError> {
     args.extend(["set-option", "-g", "history-limit", HISTORY_LIMIT, ";"].map(OsString::from));
     // A server that outlives its last session cannot race a stop followed by a start.
     args.extend(["set-option", "-g", "exit-empty", "off", ";"].map(OsString::from));
+    for name in stale {
+        args.extend(["set-environment".into(), "-g".into(), "-u".into(), arg(name), ";".into()]);
+    }
+    if let Some(bad) = spec.env.keys().find(|k| k.is_empty() || k.contains([' ', ',', '*', '?', '[', '='])) {
+        return Err(start_failed(format!("tmux cannot pass the environment variable `{bad}`")));
+    }
+    let names = spec.env.keys().map(String::as_str).collect::<Vec<_>>().join(" ");
+    args.extend(["set-option".into(), "-g".into(), "update-environment".into(), arg(names), ";".into()]);
     args.extend(["new-session", "-d", "-s"].map(OsString::from));
     args.push(arg(name));
     args.extend(["-x".into(), spec.cols.to_string().into(), "-y".into(), spec.rows.to_string().into()]);
     args.extend(["-c".into(), arg(literal(workdir))]);
-    for (k, v) in &spec.env {
-        args.extend(["-e".into(), arg(format!("{k}={v}"))]);
-    }
     args.push("--".into());
     args.extend(command.iter().map(arg));
     args.push(";".into());
+    args.extend(["set-option", "-g", "-u", "update-environment", ";"].map(OsString::from));
+    for name in spec.env.keys() {
+        args.extend(["set-environment".into(), "-g".into(), "-u".into(), arg(name), ";".into()]);
+    }
     args.extend(["pipe-pane".into(), "-o".into(), "-t".into(), pane(name), arg(literal(&pipe)), ";".into()]);
     args.extend(["set-option".into(), "-t".into(), pane(name), "@aoctl-session".into(), arg(name), ";".into()]);
     args.extend([
@@ -431,7 +470,7 @@ impl Runtime for TmuxRuntime {
     /// Starts `spec.command` in a new session named `spec.session`; a session of that name that
     /// already exists is an error (the controller decides whether to adopt it).
     async fn start(&self, spec: &LaunchSpec) -> Result<Handle, RuntimeError> {
-        let args = start_args(spec)?;
+        start_args(spec, &[])?;
         if !spec.workdir.is_dir() {
             return Err(start_failed(format!("working directory {} does not exist", spec.workdir.display())));
         }
@@ -441,12 +480,11 @@ impl Runtime for TmuxRuntime {
             }
         }
         self.panes.invalidate();
-        let path = spec.env.get("PATH").map(String::as_str);
-        let mut result = self.run_with_path(&args, None, path).await;
+        let mut result = self.start_session(spec).await;
         if matches!(&result, Err(Failure::Missing(m)) if m.contains("server exited") || m.contains("lost server")) {
             // The server was shutting down as this start reached it; the next start brings up a new one.
             tokio::time::sleep(Duration::from_millis(200)).await;
-            result = self.run_with_path(&args, None, path).await;
+            result = self.start_session(spec).await;
         }
         // Whatever happened, the session may exist now: no probe may answer from an older view.
         self.panes.invalidate();

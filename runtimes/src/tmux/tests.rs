@@ -1,6 +1,7 @@
 //! Tests of the tmux runtime against a real tmux server, driving the agents in miniature of
 //! [`crate::test_agents`].
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -56,6 +57,101 @@ async fn tmux_start_applies_env_and_workdir_and_fills_the_transcript() {
     transcript_has(&spec, &expected).await;
     assert!(server.runtime.capture(&handle).await.unwrap().contains(&expected));
     assert_eq!(server.runtime.probe(&handle).await.unwrap(), Probe::Alive);
+}
+
+/// What tmux itself sets in every pane.
+#[cfg(target_os = "linux")]
+const SET_BY_TMUX: &[&str] = &["TERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "TMUX", "TMUX_PANE", "SHELL", "PWD"];
+
+/// Whether `name=value` in a pane's environment is `spec`'s or tmux's own (its default `PATH`
+/// when `spec` has none).
+#[cfg(target_os = "linux")]
+fn given_or_tmux(spec: &LaunchSpec, name: &str, value: &str) -> bool {
+    spec.env.get(name).is_some_and(|v| v == value)
+        || SET_BY_TMUX.contains(&name)
+        || (name == "PATH" && value == "/usr/bin:/bin" && !spec.env.contains_key("PATH"))
+}
+
+/// The process id of session `name`'s pane.
+#[cfg(target_os = "linux")]
+fn pane_pid(server: &Server, name: &str) -> u32 {
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(server.runtime.socket())
+        .args(["display-message", "-p", "-t", &format!("={name}:"), "#{pane_pid}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// The server's global environment, as `show-environment -g` prints it.
+#[cfg(target_os = "linux")]
+fn global_environment(server: &Server) -> String {
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(server.runtime.socket())
+        .args(["show-environment", "-g"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Regression: a tmux pane's environment is the server's (which it took from the client that
+/// started it: a controller's, forge token and all) and its session's, so every agent had the
+/// controller's secrets. Now an agent has `spec.env`, what tmux sets in a pane, and nothing else,
+/// also on a server an older controller started, and nothing of another session's `spec.env`.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn tmux_agent_gets_exactly_its_environment_even_on_an_older_server() {
+    TmuxRuntime::available().unwrap();
+    assert!(std::env::var_os("PATH").is_some() && std::env::var_os("HOME").is_some());
+    let server = Server::new();
+    let old = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(server.runtime.socket())
+        .args(["start-server", ";", "set-option", "-g", "exit-empty", "off"])
+        .env("GITHUB_TOKEN", "ghp-of-the-controller")
+        .env("AOCTL_WEBHOOK_SECRET", "hook-of-the-controller")
+        .status()
+        .unwrap();
+    assert!(old.success() && global_environment(&server).contains("GITHUB_TOKEN="));
+
+    let mut first = spec(server.path(), "env-first", sh_agent(server.path(), "waiter.sh", WAITER));
+    first.env = set_on_purpose("env-first");
+    server.start(&first).await;
+    let env = environ(pane_pid(&server, "env-first"));
+    for (k, v) in &env {
+        assert!(given_or_tmux(&first, k, v), "{k}={v} reached the agent");
+    }
+    for (k, v) in &first.env {
+        assert_eq!(env.get(k), Some(v), "{k}");
+    }
+
+    let mut second = spec(server.path(), "env-second", sh_agent(server.path(), "waiter.sh", WAITER));
+    second.env = BTreeMap::from([("AOCTL_TEST".to_string(), "[env-second]".to_string())]);
+    server.start(&second).await;
+    let env = environ(pane_pid(&server, "env-second"));
+    for (k, v) in &env {
+        assert!(given_or_tmux(&second, k, v), "{k}={v} reached the agent");
+    }
+    let globals = global_environment(&server);
+    assert!(!globals.contains("GITHUB_TOKEN") && !globals.contains("GIVEN"), "{globals}");
+}
+
+/// The values of the agent's environment never stand on a tmux command line, where every user
+/// of the machine can read them (`/proc/<pid>/cmdline`).
+#[test]
+fn start_args_name_the_environment_without_its_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = spec(dir.path(), "quiet", vec!["agent".into(), "--flag".into()]);
+    spec.env.insert("ANTHROPIC_API_KEY".into(), "sk-ant-never-on-a-command-line".into());
+    let args = super::start_args(&spec, &["LEFT_BY_AN_OLDER_SERVER"]).unwrap();
+    let text: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    assert!(!text.iter().any(|a| a.contains("sk-ant-never")), "{text:?}");
+    assert!(text.iter().any(|a| a.split(' ').any(|n| n == "ANTHROPIC_API_KEY")), "{text:?}");
+    assert!(text.windows(2).any(|w| w == ["-u", "LEFT_BY_AN_OLDER_SERVER"]), "{text:?}");
+    let bad = BTreeMap::from([("A B".to_string(), "x".to_string())]);
+    assert!(super::start_args(&LaunchSpec { env: bad, ..spec }, &[]).is_err());
 }
 
 /// Regression: tmux gives a new pane its client's PATH, not the session's, so an agent installed

@@ -63,9 +63,13 @@ pub(super) async fn open(
     let mut cmd = CommandBuilder::new(tmux_program());
     cmd.args([OsString::from("-u"), "-S".into(), tmux.socket.clone().into(), "attach-session".into(), "-t".into()]);
     cmd.arg(arg(format!("={name}")));
+    // A client with as little of the controller's environment as the others (see `client_env`).
+    cmd.env_clear();
+    for (k, v) in super::client_env() {
+        cmd.env(k, v);
+    }
     // The person's terminal is an xterm, whatever terminal the controller runs in.
     cmd.env("TERM", "xterm-256color");
-    cmd.env_remove("TMUX");
     let mut child = pair.slave.spawn_command(cmd).map_err(|e| failed(format!("cannot run tmux: {e:#}")))?;
     drop(pair.slave);
 

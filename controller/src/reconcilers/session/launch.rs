@@ -10,6 +10,7 @@ use aoctl_api::session::{
 };
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_engine::Action;
+use aoctl_runtimes::agent_env;
 use aoctl_runtimes::agents::{self, Launch, RenderInput};
 use aoctl_runtimes::workspace::WorkspaceInfo;
 use aoctl_runtimes::{Handle, LaunchSpec, Probe, Runtime};
@@ -335,13 +336,15 @@ impl Reconcile<'_> {
                 tracing::warn!(error = %e, session = %name, "could not prepare the agent's settings");
             }
         }
-        let mut env = ws.env();
-        env.extend(launch.env.clone());
-        env.extend(s.spec.env.clone());
+        let mut set = ws.env();
+        set.extend(launch.env.clone());
+        set.extend(s.spec.env.clone());
         // Last, so that no spec can hand the agent another session's identity.
         if let (Some(keys), Some(uid)) = (&ctx.session_keys, s.metadata.uid.as_deref()) {
-            env.extend(keys.env(name, uid));
+            set.extend(keys.env(name, uid));
         }
+        let container = container_of(s, Some(&self.project));
+        let env = agent_environment(ctx, &self.project, &launch, container.is_none(), &set).await;
         let spec = LaunchSpec {
             session: name.clone(),
             project: s.spec.project.clone(),
@@ -352,7 +355,7 @@ impl Reconcile<'_> {
             session_dir: files.dir(name),
             cols: aoctl_runtimes::TERMINAL_COLS,
             rows: aoctl_runtimes::TERMINAL_ROWS,
-            container: container_of(s, Some(&self.project)),
+            container,
             sandbox: ws.sandbox.clone(),
         };
         if let Err(e) = rt.resolve(&spec).await {
@@ -622,6 +625,32 @@ fn failed_at_start(st: &SessionStatus) -> bool {
         c.status == ConditionStatus::False
             && (c.reason == reasons::AGENT_EXITED_AT_START || (c.reason == reasons::AGENT_NOT_FOUND && exited))
     })
+}
+
+/// The agent's whole environment: `set` (what the controller and the session set on purpose)
+/// over the part of the controller's own environment an agent may have (`inherit`: not in a
+/// container) — never the controller's secrets, the token and webhook variables of any
+/// Project or GitSource, nor `AOCTL_*` (docs/security.md#what-an-agent-is-given).
+async fn agent_environment(
+    ctx: &Context,
+    project: &aoctl_api::Project,
+    launch: &Launch,
+    inherit: bool,
+    set: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    use crate::forges::{DEFAULT_GITLAB_TOKEN_ENV, DEFAULT_LINEAR_TOKEN_ENV, DEFAULT_TOKEN_ENV};
+    let store = &ctx.store;
+    let everything = aoctl_store::Selector::everything();
+    let projects = store.list_typed::<aoctl_api::Project>(&everything).await.map(|(p, _)| p);
+    let sources = store.list_typed::<aoctl_api::GitSource>(&everything).await.map(|(g, _)| g);
+    // A list that failed leaves out no more than the defaults and this project's names.
+    let projects = projects.unwrap_or_else(|_| vec![project.clone()]);
+    let sources = sources.unwrap_or_default();
+    let defaults = [DEFAULT_TOKEN_ENV, DEFAULT_GITLAB_TOKEN_ENV, DEFAULT_LINEAR_TOKEN_ENV];
+    let secrets = agent_env::secret_names(&projects, &sources, &defaults);
+    let keys: Vec<&str> = launch.adapter.map(|a| a.login.env.to_vec()).unwrap_or_default();
+    let rules = agent_env::Rules { inherit, keys: &keys, secrets: &secrets };
+    agent_env::agent_env(std::env::vars_os(), &rules, set)
 }
 
 /// How to get a missing agent program: its row's pinned install command.
