@@ -98,6 +98,20 @@ pub struct ProjectSpec {
     /// checkout (see docs/sessions.md); off when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_pool: Option<WorkspacePoolSpec>,
+    /// Who, besides the people the forge gives write access and the project's own bots, may
+    /// speak to its agents: whose reviews and comments are typed into them (see
+    /// docs/security.md#who-may-speak-to-an-agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<TrustSpec>,
+}
+
+/// The people a project trusts beyond those with write access on its forge.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TrustSpec {
+    /// Logins (GitHub) or usernames (GitLab), compared without regard to case.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<String>,
 }
 
 /// A project's warm pool: ready worktrees at the default branch's head, on a detached `HEAD`,

@@ -415,6 +415,11 @@ pub struct SessionStatus {
     /// What of the pull request's feedback was already passed on, so that nothing is sent twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<FeedbackStatus>,
+    /// Comments on the pull request from authors the project does not trust, newest last, at
+    /// most [`HeldComment::MAX`]: never typed into the agent by the controller; a person may pass
+    /// one on (the dashboard's session page).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_comments: Vec<HeldComment>,
     /// Tokens and cost, where the agent reports them (Claude Code, Codex).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -676,6 +681,55 @@ pub struct FeedbackStatus {
     /// Reviewer sessions whose verdict was passed on; at most [`FeedbackStatus::MAX_IDS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reviewers: Vec<String>,
+    /// Keys ([`HeldComment::key`]) of the reviews and comments held back because the project
+    /// does not trust their authors, so each is recorded once; at most [`FeedbackStatus::MAX_IDS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<String>,
+}
+
+/// A review or comment whose author the project does not trust, kept for a person to read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeldComment {
+    /// `review` (a review's own text) or `comment` (a line comment or a note).
+    pub kind: String,
+    /// The forge's id of the review or comment.
+    pub id: u64,
+    /// The author's login or username.
+    pub author: String,
+    /// What the forge says of the author: GitHub's `author_association` (`NONE`,
+    /// `CONTRIBUTOR`, …), GitLab's access level.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub role: String,
+    /// The file and line it is about, for a line comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// Its text, cut after [`HeldComment::BODY_MAX`] characters (an ellipsis marks the cut).
+    pub body: String,
+    /// What a person's "pass on" types into the agent: the text fenced as a quotation from its
+    /// author.
+    pub message: String,
+    /// When the controller held it back.
+    pub held_at: Time,
+}
+
+impl HeldComment {
+    /// The most held comments a status keeps; the oldest are dropped first.
+    pub const MAX: usize = 10;
+    /// Characters of a held comment's text that are kept.
+    pub const BODY_MAX: usize = 1500;
+
+    /// Identifies it among reviews and comments: `r<id>` or `c<id>`.
+    pub fn key(&self) -> String {
+        held_key(&self.kind, self.id)
+    }
+}
+
+/// The key of a held review (`kind` `review`) or comment.
+pub fn held_key(kind: &str, id: u64) -> String {
+    format!("{}{id}", if kind == "review" { 'r' } else { 'c' })
 }
 
 impl FeedbackStatus {
@@ -695,6 +749,15 @@ impl FeedbackStatus {
         }
         add(&mut self.reviews, reviews);
         add(&mut self.comments, comments);
+    }
+
+    /// Remembers the keys of held reviews and comments, keeping the newest [`Self::MAX_IDS`].
+    pub fn remember_held(&mut self, key: &str) {
+        if !self.held.iter().any(|k| k == key) {
+            self.held.push(key.to_string());
+        }
+        let over = self.held.len().saturating_sub(FeedbackStatus::MAX_IDS);
+        self.held.drain(..over);
     }
 
     /// Remembers reviewer sessions whose verdict was passed on.

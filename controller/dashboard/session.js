@@ -120,6 +120,14 @@ export class SessionPage {
       h('button', { type: 'button', 'data-action': 'delete', class: 'danger', onclick: () => this.remove() }, 'Delete'),
     );
     this.sourceLine = h('p', { class: 'source-note hint muted', 'data-field': 'source', hidden: true });
+    this.held = h('div', { id: 'held', class: 'panel-body' });
+    this.heldPanel = h(
+      'section',
+      { class: 'panel held-panel', 'aria-label': 'Held comments', hidden: true },
+      h('div', { class: 'panel-head' }, h('h2', {}, 'Held comments')),
+      h('p', { class: 'hint muted panel-note' }, 'Written on the pull request by people the project does not trust: not typed into the agent. Pass one on if it is sound.'),
+      this.held,
+    );
 
     this.root = h(
       'section',
@@ -158,6 +166,7 @@ export class SessionPage {
           'div',
           { class: 'side-col' },
           h('section', { class: 'panel actions-panel', 'aria-label': 'Actions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Send to the agent')), h('div', { class: 'panel-body' }, sendForm, this.actions, this.sourceLine)),
+          this.heldPanel,
           h('section', { class: 'panel status-panel', 'aria-label': 'Status' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Status')), h('div', { class: 'panel-body' }, this.facts)),
           h('section', { class: 'panel conditions-panel', 'aria-label': 'Conditions' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Conditions')), this.conditions),
           h('section', { class: 'panel events-panel', 'aria-label': 'Events' }, h('div', { class: 'panel-head' }, h('h2', {}, 'Events')), this.events),
@@ -263,6 +272,7 @@ export class SessionPage {
     q('merge').setAttribute('aria-pressed', merging ? 'true' : 'false');
     q('merge').textContent = merging ? 'Merging when green' : 'Merge when green';
     this.renderSource(s);
+    this.renderHeld(s);
 
     const rt = s.status?.runtime;
     const usage = s.status?.usage;
@@ -290,6 +300,36 @@ export class SessionPage {
             ),
           )
         : h('p', { class: 'muted' }, 'No conditions yet.'),
+    );
+  }
+
+  /** The comments held back from the agent (`status.heldComments`), newest first, each with a
+   * button that types its fenced quotation into the agent; redrawn only when the list changes. */
+  renderHeld(s) {
+    const held = s.status?.heldComments ?? [];
+    this.heldPanel.hidden = !held.length;
+    const key = held.map((c) => `${c.kind}:${c.id}`).join(' ');
+    if (key === this.heldKey) return;
+    this.heldKey = key;
+    const passOn = async (button, c) => {
+      button.disabled = true;
+      if (await sendText(this.name, c.message)) button.textContent = 'Passed on';
+      else button.disabled = false;
+    };
+    replace(
+      this.held,
+      [...held].reverse().map((c) => {
+        const where = c.path ? ` on ${c.path}${c.line ? `:${c.line}` : ''}` : '';
+        const button = h('button', { type: 'button', 'data-action': 'pass-on', title: 'Type this comment into the agent, quoted as its author\'s' }, 'Pass on to the agent');
+        button.onclick = () => passOn(button, c);
+        return h(
+          'div',
+          { class: 'held', 'data-held': `${c.kind}-${c.id}` },
+          h('div', { class: 'held-head' }, h('strong', {}, c.author || 'a deleted account'), c.role ? h('span', { class: 'muted' }, ` (${c.role})`) : null, h('span', { class: 'muted' }, `${c.kind === 'review' ? ' reviewed' : ' commented'}${where}`), h('span', { class: 'muted age', title: c.heldAt }, ` ${age(c.heldAt)} ago`)),
+          h('pre', { class: 'held-body' }, c.body),
+          button,
+        );
+      }),
     );
   }
 

@@ -6,14 +6,15 @@
 //                  [--repo OWNER2/NAME2 --git-dir /path/to/other.git ...]
 //                  [--token T] [--identity TOKEN=LOGIN ...] [--webhook-url URL --webhook-secret S]
 //                  [--base-path /] [--html-url https://github.com] [--login USER] [--host 127.0.0.1]
+//                  [--collaborator LOGIN ...]
 
 const USAGE = `usage: node server.js --port P --repo OWNER/NAME --git-dir DIR [--repo ... --git-dir ...]
        [--token T] [--identity TOKEN=LOGIN ...] [--webhook-url URL] [--webhook-secret S]
-       [--base-path /] [--html-url URL] [--login USER] [--host 127.0.0.1]`;
+       [--base-path /] [--html-url URL] [--login USER] [--host 127.0.0.1] [--collaborator LOGIN ...]`;
 
 function parseArgs(argv) {
-  const opts = { port: 0, host: '127.0.0.1', repos: [], gitDirs: [], identities: [], basePath: '/', html: 'https://github.com' };
-  const takes = new Set(['--port', '--host', '--repo', '--git-dir', '--token', '--identity', '--webhook-url', '--webhook-secret', '--base-path', '--html-url', '--login']);
+  const opts = { port: 0, host: '127.0.0.1', repos: [], gitDirs: [], identities: [], collaborators: [], basePath: '/', html: 'https://github.com' };
+  const takes = new Set(['--port', '--host', '--repo', '--git-dir', '--token', '--identity', '--webhook-url', '--webhook-secret', '--base-path', '--html-url', '--login', '--collaborator']);
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i];
     let value;
@@ -52,6 +53,7 @@ function parseArgs(argv) {
       case '--base-path': opts.basePath = value; break;
       case '--html-url': opts.html = value; break;
       case '--login': opts.login = value; break;
+      case '--collaborator': opts.collaborators.push(value); break;
     }
   }
   if (opts.repos.length !== opts.gitDirs.length) throw new Error('give one --git-dir per --repo, in the same order');
@@ -77,6 +79,7 @@ async function main() {
     basePath: opts.basePath,
     html: opts.html,
     login: opts.login,
+    collaborators: opts.collaborators,
   });
   try {
     await standin.init();

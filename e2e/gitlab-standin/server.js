@@ -3,7 +3,7 @@
 //
 //   node server.js --port P --project GROUP/NAME --git-dir /path/to/origin.git
 //                  [--project GROUP2/NAME2 --git-dir /path/to/other.git ...]
-//                  [--token T] [--username USER] [--identity TOKEN=USER ...]
+//                  [--token T] [--username USER] [--identity TOKEN=USER ...] [--member USER=LEVEL ...]
 //                  [--webhook-url URL --webhook-token S]
 //                  [--web-url http://gitlab.example] [--host 127.0.0.1]
 'use strict';
@@ -11,7 +11,7 @@
 const { StandIn } = require('./lib/standin');
 
 const USAGE = `usage: node server.js --port P --project GROUP/NAME --git-dir DIR [--project ... --git-dir ...]
-       [--token T] [--username USER] [--identity TOKEN=USER ...]
+       [--token T] [--username USER] [--identity TOKEN=USER ...] [--member USER=LEVEL ...]
        [--webhook-url URL] [--webhook-token S]
        [--web-url http://gitlab.example] [--host 127.0.0.1]`;
 
@@ -19,8 +19,8 @@ const USAGE = `usage: node server.js --port P --project GROUP/NAME --git-dir DIR
 const USERNAME = /^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,254}$/;
 
 function parseArgs(argv) {
-  const opts = { port: 0, host: '127.0.0.1', projects: [], gitDirs: [], webUrl: 'http://gitlab.example', username: 'octo', identities: [] };
-  const takes = new Set(['--port', '--host', '--project', '--git-dir', '--token', '--webhook-url', '--webhook-token', '--username', '--web-url', '--identity']);
+  const opts = { port: 0, host: '127.0.0.1', projects: [], gitDirs: [], webUrl: 'http://gitlab.example', username: 'octo', identities: [], members: [] };
+  const takes = new Set(['--port', '--host', '--project', '--git-dir', '--token', '--webhook-url', '--webhook-token', '--username', '--web-url', '--identity', '--member']);
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i];
     let value;
@@ -61,6 +61,13 @@ function parseArgs(argv) {
         opts.identities.push({ token, username: user });
         break;
       }
+      case '--member': {
+        // USER=LEVEL: a member of every project at GitLab's access level LEVEL (10 … 50).
+        const [user, level] = value.split('=');
+        if (!USERNAME.test(user || '') || ![10, 20, 30, 40, 50].includes(Number(level))) throw new Error(`--member needs USER=LEVEL with LEVEL 10, 20, 30, 40 or 50, not ${JSON.stringify(value)}`);
+        opts.members.push({ username: user, level: Number(level) });
+        break;
+      }
     }
   }
   if (!USERNAME.test(opts.username)) throw new Error(`bad --username ${JSON.stringify(opts.username)}`);
@@ -88,6 +95,7 @@ async function main() {
     projects: opts.projects.map((path, i) => ({ path, gitDir: opts.gitDirs[i] })),
     token: opts.token,
     identities: opts.identities,
+    members: opts.members,
     webhook: opts.webhookUrl ? { url: opts.webhookUrl, token: opts.webhookToken } : null,
     username: opts.username,
     webUrl: opts.webUrl,

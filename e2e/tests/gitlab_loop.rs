@@ -64,6 +64,8 @@ impl Gl {
         let mut args: Vec<OsString> =
             vec!["--project".into(), PATH.into(), "--git-dir".into(), repos.bare.clone().into()];
         args.extend(["--token".into(), TOKEN.into()]);
+        // The reviewer is a Developer of the project, as a team's reviewers are.
+        args.extend(["--member".into(), format!("{REVIEWER}=30").into()]);
         if webhooks {
             args.extend([
                 "--webhook-url".into(),

@@ -27,6 +27,9 @@ pub(crate) const REVIEW_TOKEN: &str = "ghp_e2eReviewBotToken0123456789";
 pub(crate) const REVIEW_BOT: &str = "octo-review-bot";
 /// The variable the server reads it from.
 pub(crate) const REVIEW_TOKEN_ENV: &str = "AOCTL_REVIEW_TOKEN";
+/// A person invited to collaborate on the stand-in's repository (its `author_association` is
+/// `COLLABORATOR`), as the people who review a team's pull requests are: the tests' reviewer.
+pub(crate) const COLLABORATOR: &str = "octo-reviewer";
 /// The webhook secret the stand-in signs with and the server reads from `AOCTL_WEBHOOK_SECRET`.
 pub(crate) const SECRET: &str = "e2e-webhook-secret";
 /// The repository of the pull-request tests.
@@ -106,6 +109,7 @@ impl StandIn {
         let mut args: Vec<std::ffi::OsString> = vec!["--repo".into(), repo.into(), "--git-dir".into(), git_dir.into()];
         args.extend(["--token".into(), TOKEN.into()]);
         args.extend(["--identity".into(), format!("{REVIEW_TOKEN}={REVIEW_BOT}").into()]);
+        args.extend(["--collaborator".into(), COLLABORATOR.into()]);
         if let Some(url) = webhook_url {
             args.extend(["--webhook-url".into(), url.into(), "--webhook-secret".into(), SECRET.into()]);
         }

@@ -19,7 +19,7 @@ pub mod webhook;
 pub use aoctl_forge_core::{Budget, BudgetKey, Error, ErrorKind, Observer, RequestRecord, Stats};
 pub use aoctl_scm::{
     flaky_cause, CheckKind, Checks, FailingCheck, Issue, IssueList, IssueStateFilter, MergeMethod, NewComment,
-    PullRequest, Review, ReviewComment, ReviewEvent, Reviews,
+    PullRequest, Review, ReviewComment, ReviewEvent, Reviews, Standing,
 };
 pub use checks::ACTIONS_APP;
 pub use client::{graphql_url, Client, DEFAULT_API_URL};

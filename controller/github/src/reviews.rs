@@ -1,11 +1,12 @@
-//! Reviews of a pull request: the reviews and line comments, and the review state they add up to.
+//! Reviews of a pull request: the reviews and line comments with their authors' standing in the
+//! repository (`author_association`), and the review state they add up to.
 
 use aoctl_forge_core::Error;
 use http::Method;
 use serde::Deserialize;
 use serde_json::json;
 
-use aoctl_scm::{review_state, NewComment, Review, ReviewComment, ReviewEvent, Reviews};
+use aoctl_scm::{review_state, NewComment, Review, ReviewComment, ReviewEvent, Reviews, Standing};
 
 use crate::client::{segment, Client};
 
@@ -22,6 +23,8 @@ struct WireUser {
 struct WireReview {
     id: u64,
     user: Option<WireUser>,
+    #[serde(default)]
+    author_association: Option<String>,
     state: String,
     #[serde(default)]
     body: Option<String>,
@@ -31,6 +34,8 @@ struct WireReview {
 struct WireComment {
     id: u64,
     user: Option<WireUser>,
+    #[serde(default)]
+    author_association: Option<String>,
     path: String,
     #[serde(default)]
     line: Option<u64>,
@@ -58,6 +63,7 @@ impl Client {
             .map(|w| Review {
                 id: w.id,
                 user: w.user.map(|u| u.login).unwrap_or_default(),
+                standing: Standing::github(w.author_association.as_deref()),
                 state: w.state,
                 body: w.body.unwrap_or_default(),
             })
@@ -70,6 +76,7 @@ impl Client {
             .map(|w| ReviewComment {
                 id: w.id,
                 user: w.user.map(|u| u.login).unwrap_or_default(),
+                standing: Standing::github(w.author_association.as_deref()),
                 path: w.path,
                 line: w.line,
                 original_line: w.original_line,

@@ -23,6 +23,8 @@ pub struct Client {
     pub(crate) core: Core,
     /// The username the token speaks as, once asked.
     username: Arc<tokio::sync::OnceCell<String>>,
+    /// Users' access levels in projects, as lately read.
+    pub(crate) levels: Arc<std::sync::Mutex<crate::members::Levels>>,
 }
 
 impl Client {
@@ -45,7 +47,7 @@ impl Client {
             has_token: token.is_some(),
             auth: token.map(|t| (HeaderName::from_static("private-token"), t)),
         })?;
-        Ok(Client { core, username: Arc::default() })
+        Ok(Client { core, username: Arc::default(), levels: Arc::default() })
     }
 
     /// Sets how long one request may take before it fails as transient.
@@ -56,7 +58,7 @@ impl Client {
 
     /// The same client, its requests counted under `label` (a project's name).
     pub fn labelled(&self, label: &str) -> Client {
-        Client { core: self.core.labelled(label), username: self.username.clone() }
+        Client { core: self.core.labelled(label), username: self.username.clone(), levels: self.levels.clone() }
     }
 
     /// The budget this client draws on.

@@ -1,5 +1,6 @@
 //! The GitLab side of closing the loop: find or open each session's merge request, read its
-//! pipeline, approvals, reviewers and discussions, fetch the tail of a failing job's log, retry a
+//! pipeline, approvals, reviewers and discussions (with each author's access level, from the
+//! project's members), fetch the tail of a failing job's log, retry a
 //! job, merge guarded by the head sha, read and list project issues, and make sense of webhook
 //! deliveries.
 //!
@@ -11,6 +12,7 @@
 //! to the configured API URL.
 mod client;
 mod issues;
+mod members;
 mod merge_requests;
 mod pipelines;
 mod reviews;

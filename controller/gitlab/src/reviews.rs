@@ -1,5 +1,6 @@
 //! Reviews of a merge request: approvals, reviewers' states and discussion threads read as
-//! reviews and line comments, the review state they add up to, and posting a reviewer's review.
+//! reviews and line comments, each author's standing in the project, the review state they add
+//! up to, and posting a reviewer's review.
 //!
 //! GitLab has no review object: a merge request asks for changes when a reviewer set
 //! `requested_changes` or a resolvable thread is still unresolved (it blocks the merge on most
@@ -9,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use aoctl_api::session::ReviewState;
-use aoctl_scm::{NewComment, Review, ReviewComment, ReviewEvent, Reviews};
+use aoctl_scm::{NewComment, Review, ReviewComment, ReviewEvent, Reviews, Standing};
 use http::Method;
 use serde::Deserialize;
 use serde_json::json;
@@ -28,6 +29,8 @@ const APPROVE: &str = "POST /projects/:id/merge_requests/:merge_request_iid/appr
 
 #[derive(Deserialize)]
 struct WireUser {
+    #[serde(default)]
+    id: Option<u64>,
     #[serde(default)]
     username: String,
 }
@@ -102,6 +105,7 @@ fn comment(n: &WireNote, first: Option<u64>, review: Option<u64>) -> ReviewComme
     ReviewComment {
         id: n.id,
         user: n.author.username.clone(),
+        standing: Standing::default(),
         path: pos.and_then(|p| p.new_path.clone().or(p.old_path.clone())).unwrap_or_default(),
         line: pos.and_then(|p| p.new_line),
         original_line: pos.and_then(|p| p.old_line),
@@ -124,7 +128,24 @@ impl Client {
             .await?;
         let path = format!("/projects/{id}/merge_requests/{iid}/discussions?per_page=100");
         let (discussions, _) = self.get_pages::<WireDiscussion>(LIST_DISCUSSIONS, &path, what).await?;
-        Ok(assemble(approvals, reviewers, discussions))
+        // Each author's access level, which no note carries: from the project's members.
+        let mut ids: BTreeMap<String, u64> = BTreeMap::new();
+        let users = approvals.approved_by.iter().map(|a| &a.user).chain(reviewers.iter().map(|r| &r.user));
+        let authors = discussions.iter().flat_map(|d| d.notes.iter().filter(|n| !n.system).map(|n| &n.author));
+        for u in users.chain(authors) {
+            if let Some(id) = u.id {
+                ids.insert(u.username.clone(), id);
+            }
+        }
+        let mut standing: BTreeMap<String, Standing> = BTreeMap::new();
+        for (user, id) in ids {
+            standing.insert(user, Standing::gitlab(self.access_level(project, id).await?));
+        }
+        let mut reviews = assemble(approvals, reviewers, discussions);
+        let of = |user: &str| standing.get(user).cloned().unwrap_or_default();
+        reviews.items.iter_mut().for_each(|r| r.standing = of(&r.user));
+        reviews.comments.iter_mut().for_each(|c| c.standing = of(&c.user));
+        Ok(reviews)
     }
 
     /// Posts a reviewer's review of commit `sha`: a thread on each line commented, the body as a
@@ -187,6 +208,7 @@ fn assemble(approvals: WireApprovals, reviewers: Vec<WireReviewer>, discussions:
         items.push(Review {
             id: review_id(&["reviewer", &r.user.username, state]),
             user: r.user.username.clone(),
+            standing: Standing::default(),
             state: state.to_string(),
             body: String::new(),
         });
@@ -201,7 +223,13 @@ fn assemble(approvals: WireApprovals, reviewers: Vec<WireReviewer>, discussions:
     }
     for (user, id) in &asking {
         if !items.iter().any(|r| &r.user == user && r.state == "CHANGES_REQUESTED") {
-            items.push(Review { id: *id, user: user.clone(), state: "CHANGES_REQUESTED".into(), body: String::new() });
+            items.push(Review {
+                id: *id,
+                user: user.clone(),
+                standing: Standing::default(),
+                state: "CHANGES_REQUESTED".into(),
+                body: String::new(),
+            });
         }
     }
     let mut comments = vec![];
@@ -223,6 +251,7 @@ fn assemble(approvals: WireApprovals, reviewers: Vec<WireReviewer>, discussions:
             items.push(Review {
                 id: review_id(&["approved", user]),
                 user: user.to_string(),
+                standing: Standing::default(),
                 state: "APPROVED".into(),
                 body: String::new(),
             });

@@ -12,4 +12,4 @@ pub use change::{MergeMethod, PullRequest};
 pub use checks::{CheckKind, Checks, FailingCheck};
 pub use issues::{Issue, IssueList, IssueStateFilter};
 pub use log::{flaky_cause, log_tail, LOG_TAIL_BYTES, LOG_TAIL_LINES};
-pub use reviews::{review_state, NewComment, Review, ReviewComment, ReviewEvent, Reviews};
+pub use reviews::{review_state, NewComment, Review, ReviewComment, ReviewEvent, Reviews, Standing};

@@ -6,11 +6,13 @@
 //! counted in `aoctl_{github,gitlab,linear}_requests_total`, what it cost against the limits in
 //! `aoctl_forge_requests_counted_total{service,project}`, and the lowest budget of each service
 //! in `aoctl_{…}_ratelimit_remaining`. The hub also remembers which projects' webhooks have been
-//! heard from, so that their polls can be rarer.
+//! heard from, so that their polls can be rarer, and tells who a project trusts to speak to its
+//! agents ([`Trust`]).
 
 mod error;
 mod forge;
 mod tracker;
+mod trust;
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -25,6 +27,7 @@ use crate::metrics::Metrics;
 pub use error::ForgeError;
 pub use forge::{poll_interval, Forge};
 pub use tracker::{issue_number, Tracker};
+pub use trust::{Trust, ACTIONS_BOT};
 
 /// The token variable of a GitHub project that names none.
 pub const DEFAULT_TOKEN_ENV: &str = "GITHUB_TOKEN";

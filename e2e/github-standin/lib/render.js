@@ -329,8 +329,18 @@ class Render {
     return full;
   }
 
+  // GitHub's `author_association` of `login` in `repo`: OWNER for the repository's owner,
+  // COLLABORATOR for one invited to collaborate, CONTRIBUTOR for one who has committed to it (here:
+  // authored a merged pull request), NONE otherwise. The stand-in's repositories belong to users,
+  // not organizations, so there is no MEMBER.
   association(repo, login) {
-    return login === repo.owner ? 'OWNER' : 'COLLABORATOR';
+    const l = String(login || '').toLowerCase();
+    if (l && l === repo.owner.toLowerCase()) return 'OWNER';
+    if (repo.collaborators && repo.collaborators.has(l)) return 'COLLABORATOR';
+    for (const pr of repo.pulls ? repo.pulls.values() : []) {
+      if (pr.merged && String(pr.user).toLowerCase() === l) return 'CONTRIBUTOR';
+    }
+    return 'NONE';
   }
 
   // The pull requests a check run is attached to (open ones whose head is its SHA).

@@ -158,8 +158,10 @@ class StandIn {
   // `login`, or null; identities: [{token, login}], more credentials with the login each
   // authenticates as; webhook: {url, secret} or null; basePath: '/' or e.g. '/api/v3'; html: web
   // UI base URL; login: the user `token` authenticates as, and every request's user when no
-  // credential is configured (default: the first repository's owner).
-  constructor({ repos = [], token = null, identities = [], webhook = null, basePath = '/', html = 'https://github.com', login = null, log, description, graphql, warm = true } = {}) {
+  // credential is configured (default: the first repository's owner); collaborators: logins
+  // with access to every repository (their `author_association` is COLLABORATOR).
+  constructor({ repos = [], token = null, identities = [], webhook = null, basePath = '/', html = 'https://github.com', login = null, collaborators = [], log, description, graphql, warm = true } = {}) {
+    this.collaboratorSpecs = collaborators;
     this.warm = warm;
     this.log = log || ((line) => process.stderr.write(`github-standin: ${line}\n`));
     this.description = description || new Description({ operations: OPERATIONS, webhooks: WEBHOOKS });
@@ -224,6 +226,8 @@ class StandIn {
       statuses: [],
       reviews: [],
       comments: [],
+      // Lower-case logins invited to collaborate (the owner needs no invitation).
+      collaborators: new Set((this.collaboratorSpecs || []).map((l) => l.toLowerCase())),
       mergeLock: new Mutex(),
       // The branch heads last announced (a `push` delivery goes out when one moves).
       heads: new Map((await git.branches()).map((b) => [b.name, b.sha])),
@@ -1569,6 +1573,14 @@ class StandIn {
       return this.withDeliveries(201, { status: this.render.statusFull(repo, s) }, deliveries);
     }
 
+    if (path === '/_standin/collaborators' && (method === 'POST' || method === 'DELETE')) {
+      const repo = this.repoFor(input);
+      if (!LOGIN.test(input.login || '')) throw bad(`${JSON.stringify(input.login)} is not a GitHub login`);
+      if (method === 'POST') repo.collaborators.add(input.login.toLowerCase());
+      else repo.collaborators.delete(input.login.toLowerCase());
+      return new Reply(200, { repo: repo.fullName, collaborators: [...repo.collaborators].sort() });
+    }
+
     if (method === 'POST' && path === '/_standin/reviews') {
       const repo = this.repoFor(input);
       const [review, comments, deliveries] = await this.addReview(repo, input);
@@ -1903,6 +1915,7 @@ const CONTROL_ROUTES = [
   'GET /_standin/webhooks [?payloads=1]',
   'GET /_standin/bugs',
   'GET /_standin/state',
+  'POST|DELETE /_standin/collaborators {repo?, login}  (invite or remove a collaborator)',
   'POST /_standin/repos {repo, gitDir}',
   'POST /_standin/reset',
 ];

@@ -480,6 +480,24 @@ test('reviews and review comments, with their webhooks', async () => {
   assert.deepEqual(r.json.map((x) => x.state), ['CHANGES_REQUESTED', 'APPROVED', 'CHANGES_REQUESTED', 'APPROVED']);
 });
 
+test('author_association: OWNER, COLLABORATOR once invited, NONE for anyone else', async () => {
+  let r = await control('POST', '/reviews', { number: 1, user: 'drive-by', state: 'COMMENTED', body: 'run this', comments: [{ path: 'a.txt', line: 3, body: 'and this' }] });
+  assert.equal(r.status, 201, r.text);
+  assert.equal(r.json.review.author_association, 'NONE');
+  const reviews = async () => (await get('/repos/octo/demo/pulls/1/reviews?per_page=100')).json.filter((x) => x.user.login === 'drive-by');
+  const comments = async () => (await get('/repos/octo/demo/pulls/1/comments?per_page=100')).json.filter((x) => x.user.login === 'drive-by');
+  assert.deepEqual((await reviews()).map((x) => x.author_association), ['NONE']);
+  assert.deepEqual((await comments()).map((x) => x.author_association), ['NONE']);
+  assert.equal((await get('/repos/octo/demo/pulls/1')).json.author_association, 'OWNER');
+  r = await control('POST', '/collaborators', { login: 'Drive-By' });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual((await reviews()).map((x) => x.author_association), ['COLLABORATOR']);
+  assert.deepEqual((await comments()).map((x) => x.author_association), ['COLLABORATOR']);
+  r = await control('DELETE', '/collaborators', { login: 'drive-by' });
+  assert.deepEqual((await reviews()).map((x) => x.author_association), ['NONE']);
+  assert.equal((await control('POST', '/collaborators', { login: 'a b' })).status, 400);
+});
+
 test('issues, and the issue side of a pull request', async () => {
   let r = await control('POST', '/issues', { title: 'Login loops', body: 'Steps: ...' });
   assert.equal(r.status, 201);

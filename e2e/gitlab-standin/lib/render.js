@@ -27,6 +27,12 @@ class Render {
     };
   }
 
+  // A project member as `GET /projects/:id/members/all/:user_id` answers.
+  member(username, level) {
+    const u = this.user(username);
+    return { id: u.id, username: u.username, name: u.name, state: u.state, locked: false, avatar_url: u.avatar_url, web_url: u.web_url, access_level: level, created_at: '2024-01-01T00:00:00.000Z', created_by: null, expires_at: null, membership_state: 'active' };
+  }
+
   hookUser(username) {
     const u = this.user(username);
     return { id: u.id, name: u.name, username: u.username, state: u.state, avatar_url: u.avatar_url, web_url: u.web_url, email: '[REDACTED]' };

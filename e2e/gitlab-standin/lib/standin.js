@@ -13,6 +13,8 @@ const { Webhooks } = require('./webhooks');
 const U = require('./util');
 
 const { Reply, message, ControlError, bad, tick } = U;
+// GitLab's username rule, simplified: letters, digits, '_', '-' and '.', not starting with '-'.
+const USERNAME = /^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,254}$/;
 const ZERO = '0'.repeat(40);
 const FINISHED = ['success', 'failed', 'canceled', 'skipped'];
 const JOB_STATUSES = ['success', 'failed', 'running', 'pending', 'canceled', 'created', 'skipped', 'manual'];
@@ -38,7 +40,10 @@ function sortBy(items, orderBy, sort, fields) {
 class StandIn {
   // projects: [{path: 'group/name', gitDir}]; token (belongs to username); identities:
   // [{token, username}], more tokens each acting as its own user; webhook: {url, token}; webUrl.
-  constructor({ projects = [], token = null, identities = [], webhook = null, username = 'octo', webUrl = 'http://gitlab.example', log } = {}) {
+  // members: [{username, level}], more members of every project with their access level (the
+  // owner is an Owner (50), each identity a Developer (30)).
+  constructor({ projects = [], token = null, identities = [], members = [], webhook = null, username = 'octo', webUrl = 'http://gitlab.example', log } = {}) {
+    this.memberSpecs = members;
     this.log = log || ((line) => process.stderr.write(`gitlab-standin: ${line}\n`));
     this.specs = projects;
     this.token = token || null;
@@ -116,6 +121,13 @@ class StandIn {
       settings: { approvalsRequired: 0, onlyAllowMergeIfPipelineSucceeds: false, mergeRequestsAuthorApproval: false },
       heads: new Map((await git.branches()).map((b) => [b.name, b.sha])),
       apiBase: '',
+      // username -> access level (GitLab's numbers: 10 Guest, 20 Reporter, 30 Developer, 40
+      // Maintainer, 50 Owner).
+      members: new Map([
+        ...[...this.tokens.values()].map((u) => [u, 30]),
+        ...this.memberSpecs.map((m) => [m.username, m.level]),
+        [this.username, 50],
+      ]),
     };
     this.projects.push(p);
     return p;
@@ -702,6 +714,15 @@ class StandIn {
 
     add('GET', '/projects/:id', async (p) => new Reply(200, R.project(p), { type: 'ProjectSchema' }));
 
+    // A member of the project by user id, inherited memberships included; 404 for a user who is
+    // none (GitLab answers `404 Not found` the same for an unknown user).
+    add('GET', '/projects/:id/members/all/:user_id', async (p, params) => {
+      for (const [username, level] of p.members) {
+        if (String(R.user(username).id) === String(params.user_id)) return new Reply(200, R.member(username, level));
+      }
+      return message(404, '404 Not found');
+    });
+
     // The project's approval settings (Premium and up), merge_requests_author_approval among them.
     add('GET', '/projects/:id/approvals', async (p) => new Reply(200, R.approvalSettings(p), { type: 'ProjectLevelMergeRequestApprovalSchema' }));
 
@@ -989,6 +1010,16 @@ class StandIn {
         if (res instanceof Reply) throw new ControlError(400, res.body.message);
         await this.emitNote(p, mr, res.d, res.note, out);
         return this.answer(201, { discussion: R.discussion(p, mr, res.d) }, out);
+      }
+      case 'POST /members': {
+        // Adds `user` to the project at `level`, or removes them with level 0.
+        const user = String(input.user || '');
+        const level = Number(input.level);
+        if (!USERNAME.test(user)) throw new ControlError(400, `${JSON.stringify(input.user)} is not a GitLab username`);
+        if (![0, 5, 10, 15, 20, 30, 40, 50].includes(level)) throw new ControlError(400, `level must be one of GitLab's access levels (10, 20, 30, 40, 50) or 0, not ${JSON.stringify(input.level)}`);
+        if (level === 0) p.members.delete(user);
+        else p.members.set(user, level);
+        return new Reply(200, { project: p.path, members: Object.fromEntries([...p.members].sort()) });
       }
       case 'POST /approve':
       case 'POST /unapprove': {

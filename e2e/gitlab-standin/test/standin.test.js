@@ -263,6 +263,33 @@ test('discussions and notes', async () => {
   assert.equal((await api('PUT', '/merge_requests/1/discussions/nope?resolved=true')).status, 404);
 });
 
+test('members: the owner, the identities and those added, each with its access level', async () => {
+  const me = (await call('GET', '/api/v4/user')).json;
+  const member = (id) => api('GET', `/members/all/${id}`);
+  let r = await member(me.id);
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.username, 'octo');
+  assert.equal(r.json.access_level, 50);
+  const rita = (await call('GET', '/api/v4/user', { token: RITA })).json;
+  assert.equal((await member(rita.id)).json.access_level, 30, 'an identity is a Developer');
+  // A user is a member once added, with the id every other answer gives them (a note of theirs).
+  const note = await control('POST', '/notes', { iid: 1, user: 'drive-by', body: 'hello' });
+  assert.equal(note.status, 201, note.text);
+  const id = note.json.discussion.notes[0].author.id;
+  assert.equal((await member(id)).status, 404, 'not a member yet');
+  r = await control('POST', '/members', { user: 'drive-by', level: 20 });
+  assert.equal(r.status, 200, r.text);
+  assert.equal((await member(id)).json.access_level, 20);
+  r = await control('POST', '/members', { user: 'drive-by', level: 0 });
+  assert.equal(r.status, 200, r.text);
+  assert.equal((await member(id)).status, 404, 'removed');
+  const stranger = 999999999;
+  r = await member(stranger);
+  assert.equal(r.status, 404);
+  assert.deepEqual(r.json, { message: '404 Not found' });
+  assert.equal((await control('POST', '/members', { user: 'x', level: 35 })).status, 400);
+});
+
 test('pipelines, jobs, trace, retry', async () => {
   const r = await control('POST', '/pipelines', { iid: 1, jobs: [{ name: 'build', stage: 'build', status: 'success', log: 'compiled' }, { name: 'unit', status: 'failed', log: 'assertion failed' }, { name: 'lint', status: 'failed', allowFailure: true }] });
   assert.equal(r.status, 201, r.text);

@@ -7,7 +7,9 @@
 //! its reset, and held back — with `ForgeSynced=False` — when it runs low), never once it is
 //! merged or closed. A GitHub project with many sessions reads its open pull requests in one
 //! GraphQL query per poll, and a session whose pull request did not change in it reads nothing
-//! else. A failing job's log is read once per job and kept while it fails. Forge errors become
+//! else. A failing job's log is read once per job and kept while it fails. Reviews and comments
+//! count only from authors the project trusts (`forges::Trust`); the others' are kept aside as
+//! held, for `reactions` to record. Forge errors become
 //! conditions and are retried; they never fail the reconcile.
 
 use std::sync::Arc;
@@ -17,14 +19,14 @@ use aoctl_api::condition::types;
 use aoctl_api::project::Project;
 use aoctl_api::session::{reasons, ChecksState, PullRequestState, ReviewState};
 use aoctl_api::source::REQUESTED_AT;
-use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus};
+use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_runtimes::git;
 use aoctl_runtimes::workspace::WorkspaceInfo;
 use aoctl_scm::{flaky_cause, Checks, FailingCheck, Issue, PullRequest, Reviews};
 
 use super::state::{Facts, LogTail, PrMemo};
-use super::{cond, Context, Error, Reconcile};
-use crate::forges::{Forge, ForgeError, Tracker};
+use super::{cond, messages, Context, Error, Reconcile};
+use crate::forges::{Forge, ForgeError, Tracker, Trust};
 
 /// A project with at least this many sessions reads its open pull requests in one batch (where
 /// the forge has such a query): below it, conditional REST reads cost less.
@@ -321,7 +323,15 @@ impl Reconcile<'_> {
         }
         let checks = self.rerun_flaky(c, &pr, checks).await;
         let st = &mut *self.st;
-        let reviews = c.reviews(pr.number).await?;
+        // Only what the project's trusted authors wrote counts and may reach the agent.
+        let review_envs: Vec<&str> = [s.spec.review.as_ref(), self.project.spec.review.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.token_env.as_deref())
+            .collect();
+        let trust = Trust::of(&self.project, c, &ctx.forges, &review_envs).await;
+        let (reviews, untrusted) = trust.split(c, c.reviews(pr.number).await?);
+        let held = messages::held_comments(&untrusted, Time::now());
         let conflicts = if pr.state == PullRequestState::Open && pr.has_conflicts() {
             let known = ctx.state.pr_memo(&s.metadata.name).facts.filter(|f| {
                 f.pr.head_sha == pr.head_sha && f.pr.base_sha == pr.base_sha && matches!(f.conflicts, Some(Ok(_)))
@@ -342,7 +352,7 @@ impl Reconcile<'_> {
                 .publish(s, EventType::Normal, what, &format!("pull request #{} is {}", pr.number, pr.state))
                 .await;
         }
-        Ok(Some(Facts { pr, checks, reviews, conflicts, at: Instant::now() }))
+        Ok(Some(Facts { pr, checks, reviews, held, conflicts, at: Instant::now() }))
     }
     /// With `ci-failed: {rerunFailedJobs: n}`, re-runs each failed CI job the forge can re-run (GitHub Actions) whose log shows
     /// a lost runner, a timeout or a network error, up to `n` times per job and head commit, and says

@@ -7,7 +7,8 @@
 //! sending, so a controller that crashed between sending and recording neither repeats nor
 //! forgets; it is typed through the session's one typing path ([`crate::typing`]), never into a
 //! screen that waits for a person. Notifications and merges are recorded in status here and
-//! carried out by `effects` after that status is written.
+//! carried out by `effects` after that status is written. Comments of authors the project does
+//! not trust are never typed: they are recorded once, held for a person (`status.heldComments`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -17,7 +18,9 @@ use aoctl_api::notification::MergeStatus;
 use aoctl_api::project::Project;
 use aoctl_api::reactions::{MergeMethod, Reaction, ReactionAction, Reactions};
 use aoctl_api::review::{self, ReviewSpec};
-use aoctl_api::session::{reasons, ActivityState, ChecksState, PullRequestState, ReactionStatus, ReviewState};
+use aoctl_api::session::{
+    reasons, ActivityState, ChecksState, HeldComment, PullRequestState, ReactionStatus, ReviewState,
+};
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_runtimes::{transcript, Handle};
 use aoctl_scm::FailingCheck;
@@ -409,6 +412,7 @@ pub(super) async fn react(
     st: &mut SessionStatus,
     tally: &mut Tally,
 ) -> Result<Option<Duration>, Error> {
+    hold(s, tracked, ctx, st).await;
     let all = Reactions::effective(project.spec.reactions.as_ref(), s.spec.reactions.as_ref());
     let now = Time::now();
     let review = s.spec.review.as_ref().or(project.spec.review.as_ref());
@@ -448,6 +452,32 @@ pub(super) async fn react(
     }
     refused_merge(s, st);
     Ok(next)
+}
+
+/// Records the comments of untrusted authors that were not recorded before: in
+/// `status.heldComments` (the newest [`HeldComment::MAX`]) for a person to read and perhaps pass
+/// on, and in a `CommentHeld` event naming the author. Nothing of them is typed.
+async fn hold(s: &Session, tracked: &Tracked, ctx: &Ctx, st: &mut SessionStatus) {
+    let Some(f) = tracked.facts.as_deref() else { return };
+    for h in &f.held {
+        let key = h.key();
+        if st.feedback.as_ref().is_some_and(|fb| fb.held.contains(&key)) {
+            continue;
+        }
+        st.feedback.get_or_insert_default().remember_held(&key);
+        st.held_comments.retain(|k| k.key() != key);
+        st.held_comments.push(h.clone());
+        let over = st.held_comments.len().saturating_sub(HeldComment::MAX);
+        st.held_comments.drain(..over);
+        let what = if h.kind == "review" { "review" } else { "comment" };
+        let role = if h.role.is_empty() { "unknown".to_string() } else { h.role.clone() };
+        let msg = format!(
+            "{what} {} by {} ({role}) was not passed on to the agent: the project does not trust its author \
+             (a person may pass it on from the dashboard)",
+            h.id, h.author
+        );
+        ctx.recorder.publish(s, EventType::Warning, "CommentHeld", &msg).await;
+    }
 }
 
 /// The evidence of a CI failure: the last lines of each failing job's log, read once per job and

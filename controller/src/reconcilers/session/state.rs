@@ -66,7 +66,10 @@ pub(super) struct UsageRead {
 pub struct Facts {
     pub pr: aoctl_scm::PullRequest,
     pub checks: aoctl_scm::Checks,
+    /// The reviews and comments of authors the project trusts (see `forges::Trust`).
     pub reviews: aoctl_scm::Reviews,
+    /// The reviews and comments of everyone else, as held back from the agent.
+    pub held: Vec<aoctl_api::session::HeldComment>,
     /// For a pull request with conflicts: the files that conflict with its base, or why they
     /// could not be computed.
     pub conflicts: Option<Result<Vec<String>, String>>,

@@ -485,7 +485,7 @@ fn failed_ci() -> Facts {
     };
     let checks = Checks { state: ChecksState::Failing, failing: vec![failing] };
     let reviews = Reviews { state: ReviewState::None, items: vec![], comments: vec![] };
-    Facts { pr, checks, reviews, conflicts: None, at: Instant::now() }
+    Facts { pr, checks, reviews, held: vec![], conflicts: None, at: Instant::now() }
 }
 
 #[tokio::test]

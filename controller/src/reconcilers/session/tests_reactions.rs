@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use aoctl_api::reactions::Reactions;
 use aoctl_api::session::{ChecksState, PullRequestState, ReactionStatus, ReviewState};
 use aoctl_api::{Session, SessionStatus, Time};
-use aoctl_scm::{CheckKind, Checks, FailingCheck, PullRequest, Review, ReviewComment, Reviews};
+use aoctl_scm::{CheckKind, Checks, FailingCheck, PullRequest, Review, ReviewComment, Reviews, Standing};
 
 use super::super::pr::Tracked;
 use super::super::state::Facts;
@@ -45,6 +45,7 @@ fn facts(head: &str, checks: ChecksState, run: u64) -> Facts {
         },
         checks: Checks { state: checks, failing },
         reviews: Reviews { state: ReviewState::None, items: vec![], comments: vec![] },
+        held: vec![],
         conflicts: None,
         at: Instant::now(),
     }
@@ -203,10 +204,17 @@ async fn escalate_after_escalates_once_counted_from_the_episode_start() {
 
 /// Changes requested by `octo` in review `id`, with one comment.
 fn review(f: &mut Facts, id: u64, state: &str) {
-    f.reviews.items.push(Review { id, user: "octo".into(), state: state.into(), body: format!("review {id}") });
+    f.reviews.items.push(Review {
+        id,
+        user: "octo".into(),
+        standing: Standing::github(Some("MEMBER")),
+        state: state.into(),
+        body: format!("review {id}"),
+    });
     f.reviews.comments.push(ReviewComment {
         id: id * 10,
         user: "octo".into(),
+        standing: Standing::github(Some("MEMBER")),
         path: "src/lib.rs".into(),
         line: Some(1),
         original_line: None,
@@ -251,7 +259,13 @@ async fn a_reviewer_who_requested_changes_twice_is_named_once() {
     f.reviews.state = ReviewState::ChangesRequested;
     review(&mut f, 1, "CHANGES_REQUESTED");
     review(&mut f, 2, "CHANGES_REQUESTED");
-    f.reviews.items.push(Review { id: 3, user: "hubot".into(), state: "CHANGES_REQUESTED".into(), body: "no".into() });
+    f.reviews.items.push(Review {
+        id: 3,
+        user: "hubot".into(),
+        standing: Standing::github(Some("MEMBER")),
+        state: "CHANGES_REQUESTED".into(),
+        body: "no".into(),
+    });
     let tracked = Tracked { client: None, facts: None, webhook_at: None, next: None };
     let mut out = vec![];
     pr_due(&f, None, &SessionStatus::default(), &tracked, true, &mut out);
