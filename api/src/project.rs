@@ -98,11 +98,39 @@ pub struct ProjectSpec {
     /// checkout (see docs/sessions.md); off when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_pool: Option<WorkspacePoolSpec>,
+    /// Bounds on the sessions its agents create with `handoff` (see docs/mcp.md); 10 per session
+    /// and 100 in the project when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffLimits>,
     /// Who, besides the people the forge gives write access and the project's own bots, may
     /// speak to its agents: whose reviews and comments are typed into them (see
     /// docs/security.md#who-may-speak-to-an-agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust: Option<TrustSpec>,
+}
+
+/// How many sessions a project's agents may have handed off (`handoff`) that still exist: past
+/// either bound a handoff is refused and nothing is stored. 0 turns handing off off.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandoffLimits {
+    /// Sessions handed off from one session; [`HandoffLimits::PER_SESSION`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_session: Option<u32>,
+    /// Sessions handed off in the whole project; [`HandoffLimits::PER_PROJECT`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_project: Option<u32>,
+}
+
+impl HandoffLimits {
+    pub const PER_SESSION: u32 = 10;
+    pub const PER_PROJECT: u32 = 100;
+
+    /// The bounds `limits` sets, the defaults where it says nothing: (per session, per project).
+    pub fn of(limits: Option<&HandoffLimits>) -> (u32, u32) {
+        let per_session = limits.and_then(|l| l.per_session).unwrap_or(Self::PER_SESSION);
+        (per_session, limits.and_then(|l| l.per_project).unwrap_or(Self::PER_PROJECT))
+    }
 }
 
 /// The people a project trusts beyond those with write access on its forge.

@@ -303,6 +303,41 @@ async fn an_agent_uses_every_tool_on_its_own_session_and_project_only() {
     }
     let after = server.settle().await;
     assert!(before == after, "a malformed call changed the store");
+
+    // Handing off is bounded: ten sessions from one session (it made one above), then a refusal
+    // that stores nothing; and, with the project's bound lowered, none from another session.
+    let handoff = |token: &str, n: usize| {
+        let (http, token) = (http.clone(), token.to_string());
+        let url = server.url("/agent/v1/handoff");
+        async move {
+            let body = json!({"prompt": format!("Follow-up {n}")});
+            let r = http.post(url).bearer_auth(token).json(&body).send().await.expect("POST handoff");
+            (r.status().as_u16(), r.json::<Value>().await.expect("JSON"))
+        }
+    };
+    for n in 2..=10 {
+        let (code, body) = handoff(&worker_token, n).await;
+        assert_eq!(code, 201, "handoff {n}: {body:#}");
+    }
+    let handed = |from: &'static str| {
+        let server = &server;
+        async move {
+            let path = format!("{API}/sessions?labelSelector=ao.dev%2Fhandoff-from%3D{from}");
+            server.get_path(&path).await.expect(200)["items"].as_array().map_or(0, Vec::len)
+        }
+    };
+    assert_eq!(handed("worker").await, 10);
+    let (code, body) = handoff(&worker_token, 11).await;
+    assert_eq!(code, 403, "the 11th: {body:#}");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("its limit of 10")), "{body:#}");
+    assert_eq!(handed("worker").await, 10, "the refused handoff stored nothing");
+    let bound = json!({"spec": {"handoff": {"perProject": 10}}});
+    server.json("PATCH", &format!("{API}/projects/mcp"), &bound).await.expect(200);
+    let peer_token = var(&agent_env(&server, "peer"), "AOCTL_SESSION_TOKEN").to_string();
+    let (code, body) = handoff(&peer_token, 1).await;
+    assert_eq!(code, 403, "past the project's bound: {body:#}");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("10 handed-off sessions")), "{body:#}");
+    assert_eq!(handed("peer").await, 0);
 }
 
 /// The command line the agent of session `name` was started with.

@@ -12,10 +12,11 @@
 
 use aoctl_api::decode::{decode_json, AnyObject};
 use aoctl_api::meta::{Kind, ObjectMeta, Time};
+use aoctl_api::project::HandoffLimits;
 use aoctl_api::session::{AgentQuestion, AgentReport, ReviewRequest, SessionSpec};
 use aoctl_api::wire::{AgentAskRequest, AgentHandoffRequest, AgentReportRequest, AgentReviewRequest, AgentSendRequest};
 use aoctl_api::{EventType, Project, Session};
-use aoctl_store::StoreError;
+use aoctl_store::{Selector, StoreError};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -270,6 +271,10 @@ pub async fn handoff(
         labels: [(HANDOFF_FROM_LABEL.to_string(), me.metadata.name.clone())].into(),
         ..Default::default()
     };
+    // One handoff at a time in this process, so that two at once cannot both pass the bounds.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one = ONE_AT_A_TIME.lock().await;
+    within_handoff_limits(&state, &me).await?;
     let mut session = Session::new("", &me.spec.project, "");
     (session.metadata, session.spec) = (meta, spec);
     let mut obj = AnyObject::Session(session);
@@ -283,6 +288,41 @@ pub async fn handoff(
     record(&state, &me, "AgentHandedOff", &format!("created session {name}")).await;
     let message = format!("created session \"{name}\" in project \"{}\"", me.spec.project);
     Ok((StatusCode::CREATED, done(message, json!({ "session": name }))).into_response())
+}
+
+/// Refuses a handoff from `me` past its project's `spec.handoff` bounds: the sessions handed off
+/// from `me`, and in its whole project, that still exist.
+async fn within_handoff_limits(state: &AppState, me: &Session) -> Result<(), AppError> {
+    let project = match state.store.get_typed::<Project>(&me.spec.project).await {
+        Ok(p) => Some(p),
+        Err(StoreError::NotFound { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let (per_session, per_project) = HandoffLimits::of(project.as_ref().and_then(|p| p.spec.handoff.as_ref()));
+    let handed_off = Selector::parse(HANDOFF_FROM_LABEL).map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let (sessions, _) = state.store.list_typed::<Session>(&handed_off).await?;
+    let in_project: Vec<&Session> = sessions.iter().filter(|s| s.spec.project == me.spec.project).collect();
+    let mine = in_project.iter().filter(|s| s.metadata.labels.get(HANDOFF_FROM_LABEL) == Some(&me.metadata.name));
+    let (mine, all) = (mine.count(), in_project.len());
+    let refuse = |what: String| {
+        Err(AppError::Forbidden(format!(
+            "{what}; nothing was created (project \"{}\" spec.handoff bounds the sessions handed off that still exist)",
+            me.spec.project
+        )))
+    };
+    if mine >= per_session as usize {
+        return refuse(format!(
+            "session \"{}\" has handed off {mine} sessions, its limit of {per_session}",
+            me.metadata.name
+        ));
+    }
+    if all >= per_project as usize {
+        return refuse(format!(
+            "project \"{}\" has {all} handed-off sessions, its limit of {per_project}",
+            me.spec.project
+        ));
+    }
+    Ok(())
 }
 
 /// `POST /agent/v1/review`: records that the agent asks for a review, in `status.agent` and as
