@@ -60,6 +60,53 @@ pub struct GitSourceSpec {
     /// The environment variable holding the secret that signs the repository's push webhooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_secret_env: Option<String>,
+    /// What the repository may declare; the strict default when absent (docs/gitops.md#what-a-fleet-repository-may-declare).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<SourcePolicy>,
+}
+
+/// What a fleet repository may declare. A commit to it is code run as the controller's user
+/// (an agent with its approvals bypassed is any command), so by default it may declare Sessions
+/// and IssueSources of built-in agents only; an object the policy refuses stalls the revision.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SourcePolicy {
+    /// The kinds it may create and change: `Session` and `IssueSource` when absent; `Project`
+    /// and `GitSource` only when listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<String>,
+    /// Whether it may run commands of its own: a custom agent (`agent: {command: …}`, also in a
+    /// template, a reviewer or a Project's defaults), a Project's `setup.commands` and command
+    /// notifiers. Off when absent: agents are the built-in ones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub commands: bool,
+    /// Absolute folders a Project's `path` must lie in; a Project is refused when none is listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub project_roots: Vec<String>,
+    /// The runtime every Session and IssueSource template must name, and every runtime it
+    /// declares must be (e.g. `docker`, for agents you do not trust); any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<crate::session::RuntimeKind>,
+    /// Whether an `env` value may be `$(NAME)`, which hands an agent the controller's variable
+    /// `NAME` (a token too); off when absent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub env_references: bool,
+}
+
+impl SourcePolicy {
+    /// The kinds a source may declare when its policy names none.
+    pub const DEFAULT_KINDS: [Kind; 2] = [Kind::Session, Kind::IssueSource];
+    /// The kinds a policy may name.
+    pub const KINDS: [Kind; 4] = [Kind::Project, Kind::Session, Kind::IssueSource, Kind::GitSource];
+
+    /// Whether the policy lets the repository declare `kind`.
+    pub fn allows(&self, kind: Kind) -> bool {
+        if self.kinds.is_empty() {
+            Self::DEFAULT_KINDS.contains(&kind)
+        } else {
+            self.kinds.iter().any(|k| k == kind.as_str())
+        }
+    }
 }
 
 /// How often a source syncs when `spec.interval` is absent.

@@ -513,6 +513,28 @@ impl Validate for GitSource {
         if let Some(v) = &s.webhook_secret_env {
             e.check("spec.webhookSecretEnv", env_name(v));
         }
+        if let Some(p) = &s.policy {
+            use crate::gitsource::SourcePolicy;
+            for (i, k) in p.kinds.iter().enumerate() {
+                if !SourcePolicy::KINDS.iter().any(|kind| kind.as_str() == k) {
+                    let names: Vec<&str> = SourcePolicy::KINDS.iter().map(|k| k.as_str()).collect();
+                    e.check(
+                        format!("spec.policy.kinds[{i}]"),
+                        Err(format!("`{k}` is not one of {}", names.join(", "))),
+                    );
+                }
+            }
+            for (i, root) in p.project_roots.iter().enumerate() {
+                let path = std::path::Path::new(root);
+                let ups = path.components().any(|c| matches!(c, std::path::Component::ParentDir));
+                if !(root.starts_with('/') || path.is_absolute()) || ups {
+                    e.check(
+                        format!("spec.policy.projectRoots[{i}]"),
+                        Err(format!("`{root}` must be an absolute path without `..`")),
+                    );
+                }
+            }
+        }
         e.0
     }
 }
@@ -697,6 +719,26 @@ mod tests {
         assert_eq!(with(GitSourceSpec { git_ref: Some(short), ..spec("/r") }).len(), 1);
         assert_eq!(with(GitSourceSpec { path: Some("../up".into()), ..spec("/r") }).len(), 1);
         assert_eq!(with(GitSourceSpec { path: Some("./sessions".into()), ..spec("/r") }), Vec::<String>::new());
+        let policy = |p: crate::gitsource::SourcePolicy| with(GitSourceSpec { policy: Some(p), ..spec("/r") });
+        let good = crate::gitsource::SourcePolicy {
+            kinds: vec!["Project".into(), "Session".into()],
+            project_roots: vec!["/srv/repos".into()],
+            ..Default::default()
+        };
+        assert_eq!(policy(good.clone()), Vec::<String>::new());
+        let bad = crate::gitsource::SourcePolicy {
+            kinds: vec!["Event".into()],
+            project_roots: vec!["repos".into(), "/srv/../etc".into()],
+            ..good
+        };
+        assert_eq!(
+            policy(bad),
+            [
+                "spec.policy.kinds[0]: `Event` is not one of Project, Session, IssueSource, GitSource",
+                "spec.policy.projectRoots[0]: `repos` must be an absolute path without `..`",
+                "spec.policy.projectRoots[1]: `/srv/../etc` must be an absolute path without `..`"
+            ]
+        );
         let token = |url: &str| with(GitSourceSpec { token_env: Some("FLEET_TOKEN".into()), ..spec(url) });
         assert_eq!(token("https://github.com/o/f"), Vec::<String>::new());
         assert_eq!(token("http://localhost:8080/f"), Vec::<String>::new());

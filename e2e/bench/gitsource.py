@@ -102,7 +102,8 @@ def main():
         first = push(fleet, bare)
         srv.conn.json("POST", f"{API}/gitsources", {
             "apiVersion": "ao.dev/v1alpha1", "kind": "GitSource", "metadata": {"name": "bench"},
-            "spec": {"url": bare, "path": "fleet", "prune": True, "interval": "1h"}})
+            "spec": {"url": bare, "path": "fleet", "prune": True, "interval": "1h",
+                     "policy": {"kinds": ["Project", "Session"], "projectRoots": [os.path.dirname(NO_REPO)]}}})
         deadline = time.monotonic() + 60
         while source(srv).get("status", {}).get("lastAppliedRevision") != first:
             if time.monotonic() > deadline:

@@ -86,7 +86,8 @@ fn session_yaml(name: &str, prompt: &str) -> String {
 
 fn source(name: &str, url: &str, prune: bool, interval: &str) -> Value {
     json!({"apiVersion": "ao.dev/v1alpha1", "kind": "GitSource", "metadata": {"name": name},
-        "spec": {"url": url, "path": "fleet", "prune": prune, "interval": interval}})
+        "spec": {"url": url, "path": "fleet", "prune": prune, "interval": interval,
+            "policy": {"kinds": ["Project", "Session"], "projectRoots": ["/nonexistent"]}}})
 }
 
 fn status<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
@@ -264,6 +265,43 @@ async fn a_broken_manifest_stalls_the_source_and_the_last_good_revision_stays() 
     let obj = applied(&server, "fleet", &rev3).await;
     assert!(condition(&obj, "Stalled").is_none(), "a good revision clears Stalled: {obj:#}");
     sessions_become(&server, &[("a", "changed"), ("fix", "fixed")]).await;
+}
+
+/// A repository declares only what its source's policy allows: a Session with a custom agent
+/// command stalls the revision, naming the file and field, until the policy allows commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_agent_command_is_refused_by_the_default_policy_and_applied_once_allowed() {
+    let server = Server::start().await;
+    let fleet = Fleet::new(server.tmp.path());
+    let rev1 = fleet.commit(&[
+        ("fleet/project.yaml", Some(&project_yaml())),
+        ("fleet/sessions/a.yaml", Some(&session_yaml("a", "first"))),
+    ]);
+    server.create("gitsources", &source("fleet", fleet.url(), true, "1s")).await;
+    applied(&server, "fleet", &rev1).await;
+
+    let custom =
+        format!("{}  agent: {{command: [sh, -c, 'echo from the fleet repository']}}\n", session_yaml("probe", "x"));
+    let rev2 = fleet.commit(&[("fleet/sessions/probe.yaml", Some(&custom))]);
+    let obj = server
+        .wait_for("gitsources", "fleet", READY, |o| {
+            condition(o, "Stalled").is_some_and(|c| c["status"] == "True")
+                && status(o, "lastAttemptedRevision") == Some(rev2.as_str())
+        })
+        .await;
+    let message = condition(&obj, "Stalled").unwrap()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with(
+            "fleet/sessions/probe.yaml:1: spec.agent.command: a custom agent command may not come from GitSource fleet"
+        ),
+        "{message}"
+    );
+    assert!(server.object("sessions", "probe").await.is_none(), "nothing of the revision was applied");
+
+    patch(&server, "gitsources", "fleet", json!({"spec": {"policy": {"commands": true}}})).await;
+    applied(&server, "fleet", &rev2).await;
+    let probe = server.object("sessions", "probe").await.expect("the session, once commands are allowed");
+    assert_eq!(probe["spec"]["agent"]["command"][0], "sh", "{probe:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

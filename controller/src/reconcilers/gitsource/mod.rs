@@ -13,6 +13,7 @@
 mod kept;
 mod manifests;
 mod plan;
+mod policy;
 #[cfg(test)]
 mod tests;
 

@@ -13,8 +13,8 @@ use aoctl_api::{GitSource, Kind, ObjectMeta, OwnerReference, API_VERSION};
 use aoctl_store::{Selector, Store, StoreError, StoredObject, Write};
 use serde_json::Value;
 
-use super::kept;
 use super::manifests::{reference, Desired};
+use super::{kept, policy};
 use crate::admission::{self, AdmissionError};
 
 /// The kinds a revision may hold, in the order they are applied.
@@ -75,6 +75,14 @@ pub(crate) async fn plan(
     let mut staged: Vec<AnyObject> = vec![];
     let mut wanted = HashSet::new();
     for d in desired {
+        // Nothing of a revision is written while one of its objects is more than the source may
+        // declare.
+        let refused = policy::refusals(source, &d.object);
+        if !refused.is_empty() {
+            let at = d.location();
+            let lines: Vec<String> = refused.iter().map(|r| format!("{at}: {r}")).collect();
+            return Ok(Err(Refusal::Invalid(lines.join("; "))));
+        }
         let (kind, name) = (d.kind(), d.name().to_string());
         let shown = reference(kind, &name);
         wanted.insert((kind, name.clone()));

@@ -26,7 +26,21 @@ fn source(name: &str, url: &str, prune: bool) -> GitSource {
         api_version: aoctl_api::API_VERSION.into(),
         kind: Kind::GitSource.as_str().into(),
         metadata: ObjectMeta { name: name.into(), ..Default::default() },
-        spec: GitSourceSpec { url: url.into(), prune, ..Default::default() },
+        spec: GitSourceSpec {
+            url: url.into(),
+            prune,
+            policy: Some(projects_under("/nonexistent")),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// A policy that lets a repository declare Projects under `root`, and Sessions.
+fn projects_under(root: &str) -> aoctl_api::gitsource::SourcePolicy {
+    aoctl_api::gitsource::SourcePolicy {
+        kinds: vec!["Project".into(), "Session".into()],
+        project_roots: vec![root.into()],
         ..Default::default()
     }
 }
