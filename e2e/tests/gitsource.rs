@@ -104,6 +104,16 @@ async fn applied(server: &Server, name: &str, revision: &str) -> Value {
 }
 
 /// The sessions not being deleted, with their prompts.
+/// Waits until the source reports `revision` attempted and Stalled.
+async fn stalled_at(server: &Server, name: &str, revision: &str) -> Value {
+    server
+        .wait_for("gitsources", name, READY, |o| {
+            condition(o, "Stalled").is_some_and(|c| c["status"] == "True")
+                && status(o, "lastAttemptedRevision") == Some(revision)
+        })
+        .await
+}
+
 async fn sessions(server: &Server) -> BTreeMap<String, String> {
     let list = server.get_path(&format!("{API}/sessions")).await.expect(200);
     let items = list["items"].as_array().cloned().unwrap_or_default();
@@ -241,12 +251,7 @@ async fn a_broken_manifest_stalls_the_source_and_the_last_good_revision_stays() 
         ("fleet/sessions/a.yaml", Some(&session_yaml("a", "changed"))),
         ("fleet/sessions/fix.yaml", Some(bad)),
     ]);
-    let obj = server
-        .wait_for("gitsources", "fleet", READY, |o| {
-            condition(o, "Stalled").is_some_and(|c| c["status"] == "True")
-                && status(o, "lastAttemptedRevision") == Some(rev2.as_str())
-        })
-        .await;
+    let obj = stalled_at(&server, "fleet", &rev2).await;
     let stalled = condition(&obj, "Stalled").unwrap();
     let message = stalled["message"].as_str().unwrap();
     assert!(message.starts_with("fleet/sessions/fix.yaml:7:") && message.contains("spec.promt"), "{stalled:#}");
@@ -283,12 +288,7 @@ async fn a_custom_agent_command_is_refused_by_the_default_policy_and_applied_onc
     let custom =
         format!("{}  agent: {{command: [sh, -c, 'echo from the fleet repository']}}\n", session_yaml("probe", "x"));
     let rev2 = fleet.commit(&[("fleet/sessions/probe.yaml", Some(&custom))]);
-    let obj = server
-        .wait_for("gitsources", "fleet", READY, |o| {
-            condition(o, "Stalled").is_some_and(|c| c["status"] == "True")
-                && status(o, "lastAttemptedRevision") == Some(rev2.as_str())
-        })
-        .await;
+    let obj = stalled_at(&server, "fleet", &rev2).await;
     let message = condition(&obj, "Stalled").unwrap()["message"].as_str().unwrap().to_string();
     assert!(
         message.starts_with(
