@@ -30,6 +30,24 @@ export function sourceNote(name, source) {
   return `Managed by GitSource ${name}${where}: Stop, Resume and Merge when green are kept until the repository changes them; other edits are undone at its next sync.`;
 }
 
+/** The comments held back from the agent (`status.heldComments`), newest first, as the page
+ * shows them: who, what they did where, the text, and the `message` that passes one on. */
+export function heldEntries(session) {
+  const held = session?.status?.heldComments ?? [];
+  return [...held].reverse().map((c) => {
+    const where = c.path ? ` on ${c.path}${c.line ? `:${c.line}` : ''}` : '';
+    return {
+      key: `${c.kind}-${c.id}`,
+      who: c.author || 'a deleted account',
+      role: c.role ?? '',
+      what: `${c.kind === 'review' ? 'reviewed' : 'commented'}${where}`,
+      body: c.body,
+      message: c.message,
+      heldAt: c.heldAt,
+    };
+  });
+}
+
 /** Sends `text` to the session's agent and shows the answer; whether it was taken. */
 export async function sendText(name, text) {
   const r = await request('POST', `${API}/${path(name, '/input')}`, { text });
@@ -318,15 +336,14 @@ export class SessionPage {
     };
     replace(
       this.held,
-      [...held].reverse().map((c) => {
-        const where = c.path ? ` on ${c.path}${c.line ? `:${c.line}` : ''}` : '';
+      heldEntries(s).map((e) => {
         const button = h('button', { type: 'button', 'data-action': 'pass-on', title: 'Type this comment into the agent, quoted as its author\'s' }, 'Pass on to the agent');
-        button.onclick = () => passOn(button, c);
+        button.onclick = () => passOn(button, e);
         return h(
           'div',
-          { class: 'held', 'data-held': `${c.kind}-${c.id}` },
-          h('div', { class: 'held-head' }, h('strong', {}, c.author || 'a deleted account'), c.role ? h('span', { class: 'muted' }, ` (${c.role})`) : null, h('span', { class: 'muted' }, `${c.kind === 'review' ? ' reviewed' : ' commented'}${where}`), h('span', { class: 'muted age', title: c.heldAt }, ` ${age(c.heldAt)} ago`)),
-          h('pre', { class: 'held-body' }, c.body),
+          { class: 'held', 'data-held': e.key },
+          h('div', { class: 'held-head' }, h('strong', {}, e.who), e.role ? h('span', { class: 'muted' }, ` (${e.role})`) : null, h('span', { class: 'muted' }, ` ${e.what}`), h('span', { class: 'muted age', title: e.heldAt }, ` ${age(e.heldAt)} ago`)),
+          h('pre', { class: 'held-body' }, e.body),
           button,
         );
       }),
