@@ -99,6 +99,29 @@ impl SourcePolicy {
     /// The kinds a policy may name.
     pub const KINDS: [Kind; 4] = [Kind::Project, Kind::Session, Kind::IssueSource, Kind::GitSource];
 
+    /// What is wrong with the policy itself: kinds it does not know, roots that are not absolute
+    /// or climb with `..`.
+    pub fn validate(&self) -> Vec<crate::validate::FieldError> {
+        use crate::validate::FieldError;
+        let mut errors = vec![];
+        for (i, k) in self.kinds.iter().enumerate() {
+            if !Self::KINDS.iter().any(|kind| kind.as_str() == k) {
+                let names: Vec<&str> = Self::KINDS.iter().map(|k| k.as_str()).collect();
+                let why = format!("`{k}` is not one of {}", names.join(", "));
+                errors.push(FieldError::new(format!("spec.policy.kinds[{i}]"), why));
+            }
+        }
+        for (i, root) in self.project_roots.iter().enumerate() {
+            let path = std::path::Path::new(root);
+            let ups = path.components().any(|c| matches!(c, std::path::Component::ParentDir));
+            if !(root.starts_with('/') || path.is_absolute()) || ups {
+                let why = format!("`{root}` must be an absolute path without `..`");
+                errors.push(FieldError::new(format!("spec.policy.projectRoots[{i}]"), why));
+            }
+        }
+        errors
+    }
+
     /// Whether the policy lets the repository declare `kind`.
     pub fn allows(&self, kind: Kind) -> bool {
         if self.kinds.is_empty() {

@@ -9,6 +9,7 @@ pub mod crd;
 pub mod decode;
 pub mod duration;
 pub mod event;
+pub mod feedback;
 pub mod finalizers;
 pub mod gitsource;
 pub mod issuesource;

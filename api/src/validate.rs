@@ -514,26 +514,7 @@ impl Validate for GitSource {
             e.check("spec.webhookSecretEnv", env_name(v));
         }
         if let Some(p) = &s.policy {
-            use crate::gitsource::SourcePolicy;
-            for (i, k) in p.kinds.iter().enumerate() {
-                if !SourcePolicy::KINDS.iter().any(|kind| kind.as_str() == k) {
-                    let names: Vec<&str> = SourcePolicy::KINDS.iter().map(|k| k.as_str()).collect();
-                    e.check(
-                        format!("spec.policy.kinds[{i}]"),
-                        Err(format!("`{k}` is not one of {}", names.join(", "))),
-                    );
-                }
-            }
-            for (i, root) in p.project_roots.iter().enumerate() {
-                let path = std::path::Path::new(root);
-                let ups = path.components().any(|c| matches!(c, std::path::Component::ParentDir));
-                if !(root.starts_with('/') || path.is_absolute()) || ups {
-                    e.check(
-                        format!("spec.policy.projectRoots[{i}]"),
-                        Err(format!("`{root}` must be an absolute path without `..`")),
-                    );
-                }
-            }
+            e.0.extend(p.validate());
         }
         e.0
     }
