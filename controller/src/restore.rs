@@ -67,31 +67,15 @@ pub async fn restore(opts: &RestoreOptions) -> Result<(Header, Restored), Restor
 mod tests {
     use super::*;
     use aoctl_api::Kind;
-    use aoctl_store::{Store, WriteOptions};
-    use serde_json::json;
+    use aoctl_store::Store;
 
     /// A backup file of a store with a project and a session whose status was written.
     async fn backup_file(dir: &std::path::Path) -> (PathBuf, Vec<serde_json::Value>) {
-        let store = Store::open(&dir.join("source")).unwrap();
-        let project = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": "p"},
-            "spec": {"path": "/src/p"}});
-        store.create(Kind::Project, project, WriteOptions::default()).await.unwrap();
-        let session = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": "s"},
-            "spec": {"project": "p", "prompt": "fix it"}});
-        store.create(Kind::Session, session, WriteOptions::default()).await.unwrap();
-        store
-            .update_status(Kind::Session, "s", json!({"phase": "Working"}), None, WriteOptions::default())
-            .await
-            .unwrap();
+        let store = crate::http::backup::sample_store(&dir.join("source"), "Working").await;
         let snapshot = store.snapshot().await.unwrap();
-        let header = Header::new(snapshot.backend, snapshot.rv, aoctl_api::Time::now(), 2, crate::VERSION);
-        let mut text = header.to_line();
-        let mut objects = vec![];
-        for (_, o) in &snapshot.objects {
-            text.extend_from_slice(o.json());
-            text.push(b'\n');
-            objects.push(o.object().clone());
-        }
+        let objects = snapshot.objects.iter().map(|(_, o)| o.object().clone()).collect();
+        let text: Vec<u8> =
+            crate::http::backup::lines(snapshot, aoctl_api::Time::now()).flat_map(|b| b.to_vec()).collect();
         let file = dir.join("backup.jsonl");
         std::fs::write(&file, text).unwrap();
         (file, objects)

@@ -36,7 +36,7 @@ fn authorize(access: &Access, headers: &HeaderMap) -> Result<(), AppError> {
 }
 
 /// The file's lines: the header, then each object's stored encoding with a newline.
-fn lines(snapshot: Snapshot, now: Time) -> impl Iterator<Item = Bytes> {
+pub(crate) fn lines(snapshot: Snapshot, now: Time) -> impl Iterator<Item = Bytes> {
     let header = Header::new(snapshot.backend, snapshot.rv, now, snapshot.objects.len() as u64, crate::VERSION);
     std::iter::once(Bytes::from(header.to_line())).chain(snapshot.objects.into_iter().map(|(_, o)| {
         let mut line = Vec::with_capacity(o.json().len() + 1);
@@ -46,13 +46,30 @@ fn lines(snapshot: Snapshot, now: Time) -> impl Iterator<Item = Bytes> {
     }))
 }
 
+/// A store at `path` holding project `p` and session `s` whose status phase is `phase`: what
+/// the tests of the backup and of the restore back up.
+#[cfg(test)]
+pub(crate) async fn sample_store(path: &std::path::Path, phase: &str) -> aoctl_store::Store {
+    use aoctl_api::Kind;
+    use aoctl_store::WriteOptions;
+    use serde_json::json;
+    let store = aoctl_store::Store::open(path).unwrap();
+    let project = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": "p"},
+        "spec": {"path": "/src/p"}});
+    store.create(Kind::Project, project, WriteOptions::default()).await.unwrap();
+    let session = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": "s"},
+        "spec": {"project": "p", "prompt": "fix it"}});
+    store.create(Kind::Session, session, WriteOptions::default()).await.unwrap();
+    let status = json!({"phase": phase});
+    store.update_status(Kind::Session, "s", status, None, WriteOptions::default()).await.unwrap();
+    store
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use aoctl_api::Kind;
-    use aoctl_store::{Store, WriteOptions};
     use axum::http::HeaderValue;
-    use serde_json::json;
 
     #[test]
     fn only_the_bearer_token_takes_a_backup() {
@@ -74,17 +91,7 @@ mod tests {
     #[tokio::test]
     async fn the_file_is_a_header_and_every_object_as_stored() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let project = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": "p"},
-            "spec": {"path": "/src/p"}});
-        store.create(Kind::Project, project, WriteOptions::default()).await.unwrap();
-        let session = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": "s"},
-            "spec": {"project": "p", "prompt": "fix it"}});
-        store.create(Kind::Session, session, WriteOptions::default()).await.unwrap();
-        store
-            .update_status(Kind::Session, "s", json!({"phase": "Pending"}), None, WriteOptions::default())
-            .await
-            .unwrap();
+        let store = sample_store(dir.path(), "Pending").await;
         let snapshot = store.snapshot().await.unwrap();
         let text: Vec<u8> = lines(snapshot, Time::from_unix(1_700_000_000)).flat_map(|b| b.to_vec()).collect();
         let text = String::from_utf8(text).unwrap();

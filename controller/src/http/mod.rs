@@ -3,7 +3,7 @@
 
 mod access;
 mod agent;
-mod backup;
+pub(crate) mod backup;
 mod dashboard;
 pub mod error;
 mod login;
