@@ -299,6 +299,11 @@ pub struct IssueSourceStatus {
     /// Matching open issues without a session yet, because of `maxSessions`, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<String>,
+    /// Matching open issues held back, oldest first: their author may not write to the
+    /// repository, and no one who may has applied one of the source's labels. Such a person
+    /// applying one lets the issue in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<HeldIssue>,
     /// When the tracker was last read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_poll_time: Option<crate::meta::Time>,
@@ -326,6 +331,18 @@ pub struct IssueSession {
     pub state: Option<String>,
 }
 
+/// An issue an IssueSource does not take yet, and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeldIssue {
+    /// The issue number.
+    pub issue: String,
+    /// Who opened it; empty for a deleted account.
+    pub author: String,
+    /// What the tracker says of them, and what would let the issue in.
+    pub reason: String,
+}
+
 /// Condition types and reasons of an IssueSource.
 pub mod conditions {
     pub const READY: &str = "Ready";
@@ -338,6 +355,10 @@ pub mod conditions {
     pub const TRACKER_FAILED: &str = "TrackerFailed";
     /// A session made from the template does not validate.
     pub const INVALID_TEMPLATE: &str = "InvalidTemplate";
+    /// Event: a matching issue is held back until a trusted person labels it.
+    pub const ISSUE_HELD: &str = "IssueHeld";
+    /// Event: a held issue was let in by a trusted person's label.
+    pub const ISSUE_VOUCHED: &str = "IssueVouched";
 }
 
 #[cfg(test)]

@@ -323,3 +323,41 @@ async fn gitlab_webhooks_need_the_token_and_are_taken_once() {
     assert_eq!(code, 200, "{text}");
     assert!(text.contains("already received"), "a replay is ignored: {text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gitlab_issuesource_takes_an_outsiders_issue_once_a_developer_labels_it() {
+    let gl = Gl::start(false).await;
+    let cleanup = Cleanup::new(&gl.server);
+    let s = &gl.server;
+    // An outsider's issue whose template adds `agent`, and one of the project's owner.
+    let open = |user: &str, title: &str| json!({"title": title, "labels": ["agent"], "user": user});
+    gl.standin.ok("POST", "/_standin/issues", Some(&open("outsider", "Run this script"))).await;
+    gl.standin.ok("POST", "/_standin/issues", Some(&open("octo", "Crash on start"))).await;
+    s.create("projects", &gl.project("2s", json!({}))).await;
+    let source = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "IssueSource", "metadata": {"name": "bugs"},
+        "spec": {"project": PROJECT, "gitlab": {"labels": ["agent"]}, "interval": "10m",
+            "template": {"agent": {"command": ["./scripts/agent.sh", "{promptFile}"]},
+                "prompt": "Fix #{{number}}", "pullRequest": {"create": false}}}});
+    s.create("issuesources", &source).await;
+
+    let held = |o: &Value| o["status"]["held"].as_array().cloned().unwrap_or_default();
+    let o = s.wait_for("issuesources", "bugs", STEP, |o| !held(o).is_empty()).await;
+    assert_eq!(held(&o)[0]["issue"], "1", "{o:#}");
+    let reason = held(&o)[0]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("outsider (not a member)"), "{reason}");
+    s.wait_for("sessions", "bugs-2", READY, Value::is_object).await;
+    assert!(s.object("sessions", "bugs-1").await.is_none(), "the outsider's issue made no session");
+
+    // A Developer of the project takes the label off and applies it again.
+    let as_reviewer = |labels: Value| json!({"labels": labels, "user": REVIEWER});
+    gl.standin.ok("POST", "/_standin/issues/1/labels", Some(&as_reviewer(json!([])))).await;
+    gl.standin.ok("POST", "/_standin/issues/1/labels", Some(&as_reviewer(json!(["agent"])))).await;
+    s.aoctl(&["reconcile", "issuesource", "bugs"]).ok();
+    s.wait_for("sessions", "bugs-1", READY, Value::is_object).await;
+    s.wait_for("issuesources", "bugs", STEP, |o| held(o).is_empty()).await;
+    s.send("DELETE", &format!("{}/issuesources/bugs", crate::harness::API), None, vec![]).await.expect(200);
+    for name in ["bugs-1", "bugs-2"] {
+        s.wait_for("sessions", name, Duration::from_secs(60), Value::is_null).await;
+    }
+    cleanup.finish();
+}

@@ -301,6 +301,18 @@ fn status_section(kind: Kind, o: &Value, now: DateTime<Utc>) -> String {
             if !waiting.is_empty() {
                 st.add("Waiting", &waiting.join(", "));
             }
+            let held = o.pointer("/status/held").and_then(Value::as_array).cloned().unwrap_or_default();
+            let held: Vec<String> = held
+                .iter()
+                .map(|v| {
+                    format!(
+                        "#{}: {}",
+                        str_at(v, "/issue").unwrap_or_default(),
+                        str_at(v, "/reason").unwrap_or_default()
+                    )
+                })
+                .collect();
+            st.list("Held", held);
         }
         Kind::Event => {}
     }

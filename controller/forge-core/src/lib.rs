@@ -9,6 +9,7 @@
 mod budget;
 mod core;
 mod error;
+mod kept;
 mod transport;
 
 pub use budget::{
@@ -16,4 +17,5 @@ pub use budget::{
 };
 pub use core::{api_url, escape, next_page, rate_limited, service_message, Call, Core, Cost, Read, Reply, Settings};
 pub use error::{Error, ErrorKind, Service};
+pub use kept::Kept;
 pub use transport::{Body, Reqwest, Transport, TransportError};

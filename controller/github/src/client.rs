@@ -31,6 +31,8 @@ pub struct Client {
     pub(crate) graphql: Core,
     /// The login the token speaks as, once asked.
     login: Arc<tokio::sync::OnceCell<String>>,
+    /// Users' permissions in repositories, as lately read.
+    pub(crate) permissions: Arc<crate::issues::Permissions>,
 }
 
 /// The octocrab transport of one base URL: the path (and query) of an absolute URL is sent
@@ -103,7 +105,7 @@ impl Client {
         };
         let rest = core(&api_url, api_url.clone())?;
         let graphql = core(&graphql_base, graphql_base.clone())?;
-        Ok(Client { rest, graphql, login: Arc::default() })
+        Ok(Client { rest, graphql, login: Arc::default(), permissions: Arc::new(crate::issues::permissions()) })
     }
 
     /// Sets how long one request may take before it fails as transient.
@@ -115,7 +117,12 @@ impl Client {
 
     /// The same client, its requests counted under `label` (a project's name).
     pub fn labelled(&self, label: &str) -> Client {
-        Client { rest: self.rest.labelled(label), graphql: self.graphql.labelled(label), login: self.login.clone() }
+        Client {
+            rest: self.rest.labelled(label),
+            graphql: self.graphql.labelled(label),
+            login: self.login.clone(),
+            permissions: self.permissions.clone(),
+        }
     }
 
     /// The budget this client draws on.

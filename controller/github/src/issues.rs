@@ -1,15 +1,32 @@
 //! Tracker issues: read one issue, and list the issues of a repository that match labels and a
-//! state, page by page and conditionally (an unchanged page costs a 304 and no rate limit).
+//! state, page by page and conditionally (an unchanged page costs a 304 and no rate limit); who
+//! applied an issue's labels, and what a user may do in the repository.
+
+use std::time::{Duration, Instant};
 
 use aoctl_forge_core::{Error, ErrorKind, Service};
 use serde::Deserialize;
 
-use aoctl_scm::{Issue, IssueList, IssueStateFilter};
+use aoctl_scm::{Issue, IssueAuthor, IssueList, IssueStateFilter, LabelEvent, Standing};
 
 use crate::client::{segment, Client};
 
 const GET_ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{issue_number}";
 const LIST_ISSUES: &str = "GET /repos/{owner}/{repo}/issues";
+const LIST_ISSUE_EVENTS: &str = "GET /repos/{owner}/{repo}/issues/{issue_number}/events";
+const GET_PERMISSION: &str = "GET /repos/{owner}/{repo}/collaborators/{username}/permission";
+
+/// How long a user's permission is believed.
+const KEEP_PERMISSION_FOR: Duration = Duration::from_secs(600);
+/// Permissions remembered at most.
+const MAX_PERMISSIONS: usize = 1000;
+
+/// Users' permissions by repository and login (lower-cased), as lately read.
+pub(crate) type Permissions = aoctl_forge_core::Kept<(String, String), Standing>;
+
+pub(crate) fn permissions() -> Permissions {
+    aoctl_forge_core::Kept::new(KEEP_PERMISSION_FOR, MAX_PERMISSIONS)
+}
 
 /// A label is an object, or (in older payloads) its bare name.
 #[derive(Deserialize)]
@@ -32,6 +49,33 @@ struct WireIssue {
     /// Present when the item is a pull request (lists have both kinds).
     #[serde(default)]
     pull_request: Option<serde_json::Value>,
+    /// Null for a deleted account.
+    #[serde(default)]
+    user: Option<WireUser>,
+    #[serde(default)]
+    author_association: Option<String>,
+    #[serde(default)]
+    updated_at: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUser {
+    login: String,
+}
+
+/// One event of an issue's events list; only `labeled` and `unlabeled` ones are read.
+#[derive(Deserialize)]
+struct WireEvent {
+    event: String,
+    #[serde(default)]
+    actor: Option<WireUser>,
+    #[serde(default)]
+    label: Option<WireEventLabel>,
+}
+
+#[derive(Deserialize)]
+struct WireEventLabel {
+    name: String,
 }
 
 impl From<WireIssue> for Issue {
@@ -52,6 +96,12 @@ impl From<WireIssue> for Issue {
             url: w.html_url,
             labels,
             open: w.state == "open",
+            author: w.user.map(|u| IssueAuthor {
+                login: u.login,
+                id: None,
+                standing: Some(Standing::github(w.author_association.as_deref())),
+            }),
+            updated_at: w.updated_at.unwrap_or_default(),
         }
     }
 }
@@ -105,6 +155,53 @@ impl Client {
             .map(Issue::from)
             .collect();
         Ok(IssueList { issues, changed })
+    }
+}
+
+impl Client {
+    /// Who applied and removed which label of issue `number`, oldest first (events of other kinds,
+    /// and those whose actor was deleted, are left out). Read conditionally.
+    pub async fn label_events(&self, owner: &str, repo: &str, number: u64) -> Result<Vec<LabelEvent>, Error> {
+        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
+        let path = format!("/repos/{o}/{r}/issues/{number}/events?per_page=100");
+        let (pages, _) =
+            self.get_pages::<Vec<WireEvent>>(LIST_ISSUE_EVENTS, &path, || format!("issue {o}/{r}#{number}")).await?;
+        Ok(pages
+            .into_iter()
+            .flatten()
+            .filter(|e| e.event == "labeled" || e.event == "unlabeled")
+            .filter_map(|e| {
+                let (actor, label) = (e.actor?, e.label?);
+                Some(LabelEvent { label: label.name, actor: actor.login, actor_id: None, added: e.event == "labeled" })
+            })
+            .collect())
+    }
+
+    /// What `login` may do in the repository: write access for the `admin` and `write` base
+    /// roles (GitHub maps `maintain` to `write` and `triage` to `read`). Remembered for ten
+    /// minutes; an unknown user, and an app's bot (`name[bot]`, which this route does not take),
+    /// has none.
+    pub async fn permission(&self, owner: &str, repo: &str, login: &str) -> Result<Standing, Error> {
+        #[derive(Deserialize)]
+        struct WirePermission {
+            permission: String,
+        }
+        let (o, r) = (segment("owner", owner)?, segment("repository", repo)?);
+        let Ok(user) = segment("user", login) else {
+            return Ok(Standing { role: "none".into(), writes: false });
+        };
+        let key = (format!("{o}/{r}").to_ascii_lowercase(), user.to_ascii_lowercase());
+        if let Some(standing) = self.permissions.get(&key, Instant::now()) {
+            return Ok(standing);
+        }
+        let path = format!("/repos/{o}/{r}/collaborators/{user}/permission");
+        let standing = match self.get_json::<WirePermission>(GET_PERMISSION, &path, || format!("user {user}")).await {
+            Ok(p) => Standing { writes: matches!(p.permission.as_str(), "admin" | "write"), role: p.permission },
+            Err(Error { kind: ErrorKind::NotFound { .. }, .. }) => Standing { role: "none".into(), writes: false },
+            Err(e) => return Err(e),
+        };
+        self.permissions.put(key, standing.clone(), Instant::now());
+        Ok(standing)
     }
 }
 

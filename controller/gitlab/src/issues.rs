@@ -1,7 +1,7 @@
 //! Project issues: read one, and list those that have labels and a state, page by page and
 //! conditionally (an unchanged page costs a 304).
 
-use aoctl_scm::{Issue, IssueList, IssueStateFilter};
+use aoctl_scm::{Issue, IssueAuthor, IssueList, IssueStateFilter};
 use serde::Deserialize;
 
 use aoctl_forge_core::Error;
@@ -25,6 +25,16 @@ struct WireIssue {
     /// Set when the issue was moved to another project (it is closed here then).
     #[serde(default)]
     moved_to_id: Option<u64>,
+    #[serde(default)]
+    author: Option<WireAuthor>,
+    #[serde(default)]
+    updated_at: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireAuthor {
+    id: u64,
+    username: String,
 }
 
 impl From<WireIssue> for Issue {
@@ -37,6 +47,9 @@ impl From<WireIssue> for Issue {
             url: w.web_url,
             labels: w.labels,
             open: w.state == "opened" && w.moved_to_id.is_none(),
+            // GitLab's issues do not say what their author may do: the member API is asked.
+            author: w.author.map(|a| IssueAuthor { login: a.username, id: Some(a.id), standing: None }),
+            updated_at: w.updated_at.unwrap_or_default(),
         }
     }
 }

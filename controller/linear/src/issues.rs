@@ -101,6 +101,10 @@ impl WireIssue {
             url: self.url,
             labels: self.labels.nodes.into_iter().map(|l| l.name).collect(),
             open,
+            // Linear's issues are written by the members of the workspace the key reads; who
+            // wrote one is not asked.
+            author: None,
+            updated_at: String::new(),
         };
         (issue, self.state.name, self.team.key)
     }

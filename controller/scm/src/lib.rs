@@ -10,6 +10,6 @@ mod reviews;
 
 pub use change::{MergeMethod, PullRequest};
 pub use checks::{CheckKind, Checks, FailingCheck};
-pub use issues::{Issue, IssueList, IssueStateFilter};
+pub use issues::{last_applied_by, Issue, IssueAuthor, IssueList, IssueStateFilter, LabelEvent};
 pub use log::{flaky_cause, log_tail, LOG_TAIL_BYTES, LOG_TAIL_LINES};
 pub use reviews::{review_state, NewComment, Review, ReviewComment, ReviewEvent, Reviews, Standing};

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use aoctl_api::project::Project;
 use aoctl_forge_core::Budget;
-use aoctl_scm::{Checks, FailingCheck, MergeMethod, NewComment, PullRequest, ReviewEvent, Reviews};
+use aoctl_scm::{
+    Checks, FailingCheck, LabelEvent, MergeMethod, NewComment, PullRequest, ReviewEvent, Reviews, Standing,
+};
 
 use super::ForgeError;
 
@@ -191,6 +193,26 @@ impl Forge {
             Forge::GitLab { client, project } => {
                 client.create_review((project, number), sha, event, body, comments).await?
             }
+        })
+    }
+
+    /// Who applied and removed which label of issue `number`, oldest first.
+    pub async fn label_events(&self, number: u64) -> Result<Vec<LabelEvent>, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, owner, repo } => client.label_events(owner, repo, number).await?,
+            Forge::GitLab { client, project } => client.label_events(project, number).await?,
+        })
+    }
+
+    /// What a user may do in the repository or project (GitLab asks by `id`; without one, none).
+    /// Kept for a while by the client.
+    pub async fn standing(&self, login: &str, id: Option<u64>) -> Result<Standing, ForgeError> {
+        Ok(match self {
+            Forge::GitHub { client, owner, repo } => client.permission(owner, repo, login).await?,
+            Forge::GitLab { client, project } => match id {
+                Some(id) => Standing::gitlab(client.access_level(project, id).await?),
+                None => Standing::gitlab(None),
+            },
         })
     }
 

@@ -27,7 +27,7 @@ use crate::metrics::Metrics;
 pub use error::ForgeError;
 pub use forge::{poll_interval, Forge};
 pub use tracker::{issue_number, Tracker};
-pub use trust::{Trust, ACTIONS_BOT};
+pub use trust::{Trust, Vouch, ACTIONS_BOT};
 
 /// The token variable of a GitHub project that names none.
 pub const DEFAULT_TOKEN_ENV: &str = "GITHUB_TOKEN";

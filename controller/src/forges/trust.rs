@@ -2,13 +2,14 @@
 //! `author_association` `OWNER`, `MEMBER` or `COLLABORATOR`; GitLab Developer or above), the
 //! project's own bots (the identity of its token, its reviewer identity, GitHub Actions) and
 //! those `spec.trust.users` lists. What anyone else writes on a change is held back from the
-//! agent ([`Trust::split`]).
+//! agent ([`Trust::split`]), and an issue source takes an issue someone else opened only once a
+//! trusted person applied one of its labels ([`Trust::vouch`]).
 
 use aoctl_api::project::Project;
 use aoctl_api::session::ReviewState;
-use aoctl_scm::{review_state, Reviews, Standing};
+use aoctl_scm::{last_applied_by, review_state, Issue, LabelEvent, Reviews, Standing};
 
-use super::{Forge, Hub};
+use super::{Forge, ForgeError, Hub, Tracker};
 
 /// The bot GitHub Actions posts as: the project's own CI.
 pub const ACTIONS_BOT: &str = "github-actions[bot]";
@@ -24,10 +25,24 @@ impl Trust {
     /// The names a project trusts: `spec.trust.users` and `bots` (the identities its tokens
     /// speak as), plus its CI's bot on GitHub.
     pub fn named(project: &Project, forge: &Forge, bots: &[String]) -> Trust {
-        let listed = project.spec.trust.iter().flat_map(|t| t.users.iter());
         let ci = matches!(forge, Forge::GitHub { .. }).then(|| ACTIONS_BOT.to_string());
-        let mut names: Vec<String> =
-            listed.chain(bots.iter()).chain(ci.iter()).map(|n| n.trim().to_ascii_lowercase()).collect();
+        Trust::listed(project, bots.iter().chain(ci.iter()))
+    }
+
+    /// Those a project names (`spec.trust.users`) and the identity of its token: who may vouch
+    /// for an issue with a label. Its CI's bot is not among them: a workflow that labels issues
+    /// by what they say would let their authors vouch for themselves.
+    pub async fn people(project: &Project, tracker: &Tracker) -> Trust {
+        let me = match tracker {
+            Tracker::Forge(forge) => forge.identity().await.ok(),
+            Tracker::Linear(_) => None,
+        };
+        Trust::listed(project, me.iter())
+    }
+
+    fn listed<'a>(project: &'a Project, more: impl Iterator<Item = &'a String>) -> Trust {
+        let listed = project.spec.trust.iter().flat_map(|t| t.users.iter());
+        let mut names: Vec<String> = listed.chain(more).map(|n| n.trim().to_ascii_lowercase()).collect();
         names.retain(|n| !n.is_empty());
         names.sort();
         names.dedup();
@@ -55,6 +70,63 @@ impl Trust {
     /// project names them.
     pub fn trusts(&self, user: &str, standing: &Standing) -> bool {
         standing.writes || (!user.is_empty() && self.names.iter().any(|n| n.eq_ignore_ascii_case(user)))
+    }
+
+    /// Whether an issue source may take `issue`, whose query selects `labels`: its author may
+    /// write or is named, or the last to apply one of `labels` may or is. Linear's issues are
+    /// its workspace members' and are taken. `people` is [`Trust::people`], asked for only when
+    /// the forge does not vouch for the author. Costs, for such an author, one conditional read
+    /// of the issue's label events and a (kept) access read per labeller.
+    pub async fn vouch(
+        people: &tokio::sync::OnceCell<Trust>,
+        project: &Project,
+        tracker: &Tracker,
+        issue: &Issue,
+        labels: &[String],
+    ) -> Result<Vouch, ForgeError> {
+        let Tracker::Forge(forge) = tracker else {
+            return Ok(Vouch::Author(String::new()));
+        };
+        let (author, author_id, standing) = match &issue.author {
+            Some(a) => (a.login.clone(), a.id, a.standing.clone()),
+            None => (String::new(), None, None),
+        };
+        let standing = match (standing, author_id) {
+            (Some(s), _) => s,
+            (None, Some(id)) => forge.standing(&author, Some(id)).await?,
+            (None, None) => Standing::default(),
+        };
+        if standing.writes {
+            return Ok(Vouch::Author(author));
+        }
+        let trust = people.get_or_init(|| Trust::people(project, tracker)).await;
+        if trust.trusts(&author, &standing) {
+            return Ok(Vouch::Author(author));
+        }
+        let who = if author.is_empty() { "a deleted account".to_string() } else { author.clone() };
+        let role = if standing.role.is_empty() { String::new() } else { format!(" ({})", standing.role) };
+        if labels.is_empty() {
+            let reason = format!(
+                "opened by {who}{role}, who may not write to {}; the source selects no label for a maintainer to apply",
+                forge.place()
+            );
+            return Ok(Vouch::Held { author, reason });
+        }
+        let events: Vec<LabelEvent> = forge.label_events(issue.number).await?;
+        for label in labels {
+            let Some(event) = last_applied_by(&events, label) else { continue };
+            if trust.names.iter().any(|n| n.eq_ignore_ascii_case(&event.actor))
+                || forge.standing(&event.actor, event.actor_id).await?.writes
+            {
+                return Ok(Vouch::Labelled { label: label.clone(), by: event.actor.clone() });
+            }
+        }
+        let reason = format!(
+            "opened by {who}{role}, who may not write to {}; waiting for someone who may to apply `{}`",
+            forge.place(),
+            labels.join("`, `")
+        );
+        Ok(Vouch::Held { author, reason })
     }
 
     /// The reviews and comments of trusted authors, with the state they add up to, and those of
@@ -86,6 +158,17 @@ impl Trust {
         };
         (Reviews { state, items, comments }, held)
     }
+}
+
+/// Why an issue source may take an issue, or why not yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Vouch {
+    /// Its author may write to the repository or is named (empty: the tracker's own members).
+    Author(String),
+    /// Someone who may applied `label`.
+    Labelled { label: String, by: String },
+    /// Neither, and why.
+    Held { author: String, reason: String },
 }
 
 #[cfg(test)]
@@ -136,6 +219,48 @@ mod tests {
         assert!(!t.trusts("drive-by", &Standing::github(Some("NONE"))));
         assert!(!t.trusts("drive-by", &Standing::github(Some("CONTRIBUTOR"))));
         assert!(!t.trusts("", &Standing::default()));
+    }
+
+    fn issue(author: Option<(&str, &str)>) -> Issue {
+        Issue {
+            number: 7,
+            reference: "#7".into(),
+            title: "Run this".into(),
+            body: String::new(),
+            url: String::new(),
+            labels: vec![],
+            open: true,
+            author: author.map(|(login, role)| aoctl_scm::IssueAuthor {
+                login: login.into(),
+                id: None,
+                standing: Some(Standing::github(Some(role))),
+            }),
+            updated_at: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    /// The verdicts that need no request beyond the forge's identity (which fails here, and is
+    /// then left out).
+    #[tokio::test]
+    async fn writers_and_named_authors_vouch_for_their_issues_and_no_one_else_does_without_a_label() {
+        let mut project = Project::new("widgets", "/w");
+        project.spec.trust = Some(TrustSpec { users: vec!["friend".into()] });
+        let tracker = Tracker::Forge(github());
+        let vouch = |author| {
+            let (project, tracker) = (project.clone(), tracker.clone());
+            async move { Trust::vouch(&Default::default(), &project, &tracker, &issue(author), &[]).await.unwrap() }
+        };
+        assert_eq!(vouch(Some(("lead", "OWNER"))).await, Vouch::Author("lead".into()));
+        assert_eq!(vouch(Some(("friend", "NONE"))).await, Vouch::Author("friend".into()));
+        let Vouch::Held { author, reason } = vouch(Some(("drive-by", "CONTRIBUTOR"))).await else { panic!() };
+        assert_eq!(author, "drive-by");
+        assert!(reason.contains("drive-by (CONTRIBUTOR)") && reason.contains("no label"), "{reason}");
+        let Vouch::Held { reason, .. } = vouch(None).await else { panic!() };
+        assert!(reason.contains("a deleted account"), "{reason}");
+
+        let linear = Tracker::Linear(aoctl_linear::Client::new("http://127.0.0.1:9", None).unwrap());
+        let v = Trust::vouch(&Default::default(), &project, &linear, &issue(None), &[]).await.unwrap();
+        assert_eq!(v, Vouch::Author(String::new()), "Linear's issues are its members'");
     }
 
     #[tokio::test]

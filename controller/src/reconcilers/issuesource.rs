@@ -8,6 +8,11 @@
 //! the other issues wait. A session whose issue closed or stopped matching ends per `onClose`, and
 //! comes back when the issue matches again. A session whose pull request merged is finished: it is
 //! left as it is and frees its place.
+//!
+//! An issue opened by someone the project does not trust (no write access, not in
+//! `spec.trust.users`) is held, listed in `status.held`, until someone it trusts applies one of
+//! the source's labels (docs/security.md). Each issue's verdict is kept until the issue changes,
+//! or ten minutes.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -15,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use aoctl_api::condition::{set_condition, types};
 use aoctl_api::decode::AnyObject;
-use aoctl_api::issuesource::{conditions, session_name, IssueFields, IssueSession, OnClose};
+use aoctl_api::issuesource::{conditions, session_name, HeldIssue, IssueFields, IssueSession, OnClose};
 use aoctl_api::session::{Phase, PullRequestState};
 use aoctl_api::source::{self, MANAGED_BY};
 use aoctl_api::validate::Validate;
@@ -29,7 +34,7 @@ use aoctl_store::{Deleted, Selector, Store, StoreError};
 
 use super::Error;
 use crate::admission::{self, AdmissionError};
-use crate::forges::{issue_number, Hub};
+use crate::forges::{issue_number, Hub, Tracker, Trust, Vouch};
 use crate::recorder::Recorder;
 
 /// Name of this controller in metrics and events.
@@ -55,6 +60,9 @@ const SESSION_NAME_TAKEN: &str = "SessionNameTaken";
 /// How soon a failed tracker read is tried again, at most.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
 
+/// How long whether an unchanged issue may be taken is believed.
+const KEEP_VERDICT_FOR: Duration = Duration::from_secs(600);
+
 /// What the IssueSource reconciler gets.
 pub struct Context {
     pub store: Store,
@@ -78,6 +86,15 @@ struct Memory {
     /// Sources whose tracker announced a change (an `issues` webhook), and when: poll at the
     /// next pass.
     wanted: HashMap<String, Instant>,
+    /// Per source and issue without a session: whether it may be taken, for the issue as it was
+    /// (its `updated_at`), and when that was decided.
+    verdicts: HashMap<String, HashMap<u64, Verdict>>,
+}
+
+struct Verdict {
+    updated_at: String,
+    at: Instant,
+    vouch: Vouch,
 }
 
 struct Polled {
@@ -121,6 +138,29 @@ impl State {
         let mut m = self.lock();
         m.polled.remove(source);
         m.wanted.remove(source);
+        m.verdicts.remove(source);
+    }
+
+    /// The verdict on `issue` if it did not change since and is recent enough.
+    fn verdict(&self, source: &str, issue: &Issue) -> Option<Vouch> {
+        let m = self.lock();
+        let v = m.verdicts.get(source)?.get(&issue.number)?;
+        (v.updated_at == issue.updated_at && !issue.updated_at.is_empty() && v.at.elapsed() < KEEP_VERDICT_FOR)
+            .then(|| v.vouch.clone())
+    }
+
+    /// Keeps the verdict on `issue`; the one it replaces.
+    fn judge(&self, source: &str, issue: &Issue, vouch: Vouch) -> Option<Vouch> {
+        let verdict = Verdict { updated_at: issue.updated_at.clone(), at: Instant::now(), vouch };
+        let mut m = self.lock();
+        m.verdicts.entry(source.to_string()).or_default().insert(issue.number, verdict).map(|v| v.vouch)
+    }
+
+    /// Forgets the verdicts on issues other than `candidates`.
+    fn keep_verdicts(&self, source: &str, candidates: &HashSet<u64>) {
+        if let Some(v) = self.lock().verdicts.get_mut(source) {
+            v.retain(|n, _| candidates.contains(n));
+        }
     }
 }
 
@@ -199,7 +239,20 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
             mine.insert(n, s);
         }
     }
-    let matching: BTreeMap<u64, &Issue> = issues.iter().filter(|i| i.open).map(|i| (i.number, i)).collect();
+    let mut matching: BTreeMap<u64, &Issue> = issues.iter().filter(|i| i.open).map(|i| (i.number, i)).collect();
+
+    // An issue without a session yet is taken only if the project trusts its author or who
+    // labelled it.
+    let held = match vet(&source, &ctx, &project, &tracker, &matching, &mine).await {
+        Ok(held) => held,
+        Err(e) => {
+            let msg = format!("cannot tell who opened or labelled the issues of {}: {e}", tracker.describe());
+            let wait = e.retry_after().unwrap_or(RETRY_AFTER_FAILURE).min(interval).max(Duration::from_secs(1));
+            return blocked(&source, &ctx, status, conditions::TRACKER_FAILED, &msg, wait).await;
+        }
+    };
+    matching.retain(|n, _| !held.iter().any(|h| h.issue == n.to_string()));
+    status.held = held;
 
     // A session whose issue just closed may have closed it by merging: the forge knows before the
     // session does. Asked once, before the session is ended.
@@ -270,6 +323,64 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
         ctx.recorder.publish(&*source, EventType::Warning, reason, &message).await;
     }
     Ok(Action::requeue(next_poll.max(Duration::from_secs(1))))
+}
+
+/// The issues among `matching` without a session (in `mine`) that are held back, oldest first.
+/// A new verdict that holds an issue, or lets one in by a label, is recorded as an event.
+async fn vet(
+    source: &IssueSource,
+    ctx: &Context,
+    project: &Project,
+    tracker: &Tracker,
+    matching: &BTreeMap<u64, &Issue>,
+    mine: &BTreeMap<u64, Session>,
+) -> Result<Vec<HeldIssue>, crate::forges::ForgeError> {
+    let name = &source.metadata.name;
+    let labels = query_labels(source);
+    let candidates: HashSet<u64> = matching.keys().filter(|n| !mine.contains_key(n)).copied().collect();
+    ctx.state.keep_verdicts(name, &candidates);
+    let people = tokio::sync::OnceCell::new();
+    let mut held = vec![];
+    for (&n, &issue) in matching.iter().filter(|(n, _)| candidates.contains(n)) {
+        let vouch = match ctx.state.verdict(name, issue) {
+            Some(v) => v,
+            None => {
+                let vouch = Trust::vouch(&people, project, tracker, issue, &labels).await?;
+                let was = ctx.state.judge(name, issue, vouch.clone());
+                announce(source, ctx, issue, &vouch, was.as_ref()).await;
+                vouch
+            }
+        };
+        if let Vouch::Held { author, reason } = vouch {
+            held.push(HeldIssue { issue: n.to_string(), author, reason });
+        }
+    }
+    Ok(held)
+}
+
+/// Records an event for a verdict that holds an issue or lets one in by a label, unless the
+/// verdict it replaces said the same.
+async fn announce(source: &IssueSource, ctx: &Context, issue: &Issue, vouch: &Vouch, was: Option<&Vouch>) {
+    match (vouch, was) {
+        (Vouch::Held { reason, .. }, was) if !matches!(was, Some(Vouch::Held { .. })) => {
+            let msg = format!("issue {}: {reason}", issue.reference);
+            ctx.recorder.publish(source, EventType::Warning, conditions::ISSUE_HELD, &msg).await;
+        }
+        (Vouch::Labelled { label, by }, was) if !matches!(was, Some(Vouch::Labelled { .. })) => {
+            let author = issue.author.as_ref().map_or("a deleted account", |a| a.login.as_str());
+            let msg = format!("issue {} by {author}: {by} applied `{label}`, so it is taken", issue.reference);
+            ctx.recorder.publish(source, EventType::Normal, conditions::ISSUE_VOUCHED, &msg).await;
+        }
+        _ => {}
+    }
+}
+
+/// The labels the source's query selects issues by, on a forge.
+fn query_labels(source: &IssueSource) -> Vec<String> {
+    match &source.spec.gitlab {
+        Some(g) => g.labels.clone(),
+        None => source.spec.github.labels.clone(),
+    }
 }
 
 pub fn error_policy(_source: Arc<IssueSource>, error: &Error, _ctx: Arc<Context>) -> Action {
@@ -550,6 +661,9 @@ fn summary(status: &aoctl_api::IssueSourceStatus, matching: usize) -> String {
     if !status.waiting.is_empty() {
         msg.push_str(&format!("; {} waiting for a place (maxSessions)", status.waiting.len()));
     }
+    if !status.held.is_empty() {
+        msg.push_str(&format!("; {} held until someone trusted labels them", status.held.len()));
+    }
     msg
 }
 
@@ -607,6 +721,8 @@ mod tests {
             url: format!("https://github.com/o/r/issues/{number}"),
             labels: vec!["agent".into()],
             open: true,
+            author: None,
+            updated_at: String::new(),
         }
     }
 

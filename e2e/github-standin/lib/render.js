@@ -520,6 +520,22 @@ class Render {
     return obj;
   }
 
+  // A `labeled` or `unlabeled` event of an issue's events list.
+  issueEvent(repo, e) {
+    return {
+      id: e.id,
+      node_id: nodeId(e.event === 'labeled' ? 'LE' : 'ULE', e.id),
+      url: `${this.api}/repos/${repo.fullName}/issues/events/${e.id}`,
+      actor: this.user(e.actor),
+      event: e.event,
+      commit_id: null,
+      commit_url: null,
+      created_at: iso(e.createdAt),
+      performed_via_github_app: null,
+      label: { name: e.label, color: 'ededed' },
+    };
+  }
+
   label(repo, name) {
     const id = userId(`label:${repo.fullName}:${name}`);
     return {

@@ -38,6 +38,8 @@ const OPERATIONS = [
   ['GET', '/repos/{owner}/{repo}/pulls/{pull_number}/comments'],
   ['GET', '/repos/{owner}/{repo}/issues'],
   ['GET', '/repos/{owner}/{repo}/issues/{issue_number}'],
+  ['GET', '/repos/{owner}/{repo}/issues/{issue_number}/events'],
+  ['GET', '/repos/{owner}/{repo}/collaborators/{username}/permission'],
   ['GET', '/repos/{owner}/{repo}/commits/{ref}/check-runs'],
   ['GET', '/repos/{owner}/{repo}/commits/{ref}/status'],
   ['GET', '/repos/{owner}/{repo}/check-runs/{check_run_id}'],
@@ -891,6 +893,13 @@ class StandIn {
     return [this.emitIssue(repo, issue, 'reopened', actor)];
   }
 
+  // Records a `labeled` or `unlabeled` event of an issue or pull request, as its events list
+  // shows it: who (`actor`) did it to which label, and when.
+  recordEvent(item, event, actor, label) {
+    const events = item.events || (item.events = []);
+    events.push({ id: this.nextId(), event, actor, label, createdAt: nowMs() });
+  }
+
   // The issue or pull request numbered `number` (labels live on both, as on GitHub).
   labelable(repo, number) {
     const item = repo.issues.get(Number(number)) || this.pull(repo, number);
@@ -907,6 +916,7 @@ class StandIn {
       if (labels.some((l) => l.toLowerCase() === name.toLowerCase())) continue;
       labels.push(name);
       item.updatedAt = nowMs();
+      this.recordEvent(item, 'labeled', actor, name);
       if (repo.issues.get(item.number) === item) deliveries.push(this.emitIssue(repo, item, 'labeled', actor, { label: name }));
     }
     return deliveries;
@@ -918,6 +928,7 @@ class StandIn {
     if (i < 0) throw new ControlError(404, `#${item.number} has no label ${name}`);
     const [removed] = labels.splice(i, 1);
     item.updatedAt = nowMs();
+    this.recordEvent(item, 'unlabeled', actor, removed);
     return repo.issues.get(item.number) === item ? [this.emitIssue(repo, item, 'unlabeled', actor, { label: removed })] : [];
   }
 
@@ -1385,6 +1396,26 @@ class StandIn {
       return error(404, 'Not Found');
     };
 
+    // The label events of an issue or pull request, oldest first (the stand-in records no other
+    // kind of issue event).
+    h['GET /repos/{owner}/{repo}/issues/{issue_number}/events'] = async (ctx) => {
+      const { repo, params } = ctx;
+      const n = params.issue_number;
+      const item = repo.issues.get(n) || this.pull(repo, n);
+      if (!item) return error(404, 'Not Found');
+      const page = this.paginate(ctx, item.events || []);
+      return new Reply(200, page.slice.map((e) => this.render.issueEvent(repo, e)), page.headers);
+    };
+
+    // A user's permission on the repository: `admin` for its owner, `write` for a collaborator,
+    // `read` for anyone else (the stand-in's repositories are public).
+    h['GET /repos/{owner}/{repo}/collaborators/{username}/permission'] = async ({ repo, params }) => {
+      const login = String(params.username);
+      const association = this.render.association(repo, login);
+      const permission = association === 'OWNER' ? 'admin' : association === 'COLLABORATOR' ? 'write' : 'read';
+      return new Reply(200, { permission, role_name: permission, user: { ...this.render.user(login), role_name: permission } });
+    };
+
     h['GET /repos/{owner}/{repo}/commits/{ref}/check-runs'] = async (ctx) => {
       const { repo, params, query } = ctx;
       const sha = await repo.git.resolve(params.ref);
@@ -1610,6 +1641,8 @@ class StandIn {
       const labels = input.labels || [];
       for (const l of labels) if (typeof l !== 'string' || !l.trim()) throw bad('a label is a non-empty string');
       issue.labels = [...new Set(labels)];
+      // Labels an issue is opened with (an issue form's `labels`) are applied as its author.
+      for (const name of issue.labels) this.recordEvent(issue, 'labeled', issue.user, name);
       const deliveries = [this.emitIssue(repo, issue, 'opened', issue.user)];
       const shown = { ...issue, labels: [] };
       for (const name of issue.labels) {

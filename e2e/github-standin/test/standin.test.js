@@ -617,6 +617,26 @@ test('labels and the issues webhooks: opened, labeled, unlabeled, closed, reopen
   assert.equal(got[0].json.issue.html_url, `https://github.com/octo/demo/issues/${n}`);
 });
 
+test("an issue's label events name who applied each label; a user's permission follows their association", async () => {
+  let r = await control('POST', '/issues', { title: 'From a form', labels: ['agent'], user: 'outsider' });
+  const n = r.json.issue.number;
+  assert.equal(r.json.issue.author_association, 'NONE');
+  await control('DELETE', `/issues/${n}/labels/agent`, { user: OWNER });
+  await control('POST', `/issues/${n}/labels`, { labels: ['agent'], user: OWNER });
+  r = await get(`/repos/octo/demo/issues/${n}/events`);
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.map((e) => [e.event, e.label.name, e.actor.login]), [['labeled', 'agent', 'outsider'], ['unlabeled', 'agent', OWNER], ['labeled', 'agent', OWNER]]);
+  assert.equal((await get('/repos/octo/demo/issues/9999/events')).status, 404);
+
+  const permission = async (login) => (await get(`/repos/octo/demo/collaborators/${login}/permission`)).json;
+  assert.deepEqual([(await permission(OWNER)).permission, (await permission('outsider')).permission], ['admin', 'read']);
+  assert.equal((await permission('outsider')).user.login, 'outsider');
+  await control('POST', '/collaborators', { login: 'outsider' });
+  const p = await permission('outsider');
+  assert.deepEqual([p.permission, p.role_name, p.user.login], ['write', 'write', 'outsider']);
+  await control('DELETE', '/collaborators', { login: 'outsider' });
+});
+
 test('pagination with Link headers', async () => {
   for (let i = 0; i < 25; i++) await control('POST', '/statuses', { branch: 'demo/rebase', context: `ctx-${i}`, state: 'success' });
   let r = await get('/repos/octo/demo/commits/demo/rebase/status?per_page=10');

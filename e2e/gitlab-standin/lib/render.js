@@ -453,6 +453,21 @@ class Render {
     return `${this.projectUrl(p)}/-/issues/${i.iid}`;
   }
 
+  // One resource label event of issue `i`.
+  labelEvent(p, i, e) {
+    const { id, username, name, state, avatar_url, web_url } = this.user(e.user);
+    const label = this.hookLabel(p, e.label);
+    return {
+      id: e.id,
+      user: { id, username, name, state, avatar_url, web_url },
+      created_at: iso(e.at),
+      resource_type: 'Issue',
+      resource_id: i.id,
+      label: { id: label.id, name: e.label, color: label.color, text_color: '#FFFFFF', description: null, description_html: '', open_issues_count: 0, closed_issues_count: 0, open_merge_requests_count: 0, subscribed: false, priority: 0, is_project_label: true },
+      action: e.action,
+    };
+  }
+
   issue(p, i) {
     const api = `${p.apiBase}/projects/${i.projectId}`;
     return {

@@ -20,6 +20,7 @@ const TYPES = [
   'PipelineSchema',
   'JobSchema',
   'IssueSchema',
+  'LabelEventSchema',
   'ProjectSchema',
   'ProjectLevelMergeRequestApprovalSchema',
   'ExpandedUserSchema',

@@ -674,6 +674,13 @@ class StandIn {
     return p.issues.find((i) => i.iid === Number(iid)) || null;
   }
 
+  // Records who added and removed which labels of an issue, going from `before` to `after`.
+  labelEvents(issue, before, after, actor) {
+    const at = tick();
+    for (const name of before) if (!after.includes(name)) issue.labelEvents.push({ id: this.nextId(), user: actor, label: name, action: 'remove', at });
+    for (const name of after) if (!before.includes(name)) issue.labelEvents.push({ id: this.nextId(), user: actor, label: name, action: 'add', at });
+  }
+
   newIssue(p, { title, description, labels, author, projectId, projectPath, iid }) {
     const now = tick();
     const i = {
@@ -691,6 +698,7 @@ class StandIn {
       closedAt: null,
       closedBy: null,
       movedToId: null,
+      labelEvents: [],
     };
     i.webUrl = `${this.webUrl}/${i.projectPath}/-/issues/${i.iid}`;
     return i;
@@ -901,6 +909,13 @@ class StandIn {
       return new Reply(200, list.map((i) => R.issue(p, i)), { type: 'IssueSchema[]', list: true });
     });
 
+    // Who added and removed which label of an issue, oldest first.
+    add('GET', '/projects/:id/issues/:iid/resource_label_events', async (p, params) => {
+      const i = this.issue(p, params.iid);
+      if (!i) return message(404, '404 Not found');
+      return new Reply(200, i.labelEvents.map((e) => R.labelEvent(p, i, e)), { type: 'LabelEventSchema[]', list: true });
+    });
+
     add('GET', '/projects/:id/issues/:iid', async (p, params) => {
       const i = this.issue(p, params.iid);
       if (!i) return message(404, '404 Not found');
@@ -1075,6 +1090,8 @@ class StandIn {
       case 'POST /issues': {
         if (!input.title) throw bad('give title');
         const issue = this.newIssue(p, { ...input, author: input.user || this.username, iid: p.issues.reduce((n, i) => Math.max(n, i.iid), 0) + 1 });
+        // Labels an issue is opened with (a description template's `/label`) are added as its author.
+        this.labelEvents(issue, [], issue.labels, issue.author);
         p.issues.push(issue);
         this.emitIssue(p, issue, 'open', issue.author, out);
         return this.answer(201, { issue: R.issue(p, issue) }, out);
@@ -1109,6 +1126,7 @@ class StandIn {
         } else {
           const prev = issue.labels;
           issue.labels = normalizeLabels(input.labels);
+          this.labelEvents(issue, prev, issue.labels, actor);
           changes = { labels: { previous: prev.map((l) => R.hookLabel(p, l)), current: issue.labels.map((l) => R.hookLabel(p, l)) } };
         }
         issue.updatedAt = now;

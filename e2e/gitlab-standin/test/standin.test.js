@@ -438,6 +438,18 @@ test('issues', async () => {
   assert.equal(ih.body.object_attributes.action, 'close');
 });
 
+test("an issue's label events name who added and removed each label", async () => {
+  const a = await control('POST', '/issues', { title: 'From a template', labels: ['agent'], user: 'outsider' });
+  const n = a.json.issue.iid;
+  await control('POST', `/issues/${n}/labels`, { labels: ['bug'], user: 'octo' });
+  await control('POST', `/issues/${n}/labels`, { labels: ['bug', 'agent'], user: 'octo' });
+  const r = await api('GET', `/issues/${n}/resource_label_events`);
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.map((e) => [e.action, e.label.name, e.user.username]), [['add', 'agent', 'outsider'], ['remove', 'agent', 'octo'], ['add', 'bug', 'octo'], ['add', 'agent', 'octo']]);
+  assert.equal(r.json[0].resource_type, 'Issue');
+  assert.equal((await api('GET', '/issues/999/resource_label_events')).status, 404);
+});
+
 test('validation catches a corrupted answer', async () => {
   await control('POST', '/corrupt', { route: 'GET /projects/:id/merge_requests/:iid', set: { iid: 'not-a-number' }, delete: ['diff_refs'] });
   const r = await api('GET', '/merge_requests/1');

@@ -408,6 +408,8 @@ mod tests {
             url: "https://github.com/acme/widgets/issues/42".into(),
             labels: vec!["bug".into(), "login".into()],
             open: true,
+            author: None,
+            updated_at: String::new(),
         }
     }
 
