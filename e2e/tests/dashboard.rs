@@ -121,7 +121,7 @@ fn dashboard_cookie(cookies: &[Value]) -> Option<Value> {
 
 /// Logs in with a new link in a context of its own: the dashboard's origin and its cookie, which
 /// other contexts then start with.
-fn login(server: &Server, browser: &Browser) -> (String, Value) {
+pub(crate) fn login(server: &Server, browser: &Browser) -> (String, Value) {
     let link = dashboard_link(server);
     let page = browser.open(Options::default());
     let nav = page.goto(&link);
@@ -131,7 +131,13 @@ fn login(server: &Server, browser: &Browser) -> (String, Value) {
 }
 
 /// A page with the dashboard's cookie, at `path` of the dashboard.
-fn signed_in(browser: &Browser, origin: &str, cookie: &Value, viewport: Option<(u32, u32)>, path: &str) -> Page {
+pub(crate) fn signed_in(
+    browser: &Browser,
+    origin: &str,
+    cookie: &Value,
+    viewport: Option<(u32, u32)>,
+    path: &str,
+) -> Page {
     let page = browser.open(Options { cookies: vec![cookie.clone()], viewport, ..Options::default() });
     let nav = page.goto(&format!("{origin}{path}"));
     assert_eq!(nav.status, Some(200), "{path} with the cookie: {nav:?}");

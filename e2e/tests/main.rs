@@ -48,6 +48,7 @@ mod typing;
 
 mod browser;
 mod dashboard;
+mod dashboard_held;
 
 mod docker_hosts;
 mod docker_sandbox;
