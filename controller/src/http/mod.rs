@@ -112,3 +112,6 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::map_response(error::status_for_framework_errors))
         .with_state(state)
 }
+
+#[cfg(test)]
+mod tests;

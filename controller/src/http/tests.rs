@@ -1,0 +1,230 @@
+//! The whole router in process, each request through `oneshot` with no socket: objects, a
+//! session's input, the agent API, webhooks and the access rules, against a sled store on disk.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use aoctl_api::Session;
+use aoctl_engine::{Config, Controller};
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use axum::Router;
+use hmac::{Hmac, Mac};
+use serde_json::{json, Value};
+use sha2::Sha256;
+use tower::ServiceExt;
+
+use super::{router, Access, AppState};
+use crate::metrics::Metrics;
+
+const TOKEN: &str = "router-test-token-0123456789abcdef";
+const HOST: &str = "127.0.0.1:7420";
+const OBJECTS: &str = "/apis/ao.dev/v1alpha1";
+/// The variable the tests' GitHub project reads its webhook secret from.
+const SECRET_ENV: &str = "AOCTL_ROUTER_TEST_WEBHOOK_SECRET";
+const SECRET: &str = "router-test-webhook-secret";
+
+/// A router over a fresh store, and what the tests read behind it.
+struct Api {
+    router: Router,
+    state: AppState,
+    _dir: tempfile::TempDir,
+}
+
+/// One answer: its status and its body as JSON (`Null` when it is not JSON).
+struct Answer {
+    status: StatusCode,
+    json: Value,
+}
+
+async fn api() -> Api {
+    let dir = tempfile::tempdir().unwrap();
+    let store = aoctl_store::Store::open(&dir.path().join("store")).unwrap();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let listen: SocketAddr = HOST.parse().unwrap();
+    let trigger = |name| Controller::<Session>::new(Config::new(name), metrics.engine.clone()).handle();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let state = AppState {
+        store: store.clone(),
+        metrics: metrics.clone(),
+        fleet: Arc::new(crate::fleet::Fleet::new(dir.path())),
+        session_state: Default::default(),
+        forges: Arc::new(crate::forges::Hub::counted_in(&metrics)),
+        sessions: trigger("session"),
+        gitsources: trigger("gitsource"),
+        issuesources: trigger("issuesource"),
+        issuesource_state: Default::default(),
+        ready: Arc::new(AtomicBool::new(true)),
+        access: Arc::new(Access::new(TOKEN, listen, &[])),
+        deliveries: Default::default(),
+        recorder: Arc::new(crate::recorder::Recorder::new(store)),
+        shutdown,
+        node: "node-a".into(),
+        leadership: crate::leader::Candidacy::sole().leadership(),
+    };
+    Api { router: router(state.clone()), state, _dir: dir }
+}
+
+impl Api {
+    /// Sends a request with the bearer token (or `auth` in its place) and a JSON body.
+    async fn send(&self, method: Method, path: &str, auth: Option<&str>, body: Option<Value>) -> Answer {
+        let mut req = Request::builder().method(method).uri(path).header("host", HOST);
+        if let Some(auth) = auth {
+            req = req.header("authorization", format!("Bearer {auth}"));
+        }
+        let req = match body {
+            Some(b) => req.header("content-type", "application/json").body(Body::from(b.to_string())),
+            None => req.body(Body::empty()),
+        };
+        self.answer(req.unwrap()).await
+    }
+
+    async fn answer(&self, req: Request<Body>) -> Answer {
+        let resp = self.router.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24).await.unwrap();
+        Answer { status, json: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
+    }
+
+    async fn ok(&self, method: Method, path: &str, body: Option<Value>) -> Value {
+        let a = self.send(method, path, Some(TOKEN), body).await;
+        assert!(a.status.is_success(), "{path}: {} {:#}", a.status, a.json);
+        a.json
+    }
+
+    /// Project `p` of a repository on GitHub, and its session `s`.
+    async fn project_and_session(&self) {
+        let project = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": "p"},
+            "spec": {"path": self._dir.path().join("repo"), "repo": "acme/widgets",
+                "github": {"webhookSecretEnv": SECRET_ENV}}});
+        self.ok(Method::POST, &format!("{OBJECTS}/projects"), Some(project)).await;
+        let session = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": "s"},
+            "spec": {"project": "p", "prompt": "fix it"}});
+        self.ok(Method::POST, &format!("{OBJECTS}/sessions"), Some(session)).await;
+    }
+}
+
+#[tokio::test]
+async fn objects_are_created_read_listed_and_bad_input_changes_nothing() {
+    let api = api().await;
+    api.project_and_session().await;
+    let s = api.ok(Method::GET, &format!("{OBJECTS}/sessions/s"), None).await;
+    assert_eq!((&s["spec"]["project"], &s["metadata"]["generation"]), (&json!("p"), &json!(1)), "{s:#}");
+    let list = api.ok(Method::GET, &format!("{OBJECTS}/sessions"), None).await;
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{list:#}");
+
+    // A bad field is a 4xx naming it, and nothing is stored.
+    let bad = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": "t"},
+        "spec": {"project": "p", "prompt": "x", "agent": {"command": []}}});
+    let a = api.send(Method::POST, &format!("{OBJECTS}/sessions"), Some(TOKEN), Some(bad)).await;
+    assert!(a.status.is_client_error(), "{} {:#}", a.status, a.json);
+    assert!(a.json.to_string().contains("agent"), "the error names the field: {:#}", a.json);
+    assert!(matches!(api.state.store.get_typed::<Session>("t").await, Err(aoctl_store::StoreError::NotFound { .. })));
+    let a = api.send(Method::GET, &format!("{OBJECTS}/widgets"), Some(TOKEN), None).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{:#}", a.json);
+
+    // The status is the reconcilers': a client's write of it is refused.
+    let a =
+        api.send(Method::PUT, &format!("{OBJECTS}/sessions/s/status"), Some(TOKEN), Some(json!({"status": {}}))).await;
+    assert!(a.status.is_client_error(), "{} {:#}", a.status, a.json);
+}
+
+#[tokio::test]
+async fn the_access_rules_hold_for_every_kind_of_caller() {
+    let api = api().await;
+    api.project_and_session().await;
+    let path = format!("{OBJECTS}/sessions");
+    assert_eq!(api.send(Method::GET, &path, None, None).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(api.send(Method::GET, &path, Some("wrong"), None).await.status, StatusCode::UNAUTHORIZED);
+    // Another Host (DNS rebinding) is refused, token or not.
+    let req =
+        Request::get(&path).header("host", "evil.example:7420").header("authorization", format!("Bearer {TOKEN}"));
+    assert_eq!(api.answer(req.body(Body::empty()).unwrap()).await.status, StatusCode::FORBIDDEN);
+    // A page of another site may not change anything.
+    let req = Request::post(&path)
+        .header("host", HOST)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("origin", "https://evil.example")
+        .header("content-type", "application/json")
+        .body(Body::from("{}"));
+    assert_eq!(api.answer(req.unwrap()).await.status, StatusCode::FORBIDDEN);
+
+    // A session's token opens the agent API for that session only, and nothing else.
+    let s = api.state.store.get_typed::<Session>("s").await.unwrap();
+    let session_token = api.state.access.sessions.token("s", s.metadata.uid.as_deref().unwrap_or_default());
+    let me = api.send(Method::GET, "/agent/v1/status", Some(&session_token), None).await;
+    assert_eq!(me.status, StatusCode::OK, "{:#}", me.json);
+    assert!(me.json.to_string().contains("\"s\""), "{:#}", me.json);
+    assert_eq!(api.send(Method::GET, &path, Some(&session_token), None).await.status, StatusCode::UNAUTHORIZED);
+    let by_bearer = api.send(Method::GET, "/agent/v1/status", Some(TOKEN), None).await;
+    assert!(by_bearer.status.is_client_error(), "the bearer token is no session's: {}", by_bearer.status);
+    // A token minted for a session that was since deleted and made again opens nothing.
+    let stale = api.state.access.sessions.token("s", "another-uid");
+    assert!(api.send(Method::GET, "/agent/v1/status", Some(&stale), None).await.status.is_client_error());
+}
+
+#[tokio::test]
+async fn the_agent_api_records_a_report_in_the_sessions_status() {
+    let api = api().await;
+    api.project_and_session().await;
+    let s = api.state.store.get_typed::<Session>("s").await.unwrap();
+    let token = api.state.access.sessions.token("s", s.metadata.uid.as_deref().unwrap_or_default());
+    let body = json!({"summary": "fixed the redirect loop", "progress": "done"});
+    let a = api.send(Method::POST, "/agent/v1/report", Some(&token), Some(body)).await;
+    assert!(a.status.is_success(), "{} {:#}", a.status, a.json);
+    let s = api.state.store.get_typed::<Session>("s").await.unwrap();
+    let agent = serde_json::to_value(&s.status.agent).unwrap();
+    assert!(agent.to_string().contains("fixed the redirect loop"), "{agent:#}");
+    // A bad report is refused and changes nothing.
+    let a = api.send(Method::POST, "/agent/v1/report", Some(&token), Some(json!({"summary": 7}))).await;
+    assert!(a.status.is_client_error(), "{} {:#}", a.status, a.json);
+    let again = api.state.store.get_typed::<Session>("s").await.unwrap();
+    assert_eq!(again.metadata.resource_version, s.metadata.resource_version);
+}
+
+#[tokio::test]
+async fn input_to_a_session_without_a_runtime_is_refused_and_an_empty_one_is_a_bad_request() {
+    let api = api().await;
+    api.project_and_session().await;
+    let path = format!("{OBJECTS}/sessions/s/input");
+    let empty = api.send(Method::POST, &path, Some(TOKEN), Some(json!({"text": "  "}))).await;
+    assert_eq!(empty.status, StatusCode::BAD_REQUEST, "{:#}", empty.json);
+    let a = api.send(Method::POST, &path, Some(TOKEN), Some(json!({"text": "hello"}))).await;
+    assert!(a.status.is_client_error(), "no runtime runs the agent yet: {} {:#}", a.status, a.json);
+    let nobody = format!("{OBJECTS}/sessions/nobody/input");
+    let missing = api.send(Method::POST, &nobody, Some(TOKEN), Some(json!({"text": "hi"}))).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{:#}", missing.json);
+}
+
+fn signed(body: &[u8], secret: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+#[tokio::test]
+async fn a_webhook_is_taken_only_signed_with_the_projects_secret_and_only_once() {
+    std::env::set_var(SECRET_ENV, SECRET);
+    let api = api().await;
+    api.project_and_session().await;
+    // An event aoctl does not use: verified, remembered, and otherwise ignored.
+    let body = json!({"action": "started", "repository": {"full_name": "acme/widgets"}}).to_string();
+    let deliver = |signature: String, id: &str| {
+        Request::post("/webhooks/github")
+            .header("host", HOST)
+            .header("content-type", "application/json")
+            .header("x-github-event", "watch")
+            .header("x-github-delivery", id)
+            .header("x-hub-signature-256", signature)
+            .body(Body::from(body.clone()))
+            .unwrap()
+    };
+    let forged = api.answer(deliver(signed(body.as_bytes(), "not-the-secret"), "d-1")).await;
+    assert_eq!(forged.status, StatusCode::UNAUTHORIZED, "{:#}", forged.json);
+    let taken = api.answer(deliver(signed(body.as_bytes(), SECRET), "d-1")).await;
+    assert_eq!(taken.status, StatusCode::ACCEPTED, "{:#}", taken.json);
+    let again = api.answer(deliver(signed(body.as_bytes(), SECRET), "d-1")).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert!(again.json.to_string().contains("already received"), "a replay is ignored: {:#}", again.json);
+}
