@@ -1,6 +1,7 @@
 //! The forges and trackers of projects, behind one interface: a project's changes, CI and
 //! reviews live on a [`Forge`] (GitHub for `spec.repo`, GitLab for `spec.gitlab`), its issues on
-//! a [`Tracker`] (Linear for `spec.linear`, else that forge's). One client (and one shared
+//! a [`Tracker`] (Linear for `spec.linear`, else that forge's), each a trait with one
+//! implementation per client. One client (and one shared
 //! rate-limit budget) per service, API URL and token, the token read from the environment
 //! variable the project names, handed out labelled with the project's name; every request
 //! counted in `aoctl_{github,gitlab,linear}_requests_total`, what it cost against the limits in
@@ -11,6 +12,9 @@
 
 mod error;
 mod forge;
+mod github;
+mod gitlab;
+mod linear;
 mod tracker;
 mod trust;
 
@@ -25,8 +29,11 @@ use prometheus::{IntCounterVec, IntGauge};
 use crate::metrics::Metrics;
 
 pub use error::ForgeError;
-pub use forge::{poll_interval, Forge};
-pub use tracker::{issue_number, Tracker};
+pub use forge::{poll_interval, Forge, SharedForge};
+pub use github::GitHub;
+pub use gitlab::GitLab;
+pub use linear::Linear;
+pub use tracker::{issue_number, SharedTracker, Tracker};
 pub use trust::{Trust, Vouch, ACTIONS_BOT};
 
 /// The token variable of a GitHub project that names none.
@@ -87,6 +94,8 @@ pub struct Hub {
     linear_metrics: ForgeMetrics,
     /// Projects whose webhooks have been heard from since this controller started.
     webhooks_heard: Mutex<HashSet<String>>,
+    /// Forges given by name of project in place of the one its spec names (tests).
+    given: Mutex<HashMap<String, SharedForge>>,
 }
 
 /// A budget whose every request is counted in the forge's metrics.
@@ -123,6 +132,7 @@ impl Hub {
             linear: Clients::new(),
             linear_metrics: counted(Service::Linear, &metrics.linear_requests, &metrics.linear_ratelimit_remaining),
             webhooks_heard: Mutex::default(),
+            given: Mutex::default(),
         }
     }
 
@@ -138,20 +148,29 @@ impl Hub {
 
     /// The forge of a project's changes: GitLab for `spec.gitlab`, GitHub for `spec.repo`;
     /// `None` when it has neither.
-    pub fn forge(&self, project: &Project) -> Result<Option<Forge>, ForgeError> {
+    pub fn forge(&self, project: &Project) -> Result<Option<SharedForge>, ForgeError> {
+        if let Some(f) = self.given.lock().unwrap_or_else(|e| e.into_inner()).get(&project.metadata.name) {
+            return Ok(Some(f.clone()));
+        }
         self.forge_with(project, None)
+    }
+
+    /// Serves `forge` as project `project`'s forge and tracker, whatever its spec names: how a
+    /// reconcile is tested against a forge of the test's own.
+    pub fn give(&self, project: &str, forge: SharedForge) {
+        self.given.lock().unwrap_or_else(|e| e.into_inner()).insert(project.to_string(), forge);
     }
 
     /// The project's forge as the identity whose token is in `token_env` (a reviewer bot's):
     /// `None` when the project has no forge or the variable is not set.
-    pub fn forge_as(&self, project: &Project, token_env: &str) -> Result<Option<Forge>, ForgeError> {
+    pub fn forge_as(&self, project: &Project, token_env: &str) -> Result<Option<SharedForge>, ForgeError> {
         if env(token_env).is_none() {
             return Ok(None);
         }
         self.forge_with(project, Some(token_env))
     }
 
-    fn forge_with(&self, project: &Project, token_env: Option<&str>) -> Result<Option<Forge>, ForgeError> {
+    fn forge_with(&self, project: &Project, token_env: Option<&str>) -> Result<Option<SharedForge>, ForgeError> {
         if let Some(gl) = &project.spec.gitlab {
             let api_url = gl.api_url.clone().unwrap_or_else(|| aoctl_gitlab::DEFAULT_API_URL.to_string());
             let token = env(token_env.or(gl.token_env.as_deref()).unwrap_or(DEFAULT_GITLAB_TOKEN_ENV));
@@ -162,7 +181,7 @@ impl Hub {
                     aoctl_gitlab::Client::with_budget(&api_url, token, counted_budget(&self.gitlab_metrics))
                 })?
                 .labelled(&project.metadata.name);
-            return Ok(Some(Forge::GitLab { client, project: gl.project_path.clone() }));
+            return Ok(Some(Arc::new(GitLab { client, project: gl.project_path.clone() })));
         }
         let Some(repo) = project.spec.repo.as_deref() else { return Ok(None) };
         let Some((owner, name)) = repo.split_once('/') else { return Ok(None) };
@@ -176,12 +195,12 @@ impl Hub {
                 aoctl_github::Client::with_budget(&api_url, token, counted_budget(&self.github_metrics))
             })?
             .labelled(&project.metadata.name);
-        Ok(Some(Forge::GitHub { client, owner: owner.to_string(), repo: name.to_string() }))
+        Ok(Some(Arc::new(GitHub { client, owner: owner.to_string(), repo: name.to_string() })))
     }
 
     /// The tracker of a project's issues: Linear for `spec.linear`, else its forge's; `None`
     /// when it has none.
-    pub fn tracker(&self, project: &Project) -> Result<Option<Tracker>, ForgeError> {
+    pub fn tracker(&self, project: &Project) -> Result<Option<SharedTracker>, ForgeError> {
         if let Some(l) = &project.spec.linear {
             let api_url = l.api_url.clone().unwrap_or_else(|| aoctl_linear::DEFAULT_API_URL.to_string());
             let token = env(l.token_env.as_deref().unwrap_or(DEFAULT_LINEAR_TOKEN_ENV));
@@ -192,9 +211,9 @@ impl Hub {
                     aoctl_linear::Client::with_budget(&api_url, token, counted_budget(&self.linear_metrics))
                 })?
                 .labelled(&project.metadata.name);
-            return Ok(Some(Tracker::Linear(client)));
+            return Ok(Some(Arc::new(Linear { client })));
         }
-        Ok(self.forge(project)?.map(Tracker::Forge))
+        Ok(self.forge(project)?.map(|f| f as SharedTracker))
     }
 
     /// Sets each `aoctl_*_ratelimit_remaining` to the lowest remaining budget of any token.

@@ -7,7 +7,7 @@
 
 use aoctl_api::project::Project;
 use aoctl_api::session::ReviewState;
-use aoctl_scm::{last_applied_by, review_state, Issue, LabelEvent, Reviews, Standing};
+use aoctl_scm::{last_applied_by, Issue, LabelEvent, Reviews, Standing};
 
 use super::{Forge, ForgeError, Hub, Tracker};
 
@@ -24,18 +24,18 @@ pub struct Trust {
 impl Trust {
     /// The names a project trusts: `spec.trust.users` and `bots` (the identities its tokens
     /// speak as), plus its CI's bot on GitHub.
-    pub fn named(project: &Project, forge: &Forge, bots: &[String]) -> Trust {
-        let ci = matches!(forge, Forge::GitHub { .. }).then(|| ACTIONS_BOT.to_string());
+    pub fn named(project: &Project, forge: &dyn Forge, bots: &[String]) -> Trust {
+        let ci = forge.ci_bot().map(str::to_string);
         Trust::listed(project, bots.iter().chain(ci.iter()))
     }
 
     /// Those a project names (`spec.trust.users`) and the identity of its token: who may vouch
     /// for an issue with a label. Its CI's bot is not among them: a workflow that labels issues
     /// by what they say would let their authors vouch for themselves.
-    pub async fn people(project: &Project, tracker: &Tracker) -> Trust {
-        let me = match tracker {
-            Tracker::Forge(forge) => forge.identity().await.ok(),
-            Tracker::Linear(_) => None,
+    pub async fn people(project: &Project, tracker: &dyn Tracker) -> Trust {
+        let me = match tracker.forge() {
+            Some(forge) => forge.identity().await.ok(),
+            None => None,
         };
         Trust::listed(project, me.iter())
     }
@@ -51,7 +51,7 @@ impl Trust {
 
     /// The names a project trusts, its bots' identities asked of the forge (each asked once per
     /// token; an identity that cannot be read is left out, which trusts less, never more).
-    pub async fn of(project: &Project, forge: &Forge, hub: &Hub, review_token_envs: &[&str]) -> Trust {
+    pub async fn of(project: &Project, forge: &dyn Forge, hub: &Hub, review_token_envs: &[&str]) -> Trust {
         let mut bots = vec![];
         if let Ok(me) = forge.identity().await {
             bots.push(me);
@@ -80,11 +80,11 @@ impl Trust {
     pub async fn vouch(
         people: &tokio::sync::OnceCell<Trust>,
         project: &Project,
-        tracker: &Tracker,
+        tracker: &dyn Tracker,
         issue: &Issue,
         labels: &[String],
     ) -> Result<Vouch, ForgeError> {
-        let Tracker::Forge(forge) = tracker else {
+        let Some(forge) = tracker.forge() else {
             return Ok(Vouch::Author(String::new()));
         };
         let (author, author_id, standing) = match &issue.author {
@@ -132,7 +132,7 @@ impl Trust {
     /// The reviews and comments of trusted authors, with the state they add up to, and those of
     /// everyone else. An untrusted approval approves nothing and an untrusted request for changes
     /// asks for none.
-    pub fn split(&self, forge: &Forge, all: Reviews) -> (Reviews, Reviews) {
+    pub fn split(&self, forge: &dyn Forge, all: Reviews) -> (Reviews, Reviews) {
         let (items, held_items): (Vec<_>, Vec<_>) =
             all.items.into_iter().partition(|r| self.trusts(&r.user, &r.standing));
         let (comments, held_comments): (Vec<_>, Vec<_>) =
@@ -141,21 +141,7 @@ impl Trust {
         if held.items.is_empty() && held.comments.is_empty() {
             return (Reviews { state: all.state, items, comments }, held);
         }
-        let state = match forge {
-            Forge::GitHub { .. } => review_state(&items),
-            // GitLab's approvals follow its own approval rules; what an outsider's thread asked
-            // for no longer counts.
-            Forge::GitLab { .. } => match all.state {
-                ReviewState::ChangesRequested if !items.iter().any(|r| r.state == "CHANGES_REQUESTED") => {
-                    if items.is_empty() && comments.is_empty() {
-                        ReviewState::None
-                    } else {
-                        ReviewState::Pending
-                    }
-                }
-                s => s,
-            },
-        };
+        let state = forge.trusted_state(all.state, &items, &comments);
         (Reviews { state, items, comments }, held)
     }
 }
@@ -177,9 +163,9 @@ mod tests {
     use aoctl_api::project::TrustSpec;
     use aoctl_scm::{Review, ReviewComment};
 
-    fn github() -> Forge {
+    fn github() -> crate::forges::GitHub {
         let client = aoctl_github::Client::new("http://127.0.0.1:9", None).unwrap();
-        Forge::GitHub { client, owner: "acme".into(), repo: "widgets".into() }
+        crate::forges::GitHub { client, owner: "acme".into(), repo: "widgets".into() }
     }
 
     fn review(id: u64, user: &str, role: &str, state: &str) -> Review {
@@ -245,7 +231,7 @@ mod tests {
     async fn writers_and_named_authors_vouch_for_their_issues_and_no_one_else_does_without_a_label() {
         let mut project = Project::new("widgets", "/w");
         project.spec.trust = Some(TrustSpec { users: vec!["friend".into()] });
-        let tracker = Tracker::Forge(github());
+        let tracker = github();
         let vouch = |author| {
             let (project, tracker) = (project.clone(), tracker.clone());
             async move { Trust::vouch(&Default::default(), &project, &tracker, &issue(author), &[]).await.unwrap() }
@@ -258,7 +244,7 @@ mod tests {
         let Vouch::Held { reason, .. } = vouch(None).await else { panic!() };
         assert!(reason.contains("a deleted account"), "{reason}");
 
-        let linear = Tracker::Linear(aoctl_linear::Client::new("http://127.0.0.1:9", None).unwrap());
+        let linear = crate::forges::Linear { client: aoctl_linear::Client::new("http://127.0.0.1:9", None).unwrap() };
         let v = Trust::vouch(&Default::default(), &project, &linear, &issue(None), &[]).await.unwrap();
         assert_eq!(v, Vouch::Author(String::new()), "Linear's issues are its members'");
     }

@@ -243,7 +243,7 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
 
     // An issue without a session yet is taken only if the project trusts its author or who
     // labelled it.
-    let held = match vet(&source, &ctx, &project, &tracker, &matching, &mine).await {
+    let held = match vet(&source, &ctx, &project, &*tracker, &matching, &mine).await {
         Ok(held) => held,
         Err(e) => {
             let msg = format!("cannot tell who opened or labelled the issues of {}: {e}", tracker.describe());
@@ -331,7 +331,7 @@ async fn vet(
     source: &IssueSource,
     ctx: &Context,
     project: &Project,
-    tracker: &Tracker,
+    tracker: &dyn Tracker,
     matching: &BTreeMap<u64, &Issue>,
     mine: &BTreeMap<u64, Session>,
 ) -> Result<Vec<HeldIssue>, crate::forges::ForgeError> {

@@ -27,6 +27,8 @@ mod review;
 mod state;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_forge;
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow::{self, Break, Continue};

@@ -26,7 +26,7 @@ use aoctl_scm::{flaky_cause, Checks, FailingCheck, Issue, PullRequest, Reviews};
 
 use super::state::{Facts, LogTail, PrMemo};
 use super::{cond, messages, Context, Error, Reconcile};
-use crate::forges::{Forge, ForgeError, Tracker, Trust};
+use crate::forges::{Forge, ForgeError, SharedForge, Trust};
 
 /// A project with at least this many sessions reads its open pull requests in one batch (where
 /// the forge has such a query): below it, conditional REST reads cost less.
@@ -43,7 +43,7 @@ const LOG_RETRY: Duration = Duration::from_secs(60);
 
 /// The forge side of one reconcile.
 pub(super) struct Tracked {
-    pub client: Option<Forge>,
+    pub client: Option<SharedForge>,
     pub facts: Option<Arc<Facts>>,
     /// When the webhook that made this reconcile ask the forge arrived.
     pub webhook_at: Option<Instant>,
@@ -63,14 +63,14 @@ fn gh_error(st: &mut SessionStatus, s: &Session, e: &ForgeError, p: &Project) ->
 }
 
 /// How many times slower than usual polls go for the forge's token (see `Budget::pace`).
-fn pace(forge: &Forge) -> f64 {
+fn pace(forge: &dyn Forge) -> f64 {
     let b = forge.budget();
     b.pace(aoctl_forge_core::CORE).max(b.pace("graphql"))
 }
 
 /// Whether the forge's token has budget for polls (above its reserve, which is kept for what
 /// webhooks, people and pushes ask for).
-fn polls_allowed(forge: &Forge) -> bool {
+fn polls_allowed(forge: &dyn Forge) -> bool {
     let b = forge.budget();
     b.polls_allowed(aoctl_forge_core::CORE) && b.polls_allowed("graphql")
 }
@@ -81,7 +81,7 @@ fn times(d: Duration, factor: f64) -> Duration {
 }
 
 /// Why polls wait: the token's window, and since when the view is stale.
-fn held_message(forge: &Forge, since: aoctl_api::Time) -> String {
+fn held_message(forge: &dyn Forge, since: aoctl_api::Time) -> String {
     let b = forge.budget();
     let windows = [aoctl_forge_core::CORE, "graphql"].map(|r| (r, b.window(r)));
     let low = windows.iter().filter(|(_, w)| w.remaining.is_some()).min_by_key(|(_, w)| w.remaining);
@@ -104,7 +104,7 @@ fn held_message(forge: &Forge, since: aoctl_api::Time) -> String {
 pub(super) async fn log_tail(
     ctx: &Context,
     session: &str,
-    forge: &Forge,
+    forge: &dyn Forge,
     check: &FailingCheck,
 ) -> Result<Option<String>, String> {
     let known = ctx.state.lock().log_tails.get(session).and_then(|m| m.get(&check.id)).cloned();
@@ -148,7 +148,7 @@ impl Reconcile<'_> {
         let name = &s.metadata.name;
         let mut memo = ctx.state.pr_memo(name);
         let now = Instant::now();
-        let every = self.poll_every(&client, memo.facts.as_deref());
+        let every = self.poll_every(&*client, memo.facts.as_deref());
         let own_head = ws.head_sha.is_some()
             && ws.head_sha != memo.local_head
             && memo.facts.as_ref().is_some_and(|f| ws.head_sha.as_deref() != Some(f.pr.head_sha.as_str()));
@@ -159,10 +159,10 @@ impl Reconcile<'_> {
             return Ok(Tracked { client: Some(client), facts: memo.facts, webhook_at: None, next });
         }
         memo.local_head = ws.head_sha.clone();
-        if !urgent && !polls_allowed(&client) {
+        if !urgent && !polls_allowed(&*client) {
             // Polls wait for the budget; what a webhook, a person or a push asks for still goes.
             let since = *memo.held_since.get_or_insert_with(aoctl_api::Time::now);
-            let msg = held_message(&client, since);
+            let msg = held_message(&*client, since);
             cond(self.st, s, types::FORGE_SYNCED, ConditionStatus::False, reasons::FORGE_BUDGET_LOW, msg);
             memo.next_poll = Some(now + every);
             let facts = memo.facts.clone();
@@ -170,7 +170,7 @@ impl Reconcile<'_> {
             return Ok(Tracked { client: Some(client), facts, webhook_at: None, next: Some(every) });
         }
         let batch = match (urgent, memo.facts.is_some()) {
-            (false, true) => self.batch_digest(&client, &ws.branch, every).await,
+            (false, true) => self.batch_digest(&*client, &ws.branch, every).await,
             _ => None,
         };
         if let (Some(digest), Some(facts)) = (&batch, &memo.facts) {
@@ -178,29 +178,29 @@ impl Reconcile<'_> {
                 // The batch shows nothing new about this pull request: nothing else is read.
                 memo.next_poll = Some(now + every);
                 memo.held_since = None;
-                self.synced(&client, every);
+                self.synced(&*client, every);
                 let facts = memo.facts.clone();
                 ctx.state.set_pr_memo(name, memo);
                 return Ok(Tracked { client: Some(client), facts, webhook_at: None, next: Some(every) });
             }
         }
         let webhook_at = memo.webhook_at.take();
-        let result = self.poll(ws, &client).await;
+        let result = self.poll(ws, &*client).await;
         let project = &self.project;
         ctx.forges.refresh_gauge();
         let (facts, next) = match result {
             Ok(Some(f)) => {
-                let every = self.poll_every(&client, Some(&f));
+                let every = self.poll_every(&*client, Some(&f));
                 let next = match f.pr.state {
                     PullRequestState::Merged | PullRequestState::Closed => None,
                     PullRequestState::Open if f.pr.mergeable.is_none() => Some(every.min(MERGEABLE_SOON)),
                     PullRequestState::Open => Some(every),
                 };
-                self.synced(&client, every);
+                self.synced(&*client, every);
                 (Some(Arc::new(f)), next)
             }
             Ok(None) => {
-                self.synced(&client, every);
+                self.synced(&*client, every);
                 (None, Some(every))
             }
             Err(e) => (memo.facts.clone(), gh_error(self.st, s, &e, project)),
@@ -229,7 +229,7 @@ impl Reconcile<'_> {
     /// How long until the next poll: the project's interval — a third of it while checks run and
     /// no webhook has been heard from, ten times it (at most ten minutes) once the project's
     /// webhooks have — slowed by the token's pace.
-    fn poll_every(&self, forge: &Forge, facts: Option<&Facts>) -> Duration {
+    fn poll_every(&self, forge: &dyn Forge, facts: Option<&Facts>) -> Duration {
         let base = poll_interval(&self.project);
         let every = if self.ctx.forges.webhooks_work(&self.project.metadata.name) {
             (base * WEBHOOK_STRETCH).min(WEBHOOK_POLL_MAX).max(base)
@@ -243,7 +243,7 @@ impl Reconcile<'_> {
     }
 
     /// `ForgeSynced=True`, saying how the forge is read.
-    fn synced(&mut self, forge: &Forge, every: Duration) {
+    fn synced(&mut self, forge: &dyn Forge, every: Duration) {
         let how = if self.ctx.forges.webhooks_work(&self.project.metadata.name) {
             format!(
                 "read on {} webhooks, after the session's commits and every {}",
@@ -259,7 +259,7 @@ impl Reconcile<'_> {
     /// The digest the project's batch of open changes shows for `branch`, reading the batch when
     /// it is older than `max_age`; `None` when the forge has no batch, the project is too small
     /// for one, or it could not be read (the session then reads its own).
-    async fn batch_digest(&self, forge: &Forge, branch: &str, max_age: Duration) -> Option<String> {
+    async fn batch_digest(&self, forge: &dyn Forge, branch: &str, max_age: Duration) -> Option<String> {
         if !forge.batches() {
             return None;
         }
@@ -286,7 +286,7 @@ impl Reconcile<'_> {
         Some(batch.pulls.get(branch).map_or_else(|| "absent".to_string(), |p| p.digest.clone()))
     }
 
-    async fn poll(&mut self, ws: &WorkspaceInfo, c: &Forge) -> Result<Option<Facts>, ForgeError> {
+    async fn poll(&mut self, ws: &WorkspaceInfo, c: &dyn Forge) -> Result<Option<Facts>, ForgeError> {
         let (s, ctx) = (self.s, self.ctx);
         let want = s.spec.pull_request.clone().unwrap_or_default();
         let mut pr = c.find_for_branch(&ws.branch).await?;
@@ -358,7 +358,7 @@ impl Reconcile<'_> {
     /// a lost runner, a timeout or a network error, up to `n` times per job and head commit, and says
     /// so in a `JobRerun` event. A re-run job counts as pending rather than failing, so the agent is
     /// not woken for it; a failure that does not look flaky, or one re-run `n` times, stays failing.
-    async fn rerun_flaky(&mut self, c: &Forge, pr: &PullRequest, mut checks: Checks) -> Checks {
+    async fn rerun_flaky(&mut self, c: &dyn Forge, pr: &PullRequest, mut checks: Checks) -> Checks {
         let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
         let limit =
             aoctl_api::reactions::Reactions::effective(project.spec.reactions.as_ref(), s.spec.reactions.as_ref())
@@ -405,7 +405,12 @@ impl Reconcile<'_> {
         checks
     }
     /// Opens the pull request once the agent has committed work, pushing its branch first.
-    async fn open(&mut self, ws: &WorkspaceInfo, c: &Forge, draft: bool) -> Result<Option<PullRequest>, ForgeError> {
+    async fn open(
+        &mut self,
+        ws: &WorkspaceInfo,
+        c: &dyn Forge,
+        draft: bool,
+    ) -> Result<Option<PullRequest>, ForgeError> {
         let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
         let base = project.status.default_branch.clone().unwrap_or_else(|| "main".into());
         let (root, branch, b) = (branch_repo(ws), ws.branch.clone(), base.clone());
@@ -428,7 +433,11 @@ impl Reconcile<'_> {
         };
         let mut body = prompt.clone();
         if let Some(issue) = &s.spec.issue {
-            let tracker = ctx.forges.tracker(project).ok().flatten().unwrap_or_else(|| Tracker::Forge(c.clone()));
+            let tracker = ctx.forges.tracker(project).ok().flatten();
+            let tracker: &dyn crate::forges::Tracker = match &tracker {
+                Some(t) => t.as_ref(),
+                None => c,
+            };
             body.push_str(&format!("\n\n{}", tracker.closing_line(issue)));
         }
         body.push_str(&format!("\n\n_Opened by aoctl for session `{}`._", s.metadata.name));

@@ -488,7 +488,7 @@ async fn ci_evidence(s: &Session, tracked: &Tracked, ctx: &Ctx, d: &mut Due) {
         return;
     }
     for check in &d.failing {
-        match log_tail(ctx, &s.metadata.name, forge, check).await {
+        match log_tail(ctx, &s.metadata.name, &**forge, check).await {
             Ok(Some(tail)) => d.evidence.push_str(&format!("--- {} (last lines of its log)\n{tail}\n", check.name)),
             Ok(None) => d.evidence.push_str(&format!("--- {} failed (no log available)\n", check.name)),
             Err(e) => d.evidence.push_str(&format!("--- {} failed (log unavailable: {e})\n", check.name)),

@@ -30,7 +30,7 @@ use aoctl_store::{Selector, StoreError, WriteOptions};
 
 use super::pr::Tracked;
 use super::{Error, Reconcile};
-use crate::forges::Forge;
+use crate::forges::SharedForge;
 
 /// The most of a diff a reviewer's prompt holds.
 const PROMPT_DIFF_LIMIT: usize = 256 << 10;
@@ -260,7 +260,7 @@ impl Reconcile<'_> {
     /// Who posts a verdict and how: the reviewer identity of `spec.review.tokenEnv`, else the
     /// project's token — as the forge's verdict when that identity did not open the change, as a
     /// comment when it did (or cannot be told).
-    async fn poster(&self, spec: &ReviewSpec, forge: &Forge, author: &str) -> (Forge, PostedAs) {
+    async fn poster(&self, spec: &ReviewSpec, forge: &SharedForge, author: &str) -> (SharedForge, PostedAs) {
         let second =
             spec.token_env.as_deref().and_then(|env| self.ctx.forges.forge_as(&self.project, env).ok().flatten());
         let poster = second.unwrap_or_else(|| forge.clone());

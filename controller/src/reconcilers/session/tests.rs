@@ -29,7 +29,7 @@ use crate::typing::Typing;
 /// A runtime that runs nothing: it remembers which agents it holds and records every start, stop
 /// and message typed.
 #[derive(Default)]
-struct FakeRuntime {
+pub(super) struct FakeRuntime {
     inner: Mutex<Agents>,
 }
 
@@ -43,6 +43,11 @@ struct Agents {
 }
 
 impl FakeRuntime {
+    /// What was typed into the agents, in order.
+    pub(super) fn typed(&self) -> Vec<String> {
+        self.agents().typed.clone()
+    }
+
     fn agents(&self) -> std::sync::MutexGuard<'_, Agents> {
         self.inner.lock().unwrap()
     }
@@ -253,15 +258,15 @@ impl Machine for FakeMachine {
 }
 
 /// A session reconciler on a fresh store, with a fake machine.
-struct World {
+pub(super) struct World {
     dir: tempfile::TempDir,
-    ctx: Arc<Context>,
-    runtime: Arc<FakeRuntime>,
+    pub(super) ctx: Arc<Context>,
+    pub(super) runtime: Arc<FakeRuntime>,
     down: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 impl World {
-    async fn new() -> World {
+    pub(super) async fn new() -> World {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("store")).unwrap();
         let runtime = Arc::new(FakeRuntime::default());
@@ -290,7 +295,7 @@ impl World {
     }
 
     /// A Ready project named `demo`, with `spec` merged over its path.
-    async fn project(&self, spec: Value) {
+    pub(super) async fn project(&self, spec: Value) {
         let mut full = json!({"path": self.dir.path().join("repo")});
         full.as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
         let p = json!({"metadata": {"name": "demo"}, "spec": full});
@@ -303,7 +308,7 @@ impl World {
     }
 
     /// A session of `demo` whose agent takes its prompt as an argument; `spec` merged over it.
-    async fn session(&self, name: &str, spec: Value) {
+    pub(super) async fn session(&self, name: &str, spec: Value) {
         let home = self.dir.path().join("home");
         let mut full = json!({
             "project": "demo",
@@ -316,17 +321,17 @@ impl World {
         self.ctx.store.create(Kind::Session, s, WriteOptions::default()).await.unwrap();
     }
 
-    async fn get(&self, name: &str) -> Session {
+    pub(super) async fn get(&self, name: &str) -> Session {
         self.ctx.store.get_typed(name).await.unwrap()
     }
 
     /// One reconcile of the session as it is stored now.
-    async fn reconcile(&self, name: &str) -> Action {
+    pub(super) async fn reconcile(&self, name: &str) -> Action {
         reconcile(Arc::new(self.get(name).await), self.ctx.clone()).await.unwrap()
     }
 
     /// Reconciles until the agent of `name` was found running and given its first prompt.
-    async fn running(&self, name: &str) {
+    pub(super) async fn running(&self, name: &str) {
         for _ in 0..3 {
             self.reconcile(name).await;
         }
