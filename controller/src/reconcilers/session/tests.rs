@@ -462,9 +462,9 @@ async fn an_agent_found_running_after_a_restart_is_adopted_not_started_again() {
     assert!(events.iter().any(|e| e["reason"] == "Adopted"), "an Adopted event: {events:?}");
 }
 
-/// What GitHub would say of an open pull request whose one check failed.
-fn failed_ci() -> Facts {
-    let pr = PullRequest {
+/// An open pull request #7 of branch `demo/web`, mergeable, at head `abc123`.
+pub(super) fn open_pull() -> PullRequest {
+    PullRequest {
         number: 7,
         url: "https://github.com/acme/web/pull/7".into(),
         state: PullRequestState::Open,
@@ -479,7 +479,12 @@ fn failed_ci() -> Facts {
         title: "Fix the login".into(),
         body: String::new(),
         author: "aoctl-bot".into(),
-    };
+    }
+}
+
+/// What GitHub would say of an open pull request whose one check failed.
+fn failed_ci() -> Facts {
+    let pr = open_pull();
     let failing = FailingCheck {
         name: "test".into(),
         id: 11,

@@ -5,14 +5,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use aoctl_api::session::{ChecksState, PullRequestState, ReviewState};
+use aoctl_api::session::{ChecksState, ReviewState};
 use aoctl_scm::{
     CheckKind, Checks, FailingCheck, Issue, IssueList, LabelEvent, MergeMethod, NewComment, PullRequest, Review,
     ReviewComment, ReviewEvent, Reviews, Standing,
 };
 use serde_json::json;
 
-use super::tests::World;
+use super::tests::{open_pull, World};
 use crate::forges::{Forge, ForgeError, Tracker};
 
 /// The last lines of the failing job's log.
@@ -25,25 +25,6 @@ struct FailingCi {
     polls: AtomicUsize,
     log_reads: AtomicUsize,
     writes: AtomicUsize,
-}
-
-fn pull() -> PullRequest {
-    PullRequest {
-        number: 7,
-        url: "https://forge.example/acme/web/pull/7".into(),
-        state: PullRequestState::Open,
-        head_sha: "abc123".into(),
-        head_ref: "demo/web".into(),
-        base_ref: "main".into(),
-        base_sha: "def456".into(),
-        draft: false,
-        mergeable: Some(true),
-        mergeable_state: None,
-        merged: false,
-        title: "Fix the login".into(),
-        body: String::new(),
-        author: "aoctl-bot".into(),
-    }
 }
 
 #[async_trait::async_trait]
@@ -94,16 +75,16 @@ impl Forge for FailingCi {
 
     async fn find_for_branch(&self, _branch: &str) -> Result<Option<PullRequest>, ForgeError> {
         self.polls.fetch_add(1, Ordering::SeqCst);
-        Ok(Some(pull()))
+        Ok(Some(open_pull()))
     }
 
     async fn change(&self, _number: u64) -> Result<PullRequest, ForgeError> {
-        Ok(pull())
+        Ok(open_pull())
     }
 
     async fn create(&self, _: &str, _: &str, _: &str, _: &str, _: bool) -> Result<PullRequest, ForgeError> {
         self.writes.fetch_add(1, Ordering::SeqCst);
-        Ok(pull())
+        Ok(open_pull())
     }
 
     async fn checks(&self, _sha: &str) -> Result<Checks, ForgeError> {
