@@ -235,16 +235,6 @@ impl<'a> Reconcile<'a> {
         Ok(earliest(earliest(earliest(agent, tracked.next), timers), reviews))
     }
 
-    /// The files the session's branch changes, and which of them its live siblings change too.
-    async fn overlap(&mut self, ws: &WorkspaceInfo) -> Result<(), Error> {
-        let base_ref = self.base_ref();
-        let Some(changed) = overlap::changed(self.s, ws, &base_ref, self.st).await? else { return Ok(()) };
-        let (project, name, files) = (&self.project.metadata.name, &self.s.metadata.name, &changed.files);
-        let overlaps = self.ctx.index.read(&self.ctx.store, |i| i.overlaps(project, name, files)).await?;
-        overlap::record(self.s, changed, overlaps, self.st);
-        Ok(())
-    }
-
     /// The agent's part: when it ends early, the pull request and reactions are still looked at.
     async fn agent(&mut self, ws: &WorkspaceInfo, prompt: &str) -> Result<Action, Error> {
         let agent = step!(self.runtime(ws, prompt).await);
