@@ -258,3 +258,78 @@ fn the_controller_has_no_import_circle() {
     let session = edges.get(&vec!["reconcilers".to_string(), "session".to_string()]).expect("the session reconciler");
     assert!(!session.is_empty(), "the session reconciler imports modules of the controller");
 }
+
+/// No reconciler lists every Session: each asks the session index (`SessionIndex`) for the
+/// sessions it needs, so a reconcile costs the same with ten sessions or ten thousand. A list of
+/// the Session kind (`list_typed::<Session>`, `list_stored(Kind::Session, …)`,
+/// `list(Kind::Session, …)`) whose selector is everything (`Selector::everything()`, or a name
+/// bound to it) is caught, statement by statement. The index lists them to build itself; the
+/// IssueSource reconciler is the one left.
+#[test]
+fn no_reconciler_lists_every_session() {
+    /// The statements of `code` (cut at each `;`, `{` and `}`, spaces dropped) that list every Session.
+    fn lists_every_session(code: &str) -> Vec<String> {
+        let code: Vec<&str> = code.lines().map(|l| l.split("//").next().unwrap_or_default()).collect();
+        let squeezed: String = code.join(" ").split_whitespace().collect();
+        // Names bound to everything: `let everything = Selector::everything();`.
+        let everything: Vec<&str> = squeezed
+            .split(';')
+            .filter_map(|s| {
+                let (lhs, rhs) = s.split_once('=')?;
+                let name = lhs.rsplit("let").next()?.trim_start_matches("mut");
+                let plain = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+                (plain && rhs.ends_with("Selector::everything()")).then_some(name)
+            })
+            .collect();
+        let calls = [
+            "list_typed::<Session>(",
+            "list_typed::<aoctl_api::Session>(",
+            "list_stored(Kind::Session,",
+            "list_stored(aoctl_api::Kind::Session,",
+            "list(Kind::Session,",
+            "list(aoctl_api::Kind::Session,",
+        ];
+        squeezed
+            .split([';', '{', '}'])
+            .filter(|s| calls.iter().any(|c| s.contains(c)))
+            .filter(|s| {
+                s.contains("Selector::everything()") || everything.iter().any(|n| s.contains(&format!("&{n})")))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    let dir = root().join("controller/src/reconcilers");
+    let allowed = [
+        // The index the others read instead: it lists them to build itself, and again when its
+        // watch ends.
+        "session/index.rs",
+        // The one left: it still lists every Session to find those of its own issues.
+        "issuesource.rs",
+    ];
+    let mut found = vec![];
+    for path in rust_files(&dir) {
+        let rel = path.strip_prefix(&dir).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+        let Some(code) = product_code(&path).filter(|_| !allowed.contains(&rel.as_str())) else { continue };
+        found.extend(lists_every_session(&code).into_iter().map(|s| format!("{rel}: {s}")));
+    }
+    assert!(found.is_empty(), "reconcilers that list every Session (ask the session index):\n{}", found.join("\n"));
+
+    // The forms the rule is about are caught, and only they.
+    let caught = [
+        "let (all, _) = ctx.store.list_typed::<Session>(&Selector::everything()).await?;",
+        "let (all, _) = store\n    .list_stored(Kind::Session, &Selector::everything())\n    .await?;",
+        "let everything = aoctl_store::Selector::everything();\nlet s = store.list(Kind::Session, &everything).await;",
+    ];
+    for code in caught {
+        assert_eq!(lists_every_session(code).len(), 1, "not caught: {code}");
+    }
+    let fine = [
+        "let (p, _) = store.list_typed::<Project>(&Selector::everything()).await?;",
+        "let (s, _) = store.list_typed::<Session>(&handed_off).await?;",
+        "// store.list_typed::<Session>(&Selector::everything())",
+    ];
+    for code in fine {
+        assert!(lists_every_session(code).is_empty(), "caught wrongly: {code}");
+    }
+}

@@ -12,12 +12,12 @@ use std::time::Duration;
 use aoctl_api::condition::{self, types};
 use aoctl_api::session::{ActivityState, Phase};
 use aoctl_api::{Project, Session};
-use aoctl_runtimes::{agents, Handle, RuntimeError};
+use aoctl_runtimes::{Handle, RuntimeError};
 use aoctl_store::{Store, StoreError};
 
 use crate::machine::{agent_of, input_style, Machine};
 use crate::metrics::Metrics;
-use crate::typing::{type_message, Outcome, TypingError, What};
+use crate::typing::{Agent, How, Keyboard, Outcome, TypingError, What};
 
 /// How often a replica waiting for the leader's delivery of a message looks at the inbox.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
@@ -119,10 +119,12 @@ pub async fn send_or_queue(
     let project: Option<Project> = store.get_typed(&s.spec.project).await.ok();
     let rt = machine.runtime_for(&s, project.as_ref(), rt_status.kind).await.map_err(TypingError::from)?;
     let (style, adapter) = input_style(&agent_of(&s, project.as_ref()));
-    let prepared = agents::prepare_text(adapter, text);
     let handle = Handle(rt_status.handle.clone());
-    let sent = type_message(&files, &*rt, &handle, &prepared, &style, What::Queued(queued.seq)).await;
-    metrics.runtime_op(rt_status.kind, "send", sent.is_ok());
+    let (session, kind) = (&s, rt_status.kind);
+    let agent = Agent { session, files, rt: &*rt, handle: &handle, kind, style, adapter, metrics, recorder: None };
+    let keyboard = Keyboard::holding(agent, lock);
+    let files = keyboard.files();
+    let sent = keyboard.type_in(text, &How::of(What::Queued(queued.seq))).await;
     if sent.is_err() {
         // Answered with the error: not typed again by the reconcile.
         files.drop_queued(queued.seq).await?;

@@ -30,6 +30,13 @@
 //! whose typing failed leaves its error beside it (`<seq>.failed`) until it is delivered, for a
 //! replica that waits for its delivery ([`Files::outcome`]).
 //!
+//! Everything that types — the first prompt, `aoctl send` and its inbox, reactions, the resume
+//! after a usage limit — does it through one verb, [`Keyboard::type_in`]: under the session's
+//! typing lock (held by the [`Keyboard`]) it finishes what a killed controller was typing, skips a
+//! message whose marker shows it was typed before or whose turn has not come, prepares the text
+//! for the agent, types it and verifies its delivery, counts it in the runtime metric and
+//! publishes its event. What differs between them is a [`How`].
+//!
 //! `crate::input::send_or_queue` is `aoctl send`: the rules of what may be typed into a session
 //! now, what waits in its inbox, and what is refused.
 
@@ -38,10 +45,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use aoctl_api::Time;
-use aoctl_runtimes::{transcript, Handle, InputStyle, Runtime, RuntimeError};
+use aoctl_api::session::RuntimeKind;
+use aoctl_api::{EventType, Session, Time};
+use aoctl_runtimes::{agents, transcript, Handle, InputStyle, Runtime, RuntimeError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::OwnedMutexGuard;
+
+use crate::metrics::Metrics;
+use crate::recorder::Recorder;
 
 /// The journal of a message being typed.
 const JOURNAL: &str = "typing.json";
@@ -376,6 +387,164 @@ pub async fn recover(files: &Files, rt: &dyn Runtime, h: &Handle) -> Result<Opti
 /// Clears the journal of a runtime that was replaced: nothing typed into the old one is pending.
 pub async fn reset(files: &Files) {
     let _ = tokio::fs::remove_file(files.journal()).await;
+}
+
+/// The agent a message is typed into, and what records the typing: the runtime metric always,
+/// the session's events where there is a recorder.
+pub struct Agent<'a> {
+    pub session: &'a Session,
+    /// The session's typing files.
+    pub files: Files,
+    pub rt: &'a dyn Runtime,
+    pub handle: &'a Handle,
+    pub kind: RuntimeKind,
+    /// How the agent takes input.
+    pub style: InputStyle,
+    /// Its adapter, which prepares what is typed into it (`None`: a program of its own).
+    pub adapter: Option<&'static agents::Adapter>,
+    pub metrics: &'a Metrics,
+    /// Publishes the events of its typing; `None` publishes none (`aoctl send` answers instead).
+    pub recorder: Option<&'a Recorder>,
+}
+
+/// How one message is typed: what differs between the things that type into an agent (the first
+/// prompt, `aoctl send` and its inbox, reactions, the resume after a usage limit).
+#[derive(Clone, Debug)]
+pub struct How<'a> {
+    /// What its delivery records.
+    pub what: What,
+    /// The text still goes through the adapter's preparation (the first prompt comes prepared).
+    pub prepare: bool,
+    /// A marker that, found in the transcript, says the message was typed before (by a controller
+    /// that was killed before it recorded so): it is not typed again.
+    pub marker: Option<&'a str>,
+    /// It waits its turn: after the first prompt and the messages of `aoctl send` queued before.
+    pub in_turn: bool,
+    /// The agent's screen waits for a person: nothing is typed into it.
+    pub held: bool,
+    /// The message of the event its delivery publishes (`PromptDelivered` for the first prompt,
+    /// else `SentToAgent`); `None` publishes none.
+    pub event: Option<String>,
+}
+
+impl How<'_> {
+    /// A message of `what`, prepared for the agent, typed at once, with no event.
+    pub fn of(what: What) -> Self {
+        How { what, prepare: true, marker: None, in_turn: false, held: false, event: None }
+    }
+}
+
+/// What [`Keyboard::type_in`] did with a message.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Typed {
+    /// Typed, and its delivery verified.
+    Delivered,
+    /// Its marker is in the transcript: it was typed before, and is not typed again.
+    Before,
+    /// Not its turn yet ([`How::in_turn`]): nothing was typed.
+    NotYet,
+    /// The agent's screen waits for a person ([`How::held`]): nothing was typed.
+    Held,
+}
+
+/// A session's agent with its typing lock held, until it is dropped: the one way anything is
+/// typed into an agent ([`Keyboard::type_in`]).
+pub struct Keyboard<'a> {
+    agent: Agent<'a>,
+    _turn: OwnedMutexGuard<()>,
+}
+
+impl<'a> Keyboard<'a> {
+    /// Waits for the session's typing lock, of `locks`.
+    pub async fn lock(locks: &Typing, agent: Agent<'a>) -> Keyboard<'a> {
+        let turn = locks.lock(&agent.session.metadata.name).await;
+        Keyboard::holding(agent, turn)
+    }
+
+    /// Types into the agent under a typing lock the caller took (`aoctl send` holds it while it
+    /// queues the message).
+    pub fn holding(agent: Agent<'a>, turn: OwnedMutexGuard<()>) -> Keyboard<'a> {
+        Keyboard { agent, _turn: turn }
+    }
+
+    /// The session's typing files.
+    pub fn files(&self) -> &Files {
+        &self.agent.files
+    }
+
+    /// Finishes what a killed controller was typing ([`recover`]), with an event saying what it
+    /// found.
+    pub async fn recover(&self) -> Result<Option<Recovered>, TypingError> {
+        let a = &self.agent;
+        let found = recover(&a.files, a.rt, a.handle).await?;
+        if let (Some(found), Some(recorder)) = (&found, a.recorder) {
+            let (reason, msg) = found.event();
+            recorder.publish(a.session, EventType::Normal, reason, &msg).await;
+        }
+        Ok(found)
+    }
+
+    /// Types `text` into the agent as `how` says: finishes what a killed controller was typing,
+    /// looks for the message's marker and its turn, prepares the text, types it and verifies its
+    /// delivery (see [`type_message`]), counts it in the runtime metric and publishes its event.
+    pub async fn type_in(&self, text: &str, how: &How<'_>) -> Result<Typed, TypingError> {
+        let a = &self.agent;
+        self.recover().await?;
+        if let Some(marker) = how.marker {
+            let path = a.files.transcript.clone();
+            let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None))
+                .await
+                .map_err(|e| io(&a.files.transcript)(std::io::Error::other(e)))?;
+            let before = seen.is_ok_and(|(t, _)| t.contains(marker));
+            tracing::debug!(session = %a.session.metadata.name, %marker, before, "typing a marked message");
+            if before {
+                return Ok(Typed::Before);
+            }
+        }
+        if how.in_turn && (!a.files.prompt_done() || !a.files.queued().await?.is_empty()) {
+            return Ok(Typed::NotYet);
+        }
+        if how.held {
+            return Ok(Typed::Held);
+        }
+        let text = if how.prepare { agents::prepare_text(a.adapter, text) } else { text.to_string() };
+        let sent = type_message(&a.files, a.rt, a.handle, &text, &a.style, how.what).await;
+        a.metrics.runtime_op(a.kind, "send", sent.is_ok());
+        sent?;
+        if let (Some(msg), Some(recorder)) = (&how.event, a.recorder) {
+            recorder.publish(a.session, EventType::Normal, delivered_reason(how.what), msg).await;
+        }
+        Ok(Typed::Delivered)
+    }
+}
+
+/// The reason of the event of a delivery.
+fn delivered_reason(what: What) -> &'static str {
+    if what == What::Prompt {
+        "PromptDelivered"
+    } else {
+        "SentToAgent"
+    }
+}
+
+impl Recovered {
+    /// The reason and message of the event that tells what was found.
+    fn event(&self) -> (&'static str, String) {
+        let what = |w: &What| match w {
+            What::Prompt => "the first prompt".to_string(),
+            What::Queued(seq) => format!("message {seq} of aoctl send"),
+            What::Marked => "a message".to_string(),
+        };
+        match self {
+            Recovered::NotTyped(w) => {
+                ("TypingResumed", format!("{} was not typed before a restart; it is typed again", what(w)))
+            }
+            Recovered::Typed(w) => (
+                delivered_reason(*w),
+                format!("{} was typed before a restart; it was submitted, not typed again", what(w)),
+            ),
+        }
+    }
 }
 
 /// The session whose inbox `path` (under the sessions folder `root`) is a message of, if it is one.

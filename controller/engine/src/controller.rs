@@ -87,7 +87,6 @@ impl<T: Send + Sync + 'static> Controller<T> {
     /// is gone and the key is skipped) and calls `reconcile`. On an error, `error_policy` decides:
     /// [`Action::await_change`] drops the key until its next trigger, [`Action::requeue`] retries it
     /// after the larger of the policy's delay and the key's exponential backoff.
-    #[allow(clippy::too_many_arguments)]
     pub async fn run<C, E, F, FFut, K, KFut, R, RFut, P, S>(
         self,
         fetch: F,

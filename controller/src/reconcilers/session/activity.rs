@@ -24,15 +24,14 @@ use aoctl_api::session::{reasons, ActivityState, ActivityStatus, RuntimeKind};
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_engine::Action;
 use aoctl_runtimes::agents::{self, limits, usage, Launch, Screen};
-use aoctl_runtimes::{transcript, Handle, Runtime};
+use aoctl_runtimes::{Handle, Runtime};
 use chrono::{DateTime, Offset, Utc};
 use sha2::{Digest, Sha256};
 
 use super::state::LimitMemo;
 use super::state::{Observation, UsageRead};
-use super::{cond, Error, Reconcile};
-use crate::machine::{agent_of, input_style};
-use crate::typing;
+use super::{cond, typed_agent, Error, Reconcile};
+use crate::typing::{How, Keyboard, What};
 
 /// A polled screen is read again at least this often even when the transcript did not grow.
 const RECAPTURE_POLLED: Duration = Duration::from_secs(30);
@@ -219,24 +218,10 @@ impl Reconcile<'_> {
     async fn resume(&self, rt: &dyn Runtime, h: &Handle, a: &ActivityStatus) -> Result<(), Error> {
         let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &*self.st);
         let text = resume_message(a);
-        let marker = text.split_whitespace().next().unwrap_or_default().to_string();
-        let path = ctx.machine.files().transcript(&s.metadata.name);
-        let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None)).await?;
-        if seen.is_ok_and(|(t, _)| t.contains(&marker)) {
-            return Ok(());
-        }
-        let (style, adapter) = input_style(&agent_of(s, Some(project)));
-        let text = agents::prepare_text(adapter, &text);
-        let files = ctx.machine.files().typing(&s.metadata.name);
-        let _typing = ctx.machine.typing().lock(&s.metadata.name).await;
-        typing::recover(&files, rt, h).await?;
-        let sent = typing::type_message(&files, rt, h, &text, &style, typing::What::Marked).await;
-        ctx.metrics.runtime_op(
-            st.runtime.as_ref().map_or(aoctl_runtimes::DEFAULT_RUNTIME, |r| r.kind),
-            "send",
-            sent.is_ok(),
-        );
-        sent?;
+        let marker = text.split_whitespace().next().unwrap_or_default();
+        let kind = st.runtime.as_ref().map_or(aoctl_runtimes::DEFAULT_RUNTIME, |r| r.kind);
+        let keyboard = Keyboard::lock(ctx.machine.typing(), typed_agent(s, ctx, project, rt, h, kind)).await;
+        keyboard.type_in(&text, &How { marker: Some(marker), ..How::of(What::Marked) }).await?;
         Ok(())
     }
     /// Reads the agent's usage records into `status.usage`, at most every [`USAGE_EVERY`]. Docker

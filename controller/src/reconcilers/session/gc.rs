@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use aoctl_api::session::RuntimeKind;
-use aoctl_api::{Project, Session};
+use aoctl_api::Project;
 use aoctl_store::Selector;
 
 use super::{Context, Error};
@@ -51,10 +51,10 @@ pub async fn collect(ctx: &Context) -> Result<(usize, usize), Error> {
     }
     let machine = ctx.machine.clone();
     let records = tokio::task::spawn_blocking(move || machine.workspaces().list()).await??;
-    let (sessions, _) = ctx.store.list_typed::<Session>(&Selector::everything()).await?;
-    let claimed: HashSet<(String, String)> =
-        sessions.iter().map(|s| (s.spec.project.clone(), s.metadata.name.clone())).collect();
-    let names: HashSet<&str> = sessions.iter().map(|s| s.metadata.name.as_str()).collect();
+    // From the index of the sessions, brought up to the store now.
+    let sessions = ctx.index.read(&ctx.store, |i| i.stored()).await?;
+    let claimed: HashSet<(String, String)> = sessions.iter().map(|s| (s.project.clone(), s.name.clone())).collect();
+    let names: HashSet<&str> = sessions.iter().map(|s| s.name.as_str()).collect();
     let mut runtimes = 0;
     for (rt, o) in owned {
         if !names.contains(o.session.as_str()) {
@@ -65,13 +65,8 @@ pub async fn collect(ctx: &Context) -> Result<(usize, usize), Error> {
     }
     // A session recorded on one engine that left a container on another (moved off it while it
     // did not answer): that container goes.
-    let recorded: std::collections::HashMap<&str, &str> = sessions
-        .iter()
-        .filter_map(|s| {
-            let r = s.status.runtime.as_ref().filter(|r| r.kind == RuntimeKind::Docker)?;
-            Some((s.metadata.name.as_str(), r.host.as_deref()?))
-        })
-        .collect();
+    let recorded: std::collections::HashMap<&str, &str> =
+        sessions.iter().filter_map(|s| Some((s.name.as_str(), s.host.as_deref()?))).collect();
     for (host, rt, o) in elsewhere {
         if recorded.get(o.session.as_str()).is_some_and(|on| *on != host) {
             tracing::warn!(session = %o.session, engine = %host, "removing a container left on an engine the session moved off");

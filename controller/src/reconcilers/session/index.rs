@@ -1,7 +1,8 @@
 //! An index of the stored Sessions, kept from the store's changes rather than listed again: per
 //! project how many sessions it has, the usage each shows, the sessions that hold or wait for a
-//! slot under `maxConcurrentSessions` in queue order, and the files the live ones publish
-//! (`status.changedFiles`), by file. A reader first brings it up to the store's newest
+//! slot under `maxConcurrentSessions` in queue order, the files the live ones publish
+//! (`status.changedFiles`), by file, and the docker engines they hold places on; per worker its
+//! reviewer sessions (`spec.reviewOf`). A reader first brings it up to the store's newest
 //! resourceVersion, so it answers what a full list would then, at the cost of the changes made
 //! since the last read; a reconcile costs the same with ten sessions or ten thousand.
 //!
@@ -18,7 +19,7 @@ use aoctl_store::{EventKind, Selector, Store, StoreError, Watch};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{holds_slot, overlap, Account};
+use super::{holds_slot, overlap, placement, Account};
 
 /// How long a read waits for the watch to bring the index up to the store before it lists the
 /// store again instead.
@@ -106,6 +107,12 @@ struct Entry {
     queued: Option<Option<Time>>,
     /// The files it publishes for its siblings (see [`overlap::published`]).
     files: Option<Vec<String>>,
+    /// The worker session it reviews (`spec.reviewOf`).
+    review_of: Option<String>,
+    /// The docker engine its status records it on (see [`placement::recorded_host`]).
+    host: Option<String>,
+    /// Whether it holds its place there (see [`placement::live`]).
+    live: bool,
 }
 
 impl Entry {
@@ -119,6 +126,9 @@ impl Entry {
             queued: holds_slot(o).then(created),
             files: overlap::published(o)
                 .map(|f| f.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()),
+            review_of: text("/spec/reviewOf"),
+            host: placement::recorded_host(o).map(str::to_string),
+            live: placement::live(o),
         }
     }
 }
@@ -127,6 +137,8 @@ impl Entry {
 #[derive(Debug, Default)]
 struct Sessions {
     count: usize,
+    /// The names of its stored sessions.
+    names: BTreeSet<String>,
     /// The uids of its stored sessions.
     uids: HashSet<String>,
     /// The usage its sessions show, by uid.
@@ -137,11 +149,22 @@ struct Sessions {
     by_file: HashMap<String, BTreeSet<String>>,
 }
 
-/// The stored Sessions, by name and by project.
+/// The stored Sessions, by name, by project and by the worker they review.
 #[derive(Debug, Default)]
 pub struct Index {
     sessions: HashMap<String, Entry>,
     projects: HashMap<String, Sessions>,
+    /// The reviewer sessions of each worker, by name.
+    reviewers: HashMap<String, BTreeSet<String>>,
+}
+
+/// What the index tells of one stored Session to whoever needs them all (the orphan collector).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub name: String,
+    pub project: String,
+    /// The docker engine its status records it on.
+    pub host: Option<String>,
 }
 
 impl Index {
@@ -168,8 +191,12 @@ impl Index {
     }
 
     fn count(&mut self, name: &str, e: Entry) {
+        if let Some(worker) = e.review_of {
+            self.reviewers.entry(worker).or_default().insert(name.to_string());
+        }
         let p = self.projects.entry(e.project).or_default();
         p.count += 1;
+        p.names.insert(name.to_string());
         if let Some(uid) = e.uid {
             if let Some(u) = e.usage {
                 p.usage.insert(uid.clone(), u);
@@ -185,8 +212,17 @@ impl Index {
     }
 
     fn forget(&mut self, name: &str, e: Entry) {
+        if let Some(worker) = &e.review_of {
+            if let Some(names) = self.reviewers.get_mut(worker) {
+                names.remove(name);
+                if names.is_empty() {
+                    self.reviewers.remove(worker);
+                }
+            }
+        }
         let Some(p) = self.projects.get_mut(&e.project) else { return };
         p.count -= 1;
+        p.names.remove(name);
         if let Some(uid) = &e.uid {
             p.usage.remove(uid);
             p.uids.remove(uid);
@@ -240,6 +276,38 @@ impl Index {
             Some(created) => p.queue.range(..(created, name.to_string())).count(),
             None => p.queue.len(),
         }
+    }
+
+    /// Whether a session named `name` is stored.
+    pub fn contains(&self, name: &str) -> bool {
+        self.sessions.contains_key(name)
+    }
+
+    /// Every stored session, by name.
+    pub fn stored(&self) -> Vec<Stored> {
+        let mut all: Vec<Stored> = self
+            .sessions
+            .iter()
+            .map(|(name, e)| Stored { name: name.clone(), project: e.project.clone(), host: e.host.clone() })
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// The sessions that review `worker` (`spec.reviewOf`), by name.
+    pub fn reviewers(&self, worker: &str) -> Vec<String> {
+        self.reviewers.get(worker).map_or_else(Vec::new, |r| r.iter().cloned().collect())
+    }
+
+    /// The places taken on each docker engine by the live sessions of `project` other than
+    /// `except` (see [`placement::loads`]; `placed`: where this controller placed sessions).
+    pub fn loads(&self, project: &str, except: &str, placed: &HashMap<String, Option<String>>) -> HashMap<String, u32> {
+        let Some(p) = self.projects.get(project) else { return HashMap::new() };
+        let live = p.names.iter().filter_map(|n| {
+            let e = self.sessions.get(n).filter(|e| e.live)?;
+            Some((n.as_str(), e.host.as_deref()))
+        });
+        placement::loads(except, live, placed)
     }
 
     /// The live sessions of `project` other than `name` that publish some of `own`, each with
@@ -328,7 +396,32 @@ mod tests {
         if rng.below(10) == 0 {
             o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:01:00Z");
         }
+        if rng.below(3) == 0 {
+            o["spec"]["reviewOf"] = json!(format!("s{}", rng.below(30)));
+        }
+        match rng.below(4) {
+            0 => o["status"]["runtime"] = json!({"kind": "tmux", "handle": "t"}),
+            1 | 2 => {
+                let host = format!("unix:///engine-{}", rng.below(3));
+                o["status"]["runtime"] = json!({"kind": "docker", "handle": "c", "host": host});
+            }
+            _ => {}
+        }
         o
+    }
+
+    /// The places the way a full list counts them: every live session of the project.
+    fn loads_of(
+        all: &[Value],
+        project: &str,
+        except: &str,
+        placed: &HashMap<String, Option<String>>,
+    ) -> HashMap<String, u32> {
+        let live = all
+            .iter()
+            .filter(|o| o["spec"]["project"] == project && placement::live(o))
+            .map(|o| (o["metadata"]["name"].as_str().unwrap(), placement::recorded_host(o)));
+        placement::loads(except, live, placed)
     }
 
     /// After every add, change and delete, the index answers what a recount of all the stored
@@ -370,10 +463,34 @@ mod tests {
                     assert_eq!(index.rank(project, n), rank, "step {step}: {n}");
                     let own: Vec<String> = (0..3).map(|i| format!("src/{i}.rs")).collect();
                     assert_eq!(index.overlaps(project, n, &own), overlaps_of(&all, project, n, &own), "step {step}");
+                    let placed = HashMap::from([("s1".to_string(), Some("unix:///elsewhere".to_string()))]);
+                    assert_eq!(index.loads(project, n, &placed), loads_of(&all, project, n, &placed), "step {step}");
                 }
             }
+            for n in (0..30).map(|i| format!("s{i}")) {
+                let reviewers: Vec<String> = all
+                    .iter()
+                    .filter(|o| o["spec"]["reviewOf"] == n.as_str())
+                    .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+                    .collect();
+                assert_eq!(index.reviewers(&n), reviewers, "step {step}: reviewers of {n}");
+                assert_eq!(index.contains(&n), stored.contains_key(&n), "step {step}");
+            }
+            let everyone: Vec<Stored> = all
+                .iter()
+                .map(|o| Stored {
+                    name: o["metadata"]["name"].as_str().unwrap().to_string(),
+                    project: o["spec"]["project"].as_str().unwrap().to_string(),
+                    host: placement::recorded_host(o).map(str::to_string),
+                })
+                .collect();
+            assert_eq!(index.stored(), everyone, "step {step}");
         }
         assert!(index.sessions("p") > 0 && index.contenders("p") > 0, "the mix exercises every part");
+        let reviewed = (0..30).filter(|i| !index.reviewers(&format!("s{i}")).is_empty()).count();
+        let placed = index.loads("p", "", &HashMap::new()).values().sum::<u32>()
+            + index.loads("q", "", &HashMap::new()).values().sum::<u32>();
+        assert!(reviewed > 0 && placed > 0, "reviewers and places are in the mix");
     }
 
     fn stored(name: &str) -> Value {

@@ -15,9 +15,9 @@ use aoctl_runtimes::agents::{self, Launch, RenderInput};
 use aoctl_runtimes::workspace::WorkspaceInfo;
 use aoctl_runtimes::{Handle, LaunchSpec, Probe, Runtime};
 
-use super::{cond, Context, Error, Reconcile, Step};
-use crate::machine::{agent_of, container_of, input_style};
-use crate::typing::{self, Recovered, What};
+use super::{cond, typed_agent, Context, Error, Reconcile, Step};
+use crate::machine::{agent_of, container_of};
+use crate::typing::{self, How, Keyboard, What};
 
 /// The session's agent, once it runs.
 pub(super) struct Agent {
@@ -462,11 +462,15 @@ impl Reconcile<'_> {
         let (s, ctx) = (self.s, self.ctx);
         let st = &mut *self.st;
         let name = &s.metadata.name;
-        let files = ctx.machine.files().typing(name);
-        if files.prompt_done() {
+        if ctx.machine.files().typing(name).prompt_done() {
             return Ok(Continue(()));
         }
-        let _typing = ctx.machine.typing().lock(name).await;
+        let kind = st.runtime.as_ref().map_or(aoctl_runtimes::DEFAULT_RUNTIME, |r| r.kind);
+        // The launch's own input style and adapter, which prepared its first prompt.
+        let (style, adapter) = (launch.input.clone(), launch.adapter);
+        let typed = typing::Agent { style, adapter, ..typed_agent(s, ctx, &self.project, rt, h, kind) };
+        let keyboard = Keyboard::lock(ctx.machine.typing(), typed).await;
+        let files = keyboard.files();
         let mut text = launch.initial_input.clone();
         if text.is_none() && files.retype_marker().exists() {
             // Given on its command line and used up by its login screen: typed now instead.
@@ -474,13 +478,8 @@ impl Reconcile<'_> {
             let prompt = tokio::fs::read_to_string(&path).await.map_err(|e| Error::Io { path, source: e })?;
             text = Some(agents::prepare_text(launch.adapter, &prompt)).filter(|t| !t.trim().is_empty());
         }
-        if text.is_some() {
-            if let Some(found) = typing::recover(&files, rt, h).await? {
-                recovered(s, ctx, &found).await;
-                if files.prompt_done() {
-                    return Ok(Continue(()));
-                }
-            }
+        if text.is_some() && keyboard.recover().await?.is_some() && files.prompt_done() {
+            return Ok(Continue(()));
         }
         // Nothing is typed before the agent shows its prompt: not the first prompt, and not what
         // `aoctl send` queued for an agent with none to type (resumed, or given it as an argument).
@@ -520,16 +519,13 @@ impl Reconcile<'_> {
             tokio::fs::write(&files.delivered, b"").await.map_err(io)?;
             return Ok(Continue(()));
         };
-        if let Err(e) = typing::type_message(&files, rt, h, &text, &launch.input, What::Prompt).await {
-            ctx.metrics.runtime_op(
-                st.runtime.as_ref().map_or(aoctl_runtimes::DEFAULT_RUNTIME, |r| r.kind),
-                "send",
-                false,
-            );
+        // Prepared with the rest of the launch.
+        let event = Some("the first prompt was typed and submitted".to_string());
+        let how = How { prepare: false, event, ..How::of(What::Prompt) };
+        if let Err(e) = keyboard.type_in(&text, &how).await {
             ctx.recorder.publish(s, EventType::Warning, "PromptNotDelivered", &e.to_string()).await;
             return Err(e.into());
         }
-        ctx.recorder.publish(s, EventType::Normal, "PromptDelivered", "the first prompt was typed and submitted").await;
         Ok(Continue(()))
     }
 
@@ -538,20 +534,18 @@ impl Reconcile<'_> {
     /// was typed but not seen submitted is dropped with a warning: typing it again would repeat it.
     pub(super) async fn queued_messages(&mut self) -> Result<(), Error> {
         let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &*self.st);
-        let name = &s.metadata.name;
         let Some(rt_status) = st.runtime.as_ref() else { return Ok(()) };
-        let files = ctx.machine.files().typing(name);
         let rt = engine(self.ctx, &self.host, rt_status.kind).await?;
         let h = Handle(rt_status.handle.clone());
-        let _typing = ctx.machine.typing().lock(name).await;
-        if let Some(found) = typing::recover(&files, &*rt, &h).await? {
-            recovered(s, ctx, &found).await;
-        }
+        let typed = typed_agent(s, ctx, project, &*rt, &h, rt_status.kind);
+        let adapter = typed.adapter;
+        let keyboard = Keyboard::lock(ctx.machine.typing(), typed).await;
+        let files = keyboard.files();
+        keyboard.recover().await?;
         let limited = st.activity.as_ref().is_some_and(|a| a.state == ActivityState::RateLimited);
         if !files.prompt_done() || limited {
             return Ok(());
         }
-        let (style, adapter) = input_style(&agent_of(s, Some(project)));
         let queued = files.queued().await?;
         if queued.is_empty() {
             return Ok(());
@@ -566,14 +560,10 @@ impl Reconcile<'_> {
             }
         }
         for q in queued {
-            let text = agents::prepare_text(adapter, &q.text);
-            let sent = typing::type_message(&files, &*rt, &h, &text, &style, What::Queued(q.seq)).await;
-            ctx.metrics.runtime_op(rt_status.kind, "send", sent.is_ok());
-            match sent {
-                Ok(()) => {
-                    let msg = format!("typed message {} of aoctl send ({} characters)", q.seq, q.text.chars().count());
-                    ctx.recorder.publish(s, EventType::Normal, "SentToAgent", &msg).await;
-                }
+            let msg = format!("typed message {} of aoctl send ({} characters)", q.seq, q.text.chars().count());
+            let how = How { event: Some(msg), ..How::of(What::Queued(q.seq)) };
+            match keyboard.type_in(&q.text, &how).await {
+                Ok(_) => {}
                 Err(typing::TypingError::Runtime(e @ aoctl_runtimes::RuntimeError::NotDelivered { .. })) => {
                     files.drop_queued(q.seq).await?;
                     let msg = format!("message {} of aoctl send is not typed again: {e}", q.seq);
@@ -699,25 +689,6 @@ async fn fail_start<T>(
     cond(st, s, types::READY, ConditionStatus::False, e.reason(), "the agent could not be started");
     ctx.recorder.publish(s, EventType::Warning, "StartFailed", &e.to_string()).await;
     Err(e.into())
-}
-
-/// Records what [`typing::recover`] found of a message a killed controller was typing.
-async fn recovered(s: &Session, ctx: &Context, found: &Recovered) {
-    let what = |w: &What| match w {
-        What::Prompt => "the first prompt".to_string(),
-        What::Queued(seq) => format!("message {seq} of aoctl send"),
-        What::Marked => "a message".to_string(),
-    };
-    let delivered = |w: &What| if *w == What::Prompt { "PromptDelivered" } else { "SentToAgent" };
-    let (reason, msg) = match found {
-        Recovered::NotTyped(w) => {
-            ("TypingResumed", format!("{} was not typed before a restart; it is typed again", what(w)))
-        }
-        Recovered::Typed(w) => {
-            (delivered(w), format!("{} was typed before a restart; it was submitted, not typed again", what(w)))
-        }
-    };
-    ctx.recorder.publish(s, EventType::Normal, reason, &msg).await;
 }
 
 /// Answers a dialog on screen that the adapter answers by itself; true when keys were sent. Keys

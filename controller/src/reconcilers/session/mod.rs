@@ -237,21 +237,6 @@ impl<'a> Reconcile<'a> {
         Ok(earliest(earliest(earliest(agent, tracked.next), timers), reviews))
     }
 
-    /// Acts on the reactions that are due: how soon a timer (escalation) needs another look.
-    async fn reactions(&mut self, tracked: &pr::Tracked) -> Result<Option<Duration>, Error> {
-        reactions::react(self.s, &self.project, tracked, self.ctx, self.st, self.tally).await
-    }
-
-    /// The files the session's branch changes, and which of them its live siblings change too.
-    async fn overlap(&mut self, ws: &WorkspaceInfo) -> Result<(), Error> {
-        let base_ref = self.base_ref();
-        let Some(changed) = overlap::changed(self.s, ws, &base_ref, self.st).await? else { return Ok(()) };
-        let (project, name, files) = (&self.project.metadata.name, &self.s.metadata.name, &changed.files);
-        let overlaps = self.ctx.index.read(&self.ctx.store, |i| i.overlaps(project, name, files)).await?;
-        overlap::record(self.s, changed, overlaps, self.st);
-        Ok(())
-    }
-
     /// The agent's part: when it ends early, the pull request and reactions are still looked at.
     async fn agent(&mut self, ws: &WorkspaceInfo, prompt: &str) -> Result<Action, Error> {
         let agent = step!(self.runtime(ws, prompt).await);
@@ -382,6 +367,22 @@ impl<'a> Reconcile<'a> {
         let spec = &self.s.spec;
         Ok(Continue(messages::first_prompt(spec.prompt.as_deref(), spec.issue.as_deref(), issue.as_deref())))
     }
+}
+
+/// The session's agent as [`crate::typing`] types into it: its runtime `rt` (of `kind`) and
+/// handle `h`, the input style and adapter of the agent the session runs, the metrics and events.
+fn typed_agent<'a>(
+    s: &'a Session,
+    ctx: &'a Context,
+    project: &Project,
+    rt: &'a dyn aoctl_runtimes::Runtime,
+    h: &'a aoctl_runtimes::Handle,
+    kind: RuntimeKind,
+) -> crate::typing::Agent<'a> {
+    let (style, adapter) = crate::machine::input_style(&crate::machine::agent_of(s, Some(project)));
+    let (metrics, recorder) = (&*ctx.metrics, Some(&ctx.recorder));
+    let files = ctx.machine.files().typing(&s.metadata.name);
+    crate::typing::Agent { session: s, files, rt, handle: h, kind, style, adapter, metrics, recorder }
 }
 
 /// The path of a workspace that was ready and whose folder no longer exists.

@@ -10,12 +10,12 @@ use std::collections::BTreeSet;
 
 use aoctl_api::condition::types;
 use aoctl_api::session::{reasons, ChangedFiles, Overlap, Phase};
-use aoctl_api::{ConditionStatus, Session, SessionStatus};
+use aoctl_api::ConditionStatus;
 use aoctl_runtimes::git;
 use aoctl_runtimes::workspace::WorkspaceInfo;
 use serde_json::Value;
 
-use super::{cond, pr, Error};
+use super::{cond, pr, Error, Reconcile};
 
 /// How many files and sessions the condition's message names before it counts the rest.
 const NAMED: usize = 3;
@@ -29,51 +29,58 @@ pub fn published(o: &Value) -> Option<&Value> {
     o.pointer("/status/changedFiles/files").filter(|_| !deleting && !finished)
 }
 
-/// The files the branch changes against `base_ref`; `None` when there is no head yet, or when
-/// they cannot be read (the `Overlapping` condition then says why).
-pub(super) async fn changed(
-    s: &Session,
-    ws: &WorkspaceInfo,
-    base_ref: &str,
-    st: &mut SessionStatus,
-) -> Result<Option<ChangedFiles>, Error> {
-    let Some(head) = ws.head_sha.clone() else { return Ok(None) };
-    let (root, base_name) = (pr::branch_repo(ws), base_ref.to_string());
-    let known = st.changed_files.clone();
-    let changed = tokio::task::spawn_blocking(move || -> Result<ChangedFiles, git::GitError> {
-        let base = git::resolve_branch(&root, &base_name)?;
-        if let Some(known) = known.filter(|k| k.head_sha == head && k.base_sha == base) {
-            // Neither the branch nor its base moved: nothing to diff.
-            return Ok(known);
-        }
-        let files = git::changed_files(&root, &head, &base)?;
-        let count = u32::try_from(files.len()).unwrap_or(u32::MAX);
-        let files = files.into_iter().take(ChangedFiles::MAX_FILES).collect();
-        Ok(ChangedFiles { head_sha: head, base_sha: base, files, count })
-    })
-    .await?;
-    let changed = match changed {
-        Ok(c) => c,
-        Err(e) => {
-            st.changed_files = None;
-            st.overlaps.clear();
-            cond(st, s, types::OVERLAPPING, ConditionStatus::Unknown, e.reason(), e.to_string());
-            return Ok(None);
-        }
-    };
-    Ok(Some(changed))
-}
+impl Reconcile<'_> {
+    /// The files the session's branch changes, and which of them its live siblings change too.
+    pub(super) async fn overlap(&mut self, ws: &WorkspaceInfo) -> Result<(), Error> {
+        let Some(changed) = self.changed_files(ws).await? else { return Ok(()) };
+        let (project, name, files) = (&self.project.metadata.name, &self.s.metadata.name, &changed.files);
+        let overlaps = self.ctx.index.read(&self.ctx.store, |i| i.overlaps(project, name, files)).await?;
+        self.record_overlaps(changed, overlaps);
+        Ok(())
+    }
 
-/// Records the files the branch changes and the sessions that change some of them too.
-pub(super) fn record(s: &Session, changed: ChangedFiles, overlaps: Vec<Overlap>, st: &mut SessionStatus) {
-    st.overlaps = overlaps;
-    st.changed_files = Some(changed);
-    if st.overlaps.is_empty() {
-        let msg = "no other session of the project changes the files this branch changes";
-        cond(st, s, types::OVERLAPPING, ConditionStatus::False, reasons::NO_OVERLAP, msg);
-    } else {
-        let msg = message(&st.overlaps);
-        cond(st, s, types::OVERLAPPING, ConditionStatus::True, reasons::FILES_OVERLAP, msg);
+    /// The files the branch changes against its base; `None` when there is no head yet, or when
+    /// they cannot be read (the `Overlapping` condition then says why).
+    async fn changed_files(&mut self, ws: &WorkspaceInfo) -> Result<Option<ChangedFiles>, Error> {
+        let Some(head) = ws.head_sha.clone() else { return Ok(None) };
+        let (root, base_name) = (pr::branch_repo(ws), self.base_ref());
+        let (s, st) = (self.s, &mut *self.st);
+        let known = st.changed_files.clone();
+        let changed = tokio::task::spawn_blocking(move || -> Result<ChangedFiles, git::GitError> {
+            let base = git::resolve_branch(&root, &base_name)?;
+            if let Some(known) = known.filter(|k| k.head_sha == head && k.base_sha == base) {
+                // Neither the branch nor its base moved: nothing to diff.
+                return Ok(known);
+            }
+            let files = git::changed_files(&root, &head, &base)?;
+            let count = u32::try_from(files.len()).unwrap_or(u32::MAX);
+            let files = files.into_iter().take(ChangedFiles::MAX_FILES).collect();
+            Ok(ChangedFiles { head_sha: head, base_sha: base, files, count })
+        })
+        .await?;
+        match changed {
+            Ok(c) => Ok(Some(c)),
+            Err(e) => {
+                st.changed_files = None;
+                st.overlaps.clear();
+                cond(st, s, types::OVERLAPPING, ConditionStatus::Unknown, e.reason(), e.to_string());
+                Ok(None)
+            }
+        }
+    }
+
+    /// Records the files the branch changes and the sessions that change some of them too.
+    fn record_overlaps(&mut self, changed: ChangedFiles, overlaps: Vec<Overlap>) {
+        let (s, st) = (self.s, &mut *self.st);
+        st.overlaps = overlaps;
+        st.changed_files = Some(changed);
+        if st.overlaps.is_empty() {
+            let msg = "no other session of the project changes the files this branch changes";
+            cond(st, s, types::OVERLAPPING, ConditionStatus::False, reasons::NO_OVERLAP, msg);
+        } else {
+            let msg = message(&st.overlaps);
+            cond(st, s, types::OVERLAPPING, ConditionStatus::True, reasons::FILES_OVERLAP, msg);
+        }
     }
 }
 

@@ -5,9 +5,9 @@
 //! [`HOST_GRACE`] is lost: its sessions fail (`restartPolicy: Never`) or are placed again
 //! elsewhere, and their containers there are removed once it answers again.
 //!
-//! Places are counted from one list of the project's sessions: each live one (not stopped,
-//! deleted or finished) holds a place on the engine its status records, or on the one this
-//! controller placed it on when its status does not say yet. Counting and taking a place happen
+//! Places are counted from the index of the sessions ([`super::SessionIndex`]): each live one of
+//! the project (not stopped, deleted or finished) holds a place on the engine its status records,
+//! or on the one this controller placed it on when its status does not say yet. Counting and taking a place happen
 //! under one lock ([`super::State`]), so concurrent reconciles never both take the last place.
 
 use std::collections::HashMap;
@@ -16,10 +16,9 @@ use std::time::Duration;
 
 use aoctl_api::condition::{self, types};
 use aoctl_api::session::{reasons, DockerHost, DockerSpec, Phase, RestartPolicy, RuntimeKind};
-use aoctl_api::{ConditionStatus, EventType, Kind};
+use aoctl_api::{ConditionStatus, EventType};
 use aoctl_engine::Action;
 use aoctl_runtimes::Probe;
-use aoctl_store::Selector;
 use serde_json::Value;
 
 use super::{cond, Reconcile, Step};
@@ -58,7 +57,7 @@ pub fn placement_of(docker: Option<&DockerSpec>) -> Placement {
 }
 
 /// Whether a stored Session is live: neither stopped, nor being deleted, nor finished.
-fn live(o: &Value) -> bool {
+pub(super) fn live(o: &Value) -> bool {
     let stopped = o.pointer("/spec/stopped").and_then(|v| v.as_bool()).unwrap_or(false);
     let deleting = o.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
     let phase = o.pointer("/status/phase").and_then(|p| p.as_str()).unwrap_or_default();
@@ -66,37 +65,32 @@ fn live(o: &Value) -> bool {
     !stopped && !deleting && !finished
 }
 
-/// The engine a stored Session holds a place on: the one its status records, while it is live.
-pub fn place_of(o: &Value) -> Option<&str> {
-    if !live(o) {
-        return None;
-    }
+/// The docker engine a stored Session's status records it on.
+pub(super) fn recorded_host(o: &Value) -> Option<&str> {
     let runtime = o.pointer("/status/runtime")?;
     (runtime.get("kind").and_then(|k| k.as_str()) == Some(RuntimeKind::Docker.as_str()))
         .then(|| runtime.get("host").and_then(|h| h.as_str()))
         .flatten()
 }
 
-/// The places taken on each engine by the live sessions of `project` other than `except`: where
-/// this controller placed them, else where their status says.
+/// The engine a stored Session holds a place on: the one its status records, while it is live.
+pub fn place_of(o: &Value) -> Option<&str> {
+    live(o).then(|| recorded_host(o)).flatten()
+}
+
+/// The places taken on each engine by `sessions` (the live sessions of a project, by name, each
+/// with the engine its status records) other than `except`: where this controller placed them,
+/// else where their status says.
 pub fn loads<'a>(
-    project: &str,
     except: &str,
-    sessions: impl Iterator<Item = &'a Value>,
+    sessions: impl Iterator<Item = (&'a str, Option<&'a str>)>,
     placed: &HashMap<String, Option<String>>,
 ) -> HashMap<String, u32> {
     let mut loads = HashMap::new();
-    for o in sessions.filter(|o| o.pointer("/spec/project").and_then(|p| p.as_str()) == Some(project)) {
-        let Some(name) = o.pointer("/metadata/name").and_then(|n| n.as_str()) else { continue };
-        if name == except {
-            continue;
-        }
-        if !live(o) {
-            continue;
-        }
+    for (name, recorded) in sessions.filter(|(name, _)| *name != except) {
         let host = match placed.get(name) {
             Some(h) => h.as_deref(),
-            None => place_of(o),
+            None => recorded,
         };
         if let Some(h) = host {
             *loads.entry(h.to_string()).or_default() += 1;
@@ -209,14 +203,14 @@ impl Reconcile<'_> {
             }
         }
         let turn = ctx.state.placing.lock().await;
-        let (all, _) = ctx.store.list_stored(Kind::Session, &Selector::everything()).await?;
-        let loads = {
-            let mut memory = ctx.state.lock();
-            let names: std::collections::HashSet<&str> =
-                all.iter().filter_map(|o| o.object().pointer("/metadata/name").and_then(|n| n.as_str())).collect();
-            memory.placed.retain(|n, _| names.contains(n.as_str()));
-            loads(&s.spec.project, name, all.iter().map(|o| o.object()), &memory.placed)
-        };
+        let loads = ctx
+            .index
+            .read(&ctx.store, |i| {
+                let mut memory = ctx.state.lock();
+                memory.placed.retain(|n, _| i.contains(n));
+                i.loads(&s.spec.project, name, &memory.placed)
+            })
+            .await?;
         let chosen = choose(&hosts, &loads, |h| health.get(h).is_some_and(|e| e.answers)).cloned();
         if let Some(h) = &chosen {
             ctx.state.lock().placed.insert(name.to_string(), Some(h.host.clone()));
@@ -341,7 +335,11 @@ impl Reconcile<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aoctl_api::Kind;
+    use aoctl_store::EventKind;
     use serde_json::json;
+
+    use super::super::index::Index;
 
     fn host(address: &str, capacity: u32) -> DockerHost {
         DockerHost { host: address.into(), capacity, name: None }
@@ -393,12 +391,16 @@ mod tests {
             session("new", "p", "Pending", None),
             session("me", "p", "Working", Some("unix:///b")),
         ];
+        let mut index = Index::default();
+        for o in &sessions {
+            index.apply(Kind::Session, EventKind::Added, o);
+        }
         let none = HashMap::new();
-        let counted = loads("p", "me", sessions.iter(), &none);
+        let counted = index.loads("p", "me", &none);
         assert_eq!(counted, HashMap::from([("unix:///a".to_string(), 2), ("unix:///b".to_string(), 1)]));
         // Placed by this controller, before its status says so; and one taken off a lost engine.
         let placed = HashMap::from([("new".to_string(), Some("unix:///b".to_string())), ("a2".to_string(), None)]);
-        let counted = loads("p", "me", sessions.iter(), &placed);
+        let counted = index.loads("p", "me", &placed);
         assert_eq!(counted, HashMap::from([("unix:///a".to_string(), 1), ("unix:///b".to_string(), 2)]));
         let mut stopped = session("s", "p", "Stopped", Some("unix:///a"));
         stopped["spec"]["stopped"] = json!(true);

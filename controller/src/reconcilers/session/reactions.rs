@@ -22,17 +22,16 @@ use aoctl_api::session::{
     reasons, ActivityState, ChecksState, HeldComment, PullRequestState, ReactionStatus, ReviewState,
 };
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
-use aoctl_runtimes::{transcript, Handle};
+use aoctl_runtimes::Handle;
 use aoctl_scm::FailingCheck;
 use sha2::{Digest, Sha256};
 
 use super::effects::MERGED;
 use super::pr::{log_tail, Tracked};
 use super::state::Facts;
-use super::{messages, Context as Ctx, Error};
-use crate::machine::{agent_of, input_style};
+use super::{messages, typed_agent, Context as Ctx, Error, Reconcile};
 use crate::notify;
-use crate::typing::{self, What};
+use crate::typing::{How, Keyboard, Typed, What};
 
 /// One reaction whose condition holds now.
 struct Due {
@@ -400,58 +399,184 @@ fn event_key(s: &Session, key: &str, rs: &ReactionStatus, kind: &str) -> String 
     format!("{uid}:{key}:{}:{kind}", rs.episode.as_deref().unwrap_or("-"))
 }
 
-/// Decides on every due reaction and on the episodes still open; returns how soon a timer
-/// (escalation) needs another look. Notifications and merges are only recorded here, in `st`:
-/// they are carried out (`effects`) once the status that records them is written, and what is
-/// counted in the metrics goes to `tally`, counted then too.
-pub(super) async fn react(
-    s: &Session,
-    project: &Project,
-    tracked: &Tracked,
-    ctx: &Ctx,
-    st: &mut SessionStatus,
-    tally: &mut Tally,
-) -> Result<Option<Duration>, Error> {
-    hold(s, tracked, ctx, st).await;
-    let all = Reactions::effective(project.spec.reactions.as_ref(), s.spec.reactions.as_ref());
-    let now = Time::now();
-    let review = s.spec.review.as_ref().or(project.spec.review.as_ref());
-    let mut due = due(s, review, st, tracked);
-    if !due.is_empty() {
-        let keys: Vec<&str> = due.iter().map(|d| d.key).collect();
-        tracing::debug!(due = ?keys, "reactions due");
+impl Reconcile<'_> {
+    /// Decides on every due reaction and on the episodes still open; returns how soon a timer
+    /// (escalation) needs another look. Notifications and merges are only recorded here, in the
+    /// status: they are carried out (`effects`) once the status that records them is written, and
+    /// what is counted in the metrics goes to the tally, counted then too.
+    pub(super) async fn reactions(&mut self, tracked: &Tracked) -> Result<Option<Duration>, Error> {
+        let (s, ctx) = (self.s, self.ctx);
+        hold(s, tracked, ctx, self.st).await;
+        let all = Reactions::effective(self.project.spec.reactions.as_ref(), s.spec.reactions.as_ref());
+        let now = Time::now();
+        let review = s.spec.review.as_ref().or(self.project.spec.review.as_ref());
+        let mut due = due(s, review, self.st, tracked);
+        if !due.is_empty() {
+            let keys: Vec<&str> = due.iter().map(|d| d.key).collect();
+            tracing::debug!(due = ?keys, "reactions due");
+        }
+        let events: Vec<(&'static str, &str)> = due.iter().map(|d| (d.key, d.fingerprint.as_str())).collect();
+        let mut reactions = std::mem::take(&mut self.st.reactions);
+        let (decisions, mut next) = plan(&mut reactions, &events, &all, tracked.facts.as_deref(), now);
+        self.st.reactions = reactions;
+        for decision in &decisions {
+            // A CI failure's log tails are read only for an event that is acted on.
+            let key = match decision {
+                Decision::Act(key) => *key,
+                Decision::Escalate { key, event: true, .. } => key.as_str(),
+                Decision::Escalate { .. } => continue,
+            };
+            if let Some(d) = due.iter_mut().find(|d| d.key == key) {
+                ci_evidence(s, tracked, ctx, d).await;
+            }
+        }
+        for decision in decisions {
+            match decision {
+                Decision::Act(key) => {
+                    let (Some(d), Some(cfg)) = (due.iter().find(|d| d.key == key), config(&all, key)) else { continue };
+                    let Some(mut rs) = self.st.reactions.remove(key) else { continue };
+                    if let Some(again) = self.act(tracked, d, cfg, &mut rs).await {
+                        next = min(next, again);
+                    }
+                    self.st.reactions.insert(key.to_string(), rs);
+                }
+                Decision::Escalate { key, why, event } => {
+                    let d = due.iter().find(|d| d.key == key).filter(|_| event);
+                    self.escalate(&key, d, &why);
+                }
+            }
+        }
+        refused_merge(s, self.st);
+        Ok(next)
     }
-    let events: Vec<(&'static str, &str)> = due.iter().map(|d| (d.key, d.fingerprint.as_str())).collect();
-    let mut reactions = std::mem::take(&mut st.reactions);
-    let (decisions, mut next) = plan(&mut reactions, &events, &all, tracked.facts.as_deref(), now);
-    st.reactions = reactions;
-    for decision in &decisions {
-        // A CI failure's log tails are read only for an event that is acted on.
-        let key = match decision {
-            Decision::Act(key) => *key,
-            Decision::Escalate { key, event: true, .. } => key.as_str(),
-            Decision::Escalate { .. } => continue,
+
+    /// Acts on a new event of an episode: types it into the agent, records a notification, or
+    /// records a merge. How soon to look again when it could not be done now.
+    async fn act(&mut self, tracked: &Tracked, d: &Due, cfg: &Reaction, rs: &mut ReactionStatus) -> Option<Duration> {
+        let (s, ctx) = (self.s, self.ctx);
+        let now = Time::now();
+        let action = action_of(cfg);
+        let label = action_name(action);
+        let done = match action {
+            ReactionAction::SendToAgent => self.send(tracked, d, cfg).await,
+            ReactionAction::Notify => {
+                let kind = format!("notify-{}", rs.attempts + 1);
+                let n = notify::record(
+                    event_key(s, d.key, rs, &kind),
+                    d.key,
+                    d.title.clone(),
+                    d.evidence.clone(),
+                    pr_url(self.st),
+                    false,
+                    &self.project.spec.notifiers,
+                );
+                if let Some(n) = n {
+                    notify::enqueue(&mut self.st.notifications, n);
+                }
+                Ok(true)
+            }
+            ReactionAction::Merge => Ok(decide_merge(self.st, tracked, cfg, now)),
         };
-        if let Some(d) = due.iter_mut().find(|d| d.key == key) {
-            ci_evidence(s, tracked, ctx, d).await;
+        match done {
+            Ok(true) => {
+                if action != ReactionAction::Merge {
+                    self.tally.add(d.key, label, "success");
+                }
+                if let Some(p) = &d.ids {
+                    let fb = self.st.feedback.get_or_insert_default();
+                    fb.remember(&p.reviews, &p.comments);
+                    fb.remember_reviewers(&p.reviewers);
+                }
+                delivered(rs, &d.fingerprint, now);
+                None
+            }
+            // Not deliverable yet (no running agent): the reaction stays due.
+            Ok(false) => Some(Duration::from_secs(5)),
+            Err(e) => {
+                // A failure happened whether or not the status is written: counted at once.
+                ctx.metrics.reactions.with_label_values(&[d.key, label, "error"]).inc();
+                ctx.recorder.publish(s, EventType::Warning, "ReactionFailed", &format!("{}: {e}", d.key)).await;
+                Some(Duration::from_secs(10))
+            }
         }
     }
-    for decision in decisions {
-        match decision {
-            Decision::Act(key) => {
-                let (Some(d), Some(cfg)) = (due.iter().find(|d| d.key == key), config(&all, key)) else { continue };
-                let Some(mut rs) = st.reactions.remove(key) else { continue };
-                act(s, project, tracked, ctx, st, d, cfg, &mut rs, &mut next, tally).await;
-                st.reactions.insert(key.to_string(), rs);
+
+    /// Records the episode's one escalation to the notifiers in the status (decided by [`plan`]).
+    fn escalate(&mut self, key: &str, d: Option<&Due>, why: &str) {
+        let s = self.s;
+        let st = &mut *self.st;
+        let Some(rs) = st.reactions.get(key) else { return };
+        let event = event_key(s, key, rs, "escalation");
+        self.tally.add(key, "notify", "escalated");
+        let evidence = d.map(|d| d.evidence.clone()).unwrap_or_default();
+        let n = notify::record(
+            event,
+            key,
+            escalation_title(s, key, d, why),
+            evidence,
+            pr_url(st),
+            true,
+            &self.project.spec.notifiers,
+        );
+        if let Some(n) = n {
+            notify::enqueue(&mut st.notifications, n);
+        }
+    }
+
+    /// Types the reaction's message into the agent unless its marker is already in the transcript,
+    /// through the session's one typing path ([`crate::typing`]): after the first prompt and the
+    /// queued messages of `aoctl send`, never into a screen that waits for a person.
+    async fn send(&mut self, tracked: &Tracked, d: &Due, cfg: &Reaction) -> Result<bool, Error> {
+        let (s, ctx) = (self.s, self.ctx);
+        let st = &*self.st;
+        let running = condition::is_true(&st.conditions, types::RUNTIME_READY);
+        let Some(rt_status) = st.runtime.clone().filter(|_| running && !s.spec.stopped) else { return Ok(false) };
+        if st.activity.as_ref().is_some_and(|a| a.state == ActivityState::RateLimited) {
+            // Typed now it would be lost or spend the limit's first minutes: it waits for the resume.
+            return Ok(false);
+        }
+        let text = message(d, cfg);
+        let marker = text.split_whitespace().next().unwrap_or_default();
+        let rt = ctx.machine.runtime_for(s, Some(&self.project), rt_status.kind).await?;
+        let h = Handle(rt_status.handle.clone());
+        let held = st.activity.as_ref().is_some_and(|a| a.state == ActivityState::NeedsInput);
+        let event = Some(format!("{}: {}", d.key, d.title));
+        let how = How { marker: Some(marker), in_turn: true, held, event, ..How::of(What::Marked) };
+        let typed = {
+            let agent = typed_agent(s, ctx, &self.project, &*rt, &h, rt_status.kind);
+            Keyboard::lock(ctx.machine.typing(), agent).await.type_in(&text, &how).await?
+        };
+        match typed {
+            Typed::Before => Ok(true),
+            // Its turn comes after the first prompt and the messages queued before it.
+            Typed::NotYet => Ok(false),
+            Typed::Held => {
+                self.waits_for_person(d).await;
+                Ok(false)
             }
-            Decision::Escalate { key, why, event } => {
-                let d = due.iter().find(|d| d.key == key).filter(|_| event);
-                escalate(s, project, st, &key, d, &why, tally);
+            Typed::Delivered => {
+                let from = tracked.webhook_at.or(tracked.facts.as_ref().map(|f| f.at)).unwrap_or_else(Instant::now);
+                ctx.metrics.feedback_latency.with_label_values(&[d.key]).observe(from.elapsed().as_secs_f64());
+                Ok(true)
             }
         }
     }
-    refused_merge(s, st);
-    Ok(next)
+
+    /// A reaction's message waits because the agent's screen asks a person something (a
+    /// permission or yes/no prompt): `AgentActive` says so, and the first time an event is
+    /// recorded and the person is told ([`notify_reaction_waits_for_person`]).
+    async fn waits_for_person(&mut self, d: &Due) {
+        let (s, ctx) = (self.s, self.ctx);
+        let st = &mut *self.st;
+        let evidence = st.activity.as_ref().map(|a| a.evidence.clone()).unwrap_or_default();
+        let msg = format!("{evidence}; the {} message waits until a person answers", d.key);
+        let told = condition::find(&st.conditions, types::AGENT_ACTIVE).is_some_and(|c| c.message == msg);
+        super::cond(st, s, types::AGENT_ACTIVE, aoctl_api::ConditionStatus::False, "NeedsInput", msg.clone());
+        if !told {
+            ctx.recorder.publish(s, EventType::Warning, "ReactionWaiting", &msg).await;
+            notify_reaction_waits_for_person(s, &self.project, st, d, &msg);
+        }
+    }
 }
 
 /// Records the comments of untrusted authors that were not recorded before: in
@@ -515,67 +640,6 @@ impl Tally {
     }
 }
 
-/// Acts on a new event of an episode: types it into the agent, records a notification, or
-/// records a merge.
-#[allow(clippy::too_many_arguments)]
-async fn act(
-    s: &Session,
-    project: &Project,
-    tracked: &Tracked,
-    ctx: &Ctx,
-    st: &mut SessionStatus,
-    d: &Due,
-    cfg: &Reaction,
-    rs: &mut ReactionStatus,
-    next: &mut Option<Duration>,
-    tally: &mut Tally,
-) {
-    let now = Time::now();
-    let action = action_of(cfg);
-    let label = action_name(action);
-    let done = match action {
-        ReactionAction::SendToAgent => send(s, project, tracked, ctx, st, d, cfg).await,
-        ReactionAction::Notify => {
-            let kind = format!("notify-{}", rs.attempts + 1);
-            let n = notify::record(
-                event_key(s, d.key, rs, &kind),
-                d.key,
-                d.title.clone(),
-                d.evidence.clone(),
-                pr_url(st),
-                false,
-                &project.spec.notifiers,
-            );
-            if let Some(n) = n {
-                notify::enqueue(&mut st.notifications, n);
-            }
-            Ok(true)
-        }
-        ReactionAction::Merge => Ok(decide_merge(st, tracked, cfg, now)),
-    };
-    match done {
-        Ok(true) => {
-            if action != ReactionAction::Merge {
-                tally.add(d.key, label, "success");
-            }
-            if let Some(p) = &d.ids {
-                let fb = st.feedback.get_or_insert_default();
-                fb.remember(&p.reviews, &p.comments);
-                fb.remember_reviewers(&p.reviewers);
-            }
-            delivered(rs, &d.fingerprint, now);
-        }
-        // Not deliverable yet (no running agent): the reaction stays due.
-        Ok(false) => *next = min(*next, Duration::from_secs(5)),
-        Err(e) => {
-            // A failure happened whether or not the status is written: counted at once.
-            ctx.metrics.reactions.with_label_values(&[d.key, label, "error"]).inc();
-            ctx.recorder.publish(s, EventType::Warning, "ReactionFailed", &format!("{}: {e}", d.key)).await;
-            *next = min(*next, Duration::from_secs(10));
-        }
-    }
-}
-
 fn min(a: Option<Duration>, b: Duration) -> Option<Duration> {
     Some(a.map_or(b, |a| a.min(b)))
 }
@@ -588,34 +652,6 @@ fn pr_url(st: &SessionStatus) -> Option<String> {
 fn escalation_title(s: &Session, key: &str, d: Option<&Due>, why: &str) -> String {
     let what = d.map_or_else(|| format!("{key} on session {}", s.metadata.name), |d| d.title.clone());
     format!("{what} (escalated: {why})")
-}
-
-/// Records the episode's one escalation to the notifiers in `st` (decided by [`plan`]).
-fn escalate(
-    s: &Session,
-    project: &Project,
-    st: &mut SessionStatus,
-    key: &str,
-    d: Option<&Due>,
-    why: &str,
-    tally: &mut Tally,
-) {
-    let Some(rs) = st.reactions.get(key) else { return };
-    let event = event_key(s, key, rs, "escalation");
-    tally.add(key, "notify", "escalated");
-    let evidence = d.map(|d| d.evidence.clone()).unwrap_or_default();
-    let n = notify::record(
-        event,
-        key,
-        escalation_title(s, key, d, why),
-        evidence,
-        pr_url(st),
-        true,
-        &project.spec.notifiers,
-    );
-    if let Some(n) = n {
-        notify::enqueue(&mut st.notifications, n);
-    }
 }
 
 /// Records the merge of the approved, green head; `effects` makes it once the record is written.
@@ -639,72 +675,6 @@ fn refused_merge(s: &Session, st: &mut SessionStatus) {
     if let Some(reason) = m.result.as_deref().filter(|r| *r != MERGED) {
         let msg = m.message.clone().unwrap_or_default();
         super::cond(st, s, types::MERGED, ConditionStatus::False, reason, msg);
-    }
-}
-
-/// Types the reaction's message into the agent unless its marker is already in the transcript,
-/// through the session's one typing path ([`crate::typing`]): after the first prompt and the
-/// queued messages of `aoctl send`, never into a screen that waits for a person.
-async fn send(
-    s: &Session,
-    project: &Project,
-    tracked: &Tracked,
-    ctx: &Ctx,
-    st: &mut SessionStatus,
-    d: &Due,
-    cfg: &Reaction,
-) -> Result<bool, Error> {
-    let running = condition::is_true(&st.conditions, types::RUNTIME_READY);
-    let Some(rt_status) = st.runtime.clone().filter(|_| running && !s.spec.stopped) else { return Ok(false) };
-    if st.activity.as_ref().is_some_and(|a| a.state == ActivityState::RateLimited) {
-        // Typed now it would be lost or spend the limit's first minutes: it waits for the resume.
-        return Ok(false);
-    }
-    let name = &s.metadata.name;
-    let text = message(d, cfg);
-    let marker = text.split_whitespace().next().unwrap_or_default().to_string();
-    let rt = ctx.machine.runtime_for(s, Some(project), rt_status.kind).await?;
-    let h = Handle(rt_status.handle.clone());
-    let files = ctx.machine.files().typing(name);
-    let _typing = ctx.machine.typing().lock(name).await;
-    typing::recover(&files, &*rt, &h).await?;
-    let path = ctx.machine.files().transcript(name);
-    let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None)).await?;
-    let typed_before = seen.is_ok_and(|(t, _)| t.contains(&marker));
-    tracing::debug!(reaction = d.key, %marker, typed_before, "sending to the agent");
-    if typed_before {
-        return Ok(true);
-    }
-    if !files.prompt_done() || !files.queued().await?.is_empty() {
-        // Its turn comes after the first prompt and the messages queued before it.
-        return Ok(false);
-    }
-    if st.activity.as_ref().is_some_and(|a| a.state == ActivityState::NeedsInput) {
-        waits_for_person(s, project, ctx, st, d).await;
-        return Ok(false);
-    }
-    let (style, adapter) = input_style(&agent_of(s, Some(project)));
-    let text = aoctl_runtimes::agents::prepare_text(adapter, &text);
-    let sent = typing::type_message(&files, &*rt, &h, &text, &style, What::Marked).await;
-    ctx.metrics.runtime_op(rt_status.kind, "send", sent.is_ok());
-    sent?;
-    let from = tracked.webhook_at.or(tracked.facts.as_ref().map(|f| f.at)).unwrap_or_else(Instant::now);
-    ctx.metrics.feedback_latency.with_label_values(&[d.key]).observe(from.elapsed().as_secs_f64());
-    ctx.recorder.publish(s, EventType::Normal, "SentToAgent", &format!("{}: {}", d.key, d.title)).await;
-    Ok(true)
-}
-
-/// A reaction's message waits because the agent's screen asks a person something (a permission
-/// or yes/no prompt): `AgentActive` says so, and the first time an event is recorded and the
-/// person is told ([`notify_reaction_waits_for_person`]).
-async fn waits_for_person(s: &Session, project: &Project, ctx: &Ctx, st: &mut SessionStatus, d: &Due) {
-    let evidence = st.activity.as_ref().map(|a| a.evidence.clone()).unwrap_or_default();
-    let msg = format!("{evidence}; the {} message waits until a person answers", d.key);
-    let told = condition::find(&st.conditions, types::AGENT_ACTIVE).is_some_and(|c| c.message == msg);
-    super::cond(st, s, types::AGENT_ACTIVE, aoctl_api::ConditionStatus::False, "NeedsInput", msg.clone());
-    if !told {
-        ctx.recorder.publish(s, EventType::Warning, "ReactionWaiting", &msg).await;
-        notify_reaction_waits_for_person(s, project, st, d, &msg);
     }
 }
 

@@ -26,7 +26,7 @@ use aoctl_api::session::{ActivityState, PullRequestState, ReviewState, SessionSp
 use aoctl_api::API_VERSION;
 use aoctl_api::{ConditionStatus, EventType, Kind, ObjectMeta, OwnerReference, Session, Time};
 use aoctl_scm::{NewComment, ReviewEvent};
-use aoctl_store::{Selector, StoreError, WriteOptions};
+use aoctl_store::{StoreError, WriteOptions};
 
 use super::pr::Tracked;
 use super::{Error, Reconcile};
@@ -271,15 +271,21 @@ impl Reconcile<'_> {
         (poster, as_)
     }
 
-    /// The reviewer sessions of this worker, live or being deleted.
+    /// The reviewer sessions of this worker, live or being deleted: those the index of the
+    /// sessions names as reviewing it (`spec.reviewOf`) that it owns.
     async fn reviewers(&self) -> Result<Vec<Session>, Error> {
-        let (all, _) = self.ctx.store.list_typed::<Session>(&Selector::everything()).await?;
         let me = &self.s.metadata;
-        Ok(all
-            .into_iter()
-            .filter(|r| r.spec.review_of.as_deref() == Some(me.name.as_str()))
-            .filter(|r| r.metadata.owner_references.iter().any(|o| o.uid == me.uid.clone().unwrap_or_default()))
-            .collect())
+        let (ctx, uid) = (self.ctx, me.uid.clone().unwrap_or_default());
+        let names = ctx.index.read(&ctx.store, |i| i.reviewers(&me.name)).await?;
+        let mut out = vec![];
+        for name in names {
+            match ctx.store.get_typed::<Session>(&name).await {
+                Ok(r) if r.metadata.owner_references.iter().any(|o| o.uid == uid) => out.push(r),
+                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(out)
     }
 
     /// Records what a finished reviewer wrote in the worker's status; once that record is
