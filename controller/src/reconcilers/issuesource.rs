@@ -30,7 +30,7 @@ use aoctl_api::{
 };
 use aoctl_engine::Action;
 use aoctl_scm::Issue;
-use aoctl_store::{Deleted, Selector, Store, StoreError};
+use aoctl_store::{Deleted, Store, StoreError};
 
 use super::Error;
 use crate::admission::{self, AdmissionError};
@@ -71,6 +71,8 @@ pub struct Context {
     pub forges: Arc<Hub>,
     /// The last list of each source, and the polls the webhook handler asked for.
     pub state: Arc<State>,
+    /// The session reconciler's index of the stored Sessions: which this source made.
+    pub index: Arc<super::session::SessionIndex>,
 }
 
 /// What the reconciler remembers between passes, shared with the webhook handler.
@@ -226,20 +228,31 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
         }
     };
 
-    // The source's sessions, by issue number.
-    let (all, _) = ctx.store.list_typed::<Session>(&Selector::everything()).await?;
+    let mut matching: BTreeMap<u64, &Issue> = issues.iter().filter(|i| i.open).map(|i| (i.number, i)).collect();
+
+    // The source's sessions, by issue number, and the names its issues' sessions would take
+    // that other sessions hold: asked of the session index, each of its own read by name.
+    let mark = source::managed_by(Kind::IssueSource, &name);
+    let wanted: Vec<String> = matching.keys().map(|n| session_name(&name, *n)).collect();
+    let (made, others) = ctx
+        .index
+        .read(&ctx.store, |i| {
+            let made = i.managed_by(&mark);
+            let others: HashSet<String> = wanted.into_iter().filter(|n| i.contains(n) && !made.contains(n)).collect();
+            (made, others)
+        })
+        .await?;
     let mut mine: BTreeMap<u64, Session> = BTreeMap::new();
-    let mut others: HashSet<String> = HashSet::new();
-    for s in all {
-        if !source::is_managed_by(&s.metadata, Kind::IssueSource, &name) {
-            others.insert(s.metadata.name.clone());
-            continue;
-        }
+    for session in made {
+        let s = match ctx.store.get_typed::<Session>(&session).await {
+            Ok(s) => s,
+            Err(StoreError::NotFound { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
         if let Some(n) = s.spec.issue.as_deref().and_then(issue_number) {
             mine.insert(n, s);
         }
     }
-    let mut matching: BTreeMap<u64, &Issue> = issues.iter().filter(|i| i.open).map(|i| (i.number, i)).collect();
 
     // An issue without a session yet is taken only if the project trusts its author or who
     // labelled it.

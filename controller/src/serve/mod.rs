@@ -344,7 +344,7 @@ async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
         forges: world.forges.clone(),
         metrics: metrics.clone(),
         state: world.session_state.clone(),
-        index: sessions,
+        index: sessions.clone(),
         node: world.node.clone(),
         session_keys: Some(world.session_keys.clone()),
         outbox: outbox.handoff(),
@@ -359,6 +359,7 @@ async fn run_term(world: World, store: Store, end: watch::Receiver<bool>) {
         recorder: Recorder::new(store.clone()),
         forges: world.forges.clone(),
         state: world.issuesource_state.clone(),
+        index: sessions,
     });
     // Subscribe before the engines list keys, so no change between the two is missed.
     let changes = loop {

@@ -113,6 +113,8 @@ struct Entry {
     host: Option<String>,
     /// Whether it holds its place there (see [`placement::live`]).
     live: bool,
+    /// The source that made it (`ao.dev/managed-by`).
+    managed_by: Option<String>,
 }
 
 impl Entry {
@@ -129,6 +131,11 @@ impl Entry {
             review_of: text("/spec/reviewOf"),
             host: placement::recorded_host(o).map(str::to_string),
             live: placement::live(o),
+            managed_by: o
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(aoctl_api::source::MANAGED_BY))
+                .and_then(Value::as_str)
+                .map(str::to_string),
         }
     }
 }
@@ -156,6 +163,8 @@ pub struct Index {
     projects: HashMap<String, Sessions>,
     /// The reviewer sessions of each worker, by name.
     reviewers: HashMap<String, BTreeSet<String>>,
+    /// The sessions each source made (by its `ao.dev/managed-by` value), by name.
+    managed: HashMap<String, BTreeSet<String>>,
 }
 
 /// What the index tells of one stored Session to whoever needs them all (the orphan collector).
@@ -194,6 +203,9 @@ impl Index {
         if let Some(worker) = e.review_of {
             self.reviewers.entry(worker).or_default().insert(name.to_string());
         }
+        if let Some(source) = e.managed_by {
+            self.managed.entry(source).or_default().insert(name.to_string());
+        }
         let p = self.projects.entry(e.project).or_default();
         p.count += 1;
         p.names.insert(name.to_string());
@@ -212,11 +224,11 @@ impl Index {
     }
 
     fn forget(&mut self, name: &str, e: Entry) {
-        if let Some(worker) = &e.review_of {
-            if let Some(names) = self.reviewers.get_mut(worker) {
+        for (by, key) in [(&mut self.reviewers, &e.review_of), (&mut self.managed, &e.managed_by)] {
+            if let Some(names) = key.as_ref().and_then(|k| by.get_mut(k)) {
                 names.remove(name);
                 if names.is_empty() {
-                    self.reviewers.remove(worker);
+                    by.remove(key.as_deref().unwrap_or_default());
                 }
             }
         }
@@ -292,6 +304,12 @@ impl Index {
             .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
+    }
+
+    /// The sessions source `mark` made (its `ao.dev/managed-by` value, e.g. `issuesource/bugs`),
+    /// by name.
+    pub fn managed_by(&self, mark: &str) -> BTreeSet<String> {
+        self.managed.get(mark).cloned().unwrap_or_default()
     }
 
     /// The sessions that review `worker` (`spec.reviewOf`), by name.
@@ -399,6 +417,9 @@ mod tests {
         if rng.below(3) == 0 {
             o["spec"]["reviewOf"] = json!(format!("s{}", rng.below(30)));
         }
+        if rng.below(3) > 0 {
+            o["metadata"]["annotations"] = json!({"ao.dev/managed-by": format!("issuesource/{}", rng.below(3))});
+        }
         match rng.below(4) {
             0 => o["status"]["runtime"] = json!({"kind": "tmux", "handle": "t"}),
             1 | 2 => {
@@ -485,6 +506,14 @@ mod tests {
                 })
                 .collect();
             assert_eq!(index.stored(), everyone, "step {step}");
+            for mark in (0..4).map(|i| format!("issuesource/{i}")) {
+                let made: BTreeSet<String> = all
+                    .iter()
+                    .filter(|o| o["metadata"]["annotations"]["ao.dev/managed-by"] == mark.as_str())
+                    .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+                    .collect();
+                assert_eq!(index.managed_by(&mark), made, "step {step}: made by {mark}");
+            }
         }
         assert!(index.sessions("p") > 0 && index.contenders("p") > 0, "the mix exercises every part");
         let reviewed = (0..30).filter(|i| !index.reviewers(&format!("s{i}")).is_empty()).count();
