@@ -112,12 +112,10 @@ impl Client {
         Ok(pull.into())
     }
 
-    /// Opens a pull request from `head` (a branch of this repository) into `base`.
-    #[allow(clippy::too_many_arguments)]
+    /// Opens a pull request in `(owner, repository)` from `head` (a branch of it) into `base`.
     pub async fn create_pull(
         &self,
-        owner: &str,
-        repo: &str,
+        (owner, repo): (&str, &str),
         head: &str,
         base: &str,
         title: &str,

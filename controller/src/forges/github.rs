@@ -103,7 +103,7 @@ impl Forge for GitHub {
         body: &str,
         draft: bool,
     ) -> Result<PullRequest, ForgeError> {
-        Ok(self.client.create_pull(&self.owner, &self.repo, head, base, title, body, draft).await?)
+        Ok(self.client.create_pull((&self.owner, &self.repo), head, base, title, body, draft).await?)
     }
 
     async fn checks(&self, sha: &str) -> Result<Checks, ForgeError> {

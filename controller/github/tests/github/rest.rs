@@ -115,14 +115,17 @@ async fn create_pull_sends_the_documented_body() {
         ],
     );
 
-    let pr = client.create_pull("octocat", "Hello-World", "demo/new", "main", "Fix login", "Body", true).await.unwrap();
+    let pr =
+        client.create_pull(("octocat", "Hello-World"), "demo/new", "main", "Fix login", "Body", true).await.unwrap();
     assert_eq!((pr.number, pr.draft, pr.mergeable), (1348, true, None));
     assert_eq!(s.seen()[0].method, "POST");
     let sent = s.seen()[0].json();
     assert_eq!(sent, json!({"title": "Fix login", "head": "demo/new", "base": "main", "body": "Body", "draft": true}));
 
-    let err =
-        client.create_pull("octocat", "Hello-World", "demo/new", "main", "Fix login", "Body", true).await.unwrap_err();
+    let err = client
+        .create_pull(("octocat", "Hello-World"), "demo/new", "main", "Fix login", "Body", true)
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err.kind, ErrorKind::Rejected { status: 422, .. }) && err.to_string().contains("already exists"),
         "{err}"
