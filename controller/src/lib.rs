@@ -20,6 +20,7 @@ pub mod recorder;
 pub mod restore;
 mod serve;
 pub mod typing;
+pub mod wakeups;
 
 pub use serve::{serve, serve_on, ServeError, ServeOptions, StoreBackend, TOKEN_FILE};
 

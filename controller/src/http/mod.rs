@@ -38,8 +38,9 @@ pub struct AppState {
     pub store: Store,
     pub metrics: Arc<Metrics>,
     pub fleet: Arc<Fleet>,
-    /// The session reconciler's memory: a webhook asks it to poll a session's pull request.
-    pub session_state: Arc<crate::reconcilers::session::State>,
+    /// Where a webhook asks the reconcilers to poll a session's pull request or a source's
+    /// tracker at their next pass.
+    pub wakeups: Arc<dyn crate::wakeups::Wakeups>,
     /// The projects' forges: a verified webhook tells them the project's webhooks work.
     pub forges: Arc<crate::forges::Hub>,
     /// Reconciles a session at once (webhooks).
@@ -48,8 +49,6 @@ pub struct AppState {
     pub gitsources: aoctl_engine::Trigger,
     /// Polls an IssueSource at once (issues webhooks).
     pub issuesources: aoctl_engine::Trigger,
-    /// Where the webhook handler asks the IssueSource reconciler for a poll at its next pass.
-    pub issuesource_state: Arc<crate::reconcilers::issuesource::State>,
     /// Set once the store is loaded and the controllers run.
     pub ready: Arc<AtomicBool>,
     /// The bearer token, the hosts served and the other access rules (DESIGN §8).

@@ -25,6 +25,20 @@ const OBJECTS: &str = "/apis/ao.dev/v1alpha1";
 const SECRET_ENV: &str = "AOCTL_ROUTER_TEST_WEBHOOK_SECRET";
 const SECRET: &str = "router-test-webhook-secret";
 
+/// The wakeups the webhook handlers left, by session and by source.
+#[derive(Default)]
+struct Heard(std::sync::Mutex<Vec<String>>);
+
+impl crate::wakeups::Wakeups for Heard {
+    fn session_heard(&self, session: &str) {
+        self.0.lock().unwrap().push(format!("session {session}"));
+    }
+
+    fn source_heard(&self, source: &str) {
+        self.0.lock().unwrap().push(format!("source {source}"));
+    }
+}
+
 /// A router over a fresh store, and what the tests read behind it.
 struct Api {
     router: Router,
@@ -49,12 +63,11 @@ async fn api() -> Api {
         store: store.clone(),
         metrics: metrics.clone(),
         fleet: Arc::new(crate::fleet::Fleet::new(dir.path())),
-        session_state: Default::default(),
+        wakeups: Arc::new(Heard::default()),
         forges: Arc::new(crate::forges::Hub::counted_in(&metrics)),
         sessions: trigger("session"),
         gitsources: trigger("gitsource"),
         issuesources: trigger("issuesource"),
-        issuesource_state: Default::default(),
         ready: Arc::new(AtomicBool::new(true)),
         access: Arc::new(Access::new(TOKEN, listen, &[])),
         deliveries: Default::default(),

@@ -203,7 +203,7 @@ async fn poll_issue_sources(state: &AppState, projects: &[&Project]) -> Result<V
     let (sources, _) = state.store.list_typed::<IssueSource>(&Selector::everything()).await?;
     let mut triggered = vec![];
     for source in sources.iter().filter(|i| projects.iter().any(|p| p.metadata.name == i.spec.project)) {
-        state.issuesource_state.poll_now(&source.metadata.name);
+        state.wakeups.source_heard(&source.metadata.name);
         state.issuesources.trigger(&source.metadata.name);
         triggered.push(source.metadata.name.clone());
     }
@@ -223,7 +223,7 @@ async fn wake_sessions(
         let branch = s.status.workspace.as_ref().map(|w| w.branch.as_str()).unwrap_or_default();
         let number = s.status.pull_request.as_ref().map(|p| p.number);
         if concerns(branch, number) {
-            state.session_state.webhook_arrived(&s.metadata.name);
+            state.wakeups.session_heard(&s.metadata.name);
             state.sessions.trigger(&s.metadata.name);
             triggered.push(s.metadata.name.clone());
         }

@@ -53,3 +53,19 @@ impl Error {
         }
     }
 }
+
+/// The memory the session and IssueSource reconcilers share with the webhook handlers.
+pub struct Memory {
+    pub sessions: std::sync::Arc<session::State>,
+    pub sources: std::sync::Arc<issuesource::State>,
+}
+
+impl crate::wakeups::Wakeups for Memory {
+    fn session_heard(&self, session: &str) {
+        self.sessions.webhook_arrived(session);
+    }
+
+    fn source_heard(&self, source: &str) {
+        self.sources.poll_now(source);
+    }
+}
