@@ -18,58 +18,44 @@ const USAGE = `usage: node server.js --port P --project GROUP/NAME --git-dir DIR
 // GitLab's username rule, simplified: letters, digits, '_', '-' and '.', not starting with '-'.
 const USERNAME = /^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,254}$/;
 
-function parseArgs(argv) {
+const { parseArgs, serve } = require('../standin-kit/cli.js');
+
+function parse(argv) {
+  const takes = ['--port', '--host', '--project', '--git-dir', '--token', '--webhook-url', '--webhook-token', '--username', '--web-url', '--identity', '--member'];
   const opts = { port: 0, host: '127.0.0.1', projects: [], gitDirs: [], webUrl: 'http://gitlab.example', username: 'octo', identities: [], members: [] };
-  const takes = new Set(['--port', '--host', '--project', '--git-dir', '--token', '--webhook-url', '--webhook-token', '--username', '--web-url', '--identity', '--member']);
-  for (let i = 0; i < argv.length; i++) {
-    let arg = argv[i];
-    let value;
-    const eq = arg.indexOf('=');
-    if (arg.startsWith('--') && eq > 0) {
-      value = arg.slice(eq + 1);
-      arg = arg.slice(0, eq);
-    }
-    if (arg === '-h' || arg === '--help') {
-      process.stdout.write(`${USAGE}\n`);
-      process.exit(0);
-    }
-    if (!takes.has(arg)) throw new Error(`unknown argument ${arg}`);
-    if (value === undefined) {
-      value = argv[++i];
-      if (value === undefined) throw new Error(`${arg} needs a value`);
-    }
-    switch (arg) {
-      case '--port':
-        opts.port = Number(value);
-        if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) throw new Error(`bad port ${value}`);
-        break;
-      case '--host': opts.host = value; break;
-      case '--project': opts.projects.push(value); break;
-      case '--git-dir': opts.gitDirs.push(value); break;
-      case '--token': opts.token = value; break;
-      case '--webhook-url': opts.webhookUrl = value; break;
-      case '--webhook-token': opts.webhookToken = value; break;
-      case '--username': opts.username = value; break;
-      case '--web-url': opts.webUrl = value; break;
-      case '--identity': {
-        // TOKEN=USER; the user is after the last '=', so a token may contain '='.
-        const at = value.lastIndexOf('=');
-        const token = at > 0 ? value.slice(0, at) : '';
-        const user = at > 0 ? value.slice(at + 1) : '';
-        if (!token || /\s/.test(token)) throw new Error(`--identity needs TOKEN=USER, not ${JSON.stringify(value)}`);
-        if (!USERNAME.test(user)) throw new Error(`--identity ${JSON.stringify(value)}: bad username ${JSON.stringify(user)}`);
-        opts.identities.push({ token, username: user });
-        break;
+  parseArgs(argv, {
+    usage: USAGE,
+    takes,
+    opts,
+    set(opts, arg, value) {
+      switch (arg) {
+        case '--project': opts.projects.push(value); break;
+        case '--git-dir': opts.gitDirs.push(value); break;
+        case '--token': opts.token = value; break;
+        case '--webhook-url': opts.webhookUrl = value; break;
+        case '--webhook-token': opts.webhookToken = value; break;
+        case '--username': opts.username = value; break;
+        case '--web-url': opts.webUrl = value; break;
+        case '--identity': {
+          // TOKEN=USER; the user is after the last '=', so a token may contain '='.
+          const at = value.lastIndexOf('=');
+          const token = at > 0 ? value.slice(0, at) : '';
+          const user = at > 0 ? value.slice(at + 1) : '';
+          if (!token || /\s/.test(token)) throw new Error(`--identity needs TOKEN=USER, not ${JSON.stringify(value)}`);
+          if (!USERNAME.test(user)) throw new Error(`--identity ${JSON.stringify(value)}: bad username ${JSON.stringify(user)}`);
+          opts.identities.push({ token, username: user });
+          break;
+        }
+        case '--member': {
+          // USER=LEVEL: a member of every project at GitLab's access level LEVEL (10 … 50).
+          const [user, level] = value.split('=');
+          if (!USERNAME.test(user || '') || ![10, 20, 30, 40, 50].includes(Number(level))) throw new Error(`--member needs USER=LEVEL with LEVEL 10, 20, 30, 40 or 50, not ${JSON.stringify(value)}`);
+          opts.members.push({ username: user, level: Number(level) });
+          break;
+        }
       }
-      case '--member': {
-        // USER=LEVEL: a member of every project at GitLab's access level LEVEL (10 … 50).
-        const [user, level] = value.split('=');
-        if (!USERNAME.test(user || '') || ![10, 20, 30, 40, 50].includes(Number(level))) throw new Error(`--member needs USER=LEVEL with LEVEL 10, 20, 30, 40 or 50, not ${JSON.stringify(value)}`);
-        opts.members.push({ username: user, level: Number(level) });
-        break;
-      }
-    }
-  }
+    },
+  });
   if (!USERNAME.test(opts.username)) throw new Error(`bad --username ${JSON.stringify(opts.username)}`);
   if (opts.token && /\s/.test(opts.token)) throw new Error('--token must not contain spaces');
   const owners = new Map(opts.token ? [[opts.token, opts.username]] : []);
@@ -83,34 +69,18 @@ function parseArgs(argv) {
   return opts;
 }
 
-async function main() {
-  let opts;
-  try {
-    opts = parseArgs(process.argv.slice(2));
-  } catch (e) {
-    process.stderr.write(`gitlab-standin: ${e.message}\n${USAGE}\n`);
-    process.exit(2);
-  }
-  const standin = new StandIn({
-    projects: opts.projects.map((path, i) => ({ path, gitDir: opts.gitDirs[i] })),
-    token: opts.token,
-    identities: opts.identities,
-    members: opts.members,
-    webhook: opts.webhookUrl ? { url: opts.webhookUrl, token: opts.webhookToken } : null,
-    username: opts.username,
-    webUrl: opts.webUrl,
-  });
-  try {
-    await standin.init();
-  } catch (e) {
-    process.stderr.write(`gitlab-standin: ${e.message}\n`);
-    process.exit(1);
-  }
-  const port = await standin.listen(opts.port, opts.host);
-  process.stdout.write(`listening on ${opts.host}:${port}\n`);
-  const stop = () => standin.close().then(() => process.exit(0));
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
-}
-
-main();
+serve({
+  name: 'gitlab-standin',
+  usage: USAGE,
+  parse,
+  make: (opts) =>
+    new StandIn({
+      projects: opts.projects.map((path, i) => ({ path, gitDir: opts.gitDirs[i] })),
+      token: opts.token,
+      identities: opts.identities,
+      members: opts.members,
+      webhook: opts.webhookUrl ? { url: opts.webhookUrl, token: opts.webhookToken } : null,
+      username: opts.username,
+      webUrl: opts.webUrl,
+    }),
+});

@@ -27,6 +27,11 @@ function run(gitDir, args, { env = {}, input, allowCodes = [0] } = {}) {
 }
 
 class Git {
+  // Who commits the merge and squash commits (a subclass names its forge), and the reflog
+  // message of a merge.
+  static COMMITTER = GITHUB_IDENTITY;
+  static MERGE_MESSAGE = 'github-standin: merge pull request';
+
   constructor(gitDir) {
     this.gitDir = gitDir;
     this.cache = new Map(); // memoised answers keyed by immutable inputs (SHAs)
@@ -173,8 +178,8 @@ class Git {
     const env = {
       GIT_AUTHOR_NAME: author.name,
       GIT_AUTHOR_EMAIL: author.email,
-      GIT_COMMITTER_NAME: GITHUB_IDENTITY.name,
-      GIT_COMMITTER_EMAIL: GITHUB_IDENTITY.email,
+      GIT_COMMITTER_NAME: this.constructor.COMMITTER.name,
+      GIT_COMMITTER_EMAIL: this.constructor.COMMITTER.email,
     };
     if (author.date) env.GIT_AUTHOR_DATE = author.date;
     const r = await this.run(args, { env, input: message });
@@ -183,7 +188,7 @@ class Git {
 
   // Moves refs/heads/BRANCH from `oldSha` to `newSha`; false when it had moved meanwhile.
   async updateBranch(branch, newSha, oldSha) {
-    const r = await this.run(['update-ref', '-m', 'github-standin: merge pull request', `refs/heads/${branch}`, newSha, oldSha], {
+    const r = await this.run(['update-ref', '-m', this.constructor.MERGE_MESSAGE, `refs/heads/${branch}`, newSha, oldSha], {
       allowCodes: [0, 1, 128],
     });
     return r.code === 0;

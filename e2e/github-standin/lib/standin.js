@@ -6,6 +6,8 @@
 const crypto = require('node:crypto');
 const http = require('node:http');
 
+const { readBody } = require('../../standin-kit/http.js');
+
 const clock = require('./clock');
 const { Description } = require('./openapi');
 const { Git } = require('./git');
@@ -125,22 +127,6 @@ function setPath(obj, path, value, del) {
   const last = parts[parts.length - 1];
   if (del) delete node[last];
   else node[last] = value;
-}
-
-function readBody(req) {
-  return new Promise((resolve, reject) => {
-    const chunks = [];
-    let size = 0;
-    req.on('data', (c) => {
-      size += c.length;
-      if (size > 10 * 1024 * 1024) {
-        reject(new Error('request body too large'));
-        req.destroy();
-      } else chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
 }
 
 class Mutex {

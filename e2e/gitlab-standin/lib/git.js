@@ -7,24 +7,8 @@ const { Git: BaseGit } = require('../../github-standin/lib/git.js');
 const GITLAB_IDENTITY = { name: 'GitLab', email: 'noreply@gitlab.example' };
 
 class Git extends BaseGit {
-  async commitTree(tree, parents, message, author) {
-    const args = ['commit-tree', tree];
-    for (const p of parents) args.push('-p', p);
-    const env = {
-      GIT_AUTHOR_NAME: author.name,
-      GIT_AUTHOR_EMAIL: author.email,
-      GIT_COMMITTER_NAME: GITLAB_IDENTITY.name,
-      GIT_COMMITTER_EMAIL: GITLAB_IDENTITY.email,
-    };
-    if (author.date) env.GIT_AUTHOR_DATE = author.date;
-    const r = await this.run(args, { env, input: message });
-    return r.stdout.trim();
-  }
-
-  async updateBranch(branch, newSha, oldSha) {
-    const r = await this.run(['update-ref', '-m', 'gitlab-standin: merge', `refs/heads/${branch}`, newSha, oldSha], { allowCodes: [0, 1, 128] });
-    return r.code === 0;
-  }
+  static COMMITTER = GITLAB_IDENTITY;
+  static MERGE_MESSAGE = 'gitlab-standin: merge';
 
   async deleteBranch(branch, oldSha) {
     const r = await this.run(['update-ref', '-d', `refs/heads/${branch}`, oldSha], { allowCodes: [0, 1, 128] });

@@ -2,6 +2,8 @@
 // the trace format of GitLab's job logs.
 'use strict';
 
+const { readBody } = require('../../standin-kit/http.js');
+
 const crypto = require('node:crypto');
 
 class Reply {
@@ -49,22 +51,6 @@ function hookTime(ms) {
 function stableId(text, range = 9000000) {
   const h = crypto.createHash('sha256').update(text).digest();
   return 1000 + (h.readUInt32BE(0) % range);
-}
-
-function readBody(req) {
-  return new Promise((resolve, reject) => {
-    const chunks = [];
-    let size = 0;
-    req.on('data', (c) => {
-      size += c.length;
-      if (size > 10 * 1024 * 1024) {
-        reject(new Error('request body too large'));
-        req.destroy();
-      } else chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
 }
 
 // Form-encoded or JSON request bodies as GitLab accepts them.

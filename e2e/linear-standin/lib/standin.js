@@ -16,24 +16,13 @@ const REQUEST_LIMIT = 1500;
 const COMPLEXITY_LIMIT = 250000;
 const MAX_BODY = 4 * 1024 * 1024;
 
+const { readBody: readAll } = require('../../standin-kit/http.js');
+
+// A request's body as text.
+const readBody = async (req) => (await readAll(req, MAX_BODY)).toString('utf8');
+
 function linearError(message, code, type, extra = {}) {
   return { errors: [{ message, extensions: { code, type, userError: true, userPresentableMessage: extra.userPresentableMessage || message, ...extra } }] };
-}
-
-function readBody(req) {
-  return new Promise((resolve, reject) => {
-    const chunks = [];
-    let size = 0;
-    req.on('data', (c) => {
-      size += c.length;
-      if (size > MAX_BODY) {
-        reject(new Error('body too large'));
-        req.destroy();
-      } else chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
