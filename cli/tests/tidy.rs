@@ -1,6 +1,8 @@
 //! Rules of the code base that can be checked, checked over the whole workspace: every Rust file
 //! opens with a `//!` line; only the `runtimes` crate starts processes (tests excepted); `api/`,
-//! the wire contract, does no IO; the controller's machine side imports no reconciler.
+//! the wire contract, does no IO and reads the clock only through `Time::now`; the controller's
+//! machine side imports no reconciler; reconcilers write no spec but the sources' writes of the
+//! objects they own; the controller's modules form no import circle.
 
 use std::path::{Path, PathBuf};
 
@@ -338,4 +340,71 @@ fn no_reconciler_lists_every_session() {
     for code in fine {
         assert!(lists_every_session(code).is_empty(), "caught wrongly: {code}");
     }
+}
+
+#[test]
+fn api_reads_the_clock_only_through_time_now() {
+    let clock = regex::Regex::new(r"\b(?:SystemTime|Instant|Utc|Local|OffsetDateTime|Zoned|Timestamp)\s*::\s*now\b")
+        .expect("a regex");
+    let root = root();
+    let (mut found, mut through_time_now) = (vec![], 0);
+    for path in rust_files(&root.join("api")) {
+        let Some(code) = product_code(&path) else { continue };
+        let rel = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
+        // The function each line is in, as its header line.
+        let mut function = String::new();
+        for (n, line) in code.lines().enumerate() {
+            let code_part = line.split("//").next().unwrap_or_default();
+            if code_part.trim_start().starts_with("pub fn ") || code_part.trim_start().starts_with("fn ") {
+                function = code_part.trim().to_string();
+            }
+            if clock.is_match(code_part) {
+                if rel == "api/src/meta.rs" && function == "pub fn now() -> Time {" {
+                    through_time_now += 1;
+                } else {
+                    found.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "api/ reads the clock only in `Time::now` (api/src/meta.rs); pass the time in instead:\n{}",
+        found.join("\n")
+    );
+    assert_eq!(through_time_now, 1, "the check sees the one clock read, in Time::now");
+}
+
+/// The files under `controller/src/reconcilers/` that may write an object's spec (`Store::update`,
+/// `update_typed`, `Write::Update`): the sources, which write the objects they own — an
+/// IssueSource its sessions' `stopped`, a GitSource what its repository declares, never itself.
+const SPEC_WRITERS: &[&str] =
+    &["controller/src/reconcilers/issuesource.rs", "controller/src/reconcilers/gitsource/plan.rs"];
+
+#[test]
+fn reconcilers_write_no_spec_but_the_sources_of_what_they_own() {
+    let spec_write =
+        regex::Regex::new(r"\bstore(?:\(\))?\s*\.\s*update(?:_typed)?\s*\(|\bWrite::Update\s*\{").expect("a regex");
+    let root = root();
+    let (mut found, mut allowed) = (vec![], 0);
+    for path in rust_files(&root.join("controller/src/reconcilers")) {
+        let Some(code) = product_code(&path) else { continue };
+        let code: String =
+            code.lines().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n");
+        let rel = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
+        for m in spec_write.find_iter(&code) {
+            if SPEC_WRITERS.contains(&rel.as_str()) {
+                allowed += 1;
+            } else {
+                let line = code[..m.start()].lines().count().max(1);
+                found.push(format!("{rel}:{line}: {}", m.as_str().split_whitespace().collect::<String>()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "reconcilers write status and finalizers, not spec (only the sources write the objects they own):\n{}",
+        found.join("\n")
+    );
+    assert!(allowed >= SPEC_WRITERS.len(), "the check sees the sources' spec writes");
 }
