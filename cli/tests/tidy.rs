@@ -2,7 +2,7 @@
 //! opens with a `//!` line; only the `runtimes` crate starts processes (tests excepted); `api/`,
 //! the wire contract, does no IO and reads the clock only through `Time::now`; the controller's
 //! machine side imports no reconciler; reconcilers write no spec but the sources' writes of the
-//! objects they own; the controller's modules form no import circle.
+//! objects they own; the modules of no crate form an import circle.
 
 use std::path::{Path, PathBuf};
 
@@ -222,24 +222,40 @@ fn named_modules(code: &str, me: &[String], known: &std::collections::BTreeSet<V
     found.into_iter().collect()
 }
 
-#[test]
-fn the_controller_has_no_import_circle() {
-    let src = root().join("controller/src");
-    let files: Vec<PathBuf> = rust_files(&src);
-    let known: std::collections::BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
-    let mut edges: std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>> = Default::default();
+/// The workspace's member crates (`[workspace] members` of the top `Cargo.toml`), as folders.
+fn workspace_members() -> Vec<String> {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("the workspace's Cargo.toml");
+    let line = manifest.lines().find(|l| l.trim_start().starts_with("members")).expect("a members line");
+    let members: Vec<String> = line.split('"').skip(1).step_by(2).map(String::from).collect();
+    assert!(members.len() > 5, "the members are read from {line}");
+    members
+}
+
+/// The modules of one crate (its `src/` folder) and the modules of the same crate each names.
+type Imports = std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>;
+
+/// What each product module of the crate in `src` names of its own crate.
+fn imports(src: &Path) -> Imports {
+    let files: Vec<PathBuf> = rust_files(src);
+    let known: std::collections::BTreeSet<Vec<String>> = files.iter().map(|f| module_of(src, f)).collect();
+    let mut edges = Imports::new();
     for f in &files {
         let Some(code) = product_code(f) else { continue };
         // Comments name modules too (doc links); only code counts.
         let code: String =
             code.lines().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n");
-        let me = module_of(&src, f);
+        let me = module_of(src, f);
         edges.insert(me.clone(), named_modules(&code, &me, &known));
     }
+    edges
+}
+
+/// Every circle of `edges`, each as `crate::a -> crate::b -> crate::a`.
+fn circles(edges: &Imports) -> Vec<String> {
     // Depth-first search; a module met again while it is still open closes a circle.
     fn visit(
         m: &Vec<String>,
-        edges: &std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>,
+        edges: &Imports,
         open: &mut Vec<Vec<String>>,
         done: &mut std::collections::BTreeSet<Vec<String>>,
         circles: &mut Vec<String>,
@@ -259,12 +275,23 @@ fn the_controller_has_no_import_circle() {
         open.pop();
         done.insert(m.clone());
     }
-    let (mut open, mut done, mut circles) = (vec![], Default::default(), vec![]);
+    let (mut open, mut done, mut found) = (vec![], Default::default(), vec![]);
     for m in edges.keys() {
-        visit(m, &edges, &mut open, &mut done, &mut circles);
+        visit(m, edges, &mut open, &mut done, &mut found);
     }
-    assert!(circles.is_empty(), "modules of the controller that import each other:\n{}", circles.join("\n"));
+    found
+}
+
+#[test]
+fn no_crate_has_an_import_circle() {
+    let mut found = vec![];
+    for member in workspace_members() {
+        let edges = imports(&root().join(&member).join("src"));
+        found.extend(circles(&edges).into_iter().map(|c| format!("{member}: {c}")));
+    }
+    assert!(found.is_empty(), "modules of one crate that import each other:\n{}", found.join("\n"));
     // The check sees imports: the session reconciler names other modules of the controller.
+    let edges = imports(&root().join("controller/src"));
     let session = edges.get(&vec!["reconcilers".to_string(), "session".to_string()]).expect("the session reconciler");
     assert!(!session.is_empty(), "the session reconciler imports modules of the controller");
 }
