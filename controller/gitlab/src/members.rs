@@ -1,8 +1,8 @@
 //! Who may write to a project: the access level GitLab gives a user there (`GET
 //! /projects/:id/members/all/:user_id`, inherited memberships included), read once per user and
-//! kept for a while, so reading a merge request's notes or an issue source's issues costs a
-//! request only for an author not seen lately (`levels.rs`). Notes and issues do not carry it. Also who applied
-//! an issue's labels (`GET /projects/:id/issues/:issue_iid/resource_label_events`).
+//! kept for a while, so reading a merge request's notes or an issue source's issues costs a request
+//! only for an author not seen lately (`levels.rs`). Notes and issues do not carry it. Also who
+//! applied an issue's labels (`GET /projects/:id/issues/:issue_iid/resource_label_events`).
 
 use std::time::Instant;
 
