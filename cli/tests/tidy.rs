@@ -2,7 +2,8 @@
 //! opens with a `//!` line; only the `runtimes` crate starts processes (tests excepted); `api/`,
 //! the wire contract, does no IO and reads the clock only through `Time::now`; the controller's
 //! machine side imports no reconciler; reconcilers write no spec but the sources' writes of the
-//! objects they own; the modules of no crate form an import circle.
+//! objects they own, and list no Session kind whole; the modules of no crate form an import
+//! circle.
 
 use std::path::{Path, PathBuf};
 
