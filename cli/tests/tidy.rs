@@ -1,7 +1,7 @@
 //! Rules of the code base that can be checked, checked over the whole workspace: every Rust file
 //! opens with a `//!` line; only the `runtimes` crate starts processes (tests excepted); `api/`,
 //! the wire contract, does no IO and reads the clock only through `Time::now`; the controller's
-//! machine side imports no reconciler; reconcilers write no spec but the sources' writes of the
+//! machine side and HTTP handlers import no reconciler; reconcilers write no spec but the sources' writes of the
 //! objects they own, and list no Session kind whole; the modules of no crate form an import
 //! circle.
 
