@@ -3,7 +3,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::condition::validate_reason;
 use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta, Time};
+use crate::validate::{dns1123_label, validate_meta, Errors, FieldError, Validate};
 
 /// `Normal` or `Warning`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -85,5 +87,16 @@ impl Event {
             last_timestamp: now,
             source: source.to_string(),
         }
+    }
+}
+
+impl Validate for Event {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errs = vec![];
+        validate_meta(&self.metadata, &mut errs);
+        let mut e = Errors(errs);
+        e.check("involvedObject.name", dns1123_label(&self.involved_object.name));
+        e.check("reason", validate_reason(&self.reason));
+        e.0
     }
 }

@@ -3,9 +3,14 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::agent::RuntimeKind;
 use crate::condition::Condition;
 use crate::duration::Duration;
 use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta};
+use crate::validate::{
+    at_least_a_second, env_name, git_ref, http_url, is_absolute, relative_path, validate_meta, Errors, FieldError,
+    Validate,
+};
 
 /// Manifests from git: each revision of `spec.ref` is applied whole, or not at all.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -86,7 +91,7 @@ pub struct SourcePolicy {
     /// The runtime every Session and IssueSource template must name, and every runtime it
     /// declares must be (e.g. `docker`, for agents you do not trust); any when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<crate::session::RuntimeKind>,
+    pub runtime: Option<RuntimeKind>,
     /// Whether an `env` value may be `$(NAME)`, which hands an agent the controller's variable
     /// `NAME` (a token too); off when absent.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -101,8 +106,7 @@ impl SourcePolicy {
 
     /// What is wrong with the policy itself: kinds it does not know, roots that are not absolute
     /// or climb with `..`.
-    pub fn validate(&self) -> Vec<crate::validate::FieldError> {
-        use crate::validate::FieldError;
+    pub fn validate(&self) -> Vec<FieldError> {
         let mut errors = vec![];
         for (i, k) in self.kinds.iter().enumerate() {
             if !Self::KINDS.iter().any(|kind| kind.as_str() == k) {
@@ -250,9 +254,151 @@ pub mod conditions {
     pub const PROGRESSING: &str = "Progressing";
 }
 
+impl Validate for GitSource {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errs = vec![];
+        validate_meta(&self.metadata, &mut errs);
+        let mut e = Errors(errs);
+        let s = &self.spec;
+        e.check("spec.url", source_url(&s.url));
+        if let Some(r) = &s.git_ref {
+            let set = [&r.branch, &r.tag, &r.commit].iter().filter(|v| v.is_some()).count();
+            if set != 1 {
+                e.check("spec.ref", Err("must name exactly one of branch, tag and commit".into()));
+            }
+            if let Some(b) = &r.branch {
+                e.check("spec.ref.branch", git_ref(b));
+            }
+            if let Some(t) = &r.tag {
+                e.check("spec.ref.tag", git_ref(t));
+            }
+            if let Some(c) = &r.commit {
+                if c.len() != 40 || !c.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                    e.check(
+                        "spec.ref.commit",
+                        Err(format!("`{c}` is not a full commit id (40 lower-case hex digits)")),
+                    );
+                }
+            }
+        }
+        if let Some(p) = &s.path {
+            if p != "." && p != "./" {
+                e.check("spec.path", relative_path(p.trim_start_matches("./")));
+            }
+        }
+        if let Some(i) = s.interval {
+            e.check("spec.interval", at_least_a_second(i));
+        }
+        if let Some(v) = &s.token_env {
+            e.check("spec.tokenEnv", env_name(v));
+            if !(s.url.starts_with("https://") || loopback_http(&s.url)) {
+                e.check(
+                    "spec.tokenEnv",
+                    Err("a token is only sent to an https:// URL (or http:// on this machine)".into()),
+                );
+            }
+        }
+        if let Some(v) = &s.webhook_secret_env {
+            e.check("spec.webhookSecretEnv", env_name(v));
+        }
+        if let Some(p) = &s.policy {
+            e.0.extend(p.validate());
+        }
+        e.0
+    }
+}
+
+/// The repository URLs a GitSource fetches: a local absolute path, `file://` or `http(s)://`.
+fn source_url(url: &str) -> Result<(), String> {
+    if url.is_empty() {
+        return Err("is required: an absolute path, a file:// URL or an https:// URL".into());
+    }
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!("`{}` contains a space or a control character", url.escape_debug()));
+    }
+    if url.starts_with("https://") || url.starts_with("http://") {
+        return http_url(url);
+    }
+    if let Some(p) = url.strip_prefix("file://") {
+        return if p.starts_with('/') { Ok(()) } else { Err(format!("`{url}` must name an absolute path")) };
+    }
+    if is_absolute(url) {
+        return Ok(());
+    }
+    Err(format!("`{url}` is not a repository aoctl fetches: use an absolute path, file:// or https://"))
+}
+
+/// Whether `url` is `http://` to this machine's loopback address.
+fn loopback_http(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else { return false };
+    let authority = rest.split('/').next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host_port.split(':').next().unwrap_or(""),
+    };
+    matches!(host, "127.0.0.1" | "localhost" | "::1")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gitsources() {
+        let with = |spec: GitSourceSpec| {
+            let g = GitSource {
+                metadata: ObjectMeta { name: "fleet".into(), ..Default::default() },
+                spec,
+                ..Default::default()
+            };
+            g.validate().into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>()
+        };
+        let spec = |url: &str| GitSourceSpec { url: url.into(), ..Default::default() };
+        for ok in
+            ["/srv/git/fleet.git", "file:///srv/git/fleet", "https://github.com/o/fleet.git", "http://127.0.0.1:9/f"]
+        {
+            assert_eq!(with(spec(ok)), Vec::<String>::new(), "{ok}");
+        }
+        for bad in ["", "fleet", "ssh://git@host/f", "git@github.com:o/f", "ext::sh -c x", "file://rel", "/a b"] {
+            assert_eq!(with(spec(bad)).len(), 1, "{bad}");
+        }
+        let two = GitRef { branch: Some("main".into()), tag: Some("v1".into()), commit: None };
+        assert_eq!(
+            with(GitSourceSpec { git_ref: Some(two), ..spec("/r") }),
+            ["spec.ref: must name exactly one of branch, tag and commit"]
+        );
+        let short = GitRef { commit: Some("abc123".into()), ..Default::default() };
+        assert_eq!(with(GitSourceSpec { git_ref: Some(short), ..spec("/r") }).len(), 1);
+        assert_eq!(with(GitSourceSpec { path: Some("../up".into()), ..spec("/r") }).len(), 1);
+        assert_eq!(with(GitSourceSpec { path: Some("./sessions".into()), ..spec("/r") }), Vec::<String>::new());
+        let policy = |p: SourcePolicy| with(GitSourceSpec { policy: Some(p), ..spec("/r") });
+        let good = SourcePolicy {
+            kinds: vec!["Project".into(), "Session".into()],
+            project_roots: vec!["/srv/repos".into()],
+            ..Default::default()
+        };
+        assert_eq!(policy(good.clone()), Vec::<String>::new());
+        let bad = SourcePolicy {
+            kinds: vec!["Event".into()],
+            project_roots: vec!["repos".into(), "/srv/../etc".into()],
+            ..good
+        };
+        assert_eq!(
+            policy(bad),
+            [
+                "spec.policy.kinds[0]: `Event` is not one of Project, Session, IssueSource, GitSource",
+                "spec.policy.projectRoots[0]: `repos` must be an absolute path without `..`",
+                "spec.policy.projectRoots[1]: `/srv/../etc` must be an absolute path without `..`"
+            ]
+        );
+        let token = |url: &str| with(GitSourceSpec { token_env: Some("FLEET_TOKEN".into()), ..spec(url) });
+        assert_eq!(token("https://github.com/o/f"), Vec::<String>::new());
+        assert_eq!(token("http://localhost:8080/f"), Vec::<String>::new());
+        assert_eq!(token("http://[::1]:8080/f"), Vec::<String>::new());
+        assert_eq!(token("http://example.com/f").len(), 1, "a token never travels in the clear");
+        assert_eq!(token("/srv/f").len(), 1);
+    }
 
     #[test]
     fn revisions_name_the_ref_and_the_commit() {

@@ -7,14 +7,15 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::agent::{AgentRef, DockerSpec, Permissions, RestartPolicy, RuntimeKind, WorkspaceKind};
 use crate::condition::Condition;
 use crate::duration::Duration;
 use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta};
 use crate::reactions::Reactions;
 use crate::review::ReviewSpec;
-use crate::session::{
-    AgentRef, DockerSpec, Permissions, PullRequestSpec, RestartPolicy, RuntimeKind, SessionSpec, WorkspaceKind,
-};
+use crate::session::{PullRequestSpec, Session, SessionSpec};
+use crate::validate::forges::{labels, team_key, MAX_LABEL};
+use crate::validate::{at_least_a_second, check_labels, dns1123_label, validate_meta, Errors, FieldError, Validate};
 
 /// A backlog as sessions: every matching open issue gets a Session named `<source>-<number>`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -361,9 +362,154 @@ pub mod conditions {
     pub const ISSUE_VOUCHED: &str = "IssueVouched";
 }
 
+/// The longest IssueSource name: `<name>-<number>` must still be a DNS label for issue numbers of
+/// up to ten digits.
+pub const MAX_ISSUESOURCE_NAME: usize = 52;
+
+impl Validate for IssueSource {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errs = vec![];
+        validate_meta(&self.metadata, &mut errs);
+        let mut e = Errors(errs);
+        if self.metadata.name.len() > MAX_ISSUESOURCE_NAME {
+            e.check(
+                "metadata.name",
+                Err(format!(
+                    "is {} characters long; at most {MAX_ISSUESOURCE_NAME} are allowed, so that `<name>-<issue number>` names a session",
+                    self.metadata.name.len()
+                )),
+            );
+        }
+        let s = &self.spec;
+        if s.project.is_empty() {
+            e.check("spec.project", Err("is required: the name of the Project whose issues become sessions".into()));
+        } else {
+            e.check("spec.project", dns1123_label(&s.project));
+        }
+        check_issue_query(s, &mut e);
+        if s.max_sessions == Some(0) {
+            e.check("spec.maxSessions", Err("must be at least 1 (delete the source to have no sessions)".into()));
+        }
+        if let Some(i) = s.interval {
+            e.check("spec.interval", at_least_a_second(i));
+        }
+        let t = &s.template;
+        if let Some(p) = &t.prompt {
+            for name in placeholders(p) {
+                if !PLACEHOLDERS.contains(&name) {
+                    e.check(
+                        "spec.template.prompt",
+                        Err(format!(
+                            "`{{{{{name}}}}}` is not a placeholder; use {}",
+                            PLACEHOLDERS.map(|p| format!("{{{{{p}}}}}")).join(", ")
+                        )),
+                    );
+                }
+            }
+        }
+        check_labels("spec.template.labels", &t.labels, &mut e, true);
+        // The rest of the template is checked as the spec of a session made from it.
+        let spec = t.to_spec(if s.project.is_empty() { "p" } else { &s.project }, &Default::default());
+        let session =
+            Session { metadata: ObjectMeta { name: "s-1".into(), ..Default::default() }, spec, ..Default::default() };
+        for fe in session.validate() {
+            if let Some(rest) = fe.field.strip_prefix("spec.") {
+                if !rest.starts_with("project") && !rest.starts_with("issue") {
+                    e.0.push(FieldError::new(format!("spec.template.{rest}"), fe.message));
+                }
+            }
+        }
+        e.0
+    }
+}
+
+/// Checks the one tracker query of an IssueSource.
+fn check_issue_query(s: &IssueSourceSpec, e: &mut Errors) {
+    let github_set = !s.github.labels.is_empty() || s.github.state.is_some();
+    let set = [github_set, s.gitlab.is_some(), s.linear.is_some()].iter().filter(|b| **b).count();
+    if set > 1 {
+        e.check("spec", Err("sets more than one of github, gitlab and linear: a source reads one tracker".into()));
+    }
+    labels(e, "spec.github.labels", &s.github.labels, "GitHub");
+    if let Some(g) = &s.gitlab {
+        labels(e, "spec.gitlab.labels", &g.labels, "GitLab");
+    }
+    if let Some(l) = &s.linear {
+        e.check("spec.linear.team", team_key(&l.team));
+        labels(e, "spec.linear.labels", &l.labels, "Linear");
+        for (i, st) in l.states.iter().enumerate() {
+            if st.trim().is_empty() || st.chars().count() > MAX_LABEL || st.chars().any(char::is_control) {
+                e.check(
+                    format!("spec.linear.states[{i}]"),
+                    Err(format!("`{}` is not a workflow state name", st.escape_debug())),
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn errors(check: impl FnOnce(&mut Errors)) -> Vec<String> {
+        let mut e = Errors(vec![]);
+        check(&mut e);
+        e.0.into_iter().map(|f| f.to_string()).collect()
+    }
+
+    #[test]
+    fn issuesources() {
+        let with = |name: &str, spec: IssueSourceSpec| {
+            let i = IssueSource {
+                metadata: ObjectMeta { name: name.into(), ..Default::default() },
+                spec,
+                ..Default::default()
+            };
+            i.validate().into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>()
+        };
+        let spec = IssueSourceSpec { project: "demo".into(), ..Default::default() };
+        assert_eq!(with("bugs", spec.clone()), Vec::<String>::new());
+        assert_eq!(with(&"b".repeat(53), spec.clone()).len(), 1, "no room left for the issue number");
+        assert_eq!(with("bugs", IssueSourceSpec { project: String::new(), ..spec.clone() }).len(), 1);
+        assert_eq!(with("bugs", IssueSourceSpec { max_sessions: Some(0), ..spec.clone() }).len(), 1);
+        let mut labels = spec.clone();
+        labels.github.labels = vec!["agent".into(), "a,b".into()];
+        assert_eq!(
+            with("bugs", labels),
+            ["spec.github.labels[1]: `a,b` is not a GitHub label name (1 to 50 characters, no comma)"]
+        );
+        let template = |t: SessionTemplate| with("bugs", IssueSourceSpec { template: t, ..spec.clone() });
+        let prompt = |p: &str| template(SessionTemplate { prompt: Some(p.into()), ..Default::default() });
+        assert_eq!(prompt("Fix #{{number}}: {{ title }}\n{{body}} {{labels}} {{url}}"), Vec::<String>::new());
+        assert_eq!(
+            prompt("Fix {{nubmer}}"),
+            ["spec.template.prompt: `{{nubmer}}` is not a placeholder; use {{number}}, {{reference}}, {{title}}, {{body}}, {{labels}}, {{url}}"]
+        );
+        let env = SessionTemplate { env: [("1BAD".to_string(), "x".to_string())].into(), ..Default::default() };
+        assert_eq!(template(env).len(), 1);
+        let bad_ref = SessionTemplate { base_ref: Some("a..b".into()), ..Default::default() };
+        assert!(template(bad_ref)[0].starts_with("spec.template.baseRef: "));
+    }
+
+    #[test]
+    fn a_source_queries_one_tracker() {
+        let mut s = IssueSourceSpec {
+            linear: Some(LinearIssueQuery { team: "ENG".into(), labels: vec!["agent".into()], states: vec![] }),
+            ..Default::default()
+        };
+        assert_eq!(errors(|e| check_issue_query(&s, e)), Vec::<String>::new());
+        s.gitlab = Some(GitlabIssueQuery { labels: vec!["a,b".into()], state: None });
+        s.linear.as_mut().unwrap().team = "eng".into();
+        s.linear.as_mut().unwrap().states = vec![" ".into()];
+        let found = errors(|e| check_issue_query(&s, e));
+        let fields: Vec<&str> = found.iter().map(|m| m.split(':').next().unwrap_or_default()).collect();
+        assert_eq!(
+            fields,
+            ["spec", "spec.gitlab.labels[0]", "spec.linear.team", "spec.linear.states[0]"],
+            "{found:#?}"
+        );
+    }
 
     fn issue() -> IssueFields {
         IssueFields {

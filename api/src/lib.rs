@@ -3,6 +3,7 @@
 //! (`Status`, watch lines, lists, tables, the messages of multiplexed streams) and the backup file.
 //! This crate does no IO.
 
+pub mod agent;
 pub mod backup;
 pub mod condition;
 pub mod crd;

@@ -229,6 +229,23 @@ macro_rules! resource_impl {
 }
 pub(crate) use resource_impl;
 
+/// A fieldless enum written as fixed strings: serde and JSON Schema by those strings, `as_str`
+/// and `Display`.
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+        pub enum $name { $($(#[$vm])* #[serde(rename = $text)] $variant),+ }
+        impl $name {
+            pub fn as_str(self) -> &'static str { match self { $($name::$variant => $text),+ } }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+    };
+}
+pub(crate) use string_enum;
+
 /// Serde helper for the `kind` field of one kind.
 pub(crate) fn check_kind<'de, D: Deserializer<'de>>(d: D, want: Kind) -> Result<String, D::Error> {
     let s = String::deserialize(d)?;

@@ -5,11 +5,15 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::agent::{check_agent, check_docker, AgentRef, DockerSpec, RuntimeKind, WorkspaceKind};
 use crate::condition::Condition;
 use crate::duration::Duration;
 use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta, Time};
 use crate::reactions::Reactions;
-use crate::session::{AgentRef, DockerSpec, RuntimeKind, Usage, WorkspaceKind};
+use crate::review::check_review;
+use crate::session::Usage;
+use crate::validate::forges::{api_url, env_var, poll, project_path};
+use crate::validate::{git_ref, http_url, is_absolute, relative_path, validate_meta, Errors, FieldError, Validate};
 
 /// A repository and the defaults its sessions share.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -380,9 +384,227 @@ impl ProjectStatus {
     }
 }
 
+/// The most worktrees a project's warm pool may keep.
+pub const MAX_POOL_SIZE: u32 = 100;
+
+impl Validate for Project {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errs = vec![];
+        validate_meta(&self.metadata, &mut errs);
+        let mut e = Errors(errs);
+        let s = &self.spec;
+        if s.path.is_empty() {
+            e.check("spec.path", Err("is required: the absolute path of a local git repository".into()));
+        } else if !is_absolute(&s.path) || s.path.contains('\0') {
+            e.check("spec.path", Err(format!("`{}` must be an absolute path", s.path)));
+        }
+        check_forges(s, &mut e);
+        if let Some(b) = &s.default_branch {
+            e.check("spec.defaultBranch", git_ref(b));
+        }
+        if let Some(p) = &s.session_prefix {
+            e.check("spec.sessionPrefix", git_ref(p));
+        }
+        if let Some(d) = &s.defaults {
+            if let Some(a) = &d.agent {
+                check_agent("spec.defaults.agent", a, &mut e);
+            }
+        }
+        if let Some(setup) = &s.setup {
+            for (i, p) in setup.copy.iter().enumerate() {
+                e.check(format!("spec.setup.copy[{i}]"), relative_path(p));
+            }
+            for (i, p) in setup.symlink.iter().enumerate() {
+                e.check(format!("spec.setup.symlink[{i}]"), relative_path(p));
+            }
+            for (i, c) in setup.commands.iter().enumerate() {
+                if c.trim().is_empty() {
+                    e.check(format!("spec.setup.commands[{i}]"), Err("must not be empty".into()));
+                }
+            }
+        }
+        if s.max_concurrent_sessions == Some(0) {
+            e.check("spec.maxConcurrentSessions", Err("must be at least 1".into()));
+        }
+        if let Some(pool) = &s.workspace_pool {
+            if pool.size > MAX_POOL_SIZE {
+                e.check(
+                    "spec.workspacePool.size",
+                    Err(format!("must be at most {MAX_POOL_SIZE}: each one is a full checkout")),
+                );
+            }
+        }
+        if let Some(b) = &s.budget {
+            if b.tokens == Some(0) {
+                e.check("spec.budget.tokens", Err("must be at least 1".into()));
+            }
+            if let Some(c) = b.cost_usd {
+                if !c.is_finite() || c <= 0.0 {
+                    e.check("spec.budget.costUSD", Err("must be a positive number of dollars".into()));
+                }
+            }
+            if b.tokens.is_none() && b.cost_usd.is_none() {
+                e.check("spec.budget", Err("must set tokens or costUSD".into()));
+            }
+        }
+        for (i, n) in s.notifiers.iter().enumerate() {
+            let f = format!("spec.notifiers[{i}]");
+            match n.type_ {
+                NotifierType::Webhook | NotifierType::Slack | NotifierType::Discord => match &n.url {
+                    Some(u) => e.check(format!("{f}.url"), http_url(u)),
+                    None => {
+                        e.check(format!("{f}.url"), Err(format!("is required for a {} notifier", n.type_.as_str())))
+                    }
+                },
+                NotifierType::Command if n.command.is_empty() => {
+                    e.check(format!("{f}.command"), Err("is required for a command notifier".into()))
+                }
+                _ => {}
+            }
+        }
+        if let Some(d) = &s.docker {
+            check_docker("spec.docker", d, &mut e);
+        }
+        if let Some(r) = &s.review {
+            check_review("spec.review", r, &mut e);
+        }
+        e.0
+    }
+}
+
+/// Checks `spec.repo`, `spec.github`, `spec.gitlab` and `spec.linear` of a project.
+fn check_forges(s: &ProjectSpec, e: &mut Errors) {
+    if let Some(r) = &s.repo {
+        let ok = r.split_once('/').is_some_and(|(o, n)| {
+            !o.is_empty()
+                && !n.is_empty()
+                && !n.contains('/')
+                && r.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_./".contains(&c))
+        });
+        if !ok {
+            e.check("spec.repo", Err(format!("`{r}` is not a GitHub repository of the form owner/name")));
+        }
+    }
+    if let Some(g) = &s.github {
+        api_url(e, "spec.github.apiUrl", g.api_url.as_deref());
+        env_var(e, "spec.github.tokenEnv", g.token_env.as_deref());
+        env_var(e, "spec.github.webhookSecretEnv", g.webhook_secret_env.as_deref());
+        poll(e, "spec.github.pollInterval", g.poll_interval);
+    }
+    if let Some(g) = &s.gitlab {
+        if s.repo.is_some() {
+            e.check(
+                "spec.gitlab",
+                Err("cannot be set with spec.repo: a project's changes live on GitHub or on GitLab".into()),
+            );
+        }
+        if s.github.is_some() {
+            e.check("spec.gitlab", Err("cannot be set with spec.github: the project is on one forge".into()));
+        }
+        e.check("spec.gitlab.projectPath", project_path(&g.project_path));
+        api_url(e, "spec.gitlab.apiUrl", g.api_url.as_deref());
+        env_var(e, "spec.gitlab.tokenEnv", g.token_env.as_deref());
+        env_var(e, "spec.gitlab.webhookTokenEnv", g.webhook_token_env.as_deref());
+        poll(e, "spec.gitlab.pollInterval", g.poll_interval);
+    }
+    if let Some(l) = &s.linear {
+        api_url(e, "spec.linear.apiUrl", l.api_url.as_deref());
+        env_var(e, "spec.linear.tokenEnv", l.token_env.as_deref());
+        env_var(e, "spec.linear.webhookSecretEnv", l.webhook_secret_env.as_deref());
+    }
+}
+
+impl NotifierType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifierType::Webhook => "webhook",
+            NotifierType::Slack => "slack",
+            NotifierType::Discord => "discord",
+            NotifierType::Desktop => "desktop",
+            NotifierType::Command => "command",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::project::{GitlabSpec, LinearSpec};
+
+    fn errors(check: impl FnOnce(&mut Errors)) -> Vec<String> {
+        let mut e = Errors(vec![]);
+        check(&mut e);
+        e.0.into_iter().map(|f| f.to_string()).collect()
+    }
+
+    #[test]
+    fn workspace_pools() {
+        let with = |size| {
+            let mut p = Project::new("demo", "/abs/repo");
+            p.spec.workspace_pool = Some(WorkspacePoolSpec { size });
+            p.validate().into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>()
+        };
+        assert!(with(0).is_empty());
+        assert!(with(MAX_POOL_SIZE).is_empty());
+        assert_eq!(
+            with(MAX_POOL_SIZE + 1),
+            ["spec.workspacePool.size: must be at most 100: each one is a full checkout"]
+        );
+    }
+
+    #[test]
+    fn budgets() {
+        let with = |b: Budget| {
+            let mut p = Project::new("demo", "/abs/repo");
+            p.spec.budget = Some(b);
+            p.validate().into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>()
+        };
+        assert_eq!(with(Budget { tokens: Some(1000), cost_usd: Some(2.5) }), Vec::<String>::new());
+        assert_eq!(with(Budget { tokens: Some(0), cost_usd: None }), ["spec.budget.tokens: must be at least 1"]);
+        assert_eq!(
+            with(Budget { tokens: None, cost_usd: Some(-1.0) }),
+            ["spec.budget.costUSD: must be a positive number of dollars"]
+        );
+        assert_eq!(with(Budget { tokens: None, cost_usd: Some(f64::NAN) }).len(), 1);
+        assert_eq!(with(Budget::default()), ["spec.budget: must set tokens or costUSD"]);
+    }
+
+    #[test]
+    fn a_project_is_on_one_forge_and_names_it_well() {
+        let gitlab = GitlabSpec { project_path: "acme/widgets".into(), ..Default::default() };
+        let ok =
+            ProjectSpec { gitlab: Some(gitlab.clone()), linear: Some(LinearSpec::default()), ..Default::default() };
+        assert_eq!(errors(|e| check_forges(&ok, e)), Vec::<String>::new());
+        let both = ProjectSpec { repo: Some("acme/widgets".into()), gitlab: Some(gitlab), ..Default::default() };
+        assert_eq!(
+            errors(|e| check_forges(&both, e)),
+            ["spec.gitlab: cannot be set with spec.repo: a project's changes live on GitHub or on GitLab"]
+        );
+        let bad = ProjectSpec {
+            gitlab: Some(GitlabSpec {
+                project_path: "widgets".into(),
+                api_url: Some("gitlab.example".into()),
+                webhook_token_env: Some("1X".into()),
+                poll_interval: Some(crate::Duration(std::time::Duration::from_millis(10))),
+                ..Default::default()
+            }),
+            linear: Some(LinearSpec { token_env: Some("A-B".into()), ..Default::default() }),
+            ..Default::default()
+        };
+        let found = errors(|e| check_forges(&bad, e));
+        let fields: Vec<&str> = found.iter().map(|m| m.split(':').next().unwrap_or_default()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.gitlab.projectPath",
+                "spec.gitlab.apiUrl",
+                "spec.gitlab.webhookTokenEnv",
+                "spec.gitlab.pollInterval",
+                "spec.linear.tokenEnv"
+            ],
+            "{found:#?}"
+        );
+    }
 
     #[test]
     fn budgets_are_spent_by_tokens_or_by_known_cost() {

@@ -1,6 +1,7 @@
 //! Reviewer sessions: which reviewer agents a project (or one session) has and when they run,
 //! the review file a reviewer writes and its parsing, what the worker's status remembers of its
-//! reviews, and the gate they put on `approved-and-green`.
+//! reviews, the combined state of a pull request's reviews (`ReviewState`), and the gate they put
+//! on `approved-and-green`.
 
 use std::fmt;
 
@@ -8,8 +9,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::session::{AgentRef, ReviewState, RuntimeKind};
-use crate::validate::FieldError;
+use crate::agent::{check_agent, AgentRef, RuntimeKind};
+use crate::meta::string_enum;
+use crate::validate::{env_name, Errors, FieldError};
 
 /// Label on a reviewer session naming the worker session it reviews.
 pub const REVIEW_OF_LABEL: &str = "ao.dev/review-of";
@@ -20,6 +22,11 @@ pub const REVIEW_REQUESTED_ANNOTATION: &str = "ao.dev/review-requested";
 pub const REVIEW_FILE_ENV: &str = "AOCTL_REVIEW_FILE";
 /// The most line comments one review file may carry.
 pub const MAX_COMMENTS: usize = 100;
+
+string_enum!(
+    /// Combined state of a pull request's reviews.
+    ReviewState { Approved = "approved", ChangesRequested = "changes-requested", Pending = "pending", None = "none" }
+);
 
 /// Reviewers and when they run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -439,6 +446,32 @@ pub fn reviewer_name(worker: &str, round: u32, index: usize) -> String {
     let tail = format!("-review-{round}-{index}");
     let keep = 63usize.saturating_sub(tail.len()).min(worker.len());
     format!("{}{tail}", worker[..keep].trim_end_matches('-'))
+}
+
+/// Checks a `review` block (of a Project or a Session) at `field`.
+pub(crate) fn check_review(field: &str, r: &ReviewSpec, e: &mut Errors) {
+    if r.reviewers.is_empty() {
+        e.check(format!("{field}.reviewers"), Err("must name at least one reviewer agent".into()));
+    }
+    if r.reviewers.len() > 8 {
+        e.check(format!("{field}.reviewers"), Err(format!("has {} reviewers, more than 8", r.reviewers.len())));
+    }
+    for (i, rv) in r.reviewers.iter().enumerate() {
+        if let Some(a) = &rv.agent {
+            check_agent(&format!("{field}.reviewers[{i}].agent"), a, e);
+        }
+        if rv.prompt.as_deref().is_some_and(|p| p.contains('\0')) {
+            e.check(format!("{field}.reviewers[{i}].prompt"), Err("must not contain NUL".into()));
+        }
+    }
+    for (i, t) in r.on.iter().enumerate() {
+        if r.on[..i].contains(t) {
+            e.check(format!("{field}.on[{i}]"), Err(format!("`{t}` is listed twice")));
+        }
+    }
+    if let Some(v) = &r.token_env {
+        e.check(format!("{field}.tokenEnv"), env_name(v));
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! Rules of the code base that can be checked, checked over the whole workspace: every Rust file
 //! opens with a `//!` line; only the `runtimes` crate starts processes (tests excepted); `api/`,
-//! the wire contract, does no IO; the controller's machine side imports no reconciler.
+//! the wire contract, does no IO and reads the clock only through `Time::now`; the controller's
+//! machine side and HTTP handlers import no reconciler; reconcilers write no spec but the sources' writes of the
+//! objects they own, and list no Session kind whole; the modules of no crate form an import
+//! circle.
 
 use std::path::{Path, PathBuf};
 
@@ -220,24 +223,40 @@ fn named_modules(code: &str, me: &[String], known: &std::collections::BTreeSet<V
     found.into_iter().collect()
 }
 
-#[test]
-fn the_controller_has_no_import_circle() {
-    let src = root().join("controller/src");
-    let files: Vec<PathBuf> = rust_files(&src);
-    let known: std::collections::BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
-    let mut edges: std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>> = Default::default();
+/// The workspace's member crates (`[workspace] members` of the top `Cargo.toml`), as folders.
+fn workspace_members() -> Vec<String> {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("the workspace's Cargo.toml");
+    let line = manifest.lines().find(|l| l.trim_start().starts_with("members")).expect("a members line");
+    let members: Vec<String> = line.split('"').skip(1).step_by(2).map(String::from).collect();
+    assert!(members.len() > 5, "the members are read from {line}");
+    members
+}
+
+/// The modules of one crate (its `src/` folder) and the modules of the same crate each names.
+type Imports = std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>;
+
+/// What each product module of the crate in `src` names of its own crate.
+fn imports(src: &Path) -> Imports {
+    let files: Vec<PathBuf> = rust_files(src);
+    let known: std::collections::BTreeSet<Vec<String>> = files.iter().map(|f| module_of(src, f)).collect();
+    let mut edges = Imports::new();
     for f in &files {
         let Some(code) = product_code(f) else { continue };
         // Comments name modules too (doc links); only code counts.
         let code: String =
             code.lines().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n");
-        let me = module_of(&src, f);
+        let me = module_of(src, f);
         edges.insert(me.clone(), named_modules(&code, &me, &known));
     }
+    edges
+}
+
+/// Every circle of `edges`, each as `crate::a -> crate::b -> crate::a`.
+fn circles(edges: &Imports) -> Vec<String> {
     // Depth-first search; a module met again while it is still open closes a circle.
     fn visit(
         m: &Vec<String>,
-        edges: &std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>,
+        edges: &Imports,
         open: &mut Vec<Vec<String>>,
         done: &mut std::collections::BTreeSet<Vec<String>>,
         circles: &mut Vec<String>,
@@ -257,12 +276,23 @@ fn the_controller_has_no_import_circle() {
         open.pop();
         done.insert(m.clone());
     }
-    let (mut open, mut done, mut circles) = (vec![], Default::default(), vec![]);
+    let (mut open, mut done, mut found) = (vec![], Default::default(), vec![]);
     for m in edges.keys() {
-        visit(m, &edges, &mut open, &mut done, &mut circles);
+        visit(m, edges, &mut open, &mut done, &mut found);
     }
-    assert!(circles.is_empty(), "modules of the controller that import each other:\n{}", circles.join("\n"));
+    found
+}
+
+#[test]
+fn no_crate_has_an_import_circle() {
+    let mut found = vec![];
+    for member in workspace_members() {
+        let edges = imports(&root().join(&member).join("src"));
+        found.extend(circles(&edges).into_iter().map(|c| format!("{member}: {c}")));
+    }
+    assert!(found.is_empty(), "modules of one crate that import each other:\n{}", found.join("\n"));
     // The check sees imports: the session reconciler names other modules of the controller.
+    let edges = imports(&root().join("controller/src"));
     let session = edges.get(&vec!["reconcilers".to_string(), "session".to_string()]).expect("the session reconciler");
     assert!(!session.is_empty(), "the session reconciler imports modules of the controller");
 }
@@ -338,4 +368,71 @@ fn no_reconciler_lists_every_session() {
     for code in fine {
         assert!(lists_every_session(code).is_empty(), "caught wrongly: {code}");
     }
+}
+
+#[test]
+fn api_reads_the_clock_only_through_time_now() {
+    let clock = regex::Regex::new(r"\b(?:SystemTime|Instant|Utc|Local|OffsetDateTime|Zoned|Timestamp)\s*::\s*now\b")
+        .expect("a regex");
+    let root = root();
+    let (mut found, mut through_time_now) = (vec![], 0);
+    for path in rust_files(&root.join("api")) {
+        let Some(code) = product_code(&path) else { continue };
+        let rel = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
+        // The function each line is in, as its header line.
+        let mut function = String::new();
+        for (n, line) in code.lines().enumerate() {
+            let code_part = line.split("//").next().unwrap_or_default();
+            if code_part.trim_start().starts_with("pub fn ") || code_part.trim_start().starts_with("fn ") {
+                function = code_part.trim().to_string();
+            }
+            if clock.is_match(code_part) {
+                if rel == "api/src/meta.rs" && function == "pub fn now() -> Time {" {
+                    through_time_now += 1;
+                } else {
+                    found.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "api/ reads the clock only in `Time::now` (api/src/meta.rs); pass the time in instead:\n{}",
+        found.join("\n")
+    );
+    assert_eq!(through_time_now, 1, "the check sees the one clock read, in Time::now");
+}
+
+/// The files under `controller/src/reconcilers/` that may write an object's spec (`Store::update`,
+/// `update_typed`, `Write::Update`): the sources, which write the objects they own — an
+/// IssueSource its sessions' `stopped`, a GitSource what its repository declares, never itself.
+const SPEC_WRITERS: &[&str] =
+    &["controller/src/reconcilers/issuesource.rs", "controller/src/reconcilers/gitsource/plan.rs"];
+
+#[test]
+fn reconcilers_write_no_spec_but_the_sources_of_what_they_own() {
+    let spec_write =
+        regex::Regex::new(r"\bstore(?:\(\))?\s*\.\s*update(?:_typed)?\s*\(|\bWrite::Update\s*\{").expect("a regex");
+    let root = root();
+    let (mut found, mut allowed) = (vec![], 0);
+    for path in rust_files(&root.join("controller/src/reconcilers")) {
+        let Some(code) = product_code(&path) else { continue };
+        let code: String =
+            code.lines().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n");
+        let rel = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
+        for m in spec_write.find_iter(&code) {
+            if SPEC_WRITERS.contains(&rel.as_str()) {
+                allowed += 1;
+            } else {
+                let line = code[..m.start()].lines().count().max(1);
+                found.push(format!("{rel}:{line}: {}", m.as_str().split_whitespace().collect::<String>()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "reconcilers write status and finalizers, not spec (only the sources write the objects they own):\n{}",
+        found.join("\n")
+    );
+    assert!(allowed >= SPEC_WRITERS.len(), "the check sees the sources' spec writes");
 }

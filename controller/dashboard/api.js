@@ -1,4 +1,4 @@
-// The page's only way to the server: the public API (DESIGN §4), same origin, with the dashboard's
+// The page's only way to the server: the public API (README.md, "HTTP API"), same origin, with the dashboard's
 // cookie. `request` answers a call with its `message`; `Stream` is the page's one WebSocket of
 // the server's multiplexed stream (`…/streams`), shared by the browser's tabs through a
 // SharedWorker; over it `Watch` keeps a kind's objects live from its list and watch, resuming

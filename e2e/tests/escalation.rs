@@ -261,7 +261,7 @@ async fn a_head_that_moves_during_the_merge_is_not_merged_and_the_new_green_head
 async fn desktop_and_command_notifiers_get_the_notification_with_its_key() {
     let dir = tempfile::tempdir().expect("tempdir");
     let Some(desktop) = Desktop::start(dir.path()) else {
-        eprintln!("skipping: Xvfb, dbus-daemon, dunst or notify-send is not installed");
+        crate::strict::missing("Xvfb, dbus-daemon, dunst or notify-send is not installed");
         return;
     };
     let bus = std::ffi::OsString::from(&desktop.bus);

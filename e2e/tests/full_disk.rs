@@ -1,6 +1,6 @@
 //! A full disk: the server's data dir on a real 20 MiB tmpfs of its own (mounted by the test,
-//! which needs root or CAP_SYS_ADMIN; where mounting is refused it says so on stderr and does
-//! nothing), filled by a file until the kernel answers ENOSPC, then freed by removing the file.
+//! which needs root or CAP_SYS_ADMIN; where mounting is refused it fails under `make test` and
+//! elsewhere says so on stderr and does nothing, `strict.rs`), filled by a file until the kernel answers ENOSPC, then freed by removing the file.
 //! A refused create is neither readable nor watched, `/readyz` says why, the server writes again
 //! once space returns, and no resourceVersion is ever given out twice, across a restart too.
 
@@ -45,7 +45,7 @@ async fn readyz_becomes(server: &Server, code: u16, limit: Duration) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_refuses_writes_visibly_and_the_server_recovers_without_a_restart() {
     if let Some(e) = tmpfs_refused() {
-        eprintln!("SKIPPED: the full-disk test cannot mount a tmpfs here ({e}); run it as root");
+        crate::strict::missing(&format!("the full-disk test cannot mount a tmpfs here ({e}); run it as root"));
         return;
     }
     let mut server = Server::start_with(Options { tmpfs_mib: Some(20), ..Options::default() }).await;

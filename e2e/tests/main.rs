@@ -11,6 +11,8 @@ mod disk;
 #[path = "../support/etcd.rs"]
 mod etcd;
 mod harness;
+#[path = "../support/strict.rs"]
+mod strict;
 
 mod agent_env;
 mod auth;

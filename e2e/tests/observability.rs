@@ -1,5 +1,5 @@
 //! Observability, end to end: the live `/metrics` body passes `promtool check metrics` and holds
-//! every metric of DESIGN §6 with its labels; the Grafana dashboard and the example alert rules
+//! every metric of docs/observability.md's table with its labels; the Grafana dashboard and the example alert rules
 //! use only metrics the controller exposes (and the rules pass `promtool check rules` and
 //! `promtool test rules`); a real Prometheus scrapes the controller with its bearer token and
 //! answers `aoctl_sessions` by project (logs are in `logs.rs`). `promtool` and `prometheus` come
@@ -23,8 +23,8 @@ const DEMO_AGENT: &str = include_str!("../agents/demo-agent");
 /// How long a session gets to reach `Idle` on a busy two-core machine.
 pub(crate) const READY: Duration = Duration::from_secs(60);
 
-/// The metrics of DESIGN §6 and their label names (`le` aside).
-const DESIGN_METRICS: &[(&str, &[&str])] = &[
+/// The metrics of docs/observability.md's table and their label names (`le` aside).
+const DOCUMENTED_METRICS: &[(&str, &[&str])] = &[
     ("aoctl_reconcile_total", &["controller", "result"]),
     ("aoctl_reconcile_errors_total", &["controller"]),
     ("aoctl_reconcile_duration_seconds", &["controller"]),
@@ -306,11 +306,11 @@ async fn promtool_accepts_the_live_metrics() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_design_metric_is_exposed_with_its_labels() {
+async fn every_documented_metric_is_exposed_with_its_labels() {
     let live = live().await;
     let m = &live.metrics;
     let mut problems = vec![];
-    for (name, labels) in DESIGN_METRICS {
+    for (name, labels) in DOCUMENTED_METRICS {
         if ONCE_KNOWN.contains(name) {
             if m.exposes(name) {
                 problems.push(format!("{name}: exposed before it is known"));
@@ -331,7 +331,7 @@ async fn every_design_metric_is_exposed_with_its_labels() {
         for s in m.samples.iter().filter(|s| series.contains(&s.name)) {
             let got: BTreeSet<&str> = s.labels.keys().map(String::as_str).filter(|l| *l != "le").collect();
             if got != want {
-                problems.push(format!("{}: labels {got:?}, DESIGN §6 says {want:?}", s.name));
+                problems.push(format!("{}: labels {got:?}, docs/observability.md says {want:?}", s.name));
                 break;
             }
         }

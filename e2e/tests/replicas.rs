@@ -254,7 +254,7 @@ async fn a_leader_of_another_node_leaves_that_nodes_tmux_sessions_alone() {
 async fn a_docker_session_on_a_shared_engine_moves_with_the_leadership() {
     use crate::docker_sessions::{box_repo, docker_session, engine, limits, Containers};
     let Ok(host) = std::env::var("AOCTL_TEST_DOCKER_HOST") else {
-        eprintln!("skipping: AOCTL_TEST_DOCKER_HOST is not set (e2e/test.sh sets it with dockerd.sh tls-env)");
+        crate::strict::missing("AOCTL_TEST_DOCKER_HOST is not set (e2e/test.sh sets it with dockerd.sh tls-env)");
         return;
     };
     let _turn = engine().await;

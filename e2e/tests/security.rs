@@ -1,5 +1,5 @@
-//! The attacks of DESIGN §8 against the real binary, each refused with the store and the agent
-//! unchanged: a web page's "simple" request (an `Origin` of its own, `text/plain`), DNS rebinding
+//! The attacks docs/security.md defends against, tried on the real binary, each refused with the
+//! store and the agent unchanged: a web page's "simple" request (an `Origin` of its own, `text/plain`), DNS rebinding
 //! (a `Host` of the attacker's), no token, a wrong one, one in the query string, a replayed
 //! webhook (after a restart too); and what stays easy: the token made at first start (0600) that
 //! the CLI finds by itself. The docker sandbox's escapes are tried from inside a real container

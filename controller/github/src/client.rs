@@ -32,7 +32,7 @@ pub struct Client {
     /// The login the token speaks as, once asked.
     login: Arc<tokio::sync::OnceCell<String>>,
     /// Users' permissions in repositories, as lately read.
-    pub(crate) permissions: Arc<crate::issues::Permissions>,
+    pub(crate) permissions: Arc<crate::permissions::Permissions>,
 }
 
 /// The octocrab transport of one base URL: the path (and query) of an absolute URL is sent
@@ -105,7 +105,7 @@ impl Client {
         };
         let rest = core(&api_url, api_url.clone())?;
         let graphql = core(&graphql_base, graphql_base.clone())?;
-        Ok(Client { rest, graphql, login: Arc::default(), permissions: Arc::new(crate::issues::permissions()) })
+        Ok(Client { rest, graphql, login: Arc::default(), permissions: Arc::new(crate::permissions::permissions()) })
     }
 
     /// Sets how long one request may take before it fails as transient.

@@ -2,7 +2,7 @@
 //! state, page by page and conditionally (an unchanged page costs a 304 and no rate limit); who
 //! applied an issue's labels, and what a user may do in the repository.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aoctl_forge_core::{Error, ErrorKind, Service};
 use serde::Deserialize;
@@ -15,18 +15,6 @@ const GET_ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{issue_number}";
 const LIST_ISSUES: &str = "GET /repos/{owner}/{repo}/issues";
 const LIST_ISSUE_EVENTS: &str = "GET /repos/{owner}/{repo}/issues/{issue_number}/events";
 const GET_PERMISSION: &str = "GET /repos/{owner}/{repo}/collaborators/{username}/permission";
-
-/// How long a user's permission is believed.
-const KEEP_PERMISSION_FOR: Duration = Duration::from_secs(600);
-/// Permissions remembered at most.
-const MAX_PERMISSIONS: usize = 1000;
-
-/// Users' permissions by repository and login (lower-cased), as lately read.
-pub(crate) type Permissions = aoctl_forge_core::Kept<(String, String), Standing>;
-
-pub(crate) fn permissions() -> Permissions {
-    aoctl_forge_core::Kept::new(KEEP_PERMISSION_FOR, MAX_PERMISSIONS)
-}
 
 /// A label is an object, or (in older payloads) its bare name.
 #[derive(Deserialize)]

@@ -12,6 +12,7 @@ mod checks;
 mod client;
 mod issues;
 mod open_pulls;
+mod permissions;
 mod pulls;
 mod reviews;
 pub mod webhook;

@@ -24,7 +24,7 @@ pub struct Client {
     /// The username the token speaks as, once asked.
     username: Arc<tokio::sync::OnceCell<String>>,
     /// Users' access levels in projects, as lately read.
-    pub(crate) levels: Arc<crate::members::Levels>,
+    pub(crate) levels: Arc<crate::levels::Levels>,
 }
 
 impl Client {
@@ -47,7 +47,7 @@ impl Client {
             has_token: token.is_some(),
             auth: token.map(|t| (HeaderName::from_static("private-token"), t)),
         })?;
-        Ok(Client { core, username: Arc::default(), levels: Arc::new(crate::members::levels()) })
+        Ok(Client { core, username: Arc::default(), levels: Arc::new(crate::levels::levels()) })
     }
 
     /// Sets how long one request may take before it fails as transient.

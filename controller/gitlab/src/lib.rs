@@ -12,6 +12,7 @@
 //! to the configured API URL.
 mod client;
 mod issues;
+mod levels;
 mod members;
 mod merge_requests;
 mod pipelines;

@@ -1,12 +1,12 @@
 //! Who may write to a project: the access level GitLab gives a user there (`GET
 //! /projects/:id/members/all/:user_id`, inherited memberships included), read once per user and
-//! kept for a while, so reading a merge request's notes or an issue source's issues costs a
-//! request only for an author not seen lately. Notes and issues do not carry it. Also who applied
-//! an issue's labels (`GET /projects/:id/issues/:issue_iid/resource_label_events`).
+//! kept for a while, so reading a merge request's notes or an issue source's issues costs a request
+//! only for an author not seen lately (`levels.rs`). Notes and issues do not carry it. Also who
+//! applied an issue's labels (`GET /projects/:id/issues/:issue_iid/resource_label_events`).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use aoctl_forge_core::{Error, ErrorKind, Kept};
+use aoctl_forge_core::{Error, ErrorKind};
 use aoctl_scm::LabelEvent;
 use serde::Deserialize;
 
@@ -14,18 +14,6 @@ use crate::client::{project_id, Client};
 
 const GET_MEMBER: &str = "GET /projects/:id/members/all/:user_id";
 const LIST_LABEL_EVENTS: &str = "GET /projects/:id/issues/:issue_iid/resource_label_events";
-
-/// How long a user's access level is believed.
-const KEEP_FOR: Duration = Duration::from_secs(600);
-/// Users' levels remembered at most; past it the oldest answer is forgotten.
-const MAX_KEPT: usize = 1000;
-
-/// Access levels by project and user (`None`: no member), as read, and when.
-pub(crate) type Levels = Kept<(String, u64), Option<u64>>;
-
-pub(crate) fn levels() -> Levels {
-    Kept::new(KEEP_FOR, MAX_KEPT)
-}
 
 #[derive(Deserialize)]
 struct WireMember {

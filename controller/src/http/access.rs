@@ -1,4 +1,4 @@
-//! Who may talk to the API (DESIGN §8), checked before any handler runs, on every route: the
+//! Who may talk to the API (docs/security.md), checked before any handler runs, on every route: the
 //! `Host` must be one of ours (DNS rebinding), an `Origin` or `Sec-Fetch-Site` must say the request
 //! comes from our own origin (other web pages), a state-changing request must carry a JSON body
 //! (no form or `text/plain` "simple" requests), and all but a few open paths need the bearer token

@@ -1,4 +1,4 @@
-//! The web dashboard (DESIGN §10): `GET /` answers its page and `GET /assets/{path}` its scripts,
+//! The web dashboard (docs/dashboard.md): `GET /` answers its page and `GET /assets/{path}` its scripts,
 //! styles and the vendored xterm.js, all compiled into the binary from `controller/dashboard/`.
 //! Every answer is revalidated (`Cache-Control: no-cache` with an `ETag`), and carries a
 //! Content-Security-Policy that lets the page run only its own scripts and be framed by no one.

@@ -1,4 +1,4 @@
-//! The dashboard's sign-in (DESIGN §10): `POST /dashboard/login` (bearer token) makes a one-time
+//! The dashboard's sign-in (docs/dashboard.md, "Opening it"): `POST /dashboard/login` (bearer token) makes a one-time
 //! code valid for a minute; `GET /login?code=…` trades it for a cookie and sends the browser to
 //! `/`. The cookie is HttpOnly and SameSite=Strict and carries no secret of the server's: it is an
 //! expiry and a nonce signed with a key derived from the bearer token, so it survives a restart

@@ -1,5 +1,6 @@
-//! The HTTP API (DESIGN §4): resource CRUD, status, merge-patch, watch, and the system endpoints.
-//! `router(state)` builds everything without a socket so handlers are tested with `oneshot`.
+//! The HTTP API (README.md, "HTTP API"): resource CRUD, status, merge-patch, watch, and the system
+//! endpoints. `router(state)` builds all of it without a socket, so `tests.rs` drives the whole
+//! router in process with `oneshot`; `serve` binds it to a socket.
 
 mod access;
 mod agent;
@@ -51,7 +52,7 @@ pub struct AppState {
     pub issuesources: aoctl_engine::Trigger,
     /// Set once the store is loaded and the controllers run.
     pub ready: Arc<AtomicBool>,
-    /// The bearer token, the hosts served and the other access rules (DESIGN §8).
+    /// The bearer token, the hosts served and the other access rules (docs/security.md).
     pub access: Arc<Access>,
     /// Webhook deliveries already taken, so a replayed one is acknowledged and ignored.
     pub deliveries: Arc<Deliveries>,

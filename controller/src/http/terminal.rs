@@ -1,11 +1,12 @@
 //! `GET …/sessions/{name}/terminal?cols=&rows=`: a person's terminal on a session's agent, over a
-//! WebSocket (DESIGN §10). Before the upgrade, errors are plain HTTP answers: 404 for no such
-//! session, 409 when no agent runs, 400 for a bad size or a request that is no WebSocket
-//! handshake, and the runtime's own (503 when it has no terminal to give). After it, binary frames
-//! carry the keys typed one way and the agent's terminal output the other, and a text frame
-//! `{"resize": [cols, rows]}` resizes. The server closes with 1000 when the agent's output ends,
-//! 1008 for any other text frame and 1001 when it shuts down; a client that goes away ends the
-//! view, and the agent runs on. Who may connect is decided by `access::guard`, as for any request.
+//! WebSocket (docs/sessions.md, "A session's terminal and its diff"). Before the upgrade, errors
+//! are plain HTTP answers: 404 for no such session, 409 when no agent runs, 400 for a bad size or a
+//! request that is no WebSocket handshake, and the runtime's own (503 when it has no terminal to
+//! give). After it, binary frames carry the keys typed one way and the agent's terminal output the
+//! other, and a text frame `{"resize": [cols, rows]}` resizes. The server closes with 1000 when the
+//! agent's output ends, 1008 for any other text frame and 1001 when it shuts down; a client that
+//! goes away ends the view, and the agent runs on. Who may connect is decided by `access::guard`,
+//! as for any request.
 
 use std::ops::RangeInclusive;
 use std::time::Duration;

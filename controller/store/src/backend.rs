@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::{Deleted, StoreError, WriteOptions};
 
-/// What every backend of the store provides. The rules are those of the apiserver (DESIGN §3):
+/// What every backend of the store provides. The rules are those of the Kubernetes apiserver:
 /// only the backend assigns uid, resourceVersion, generation and timestamps; a non-empty
 /// resourceVersion precondition that is not the stored one fails with `Conflict`; `generation`
 /// moves only with spec; spec, status and finalizers are written through separate methods, each

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 use aoctl_api::session::{DockerSpec, RuntimeKind};
 use serde_json::Value;
 
+#[path = "../../../e2e/support/strict.rs"]
+mod strict;
+
 use super::DockerRuntime;
 use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TERMINAL_COLS, TERMINAL_ROWS};
 use crate::test_agents::{probe_becomes, read, style, transcript_has, wait_for, write_script};
@@ -596,12 +599,13 @@ async fn docker_spawn_time_of_ten_sessions() {
 
 /// The same agent on another engine address, such as `ssh://user@host` or `tcp://host:2376` (with
 /// `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH` for TLS); the workspace path must exist on that host:
-/// `AOCTL_TEST_DOCKER_HOST=ssh://user@host cargo test -p aoctl-runtimes docker_on_another`. CI
-/// points it at the local engine's mutual-TLS listener (`e2e/docker/dockerd.sh tls-env`).
+/// `AOCTL_TEST_DOCKER_HOST=ssh://user@host cargo test -p aoctl-runtimes docker_on_another`.
+/// `make test` points it at the local engine's mutual-TLS listener (`e2e/docker/dockerd.sh
+/// tls-env`), and there the test fails without it (`strict.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_on_another_engine_address() {
     let Ok(host) = std::env::var("AOCTL_TEST_DOCKER_HOST") else {
-        eprintln!("skipping: AOCTL_TEST_DOCKER_HOST is not set");
+        strict::missing("AOCTL_TEST_DOCKER_HOST is not set (`e2e/docker/dockerd.sh tls-env` prints it)");
         return;
     };
     let bench = Bench::new().await;

@@ -1,6 +1,7 @@
 //! The store on a disk that fills up: a real tmpfs of a few MiB mounted for the test (which needs
-//! root or CAP_SYS_ADMIN; without them the test says so on stderr and does nothing), filled by a
-//! file until the kernel answers ENOSPC, then freed by removing the file.
+//! root or CAP_SYS_ADMIN; without them it fails under `make test` and elsewhere says so on stderr
+//! and does nothing, `strict.rs`), filled by a file until the kernel answers ENOSPC, then freed by
+//! removing the file.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -18,13 +19,14 @@ pub(super) struct Tmpfs {
 }
 
 impl Tmpfs {
-    /// Mounts a tmpfs of `mib` MiB; `None` (said on stderr) when this process may not mount.
+    /// Mounts a tmpfs of `mib` MiB; `None` when this process may not mount (a failure when strict,
+    /// see `strict.rs`).
     pub(super) fn mount(mib: u32) -> Option<Tmpfs> {
         let dir = tmp();
         match mount_tmpfs(dir.path(), mib) {
             Ok(()) => Some(Tmpfs { dir }),
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                eprintln!("SKIPPED: the full-disk test cannot mount a tmpfs here ({e}); run it as root");
+                super::strict::missing(&format!("the full-disk test cannot mount a tmpfs here ({e}); run it as root"));
                 None
             }
             Err(e) => panic!("mount a tmpfs on {}: {e}", dir.path().display()),

@@ -8,6 +8,9 @@ mod disk;
 #[cfg(target_os = "linux")]
 mod full_disk;
 mod lifecycle;
+#[cfg(target_os = "linux")]
+#[path = "../../../../e2e/support/strict.rs"]
+mod strict;
 mod watching;
 
 use std::path::Path;

@@ -1,198 +1,19 @@
-//! The `Session` kind: one agent working on one branch in its own workspace and runtime.
+//! What the controller observed about a session: `SessionStatus` and its parts, the activity,
+//! pull request and phase states, the condition reasons, and the phase derived from them.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use crate::feedback::{FeedbackStatus, HeldComment, JobRerun};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
+use crate::agent::RuntimeKind;
 use crate::condition::Condition;
-use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta, Time};
+use crate::feedback::{FeedbackStatus, HeldComment};
+use crate::meta::{string_enum, Time};
 use crate::notification::{MergeStatus, NotificationRecord};
-use crate::quantity::Quantity;
-use crate::reactions::Reactions;
+use crate::review::ReviewState;
 
-/// The built-in agent adapters, by the name a manifest uses.
-pub const BUILTIN_AGENTS: &[&str] = &[
-    "claude-code",
-    "codex",
-    "aider",
-    "opencode",
-    "grok",
-    "droid",
-    "amp",
-    "agy",
-    "crush",
-    "cursor",
-    "qwen",
-    "copilot",
-    "goose",
-    "auggie",
-    "continue",
-    "devin",
-    "cline",
-    "kimi",
-    "kiro",
-    "kilocode",
-    "vibe",
-    "pi",
-    "autohand",
-    "gemini",
-];
-
-/// An agent working on one branch of a project.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Session {
-    #[serde(default = "default_api_version", deserialize_with = "de_api_version")]
-    pub api_version: String,
-    #[serde(default = "session_kind", deserialize_with = "de_kind")]
-    pub kind: String,
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    pub spec: SessionSpec,
-    #[serde(default, skip_serializing_if = "SessionStatus::is_empty")]
-    pub status: SessionStatus,
-}
-
-fn session_kind() -> String {
-    Kind::Session.as_str().to_string()
-}
-
-fn de_kind<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    check_kind(d, Kind::Session)
-}
-
-resource_impl!(Session, Kind::Session);
-
-impl Session {
-    /// A session with a name, project and prompt, for tests and `aoctl spawn`.
-    pub fn new(name: &str, project: &str, prompt: &str) -> Session {
-        Session {
-            api_version: default_api_version(),
-            kind: session_kind(),
-            metadata: ObjectMeta { name: name.to_string(), ..Default::default() },
-            spec: SessionSpec { project: project.to_string(), prompt: Some(prompt.to_string()), ..Default::default() },
-            status: SessionStatus::default(),
-        }
-    }
-}
-
-/// A built-in adapter by name, or a custom command line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AgentRef {
-    Builtin(String),
-    /// Argument vector; `{prompt}` and `{promptFile}` are substituted.
-    Custom {
-        command: Vec<String>,
-    },
-}
-
-impl Serialize for AgentRef {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        match self {
-            AgentRef::Builtin(name) => s.serialize_str(name),
-            AgentRef::Custom { command } => {
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("command", command)?;
-                m.end()
-            }
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for AgentRef {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = AgentRef;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a built-in agent name or {command: [...]}")
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<AgentRef, E> {
-                if BUILTIN_AGENTS.contains(&s) {
-                    Ok(AgentRef::Builtin(s.to_string()))
-                } else {
-                    Err(E::unknown_variant(s, BUILTIN_AGENTS))
-                }
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AgentRef, A::Error> {
-                let mut command: Option<Vec<String>> = None;
-                while let Some(key) = map.next_key::<String>()? {
-                    if key == "command" {
-                        command = Some(map.next_value()?);
-                    } else {
-                        return Err(serde::de::Error::unknown_field(&key, &["command"]));
-                    }
-                }
-                match command {
-                    Some(c) if !c.is_empty() => Ok(AgentRef::Custom { command: c }),
-                    Some(_) => Err(serde::de::Error::custom("agent.command must not be empty")),
-                    None => Err(serde::de::Error::missing_field("command")),
-                }
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl JsonSchema for AgentRef {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "AgentRef".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "oneOf": [
-                {"type": "string", "enum": BUILTIN_AGENTS},
-                {"type": "object", "additionalProperties": false, "required": ["command"],
-                 "properties": {"command": {"type": "array", "minItems": 1, "items": {"type": "string"}}}}
-            ]
-        })
-    }
-}
-
-impl fmt::Display for AgentRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AgentRef::Builtin(n) => f.write_str(n),
-            AgentRef::Custom { command } => write!(f, "custom:{}", command.first().map(String::as_str).unwrap_or("")),
-        }
-    }
-}
-
-macro_rules! string_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-        pub enum $name { $($(#[$vm])* #[serde(rename = $text)] $variant),+ }
-        impl $name {
-            pub fn as_str(self) -> &'static str { match self { $($name::$variant => $text),+ } }
-        }
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
-        }
-    };
-}
-
-string_enum!(
-    /// Whether the agent is started with its own flag to skip approval prompts.
-    Permissions { Bypass = "bypass", Ask = "ask" }
-);
-string_enum!(
-    /// Where the agent runs.
-    RuntimeKind { Tmux = "tmux", Process = "process", Docker = "docker" }
-);
-string_enum!(
-    /// How the session's checkout is made.
-    WorkspaceKind { Worktree = "worktree", Clone = "clone" }
-);
-string_enum!(
-    /// When an exited agent is started again.
-    RestartPolicy { Never = "Never", OnFailure = "OnFailure", Always = "Always" }
-);
 string_enum!(
     /// The agent's activity, from its screen and transcript.
     ActivityState {
@@ -207,10 +28,6 @@ string_enum!(
 string_enum!(
     /// Combined state of a pull request's checks.
     ChecksState { Passing = "passing", Failing = "failing", Pending = "pending", None = "none" }
-);
-string_enum!(
-    /// Combined state of a pull request's reviews.
-    ReviewState { Approved = "approved", ChangesRequested = "changes-requested", Pending = "pending", None = "none" }
 );
 string_enum!(
     /// Display summary of a session, derived from its conditions and status.
@@ -244,148 +61,6 @@ impl Phase {
         Phase::Failed,
         Phase::Terminating,
     ];
-}
-
-/// What the user declares about a session.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SessionSpec {
-    /// Name of the `Project` this session works on.
-    pub project: String,
-    /// Built-in adapter name or `{command: [...]}`; the project's default when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<AgentRef>,
-    /// Extra arguments appended to the adapter's command.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub agent_args: Vec<String>,
-    /// `bypass` (default) or `ask`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permissions: Option<Permissions>,
-    /// Where the agent runs; when neither the session nor its project's defaults name one, `tmux`
-    /// (`process` on Windows, which has no tmux).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<RuntimeKind>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<WorkspaceKind>,
-    /// The first message typed into the agent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<String>,
-    /// Tracker issue whose title and body join the prompt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub issue: Option<String>,
-    /// Branch of the session; `<sessionPrefix>/<name>` when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch: Option<String>,
-    /// Where a new branch starts; the project's default branch when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base_ref: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// `true` stops the runtime and keeps the workspace; `false` resumes.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub stopped: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restart_policy: Option<RestartPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pull_request: Option<PullRequestSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub docker: Option<DockerSpec>,
-    /// Per-key overrides of the project's reactions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reactions: Option<Reactions>,
-    /// The reviewers of this session's pull request, in place of the project's `review`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<crate::review::ReviewSpec>,
-    /// Makes this session a reviewer of the named worker session: it runs on a checkout of the
-    /// worker's head, opens no pull request, and writes its review to `$AOCTL_REVIEW_FILE`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review_of: Option<String>,
-}
-
-/// Whether and how the session's pull request is opened.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PullRequestSpec {
-    #[serde(default)]
-    pub create: bool,
-    #[serde(default)]
-    pub draft: bool,
-}
-
-/// Container settings for `runtime: docker`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DockerSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<Quantity>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pids_limit: Option<i64>,
-    /// `none` (default), `bridge`, `host` or a network name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
-    /// Engine address: `unix://`, `tcp://` (TLS) or `ssh://`. A session that names one is pinned
-    /// to it; exclusive with `hosts` at one level.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
-    /// Engines sessions are placed on, each with the number of sessions it takes at once: a
-    /// session goes to the least loaded one that answers and has room.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hosts: Vec<DockerHost>,
-}
-
-/// One engine of `spec.docker.hosts`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DockerHost {
-    /// Engine address, as `spec.docker.host`.
-    pub host: String,
-    /// How many live sessions the engine takes at once (at least 1).
-    pub capacity: u32,
-    /// A short label for messages and metrics; derived from the address when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
-
-impl DockerHost {
-    /// The label: `name`, else the address's host name (`tcp://build-1:2376` → `build-1`,
-    /// `ssh://me@gpu-box` → `gpu-box`) or, for a socket, its file name without extension
-    /// (`unix:///run/b/docker.sock` → `docker`, unless the folder tells more: `b`).
-    pub fn label(&self) -> String {
-        if let Some(n) = self.name.as_deref().filter(|n| !n.is_empty()) {
-            return n.to_string();
-        }
-        derived_label(&self.host)
-    }
-}
-
-/// The label of an engine address (see [`DockerHost::label`]).
-pub fn derived_label(address: &str) -> String {
-    let (scheme, rest) = address.split_once("://").unwrap_or(("", address));
-    if matches!(scheme, "unix" | "npipe") {
-        let parts: Vec<&str> = rest.split(['/', '\\']).filter(|p| !p.is_empty()).collect();
-        let file = parts.last().copied().unwrap_or(rest);
-        let stem = file.split('.').next().filter(|s| !s.is_empty()).unwrap_or(file);
-        // `…/b/docker.sock`: the folder names the engine better than the usual file name.
-        return match (stem, parts.len()) {
-            ("docker" | "dockerd", n) if n >= 2 && !["run", "var"].contains(&parts[n - 2]) => parts[n - 2].to_string(),
-            _ => stem.to_string(),
-        };
-    }
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(v6),
-        None => host.split(':').next().unwrap_or(host),
-    };
-    if host.is_empty() {
-        address.to_string()
-    } else {
-        host.to_string()
-    }
 }
 
 /// What the controller observed about a session.
@@ -865,20 +540,6 @@ mod tests {
         let exited =
             with(&[(types::WORKSPACE_READY, True, "Ready"), (types::RUNTIME_READY, False, reasons::AGENT_EXITED)]);
         assert_eq!(exited.derive_phase(false, false), Phase::Failed);
-    }
-
-    #[test]
-    fn host_labels_come_from_the_name_or_the_address() {
-        let label = |host: &str, name: Option<&str>| {
-            DockerHost { host: host.into(), capacity: 1, name: name.map(str::to_string) }.label()
-        };
-        assert_eq!(label("tcp://build-1:2376", None), "build-1");
-        assert_eq!(label("ssh://me@gpu-box", None), "gpu-box");
-        assert_eq!(label("tcp://[::1]:2376", None), "::1");
-        assert_eq!(label("unix:///run/user/1000/docker.sock", None), "1000");
-        assert_eq!(label("unix:///var/run/docker.sock", None), "docker");
-        assert_eq!(label("unix:///tmp/engines/b.sock", None), "b");
-        assert_eq!(label("unix:///tmp/engines/b.sock", Some("second")), "second");
     }
 
     #[test]

@@ -1,0 +1,101 @@
+//! A Session's own validation rules; the shared checks are in `crate::validate`.
+
+use crate::agent::{check_agent, check_docker};
+use crate::review::check_review;
+use crate::validate::forges::linear_identifier;
+use crate::validate::{dns1123_label, env_name, git_ref, validate_meta, Errors, FieldError, Validate};
+
+use super::Session;
+
+impl Validate for Session {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errs = vec![];
+        validate_meta(&self.metadata, &mut errs);
+        let mut e = Errors(errs);
+        let s = &self.spec;
+        if s.project.is_empty() {
+            e.check("spec.project", Err("is required: the name of the Project this session works on".into()));
+        } else {
+            e.check("spec.project", dns1123_label(&s.project));
+        }
+        if let Some(a) = &s.agent {
+            check_agent("spec.agent", a, &mut e);
+        }
+        for (i, a) in s.agent_args.iter().enumerate() {
+            if a.contains('\0') {
+                e.check(format!("spec.agentArgs[{i}]"), Err("must not contain NUL".into()));
+            }
+        }
+        if let Some(b) = &s.branch {
+            e.check("spec.branch", git_ref(b));
+        }
+        if let Some(b) = &s.base_ref {
+            e.check("spec.baseRef", git_ref(b));
+        }
+        for k in s.env.keys() {
+            e.check(format!("spec.env.{k}"), env_name(k));
+        }
+        if let Some(i) = &s.issue {
+            let number = i.strip_prefix('#').unwrap_or(i);
+            let ok = (!number.is_empty() && number.bytes().all(|c| c.is_ascii_digit())) || linear_identifier(i);
+            if !ok {
+                e.check("spec.issue", Err(format!("`{i}` is not an issue reference such as `42`, `#42` or `ENG-42`")));
+            }
+        }
+        if let Some(d) = &s.docker {
+            check_docker("spec.docker", d, &mut e);
+        }
+        if let Some(r) = &s.review {
+            check_review("spec.review", r, &mut e);
+        }
+        if let Some(w) = &s.review_of {
+            e.check("spec.reviewOf", dns1123_label(w));
+            if s.review.is_some() {
+                e.check("spec.review", Err("a reviewer session has no reviewers of its own".into()));
+            }
+            if *w == self.metadata.name {
+                e.check("spec.reviewOf", Err("a session cannot review itself".into()));
+            }
+        }
+        e.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::AgentRef;
+    use crate::review::{ReviewSpec, ReviewTrigger, ReviewerSpec};
+    use crate::Project;
+
+    #[test]
+    fn review_settings_are_checked_field_by_field() {
+        let mut p = Project::new("p", "/repo");
+        p.spec.review = Some(ReviewSpec::default());
+        let fields = |errs: Vec<FieldError>| errs.into_iter().map(|e| e.to_string()).collect::<Vec<_>>();
+        assert_eq!(fields(p.validate()), ["spec.review.reviewers: must name at least one reviewer agent"]);
+        p.spec.review = Some(ReviewSpec {
+            reviewers: vec![ReviewerSpec {
+                agent: Some(AgentRef::Custom { command: vec![" ".into()] }),
+                ..Default::default()
+            }],
+            on: vec![ReviewTrigger::Push, ReviewTrigger::Push],
+            gate: true,
+            token_env: Some("REVIEW TOKEN".into()),
+        });
+        let errors = fields(p.validate());
+        assert_eq!(
+            errors[..2],
+            [
+                "spec.review.reviewers[0].agent.command[0]: the program must not be empty",
+                "spec.review.on[1]: `push` is listed twice"
+            ]
+        );
+        assert!(errors[2].starts_with("spec.review.tokenEnv: "), "{errors:?}");
+        let mut s = Session::new("w", "p", "x");
+        s.spec.review_of = Some("w".into());
+        assert_eq!(fields(s.validate()), ["spec.reviewOf: a session cannot review itself"]);
+        s.spec.review_of = Some("Not_A_Name".into());
+        assert!(fields(s.validate())[0].starts_with("spec.reviewOf: "), "{:?}", s.validate());
+    }
+}
