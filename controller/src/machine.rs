@@ -2,7 +2,7 @@
 //! per-session files the controller keeps and the typing locks. [`crate::fleet::Fleet`] is the
 //! real one; tests give the reconciler fakes. Nothing here knows any reconciler.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,16 +10,14 @@ use aoctl_api::condition::{self, types};
 use aoctl_api::project::Project;
 use aoctl_api::session::{AgentRef, RuntimeKind, RuntimeStatus};
 use aoctl_api::Session;
+pub use aoctl_runtimes::session_files::SessionFiles;
 use aoctl_runtimes::workspace::{
     PoolReport, PoolRequest, WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest,
     Workspaces,
 };
 use aoctl_runtimes::{agents, Handle, InputStyle, Runtime, RuntimeError};
 
-use crate::typing::{self, Typing};
-
-/// The file in a session's folder that every byte of its agent's output is appended to.
-const TRANSCRIPT: &str = "transcript.log";
+use crate::typing::Typing;
 
 /// What runs agents and holds their checkouts and files.
 #[async_trait::async_trait]
@@ -152,60 +150,6 @@ impl WorkspaceStore for Workspaces {
     }
 }
 
-/// The layout of the controller's per-session files: `<sessions dir>/<name>/` holds the prompt,
-/// the transcript, the delivered marker and what typing keeps ([`crate::typing`]).
-#[derive(Clone, Debug)]
-pub struct SessionFiles {
-    root: PathBuf,
-}
-
-impl SessionFiles {
-    pub fn new(root: PathBuf) -> SessionFiles {
-        SessionFiles { root }
-    }
-
-    /// The folder of every session's files.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The folder of a session's files.
-    pub fn dir(&self, session: &str) -> PathBuf {
-        self.root.join(session)
-    }
-
-    pub fn transcript(&self, session: &str) -> PathBuf {
-        self.dir(session).join(TRANSCRIPT)
-    }
-
-    /// The session whose transcript `path` is, if it is one.
-    pub fn transcript_of(&self, path: &Path) -> Option<String> {
-        if path.file_name()? != TRANSCRIPT {
-            return None;
-        }
-        let dir = path.parent()?;
-        (dir.parent()? == self.root).then(|| dir.file_name()?.to_str().map(str::to_string)).flatten()
-    }
-
-    pub fn prompt(&self, session: &str) -> PathBuf {
-        self.dir(session).join("prompt.md")
-    }
-
-    /// Exists once the first prompt of the current runtime was delivered.
-    pub fn delivered_marker(&self, session: &str) -> PathBuf {
-        self.dir(session).join("prompt.delivered")
-    }
-
-    /// The files of a session that typing into its agent keeps.
-    pub fn typing(&self, session: &str) -> typing::Files {
-        typing::Files {
-            dir: self.dir(session),
-            transcript: self.transcript(session),
-            delivered: self.delivered_marker(session),
-        }
-    }
-}
-
 /// The agent a session's status says runs: `status.runtime` while `RuntimeReady` is True and the
 /// session is neither stopped nor being deleted. Otherwise why there is none, in a sentence that
 /// names the session.
@@ -319,16 +263,6 @@ mod tests {
             running_agent(&session(serde_json::json!({}), serde_json::json!({}))).unwrap_err(),
             "session \"s1\" has no running agent: it has not started yet"
         );
-    }
-
-    #[test]
-    fn transcript_of_names_the_session_of_a_transcript_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let files = SessionFiles::new(dir.path().join("sessions"));
-        assert_eq!(files.transcript_of(&files.transcript("web-1")).as_deref(), Some("web-1"));
-        assert_eq!(files.transcript_of(&files.prompt("web-1")), None);
-        assert_eq!(files.transcript_of(&files.root().join("transcript.log")), None);
-        assert_eq!(files.transcript_of(&dir.path().join("other/web-1/transcript.log")), None);
     }
 
     #[test]

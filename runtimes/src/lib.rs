@@ -13,6 +13,7 @@ pub mod process;
 pub mod program;
 mod runtime;
 pub mod secret;
+pub mod session_files;
 mod terminal;
 #[cfg(test)]
 mod test_agents;

@@ -62,7 +62,7 @@ impl Reconcile<'_> {
         let h = Handle(runtime.handle.clone());
         let evented = ctx.machine.output_events() && runtime.kind != RuntimeKind::Docker;
         let recapture_every = if evented { RECAPTURE_QUIET } else { RECAPTURE_POLLED };
-        let len = tokio::fs::metadata(ctx.machine.files().transcript(name)).await.map(|m| m.len()).unwrap_or(0);
+        let len = ctx.machine.files().transcript_len(name).await;
         let now = Instant::now();
         let prev = ctx.state.observation(name);
         let grew = prev.as_ref().map_or(len > 0, |p| len != p.transcript_len);
