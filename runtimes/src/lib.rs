@@ -8,6 +8,7 @@ mod contract_tests;
 pub mod daemon;
 pub mod docker;
 pub mod git;
+pub mod node_id;
 pub mod notify;
 pub mod process;
 pub mod program;
