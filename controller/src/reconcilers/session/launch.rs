@@ -326,8 +326,8 @@ impl Reconcile<'_> {
             let _typing = ctx.machine.typing().lock(name).await;
             files.typing(name).forget_runtime().await;
         }
-        if let (Some(adapter), Some(home)) = (launch.adapter, std::env::var_os("HOME")) {
-            if let Err(e) = agents::prepare_home(adapter, home.as_ref(), ctx.machine.workspaces().root(), &ws.path) {
+        if let Some(adapter) = launch.adapter {
+            if let Err(e) = agents::prepare_own_home(adapter, ctx.machine.workspaces().root(), &ws.path) {
                 tracing::warn!(error = %e, session = %name, "could not prepare the agent's settings");
             }
         }
@@ -633,7 +633,7 @@ async fn agent_environment(
     let secrets = agent_env::secret_names(&projects, &sources, &defaults);
     let keys: Vec<&str> = launch.adapter.map(|a| a.login.env.to_vec()).unwrap_or_default();
     let rules = agent_env::Rules { inherit, keys: &keys, secrets: &secrets };
-    agent_env::agent_env(std::env::vars_os(), &rules, set)
+    agent_env::agent_env_of_controller(&rules, set)
 }
 
 /// How to get a missing agent program: its row's pinned install command.
