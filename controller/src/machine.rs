@@ -108,6 +108,9 @@ pub trait WorkspaceStore: Send + Sync {
     fn drain_pool(&self, project: &str) -> Result<usize, WorkspaceError>;
     /// The projects that have pool entries on disk.
     fn pools(&self) -> Vec<String>;
+    /// Whether the folder of a workspace that was made, at `path`, is no longer there (deleted
+    /// from outside); `false` when that cannot be told.
+    fn is_gone(&self, path: &Path) -> bool;
 }
 
 impl WorkspaceStore for Workspaces {
@@ -147,6 +150,10 @@ impl WorkspaceStore for Workspaces {
 
     fn pools(&self) -> Vec<String> {
         Workspaces::pools(self)
+    }
+
+    fn is_gone(&self, path: &Path) -> bool {
+        Workspaces::is_gone(self, path)
     }
 }
 

@@ -48,6 +48,16 @@ impl SessionFiles {
         &self.root
     }
 
+    /// Makes the folder of every session's files.
+    pub fn make_root(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.root)
+    }
+
+    /// The sessions that have a folder of files.
+    pub fn sessions(&self) -> Vec<String> {
+        folders(&self.root)
+    }
+
     /// The folder of a session's files.
     pub fn dir(&self, session: &str) -> PathBuf {
         self.root.join(session)
@@ -412,6 +422,16 @@ async fn create_durably(path: &Path, bytes: &[u8]) -> Result<bool, FilesError> {
     .await
     .map_err(|e| io(path)(std::io::Error::other(e)))?;
     created.map_err(io(&tmp))
+}
+
+/// The names of the folders under `dir`; none when it cannot be read.
+pub fn folders(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return vec![] };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect()
 }
 
 /// The session whose inbox `path` (under the sessions folder `root`) is a message of, if it is one.
