@@ -2,7 +2,7 @@
 //! per-session files the controller keeps and the typing locks. [`crate::fleet::Fleet`] is the
 //! real one; tests give the reconciler fakes. Nothing here knows any reconciler.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +10,7 @@ use aoctl_api::condition::{self, types};
 use aoctl_api::project::Project;
 use aoctl_api::session::{AgentRef, RuntimeKind, RuntimeStatus};
 use aoctl_api::Session;
+use aoctl_runtimes::git::{self, GitError, RepoInfo};
 pub use aoctl_runtimes::session_files::SessionFiles;
 use aoctl_runtimes::workspace::{
     PoolReport, PoolRequest, WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest,
@@ -39,6 +40,12 @@ pub trait Machine: Send + Sync + 'static {
 
     /// Whether agents' output and exits wake their sessions, so quiet ones need no polling.
     fn output_events(&self) -> bool;
+
+    /// The git the session reconciler asks of a session's branch: libgit2 through
+    /// `aoctl_runtimes::git`, unless a machine has its own.
+    fn branches(&self) -> &dyn Branches {
+        &Git
+    }
 
     /// Whether the docker engine at `host` answers, and since when it does not. A machine with
     /// no engines of its own to watch says every engine answers.
@@ -85,6 +92,65 @@ pub struct EngineHealth {
     pub down_for: Duration,
     /// Why the last ping failed; empty while it answers.
     pub message: String,
+}
+
+/// What the session reconciler asks git of a session's branch repository (its workspace, or the
+/// repository behind its sandboxed checkout). Calls block (libgit2, the network); callers run them
+/// on the blocking pool.
+pub trait Branches: Send + Sync {
+    /// The repository at `path`: its top folder and default branch.
+    fn inspect(&self, path: &Path) -> Result<RepoInfo, GitError>;
+    /// `path` with its links resolved, as git names the repository's top folder.
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf>;
+    /// The commit id of local `branch`.
+    fn resolve_branch(&self, root: &Path, branch: &str) -> Result<String, GitError>;
+    /// How many commits `branch` has that `base` has not.
+    fn ahead(&self, root: &Path, branch: &str, base: &str) -> Result<usize, GitError>;
+    /// Pushes `branch` to `remote`, never forced.
+    fn push(&self, workdir: &Path, remote: &str, branch: &str) -> Result<(), GitError>;
+    /// Fetches `branch` of `remote`; the commit id it is at.
+    fn fetch_branch(&self, workdir: &Path, remote: &str, branch: &str) -> Result<String, GitError>;
+    /// The files a merge of commits `ours` and `theirs` would conflict in.
+    fn conflicting_files(&self, root: &Path, ours: &str, theirs: &str) -> Result<Vec<String>, GitError>;
+    /// The files commit `head` changes against its merge base with commit `base`.
+    fn changed_files(&self, root: &Path, head: &str, base: &str) -> Result<Vec<String>, GitError>;
+}
+
+/// [`Branches`] through libgit2 (`aoctl_runtimes::git`).
+pub struct Git;
+
+impl Branches for Git {
+    fn inspect(&self, path: &Path) -> Result<RepoInfo, GitError> {
+        git::inspect(path)
+    }
+
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        git::canonicalize(path)
+    }
+
+    fn resolve_branch(&self, root: &Path, branch: &str) -> Result<String, GitError> {
+        git::resolve_branch(root, branch)
+    }
+
+    fn ahead(&self, root: &Path, branch: &str, base: &str) -> Result<usize, GitError> {
+        git::ahead(root, branch, base)
+    }
+
+    fn push(&self, workdir: &Path, remote: &str, branch: &str) -> Result<(), GitError> {
+        git::push(workdir, remote, branch)
+    }
+
+    fn fetch_branch(&self, workdir: &Path, remote: &str, branch: &str) -> Result<String, GitError> {
+        git::fetch_branch(workdir, remote, branch)
+    }
+
+    fn conflicting_files(&self, root: &Path, ours: &str, theirs: &str) -> Result<Vec<String>, GitError> {
+        git::conflicting_files(root, ours, theirs)
+    }
+
+    fn changed_files(&self, root: &Path, head: &str, base: &str) -> Result<Vec<String>, GitError> {
+        git::changed_files(root, head, base)
+    }
 }
 
 /// The session checkouts: made, listed and removed. Calls block (git, setup commands); callers
