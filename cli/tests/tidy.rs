@@ -1,9 +1,10 @@
 //! Rules of the code base that can be checked, checked over the whole workspace: every Rust file
 //! opens with a `//!` line; only the `runtimes` crate starts processes (tests excepted); `api/`,
-//! the wire contract, does no IO and reads the clock only through `Time::now`; the controller's
-//! machine side and HTTP handlers import no reconciler; reconcilers write no spec but the sources' writes of the
-//! objects they own, and list no Session kind whole; the modules of no crate form an import
-//! circle.
+//! the wire contract, does no IO and reads the clock only through `Time::now`; the controller
+//! does no file, process or git IO of its own (it goes through the machine side) and reads only
+//! configuration variables; the controller's machine side and HTTP handlers import no reconciler;
+//! reconcilers write no spec but the sources' writes of the objects they own, and list no Session
+//! kind whole; the modules of no crate form an import circle.
 
 use std::path::{Path, PathBuf};
 
@@ -126,6 +127,78 @@ fn api_does_no_io() {
     let found = offending(&["api"], &io);
     assert!(found.is_empty(), "api/ is the wire contract and does no IO; found:\n{}", found.join("\n"));
     assert!(!offending(&["controller"], &io).is_empty(), "the controller does IO, and the check sees it");
+}
+
+/// What touches the machine's files, processes or git repositories directly.
+const MACHINE_IO: [&str; 12] = [
+    "std::fs",
+    "tokio::fs",
+    "fs::read",
+    "fs::write",
+    "fs::remove",
+    "fs::create",
+    "File::open",
+    "File::create",
+    "OpenOptions",
+    "Command::new(",
+    "process::Command",
+    "git2::",
+];
+
+#[test]
+fn the_controller_does_no_machine_io() {
+    // Each file left, with why its reads stay in the controller.
+    let allowed = [
+        // `aoctl restore` reads the backup file named on its command line before any store or
+        // machine exists: the process's configuration edge, like a flag.
+        "controller/src/restore.rs",
+    ];
+    let found: Vec<String> = offending(&["controller"], &MACHINE_IO)
+        .into_iter()
+        .filter(|f| !allowed.iter().any(|a| f.starts_with(&format!("{a}:"))))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "the controller decides and runtimes/ does the IO: go through the Machine, WorkspaceStore, \
+         SessionFiles or another runtimes/ type; found:\n{}",
+        found.join("\n")
+    );
+    for file in allowed {
+        let left = offending(&["controller"], &MACHINE_IO).into_iter().filter(|f| f.starts_with(&format!("{file}:")));
+        assert!(left.count() > 0, "{file} no longer does machine IO: take it off the allow-list");
+    }
+    // The check sees what it looks for.
+    assert!(!offending(&["runtimes"], &MACHINE_IO).is_empty(), "runtimes/ does machine IO, and the check sees it");
+}
+
+#[test]
+fn the_controller_reads_only_configuration_variables() {
+    // Each file that reads the controller's environment, and the configuration it reads: a
+    // variable a resource names, read when it is used so that a rotated secret needs no restart.
+    let allowed = [
+        // The forge and tracker tokens: the defaults and a Project's or IssueSource's `tokenEnv`.
+        "controller/src/forges/mod.rs",
+        // A GitSource's push webhook secret, its `webhookSecretEnv`.
+        "controller/src/http/webhooks.rs",
+        // A GitSource's fetch token, its `tokenEnv`.
+        "controller/src/reconcilers/gitsource/mod.rs",
+    ];
+    let reads = ["env::var", "var_os(", "vars_os("];
+    let found = offending(&["controller"], &reads);
+    let other: Vec<&String> =
+        found.iter().filter(|f| !allowed.iter().any(|a| f.starts_with(&format!("{a}:")))).collect();
+    assert!(
+        other.is_empty(),
+        "the controller reads no environment but the configuration variables of docs/ARCHITECTURE.md; an \
+         agent's environment and home are found in runtimes/; found:\n{}",
+        other.iter().map(|f| f.as_str()).collect::<Vec<_>>().join("\n")
+    );
+    for file in allowed {
+        assert!(
+            found.iter().any(|f| f.starts_with(&format!("{file}:"))),
+            "{file} reads no variable: take it off the list"
+        );
+    }
 }
 
 #[test]

@@ -31,7 +31,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use aoctl_runtimes::session_files::folders;
+
 use crate::fleet::Fleet;
+use crate::machine::Machine;
 
 /// Output wakes a session at most once per this period.
 pub const DEBOUNCE: Duration = Duration::from_secs(1);
@@ -106,7 +109,7 @@ pub fn start(
     stopped: impl Future<Output = ()> + Send + 'static,
 ) -> Result<JoinHandle<()>, WatchError> {
     let dir = fleet.sessions_dir().to_path_buf();
-    std::fs::create_dir_all(&dir).map_err(|e| WatchError::Folder { path: dir.clone(), source: e })?;
+    fleet.files().make_root().map_err(|e| WatchError::Folder { path: dir.clone(), source: e })?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut watcher = ::notify::recommended_watcher(move |event| {
         let _ = tx.send(event);
@@ -116,7 +119,7 @@ pub fn start(
     // The workspaces are watched one level deep only (their contents are the agents' business):
     // the root for new project folders, each project folder for session folders that go.
     let root = fleet.workspaces.root().to_path_buf();
-    std::fs::create_dir_all(&root).map_err(|e| WatchError::Folder { path: root.clone(), source: e })?;
+    fleet.workspaces.make_root().map_err(|e| WatchError::Folder { path: root.clone(), source: e })?;
     watcher
         .watch(&root, RecursiveMode::NonRecursive)
         .map_err(|e| WatchError::Watch { path: root.clone(), source: e })?;
@@ -171,7 +174,7 @@ fn handle(fleet: &Fleet, wake: &impl Wake, debounce: &mut Debounce, event: &Even
     if event.need_rescan() {
         // Events were lost: every session may have news.
         tracing::debug!("transcript events overflowed; waking every session");
-        for session in folders(fleet.sessions_dir()) {
+        for session in fleet.files().sessions() {
             fleet.output_closed(&session);
             wake.wake(&session);
         }
@@ -202,16 +205,6 @@ fn handle(fleet: &Fleet, wake: &impl Wake, debounce: &mut Debounce, event: &Even
             }
         }
     }
-}
-
-/// The names of the folders under `dir`.
-fn folders(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return vec![] };
-    entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .collect()
 }
 
 #[cfg(test)]

@@ -71,6 +71,12 @@ pub enum SendError {
     Typing(#[from] TypingError),
 }
 
+impl From<crate::typing::FilesError> for SendError {
+    fn from(e: crate::typing::FilesError) -> SendError {
+        SendError::Typing(e.into())
+    }
+}
+
 /// Types `text` into the agent of session `name` and verifies its delivery, or queues it
 /// durably when the agent has not had its first prompt yet or messages wait before it (and wakes
 /// the session's reconcile through `wake`, which types them in order). Refuses a session that is

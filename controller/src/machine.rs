@@ -10,16 +10,15 @@ use aoctl_api::condition::{self, types};
 use aoctl_api::project::Project;
 use aoctl_api::session::{AgentRef, RuntimeKind, RuntimeStatus};
 use aoctl_api::Session;
+use aoctl_runtimes::git::{self, GitError, RepoInfo};
+pub use aoctl_runtimes::session_files::SessionFiles;
 use aoctl_runtimes::workspace::{
     PoolReport, PoolRequest, WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest,
     Workspaces,
 };
 use aoctl_runtimes::{agents, Handle, InputStyle, Runtime, RuntimeError};
 
-use crate::typing::{self, Typing};
-
-/// The file in a session's folder that every byte of its agent's output is appended to.
-const TRANSCRIPT: &str = "transcript.log";
+use crate::typing::Typing;
 
 /// What runs agents and holds their checkouts and files.
 #[async_trait::async_trait]
@@ -41,6 +40,12 @@ pub trait Machine: Send + Sync + 'static {
 
     /// Whether agents' output and exits wake their sessions, so quiet ones need no polling.
     fn output_events(&self) -> bool;
+
+    /// The git the session reconciler asks of a session's branch: libgit2 through
+    /// `aoctl_runtimes::git`, unless a machine has its own.
+    fn branches(&self) -> &dyn Branches {
+        &Git
+    }
 
     /// Whether the docker engine at `host` answers, and since when it does not. A machine with
     /// no engines of its own to watch says every engine answers.
@@ -89,6 +94,65 @@ pub struct EngineHealth {
     pub message: String,
 }
 
+/// What the session reconciler asks git of a session's branch repository (its workspace, or the
+/// repository behind its sandboxed checkout). Calls block (libgit2, the network); callers run them
+/// on the blocking pool.
+pub trait Branches: Send + Sync {
+    /// The repository at `path`: its top folder and default branch.
+    fn inspect(&self, path: &Path) -> Result<RepoInfo, GitError>;
+    /// `path` with its links resolved, as git names the repository's top folder.
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf>;
+    /// The commit id of local `branch`.
+    fn resolve_branch(&self, root: &Path, branch: &str) -> Result<String, GitError>;
+    /// How many commits `branch` has that `base` has not.
+    fn ahead(&self, root: &Path, branch: &str, base: &str) -> Result<usize, GitError>;
+    /// Pushes `branch` to `remote`, never forced.
+    fn push(&self, workdir: &Path, remote: &str, branch: &str) -> Result<(), GitError>;
+    /// Fetches `branch` of `remote`; the commit id it is at.
+    fn fetch_branch(&self, workdir: &Path, remote: &str, branch: &str) -> Result<String, GitError>;
+    /// The files a merge of commits `ours` and `theirs` would conflict in.
+    fn conflicting_files(&self, root: &Path, ours: &str, theirs: &str) -> Result<Vec<String>, GitError>;
+    /// The files commit `head` changes against its merge base with commit `base`.
+    fn changed_files(&self, root: &Path, head: &str, base: &str) -> Result<Vec<String>, GitError>;
+}
+
+/// [`Branches`] through libgit2 (`aoctl_runtimes::git`).
+pub struct Git;
+
+impl Branches for Git {
+    fn inspect(&self, path: &Path) -> Result<RepoInfo, GitError> {
+        git::inspect(path)
+    }
+
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        git::canonicalize(path)
+    }
+
+    fn resolve_branch(&self, root: &Path, branch: &str) -> Result<String, GitError> {
+        git::resolve_branch(root, branch)
+    }
+
+    fn ahead(&self, root: &Path, branch: &str, base: &str) -> Result<usize, GitError> {
+        git::ahead(root, branch, base)
+    }
+
+    fn push(&self, workdir: &Path, remote: &str, branch: &str) -> Result<(), GitError> {
+        git::push(workdir, remote, branch)
+    }
+
+    fn fetch_branch(&self, workdir: &Path, remote: &str, branch: &str) -> Result<String, GitError> {
+        git::fetch_branch(workdir, remote, branch)
+    }
+
+    fn conflicting_files(&self, root: &Path, ours: &str, theirs: &str) -> Result<Vec<String>, GitError> {
+        git::conflicting_files(root, ours, theirs)
+    }
+
+    fn changed_files(&self, root: &Path, head: &str, base: &str) -> Result<Vec<String>, GitError> {
+        git::changed_files(root, head, base)
+    }
+}
+
 /// The session checkouts: made, listed and removed. Calls block (git, setup commands); callers
 /// run them on the blocking pool.
 pub trait WorkspaceStore: Send + Sync {
@@ -110,6 +174,9 @@ pub trait WorkspaceStore: Send + Sync {
     fn drain_pool(&self, project: &str) -> Result<usize, WorkspaceError>;
     /// The projects that have pool entries on disk.
     fn pools(&self) -> Vec<String>;
+    /// Whether the folder of a workspace that was made, at `path`, is no longer there (deleted
+    /// from outside); `false` when that cannot be told.
+    fn is_gone(&self, path: &Path) -> bool;
 }
 
 impl WorkspaceStore for Workspaces {
@@ -150,59 +217,9 @@ impl WorkspaceStore for Workspaces {
     fn pools(&self) -> Vec<String> {
         Workspaces::pools(self)
     }
-}
 
-/// The layout of the controller's per-session files: `<sessions dir>/<name>/` holds the prompt,
-/// the transcript, the delivered marker and what typing keeps ([`crate::typing`]).
-#[derive(Clone, Debug)]
-pub struct SessionFiles {
-    root: PathBuf,
-}
-
-impl SessionFiles {
-    pub fn new(root: PathBuf) -> SessionFiles {
-        SessionFiles { root }
-    }
-
-    /// The folder of every session's files.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The folder of a session's files.
-    pub fn dir(&self, session: &str) -> PathBuf {
-        self.root.join(session)
-    }
-
-    pub fn transcript(&self, session: &str) -> PathBuf {
-        self.dir(session).join(TRANSCRIPT)
-    }
-
-    /// The session whose transcript `path` is, if it is one.
-    pub fn transcript_of(&self, path: &Path) -> Option<String> {
-        if path.file_name()? != TRANSCRIPT {
-            return None;
-        }
-        let dir = path.parent()?;
-        (dir.parent()? == self.root).then(|| dir.file_name()?.to_str().map(str::to_string)).flatten()
-    }
-
-    pub fn prompt(&self, session: &str) -> PathBuf {
-        self.dir(session).join("prompt.md")
-    }
-
-    /// Exists once the first prompt of the current runtime was delivered.
-    pub fn delivered_marker(&self, session: &str) -> PathBuf {
-        self.dir(session).join("prompt.delivered")
-    }
-
-    /// The files of a session that typing into its agent keeps.
-    pub fn typing(&self, session: &str) -> typing::Files {
-        typing::Files {
-            dir: self.dir(session),
-            transcript: self.transcript(session),
-            delivered: self.delivered_marker(session),
-        }
+    fn is_gone(&self, path: &Path) -> bool {
+        Workspaces::is_gone(self, path)
     }
 }
 
@@ -319,16 +336,6 @@ mod tests {
             running_agent(&session(serde_json::json!({}), serde_json::json!({}))).unwrap_err(),
             "session \"s1\" has no running agent: it has not started yet"
         );
-    }
-
-    #[test]
-    fn transcript_of_names_the_session_of_a_transcript_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let files = SessionFiles::new(dir.path().join("sessions"));
-        assert_eq!(files.transcript_of(&files.transcript("web-1")).as_deref(), Some("web-1"));
-        assert_eq!(files.transcript_of(&files.prompt("web-1")), None);
-        assert_eq!(files.transcript_of(&files.root().join("transcript.log")), None);
-        assert_eq!(files.transcript_of(&dir.path().join("other/web-1/transcript.log")), None);
     }
 
     #[test]

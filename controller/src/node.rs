@@ -10,23 +10,16 @@
 //! folder holds the node.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+pub use aoctl_runtimes::node_id::{folder_node, host_name, NodeIdError, NODE_ID_FILE};
 
 use aoctl_store_etcd::{EtcdStore, NodeClaim, RegisterError, Registration};
 
-/// The file in the data folder that names its node.
-pub const NODE_ID_FILE: &str = "node-id";
-
-/// What an earlier version left in a data folder it ran in.
-const EARLIER_RUNS: [&str; 4] = ["sessions", "workspaces", "store", "tmux.sock"];
-
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{0}: the node id file is empty; remove it to make a new one")]
-    Empty(PathBuf),
+    #[error(transparent)]
+    Id(#[from] NodeIdError),
     #[error(
         "{source}; replicas of one node share its data folder: give this replica a --node of its own, or leave \
          --node unset to use its data folder's ({path})"
@@ -44,64 +37,10 @@ pub fn resolve(explicit: Option<&str>, data_dir: &Path) -> Result<String, NodeEr
     Ok(explicit.map_or(from_folder, str::to_string))
 }
 
-/// The node id the data folder's `node-id` file holds, made when it has none.
-pub fn folder_node(data_dir: &Path) -> Result<String, NodeError> {
-    let path = data_dir.join(NODE_ID_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => return named(&path, &text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(NodeError::Io { path, source: e }),
-    }
-    let earlier = EARLIER_RUNS.iter().any(|f| data_dir.join(f).exists());
-    let id = if earlier { host_name() } else { format!("{}-{}", host_name(), suffix(&path)?) };
-    // Written aside and linked into place, which fails when it exists: replicas starting at the
-    // same moment in a new folder agree on the first one's id.
-    static ASIDE: AtomicU64 = AtomicU64::new(0);
-    let aside = ASIDE.fetch_add(1, Ordering::Relaxed);
-    let tmp = data_dir.join(format!("{NODE_ID_FILE}.{}.{aside}.tmp", std::process::id()));
-    let io = |source| NodeError::Io { path: path.clone(), source };
-    let written = (|| {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(format!("{id}\n").as_bytes())?;
-        f.sync_all()?;
-        std::fs::hard_link(&tmp, &path)
-    })();
-    let _ = std::fs::remove_file(&tmp);
-    match written {
-        Ok(()) => {
-            tracing::info!(node = %id, path = %path.display(), "this data folder's node id was made");
-            Ok(id)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            named(&path, &std::fs::read_to_string(&path).map_err(io)?)
-        }
-        Err(e) => Err(io(e)),
-    }
-}
-
-fn named(path: &Path, text: &str) -> Result<String, NodeError> {
-    let id = text.trim();
-    if id.is_empty() {
-        return Err(NodeError::Empty(path.to_path_buf()));
-    }
-    Ok(id.to_string())
-}
-
-/// Eight random hex digits.
-fn suffix(path: &Path) -> Result<String, NodeError> {
-    let mut bytes = [0u8; 4];
-    getrandom::fill(&mut bytes).map_err(|e| NodeError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(format!("no random source: {e}")),
-    })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 /// Registers this replica as `node` in `etcd` for as long as the registration is kept, with
 /// leases of `ttl`; refuses when a live replica of another data folder holds the node.
 pub async fn register(etcd: &EtcdStore, node: &str, data_dir: &Path, ttl: Duration) -> Result<Registration, NodeError> {
-    let folder = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let folder = aoctl_runtimes::node_id::canonical_folder(data_dir);
     let claim = NodeClaim {
         node: node.to_string(),
         host: host_name(),
@@ -114,72 +53,15 @@ pub async fn register(etcd: &EtcdStore, node: &str, data_dir: &Path, ttl: Durati
     })
 }
 
-/// The machine's host name; `localhost` when it cannot be read.
-pub fn host_name() -> String {
-    #[cfg(unix)]
-    {
-        let mut buf = [0u8; 256];
-        // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer it is given.
-        if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
-            let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-            if let Ok(name) = std::str::from_utf8(&buf[..end]) {
-                if !name.is_empty() {
-                    return name.to_string();
-                }
-            }
-        }
-    }
-    #[cfg(windows)]
-    if let Ok(name) = std::env::var("COMPUTERNAME") {
-        if !name.is_empty() {
-            return name;
-        }
-    }
-    "localhost".to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_new_folder_gets_a_node_id_of_its_own_and_keeps_it() {
-        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    fn an_explicit_node_wins_and_the_folder_keeps_its_own() {
+        let a = tempfile::tempdir().unwrap();
         let id = folder_node(a.path()).unwrap();
-        let host = host_name();
-        let rest = id.strip_prefix(&format!("{host}-")).unwrap_or_else(|| panic!("{id} starts with the host name"));
-        assert!(rest.len() == 8 && rest.bytes().all(|c| c.is_ascii_hexdigit()), "{id}");
-        assert_eq!(folder_node(a.path()).unwrap(), id, "kept across starts");
-        assert_eq!(std::fs::read_to_string(a.path().join(NODE_ID_FILE)).unwrap().trim(), id);
-        assert_ne!(folder_node(b.path()).unwrap(), id, "another folder is another node");
         assert_eq!(resolve(Some("build-1"), a.path()).unwrap(), "build-1", "--node wins");
         assert_eq!(resolve(None, a.path()).unwrap(), id);
-        let leftovers: Vec<_> = std::fs::read_dir(a.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(leftovers, vec![std::ffi::OsString::from(NODE_ID_FILE)], "no temporary file is left");
-    }
-
-    #[test]
-    fn a_folder_an_earlier_version_ran_in_keeps_the_host_name() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("sessions")).unwrap();
-        assert_eq!(folder_node(dir.path()).unwrap(), host_name());
-        assert_eq!(folder_node(dir.path()).unwrap(), host_name());
-    }
-
-    #[test]
-    fn replicas_starting_together_in_a_new_folder_agree() {
-        let dir = tempfile::tempdir().unwrap();
-        let ids: Vec<String> = std::thread::scope(|s| {
-            let all: Vec<_> = (0..8).map(|_| s.spawn(|| folder_node(dir.path()).unwrap())).collect();
-            all.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
-    }
-
-    #[test]
-    fn an_empty_node_id_file_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(NODE_ID_FILE), "\n").unwrap();
-        assert!(matches!(folder_node(dir.path()), Err(NodeError::Empty(_))));
     }
 }

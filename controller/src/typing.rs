@@ -37,83 +37,32 @@
 //! for the agent, types it and verifies its delivery, counts it in the runtime metric and
 //! publishes its event. What differs between them is a [`How`].
 //!
+//! The inbox, the journal and the markers are read and written by
+//! `aoctl_runtimes::session_files`; this module decides what they say.
+//!
 //! `crate::input::send_or_queue` is `aoctl send`: the rules of what may be typed into a session
 //! now, what waits in its inbox, and what is refused.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aoctl_api::session::RuntimeKind;
-use aoctl_api::{EventType, Session, Time};
-use aoctl_runtimes::{agents, transcript, Handle, InputStyle, Runtime, RuntimeError};
-use serde::{Deserialize, Serialize};
+use aoctl_api::{EventType, Session};
+pub use aoctl_runtimes::session_files::{
+    inbox_message_of, FilesError, Journal, Outcome, Queued, TypingFiles as Files, What,
+};
+use aoctl_runtimes::{agents, Handle, InputStyle, Runtime, RuntimeError};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::metrics::Metrics;
 use crate::recorder::Recorder;
 
-/// The journal of a message being typed.
-const JOURNAL: &str = "typing.json";
-/// The folder of the messages waiting to be typed.
-const INBOX: &str = "inbox";
-
-/// What became of a message of the inbox, as a replica waiting for its delivery sees it.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// It waits in the inbox (perhaps after a failed try that is tried again).
-    Waiting,
-    /// It was typed and its delivery verified.
-    Delivered,
-    /// Its typing failed, and it is not typed again: why.
-    Failed(String),
-}
-
-/// What a message is, for what its delivery records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum What {
-    /// The first prompt: its delivery writes the delivered marker.
-    Prompt,
-    /// An inbox message: its delivery removes it from the inbox.
-    Queued(u64),
-    /// A message whose marker is looked for in the transcript by its sender (reactions, the resume
-    /// after a usage limit): its delivery records nothing more.
-    Marked,
-}
-
-/// A message of `aoctl send` waiting in a session's inbox.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Queued {
-    pub seq: u64,
-    pub text: String,
-    pub at: Time,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Journal {
-    what: What,
-    /// The message as typed (its last line is what delivery is verified by).
-    text: String,
-    submit_key: String,
-    /// The transcript's length before typing.
-    offset: u64,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum TypingError {
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{path}: not a message: {source}")]
-    Corrupt { path: PathBuf, source: serde_json::Error },
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TypingError + '_ {
-    move |source| TypingError::Io { path: path.to_path_buf(), source }
+    #[error(transparent)]
+    Files(#[from] FilesError),
 }
 
 /// The typing locks of every session and the layout of their files.
@@ -135,165 +84,6 @@ impl Typing {
     }
 }
 
-/// A session's typing files: its folder, transcript and delivered marker.
-pub struct Files {
-    pub dir: PathBuf,
-    pub transcript: PathBuf,
-    pub delivered: PathBuf,
-}
-
-impl Files {
-    fn journal(&self) -> PathBuf {
-        self.dir.join(JOURNAL)
-    }
-
-    fn inbox(&self) -> PathBuf {
-        self.dir.join(INBOX)
-    }
-
-    fn item(&self, seq: u64) -> PathBuf {
-        self.inbox().join(format!("{seq:020}.json"))
-    }
-
-    /// Where the error of a queued message's failed typing is kept.
-    fn failure(&self, seq: u64) -> PathBuf {
-        self.inbox().join(format!("{seq:020}.failed"))
-    }
-
-    /// What became of inbox message `seq`: it waits while its file is there; once gone it was
-    /// delivered, unless its typing failed (the failure is read once, and forgotten).
-    pub async fn outcome(&self, seq: u64) -> Result<Outcome, TypingError> {
-        let item = self.item(seq);
-        if tokio::fs::try_exists(&item).await.map_err(io(&item))? {
-            return Ok(Outcome::Waiting);
-        }
-        let failure = self.failure(seq);
-        match tokio::fs::read_to_string(&failure).await {
-            Ok(why) => {
-                self.forget_failure(seq).await;
-                Ok(Outcome::Failed(why))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Outcome::Delivered),
-            Err(e) => Err(io(&failure)(e)),
-        }
-    }
-
-    /// Forgets the failure recorded for inbox message `seq`, if any.
-    pub async fn forget_failure(&self, seq: u64) {
-        let _ = tokio::fs::remove_file(self.failure(seq)).await;
-    }
-
-    /// Whether the first prompt was delivered (or there was none to type).
-    pub fn prompt_done(&self) -> bool {
-        self.delivered.exists()
-    }
-
-    /// The marker of a first prompt that was given on the agent's command line and used up by
-    /// its login screen: it is typed once the agent is logged in.
-    pub fn retype_marker(&self) -> PathBuf {
-        self.dir.join("prompt.retype")
-    }
-
-    /// The messages waiting in the inbox, oldest first.
-    pub async fn queued(&self) -> Result<Vec<Queued>, TypingError> {
-        let dir = self.inbox();
-        let mut entries = match tokio::fs::read_dir(&dir).await {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => return Err(io(&dir)(e)),
-        };
-        let mut out = vec![];
-        while let Some(e) = entries.next_entry().await.map_err(io(&dir))? {
-            let path = e.path();
-            if path.extension().is_none_or(|x| x != "json") {
-                continue;
-            }
-            let bytes = tokio::fs::read(&path).await.map_err(io(&path))?;
-            let q: Queued = serde_json::from_slice(&bytes).map_err(|e| TypingError::Corrupt { path, source: e })?;
-            out.push(q);
-        }
-        out.sort_by_key(|q| q.seq);
-        Ok(out)
-    }
-
-    /// Removes a message from the inbox.
-    pub async fn drop_queued(&self, seq: u64) -> Result<(), TypingError> {
-        match tokio::fs::remove_file(self.item(seq)).await {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&self.item(seq))(e)),
-            _ => Ok(()),
-        }
-    }
-
-    /// Appends a message to the inbox, flushed to disk before this returns. Its number follows
-    /// the newest queued one's; when another process (a replica of the same node) takes that
-    /// number first, the next one is taken.
-    pub async fn enqueue(&self, text: &str) -> Result<Queued, TypingError> {
-        let mut seq = self.queued().await?.last().map_or(1, |q| q.seq + 1);
-        loop {
-            let q = Queued { seq, text: text.to_string(), at: Time::now() };
-            let bytes = serde_json::to_vec(&q).expect("a message serializes");
-            if create_durably(&self.item(seq), &bytes).await? {
-                return Ok(q);
-            }
-            seq += 1;
-        }
-    }
-}
-
-/// Writes `path` through a temporary file that is flushed and renamed, then flushes the folder (on
-/// Unix; a Windows folder cannot be opened as a file, and NTFS journals the rename itself).
-async fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), TypingError> {
-    let dir = path.parent().expect("a file in a folder").to_path_buf();
-    let tmp = path.with_extension("tmp");
-    let (bytes, p, t) = (bytes.to_vec(), path.to_path_buf(), tmp.clone());
-    let written = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        use std::io::Write;
-        std::fs::create_dir_all(&dir)?;
-        let mut f = std::fs::File::create(&t)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&t, &p)?;
-        #[cfg(unix)]
-        std::fs::File::open(&dir)?.sync_all()?;
-        Ok(())
-    })
-    .await
-    .map_err(|e| io(path)(std::io::Error::other(e)))?;
-    written.map_err(io(&tmp))
-}
-
-/// Writes `path` whole, flushed, unless it exists: written aside and linked into place, so no
-/// reader sees it part-written and only one of several writers makes it. `false` when it existed.
-async fn create_durably(path: &Path, bytes: &[u8]) -> Result<bool, TypingError> {
-    static ASIDE: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().expect("a file in a folder").to_path_buf();
-    let aside = ASIDE.fetch_add(1, Ordering::Relaxed);
-    let tmp = path.with_extension(format!("{}.{aside}.tmp", std::process::id()));
-    let (bytes, p, t) = (bytes.to_vec(), path.to_path_buf(), tmp.clone());
-    let created = tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
-        use std::io::Write;
-        std::fs::create_dir_all(&dir)?;
-        let written = (|| {
-            let mut f = std::fs::File::create(&t)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            std::fs::hard_link(&t, &p)
-        })();
-        let _ = std::fs::remove_file(&t);
-        match written {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => return Err(e),
-        }
-        #[cfg(unix)]
-        std::fs::File::open(&dir)?.sync_all()?;
-        Ok(true)
-    })
-    .await
-    .map_err(|e| io(path)(std::io::Error::other(e)))?;
-    created.map_err(io(&tmp))
-}
-
 /// Types `text` and records its delivery as `what` says, under the journal described in the
 /// module documentation. The caller holds the session's typing lock and has run [`recover`].
 pub async fn type_message(
@@ -304,10 +94,9 @@ pub async fn type_message(
     style: &InputStyle,
     what: What,
 ) -> Result<(), TypingError> {
-    let offset = tokio::fs::metadata(&files.transcript).await.map_or(0, |m| m.len());
+    let offset = files.transcript_len().await;
     let journal = Journal { what, text: text.to_string(), submit_key: style.submit_key.clone(), offset };
-    let path = files.journal();
-    write_durably(&path, &serde_json::to_vec(&journal).expect("a journal serializes")).await?;
+    files.write_journal(&journal).await?;
     let sent = rt.send(h, text, style).await;
     match (&sent, what) {
         (Ok(()), _) => delivered(files, what).await?,
@@ -317,7 +106,7 @@ pub async fn type_message(
                 RuntimeError::NotDelivered { message, .. } => message.clone(),
                 e => e.to_string(),
             };
-            let _ = tokio::fs::write(files.failure(seq), why).await;
+            files.record_failure(seq, &why).await;
         }
         (Err(_), _) => {}
     }
@@ -325,7 +114,7 @@ pub async fn type_message(
     // again: the journal stays, and `recover` finds it echoed if it arrived late.
     let unseen = matches!(sent, Err(RuntimeError::NotDelivered { .. })) && what == What::Prompt;
     if !unseen {
-        tokio::fs::remove_file(&path).await.map_err(io(&path))?;
+        files.remove_journal().await?;
     }
     Ok(sent?)
 }
@@ -333,13 +122,14 @@ pub async fn type_message(
 /// Records that a message was delivered.
 async fn delivered(files: &Files, what: What) -> Result<(), TypingError> {
     match what {
-        What::Prompt => write_durably(&files.delivered, b"").await,
+        What::Prompt => files.mark_prompt_done().await?,
         What::Queued(seq) => {
             files.forget_failure(seq).await;
-            files.drop_queued(seq).await
+            files.drop_queued(seq).await?
         }
-        What::Marked => Ok(()),
+        What::Marked => {}
     }
+    Ok(())
 }
 
 /// What [`recover`] found of a message typed by a controller that was killed.
@@ -355,23 +145,8 @@ pub enum Recovered {
 /// Finishes what a killed controller was typing, by the rules of the module documentation;
 /// `None` when it was typing nothing. The caller holds the session's typing lock.
 pub async fn recover(files: &Files, rt: &dyn Runtime, h: &Handle) -> Result<Option<Recovered>, TypingError> {
-    let path = files.journal();
-    let bytes = match tokio::fs::read(&path).await {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(&path)(e)),
-    };
-    let Ok(j) = serde_json::from_slice::<Journal>(&bytes) else {
-        // Torn while it was written: nothing was typed after it.
-        tokio::fs::remove_file(&path).await.map_err(io(&path))?;
-        return Ok(None);
-    };
-    let (transcript_path, offset) = (files.transcript.clone(), j.offset);
-    let seen = tokio::task::spawn_blocking(move || transcript::read_from(&transcript_path, offset))
-        .await
-        .map_err(|e| io(&files.transcript)(std::io::Error::other(e)))?
-        .map(|(b, _)| transcript::to_text(&b))
-        .unwrap_or_default();
+    let Some(j) = files.read_journal().await? else { return Ok(None) };
+    let seen = files.transcript_since(j.offset).await?;
     // Echoed is not submitted: a shell's line discipline echoes a paste before anything reads it,
     // and a screen may show a message that is still being edited. Pressing submit once more is
     // an empty line to an agent that did get it, which agents ignore.
@@ -380,13 +155,13 @@ pub async fn recover(files: &Files, rt: &dyn Runtime, h: &Handle) -> Result<Opti
         rt.keys(h, &[j.submit_key.as_str()]).await?;
         delivered(files, j.what).await?;
     }
-    tokio::fs::remove_file(&path).await.map_err(io(&path))?;
+    files.remove_journal().await?;
     Ok(Some(if typed { Recovered::Typed(j.what) } else { Recovered::NotTyped(j.what) }))
 }
 
 /// Clears the journal of a runtime that was replaced: nothing typed into the old one is pending.
 pub async fn reset(files: &Files) {
-    let _ = tokio::fs::remove_file(files.journal()).await;
+    files.reset().await;
 }
 
 /// The agent a message is typed into, and what records the typing: the runtime metric always,
@@ -491,11 +266,7 @@ impl<'a> Keyboard<'a> {
         let a = &self.agent;
         self.recover().await?;
         if let Some(marker) = how.marker {
-            let path = a.files.transcript.clone();
-            let seen = tokio::task::spawn_blocking(move || transcript::tail(&path, None))
-                .await
-                .map_err(|e| io(&a.files.transcript)(std::io::Error::other(e)))?;
-            let before = seen.is_ok_and(|(t, _)| t.contains(marker));
+            let before = a.files.transcript_shows(marker).await?;
             tracing::debug!(session = %a.session.metadata.name, %marker, before, "typing a marked message");
             if before {
                 return Ok(Typed::Before);
@@ -544,82 +315,5 @@ impl Recovered {
                 format!("{} was typed before a restart; it was submitted, not typed again", what(w)),
             ),
         }
-    }
-}
-
-/// The session whose inbox `path` (under the sessions folder `root`) is a message of, if it is one.
-pub fn inbox_message_of(root: &Path, path: &Path) -> Option<String> {
-    if path.extension()? != "json" {
-        return None;
-    }
-    let inbox = path.parent()?;
-    let dir = inbox.parent()?;
-    (inbox.file_name()? == INBOX && dir.parent()? == root).then(|| dir.file_name()?.to_str().map(str::to_string))?
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn files(dir: &Path) -> Files {
-        Files {
-            dir: dir.join("s"),
-            transcript: dir.join("s/transcript.log"),
-            delivered: dir.join("s/prompt.delivered"),
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn writers_adding_at_once_take_a_number_each() {
-        let dir = tempfile::tempdir().unwrap();
-        let all: Vec<_> = (0..16)
-            .map(|i| {
-                let f = files(dir.path());
-                tokio::spawn(async move { f.enqueue(&format!("message {i}")).await.unwrap().seq })
-            })
-            .collect();
-        let mut seqs = vec![];
-        for t in all {
-            seqs.push(t.await.unwrap());
-        }
-        seqs.sort_unstable();
-        assert_eq!(seqs, (1..=16).collect::<Vec<u64>>(), "one number each, none lost");
-        let queued = files(dir.path()).queued().await.unwrap();
-        assert_eq!(queued.len(), 16);
-        let mut texts: Vec<_> = queued.iter().map(|q| q.text.clone()).collect();
-        texts.sort();
-        texts.dedup();
-        assert_eq!(texts.len(), 16, "every message kept whole");
-        let names: Vec<_> = std::fs::read_dir(dir.path().join("s/inbox")).unwrap().map(|e| e.unwrap().path()).collect();
-        assert!(names.iter().all(|p| p.extension().is_some_and(|x| x == "json")), "nothing left aside: {names:?}");
-    }
-
-    #[tokio::test]
-    async fn an_outcome_is_waiting_then_delivered_or_failed() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = files(dir.path());
-        let a = f.enqueue("a").await.unwrap();
-        let b = f.enqueue("b").await.unwrap();
-        assert_eq!(f.outcome(a.seq).await.unwrap(), Outcome::Waiting);
-        // A failed try that is tried again: still waiting; then delivered, and the failure gone.
-        std::fs::write(f.failure(a.seq), "the agent did not echo it").unwrap();
-        assert_eq!(f.outcome(a.seq).await.unwrap(), Outcome::Waiting);
-        delivered(&f, What::Queued(a.seq)).await.unwrap();
-        assert_eq!(f.outcome(a.seq).await.unwrap(), Outcome::Delivered);
-        // Dropped after a failure: failed, once.
-        std::fs::write(f.failure(b.seq), "not delivered").unwrap();
-        f.drop_queued(b.seq).await.unwrap();
-        assert_eq!(f.outcome(b.seq).await.unwrap(), Outcome::Failed("not delivered".into()));
-        assert_eq!(f.outcome(b.seq).await.unwrap(), Outcome::Delivered, "read once");
-    }
-
-    #[test]
-    fn inbox_messages_are_told_from_other_files() {
-        let root = Path::new("/data/sessions");
-        assert_eq!(inbox_message_of(root, &root.join("s1/inbox/00000000000000000001.json")).as_deref(), Some("s1"));
-        assert_eq!(inbox_message_of(root, &root.join("s1/inbox/00000000000000000001.1.0.tmp")), None);
-        assert_eq!(inbox_message_of(root, &root.join("s1/transcript.log")), None);
-        assert_eq!(inbox_message_of(root, &root.join("s1/other/1.json")), None);
-        assert_eq!(inbox_message_of(Path::new("/elsewhere"), &root.join("s1/inbox/1.json")), None);
     }
 }

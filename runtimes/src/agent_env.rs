@@ -111,6 +111,11 @@ pub struct Rules<'a> {
     pub secrets: &'a BTreeSet<String>,
 }
 
+/// [`agent_env`] over the controller's own environment.
+pub fn agent_env_of_controller(rules: &Rules<'_>, set: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    agent_env(std::env::vars_os(), rules, set)
+}
+
 /// The agent's whole environment (a container adds its image's): of `controller`, the
 /// controller's own environment, the variables [`Rules`] allow; then `set`, what the controller
 /// and the session set on purpose, which wins. A value of `set` that is exactly `$(NAME)` is the

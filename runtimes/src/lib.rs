@@ -8,11 +8,13 @@ mod contract_tests;
 pub mod daemon;
 pub mod docker;
 pub mod git;
+pub mod node_id;
 pub mod notify;
 pub mod process;
 pub mod program;
 mod runtime;
 pub mod secret;
+pub mod session_files;
 mod terminal;
 #[cfg(test)]
 mod test_agents;

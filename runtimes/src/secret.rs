@@ -16,6 +16,11 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     b.create(dir)
 }
 
+/// The text of the token file at `path` (made by [`ensure_token_file`], or given).
+pub fn read_token_file(path: &Path) -> std::io::Result<String> {
+    std::fs::read_to_string(path)
+}
+
 /// Makes the token file at `path` unless it exists. An existing one that others may read is
 /// made private again (and said so in the log); one that is not a regular file is an error.
 pub fn ensure_token_file(path: &Path) -> std::io::Result<()> {

@@ -33,8 +33,17 @@ impl From<crate::typing::TypingError> for Error {
         use crate::typing::TypingError as T;
         match e {
             T::Runtime(e) => Error::Runtime(e),
-            T::Io { path, source } => Error::Io { path, source },
-            T::Corrupt { path, source } => Error::Io { path, source: std::io::Error::other(source) },
+            T::Files(e) => e.into(),
+        }
+    }
+}
+
+impl From<aoctl_runtimes::session_files::FilesError> for Error {
+    fn from(e: aoctl_runtimes::session_files::FilesError) -> Error {
+        use aoctl_runtimes::session_files::FilesError as F;
+        match e {
+            F::Io { path, source } => Error::Io { path, source },
+            F::Corrupt { path, source } => Error::Io { path, source: std::io::Error::other(source) },
         }
     }
 }

@@ -12,9 +12,10 @@ use std::time::Duration;
 use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::{Condition, ConditionStatus, EventType, Project, ProjectStatus, Time};
 use aoctl_engine::Action;
-use aoctl_runtimes::git::{self, GitError};
+use aoctl_runtimes::git::GitError;
 
 use super::Error;
+use crate::machine::Branches;
 use crate::notify;
 use crate::recorder::Recorder;
 
@@ -101,7 +102,7 @@ struct Observed {
     head_sha: Option<String>,
 }
 
-fn observe(spec_path: &str, wanted_branch: Option<&str>) -> Observed {
+fn observe(git: &dyn Branches, spec_path: &str, wanted_branch: Option<&str>) -> Observed {
     let fail = |reason, message: String| Observed {
         ready: ConditionStatus::False,
         reason,
@@ -110,11 +111,11 @@ fn observe(spec_path: &str, wanted_branch: Option<&str>) -> Observed {
         head_sha: None,
     };
     let path = Path::new(spec_path);
-    let info = match git::inspect(path) {
+    let info = match git.inspect(path) {
         Ok(i) => i,
         Err(e) => return fail(e.reason(), e.to_string()),
     };
-    let canonical = aoctl_runtimes::git::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let canonical = git.canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if info.root != canonical {
         return fail(
             "NotRepositoryRoot",
@@ -124,7 +125,7 @@ fn observe(spec_path: &str, wanted_branch: Option<&str>) -> Observed {
     let Some(branch) = wanted_branch.map(str::to_string).or(info.default_branch) else {
         return fail("DefaultBranchUnknown", format!("{spec_path}: no default branch found; set spec.defaultBranch"));
     };
-    match git::resolve_branch(&info.root, &branch) {
+    match git.resolve_branch(&info.root, &branch) {
         Ok(sha) => Observed {
             ready: ConditionStatus::True,
             reason: "RepositoryReady",
@@ -152,7 +153,8 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Actio
     }
     let path = project.spec.path.clone();
     let wanted = project.spec.default_branch.clone();
-    let seen = tokio::task::spawn_blocking(move || observe(&path, wanted.as_deref())).await?;
+    let machine = ctx.machine.clone();
+    let seen = tokio::task::spawn_blocking(move || observe(machine.branches(), &path, wanted.as_deref())).await?;
     let (pool, pool_after) = match seen.ready {
         ConditionStatus::True => super::pool::tend(&project, seen.default_branch.as_deref(), &ctx.machine).await,
         _ => (project.status.workspace_pool.clone(), None),
@@ -259,6 +261,7 @@ pub fn error_policy(_project: Arc<Project>, error: &Error, _ctx: Arc<Context>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::Git;
     use std::process::Command;
 
     #[test]
@@ -266,21 +269,21 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("repo");
         let p = dir.to_str().unwrap();
-        assert_eq!(observe(p, None).reason, "RepositoryNotFound");
+        assert_eq!(observe(&Git, p, None).reason, "RepositoryNotFound");
         std::fs::create_dir(&dir).unwrap();
-        assert_eq!(observe(p, None).reason, "NotAGitRepository");
+        assert_eq!(observe(&Git, p, None).reason, "NotAGitRepository");
         let git =
             |args: &[&str]| assert!(Command::new("git").arg("-C").arg(&dir).args(args).status().unwrap().success());
         git(&["init", "-q", "-b", "main"]);
-        assert_eq!(observe(p, None).reason, "BranchNotFound");
+        assert_eq!(observe(&Git, p, None).reason, "BranchNotFound");
         git(&["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "x"]);
-        let o = observe(p, None);
+        let o = observe(&Git, p, None);
         assert_eq!(
             (o.ready, o.reason, o.default_branch.as_deref()),
             (ConditionStatus::True, "RepositoryReady", Some("main"))
         );
-        assert_eq!(observe(p, Some("develop")).reason, "BranchNotFound");
+        assert_eq!(observe(&Git, p, Some("develop")).reason, "BranchNotFound");
         std::fs::create_dir(dir.join("sub")).unwrap();
-        assert_eq!(observe(dir.join("sub").to_str().unwrap(), None).reason, "NotRepositoryRoot");
+        assert_eq!(observe(&Git, dir.join("sub").to_str().unwrap(), None).reason, "NotRepositoryRoot");
     }
 }

@@ -113,7 +113,8 @@ fn read_token(opts: &ServeOptions) -> Result<String, ServeError> {
             path
         }
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| ServeError::TokenFile { path: path.clone(), source: e })?;
+    let text = aoctl_runtimes::secret::read_token_file(&path)
+        .map_err(|e| ServeError::TokenFile { path: path.clone(), source: e })?;
     let token = text.trim();
     if token.is_empty() {
         return Err(ServeError::EmptyToken(path));

@@ -16,6 +16,14 @@ use super::AgentError;
 /// the last writer wins as with the agent's own updates.
 static LOCK: Mutex<()> = Mutex::new(());
 
+/// [`prepare_home`] in the home folder of the controller's user (`HOME`); nothing without one.
+pub fn prepare_own_home(adapter: &Adapter, workspaces_root: &Path, workdir: &Path) -> Result<(), AgentError> {
+    match std::env::var_os("HOME") {
+        Some(home) => prepare_home(adapter, home.as_ref(), workspaces_root, workdir),
+        None => Ok(()),
+    }
+}
+
 /// Applies the adapter's [`HomeEdit`]s under `home` for `workspaces_root` and `workdir` (each as
 /// given, and resolved through symlinks when that differs). Idempotent; a no-op for agents without
 /// edits.

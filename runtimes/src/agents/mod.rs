@@ -33,7 +33,7 @@ use crate::runtime::InputStyle;
 
 pub use activity::{answer_dialog, classify, is_ready, logged_out, DialogAnswer, Screen};
 pub use adapter::{Adapter, Cues, Dialog, HomeEdit, Input, Install, JsonLit, Login, PromptVia};
-pub use home::prepare_home;
+pub use home::{prepare_home, prepare_own_home};
 pub use table::{all, builtin};
 
 /// What rendering an agent's launch command needs.

@@ -102,6 +102,19 @@ pub struct Sources {
     pub codex_home: Option<PathBuf>,
 }
 
+impl Sources {
+    /// Where an agent of a session looks for its records: `HOME`, `CLAUDE_CONFIG_DIR` and, for
+    /// codex, `CODEX_HOME`, each from the session's own environment (`own`), else the
+    /// controller's. `None` when there is no home to look in.
+    pub fn of_session(own: &std::collections::BTreeMap<String, String>, codex: bool) -> Option<Sources> {
+        let env = |k: &str| own.get(k).map(std::ffi::OsString::from).or_else(|| std::env::var_os(k));
+        let home = env("HOME").map(PathBuf::from)?;
+        let claude_dir = env("CLAUDE_CONFIG_DIR").map_or_else(|| home.join(".claude"), PathBuf::from);
+        let codex_home = codex.then(|| env("CODEX_HOME").map_or_else(|| home.join(".codex"), PathBuf::from));
+        Some(Sources { claude_dir, codex_home })
+    }
+}
+
 /// The usage recorded by the agent working in `workdir`: Claude Code's files for that folder
 /// (any agent: the folder is the session's own) and, for Codex, the rollouts started in it since
 /// `since`. `None` when no record was found.

@@ -259,6 +259,17 @@ impl Workspaces {
         &self.root
     }
 
+    /// Makes the folder every workspace lives under.
+    pub fn make_root(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.root)
+    }
+
+    /// Whether the folder at `path` (a workspace that was made) is no longer there; `false` when
+    /// that cannot be told.
+    pub fn is_gone(&self, path: &Path) -> bool {
+        !path.try_exists().unwrap_or(true)
+    }
+
     /// Creates the session's workspace, or returns it unchanged when it is already there.
     ///
     /// Once a workspace was found complete, later calls check it in a few `stat`s and read its

@@ -62,7 +62,7 @@ impl Reconcile<'_> {
         let h = Handle(runtime.handle.clone());
         let evented = ctx.machine.output_events() && runtime.kind != RuntimeKind::Docker;
         let recapture_every = if evented { RECAPTURE_QUIET } else { RECAPTURE_POLLED };
-        let len = tokio::fs::metadata(ctx.machine.files().transcript(name)).await.map(|m| m.len()).unwrap_or(0);
+        let len = ctx.machine.files().transcript_len(name).await;
         let now = Instant::now();
         let prev = ctx.state.observation(name);
         let grew = prev.as_ref().map_or(len > 0, |p| len != p.transcript_len);
@@ -246,13 +246,9 @@ impl Reconcile<'_> {
             }
             m.usage_read.insert(name.clone(), UsageRead { at: now, pending: false });
         }
-        let env = |k: &str| s.spec.env.get(k).map(std::ffi::OsString::from).or_else(|| std::env::var_os(k));
-        let home = env("HOME").map(std::path::PathBuf::from)?;
-        let claude_dir = env("CLAUDE_CONFIG_DIR").map_or_else(|| home.join(".claude"), std::path::PathBuf::from);
         let codex = launch.adapter.is_some_and(|a| a.name == "codex");
-        let codex_home = codex.then(|| env("CODEX_HOME").map_or_else(|| home.join(".codex"), std::path::PathBuf::from));
+        let sources = usage::Sources::of_session(&s.spec.env, codex)?;
         let since = s.metadata.creation_timestamp.map(|t| std::time::SystemTime::from(t.0));
-        let sources = usage::Sources { claude_dir, codex_home };
         match tokio::task::spawn_blocking(move || usage::read(&sources, &ws, since)).await {
             Ok(Ok(Some(u))) => st.usage = Some(u),
             Ok(Ok(None)) => {}

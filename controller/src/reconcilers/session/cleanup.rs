@@ -45,12 +45,7 @@ pub(super) async fn finalize(s: &Session, ctx: &Context) -> Result<Action, Error
     let machine = ctx.machine.clone();
     let (project, session) = (s.spec.project.clone(), name.clone());
     let removed = tokio::task::spawn_blocking(move || machine.workspaces().remove(&project, &session)).await??;
-    let dir = ctx.machine.files().dir(&name);
-    match tokio::fs::remove_dir_all(&dir).await {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::Io { path: dir, source: e }),
-    }
+    ctx.machine.files().remove(&name).await?;
     ctx.machine.typing().forget(&name);
     ctx.state.forget(&name);
     let what = if removed { "stopped the runtime and removed the workspace" } else { "stopped the runtime" };

@@ -147,7 +147,7 @@ impl Reconcile<'_> {
         // An agent started before whose conversation began (its prompt was an argument, or the typed
         // one was delivered) continues that conversation when it is started again and its CLI can.
         let resumable = st.runtime.is_some()
-            && (launch.initial_input.is_none() || files.delivered_marker(name).exists())
+            && (launch.initial_input.is_none() || files.typing(name).prompt_done())
             && prompt.is_some();
         let again = |launch: Launch| -> Launch {
             if !resumable {
@@ -320,19 +320,14 @@ impl Reconcile<'_> {
         let st = &mut *self.st;
         let name = &s.metadata.name;
         let files = ctx.machine.files();
-        let dir = files.dir(name);
-        let io = |e: std::io::Error| Error::Io { path: dir.clone(), source: e };
-        tokio::fs::create_dir_all(&dir).await.map_err(io)?;
-        tokio::fs::write(files.prompt(name), prompt.unwrap_or_default()).await.map_err(io)?;
+        files.write_prompt(name, prompt.unwrap_or_default()).await?;
         {
             // A new agent: nothing of the first prompt or of a message typed into the old one counts.
             let _typing = ctx.machine.typing().lock(name).await;
-            let _ = tokio::fs::remove_file(files.delivered_marker(name)).await;
-            let _ = tokio::fs::remove_file(files.typing(name).retype_marker()).await;
-            typing::reset(&files.typing(name)).await;
+            files.typing(name).forget_runtime().await;
         }
-        if let (Some(adapter), Some(home)) = (launch.adapter, std::env::var_os("HOME")) {
-            if let Err(e) = agents::prepare_home(adapter, home.as_ref(), ctx.machine.workspaces().root(), &ws.path) {
+        if let Some(adapter) = launch.adapter {
+            if let Err(e) = agents::prepare_own_home(adapter, ctx.machine.workspaces().root(), &ws.path) {
                 tracing::warn!(error = %e, session = %name, "could not prepare the agent's settings");
             }
         }
@@ -472,10 +467,9 @@ impl Reconcile<'_> {
         let keyboard = Keyboard::lock(ctx.machine.typing(), typed).await;
         let files = keyboard.files();
         let mut text = launch.initial_input.clone();
-        if text.is_none() && files.retype_marker().exists() {
+        if text.is_none() && files.retyping() {
             // Given on its command line and used up by its login screen: typed now instead.
-            let path = ctx.machine.files().prompt(name);
-            let prompt = tokio::fs::read_to_string(&path).await.map_err(|e| Error::Io { path, source: e })?;
+            let prompt = ctx.machine.files().read_prompt(name).await?;
             text = Some(agents::prepare_text(launch.adapter, &prompt)).filter(|t| !t.trim().is_empty());
         }
         if text.is_some() && keyboard.recover().await?.is_some() && files.prompt_done() {
@@ -515,8 +509,7 @@ impl Reconcile<'_> {
             }
         }
         let Some(text) = text else {
-            let io = |e: std::io::Error| Error::Io { path: files.delivered.clone(), source: e };
-            tokio::fs::write(&files.delivered, b"").await.map_err(io)?;
+            files.mark_prompt_done().await?;
             return Ok(Continue(()));
         };
         // Prepared with the rest of the launch.
@@ -640,7 +633,7 @@ async fn agent_environment(
     let secrets = agent_env::secret_names(&projects, &sources, &defaults);
     let keys: Vec<&str> = launch.adapter.map(|a| a.login.env.to_vec()).unwrap_or_default();
     let rules = agent_env::Rules { inherit, keys: &keys, secrets: &secrets };
-    agent_env::agent_env(std::env::vars_os(), &rules, set)
+    agent_env::agent_env_of_controller(&rules, set)
 }
 
 /// How to get a missing agent program: its row's pinned install command.

@@ -48,18 +48,13 @@ pub(super) async fn login_condition(
     }
     let files = ctx.machine.files().typing(name);
     let given_as_argument = launch.initial_input.is_none() && !launch.resumed;
-    if adapter.login.resend_prompt && given_as_argument && !files.retype_marker().exists() {
+    if adapter.login.resend_prompt && given_as_argument && !files.retyping() {
         // The prompt it was given as an argument got "not logged in" for an answer: it is not
         // delivered (its echo may have looked like a ready prompt a moment before), and is typed
         // once the agent is logged in. The marker stays, so a later login screen changes nothing.
-        let prompt = tokio::fs::read_to_string(ctx.machine.files().prompt(name)).await.unwrap_or_default();
+        let prompt = ctx.machine.files().read_prompt(name).await.unwrap_or_default();
         if !prompt.trim().is_empty() {
-            let marked = tokio::fs::write(files.retype_marker(), b"").await;
-            let undelivered = match tokio::fs::remove_file(&files.delivered).await {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            };
-            if let Err(e) = marked.and(undelivered) {
+            if let Err(e) = files.mark_retype().await {
                 tracing::warn!(session = %name, error = %e, "cannot record that the first prompt must be typed again");
             }
         }

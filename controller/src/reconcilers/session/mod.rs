@@ -305,7 +305,7 @@ impl<'a> Reconcile<'a> {
             pool: project.spec.workspace_pool.as_ref().is_some_and(|p| p.size > 0),
         };
         let pooling = req.pool && req.kind == WorkspaceKind::Worktree && !req.sandbox;
-        if let Some(gone) = workspace_gone(st).await {
+        if let Some(gone) = workspace_gone(&self.ctx.machine, st).await {
             // Said before it is made again, so the status shows the loss even when the new checkout
             // follows at once.
             let reason = reasons::WORKSPACE_MISSING;
@@ -389,12 +389,15 @@ fn typed_agent<'a>(
 }
 
 /// The path of a workspace that was ready and whose folder no longer exists.
-async fn workspace_gone(st: &SessionStatus) -> Option<String> {
+async fn workspace_gone(machine: &Arc<dyn crate::machine::Machine>, st: &SessionStatus) -> Option<String> {
     if !condition::is_true(&st.conditions, types::WORKSPACE_READY) {
         return None;
     }
-    let path = &st.workspace.as_ref()?.path;
-    (!tokio::fs::try_exists(path).await.unwrap_or(true)).then(|| path.clone())
+    let path = st.workspace.as_ref()?.path.clone();
+    let machine = machine.clone();
+    let gone =
+        tokio::task::spawn_blocking(move || machine.workspaces().is_gone(std::path::Path::new(&path)).then_some(path));
+    gone.await.unwrap_or(None)
 }
 
 /// The sooner of an action and an optional delay.

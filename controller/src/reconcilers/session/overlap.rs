@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use aoctl_api::condition::types;
 use aoctl_api::session::{reasons, ChangedFiles, Overlap, Phase};
 use aoctl_api::ConditionStatus;
-use aoctl_runtimes::git;
+use aoctl_runtimes::git::GitError;
 use aoctl_runtimes::workspace::WorkspaceInfo;
 use serde_json::Value;
 
@@ -46,13 +46,15 @@ impl Reconcile<'_> {
         let (root, base_name) = (pr::branch_repo(ws), self.base_ref());
         let (s, st) = (self.s, &mut *self.st);
         let known = st.changed_files.clone();
-        let changed = tokio::task::spawn_blocking(move || -> Result<ChangedFiles, git::GitError> {
-            let base = git::resolve_branch(&root, &base_name)?;
+        let machine = self.ctx.machine.clone();
+        let changed = tokio::task::spawn_blocking(move || -> Result<ChangedFiles, GitError> {
+            let git = machine.branches();
+            let base = git.resolve_branch(&root, &base_name)?;
             if let Some(known) = known.filter(|k| k.head_sha == head && k.base_sha == base) {
                 // Neither the branch nor its base moved: nothing to diff.
                 return Ok(known);
             }
-            let files = git::changed_files(&root, &head, &base)?;
+            let files = git.changed_files(&root, &head, &base)?;
             let count = u32::try_from(files.len()).unwrap_or(u32::MAX);
             let files = files.into_iter().take(ChangedFiles::MAX_FILES).collect();
             Ok(ChangedFiles { head_sha: head, base_sha: base, files, count })

@@ -20,13 +20,14 @@ use aoctl_api::project::Project;
 use aoctl_api::session::{reasons, ChecksState, PullRequestState, ReviewState};
 use aoctl_api::source::REQUESTED_AT;
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
-use aoctl_runtimes::git;
+use aoctl_runtimes::git::GitError;
 use aoctl_runtimes::workspace::WorkspaceInfo;
 use aoctl_scm::{flaky_cause, Checks, FailingCheck, Issue, PullRequest, Reviews};
 
 use super::state::{Facts, LogTail, PrMemo};
 use super::{cond, messages, Context, Error, Reconcile};
 use crate::forges::{Forge, ForgeError, SharedForge, Trust};
+use crate::machine::Machine;
 
 /// A project with at least this many sessions reads its open pull requests in one batch (where
 /// the forge has such a query): below it, conditional REST reads cost less.
@@ -311,7 +312,7 @@ impl Reconcile<'_> {
         // The agent committed but did not push: push for it, never forcing.
         if want.create && pr.state == PullRequestState::Open && ws.head_sha.as_deref().is_some_and(|h| h != pr.head_sha)
         {
-            match push(ws).await {
+            match push(&ctx.machine, ws).await {
                 Ok(()) => pr = c.change(pr.number).await?,
                 Err((_, e)) => tracing::debug!(error = %e, session = %s.metadata.name, "push failed"),
             }
@@ -338,7 +339,7 @@ impl Reconcile<'_> {
             });
             match known {
                 Some(f) => f.conflicts.clone(),
-                None => Some(conflicting_files(ws, &pr).await),
+                None => Some(conflicting_files(&ctx.machine, ws, &pr).await),
             }
         } else {
             None
@@ -414,13 +415,14 @@ impl Reconcile<'_> {
         let (s, ctx, project, st) = (self.s, self.ctx, &self.project, &mut *self.st);
         let base = project.status.default_branch.clone().unwrap_or_else(|| "main".into());
         let (root, branch, b) = (branch_repo(ws), ws.branch.clone(), base.clone());
-        let ahead = tokio::task::spawn_blocking(move || git::ahead(&root, &branch, &b)).await;
+        let machine = ctx.machine.clone();
+        let ahead = tokio::task::spawn_blocking(move || machine.branches().ahead(&root, &branch, &b)).await;
         if !matches!(ahead, Ok(Ok(n)) if n > 0) {
             let msg = format!("waiting for the agent to commit on {} (nothing ahead of {base} yet)", ws.branch);
             cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, "NoCommits", msg);
             return Ok(None);
         }
-        if let Err((reason, message)) = push(ws).await {
+        if let Err((reason, message)) = push(&ctx.machine, ws).await {
             cond(st, s, types::PULL_REQUEST_OPEN, ConditionStatus::False, reason, message);
             return Ok(None);
         }
@@ -496,15 +498,21 @@ pub(super) use aoctl_api::issuesource::display_reference;
 /// The files that conflict between the pull request's head and its base, computed with libgit2
 /// in the session's repository after fetching the base from `origin` (and the head too, when it
 /// was pushed from elsewhere).
-async fn conflicting_files(ws: &WorkspaceInfo, pr: &PullRequest) -> Result<Vec<String>, String> {
+async fn conflicting_files(
+    machine: &Arc<dyn Machine>,
+    ws: &WorkspaceInfo,
+    pr: &PullRequest,
+) -> Result<Vec<String>, String> {
     let (root, base, head, head_ref) = (branch_repo(ws), pr.base_ref.clone(), pr.head_sha.clone(), pr.head_ref.clone());
-    let work = move || -> Result<Vec<String>, git::GitError> {
-        let base = git::fetch_branch(&root, "origin", &base)?;
-        match git::conflicting_files(&root, &head, &base) {
+    let machine = machine.clone();
+    let work = move || -> Result<Vec<String>, GitError> {
+        let git = machine.branches();
+        let base = git.fetch_branch(&root, "origin", &base)?;
+        match git.conflicting_files(&root, &head, &base) {
             Ok(files) => Ok(files),
             Err(_) => {
-                let head = git::fetch_branch(&root, "origin", &head_ref)?;
-                git::conflicting_files(&root, &head, &base)
+                let head = git.fetch_branch(&root, "origin", &head_ref)?;
+                git.conflicting_files(&root, &head, &base)
             }
         }
     };
@@ -548,9 +556,9 @@ pub(super) fn branch_repo(ws: &WorkspaceInfo) -> std::path::PathBuf {
 }
 
 /// Pushes the session's branch to `origin` (never forced); on failure a condition reason and message.
-async fn push(ws: &WorkspaceInfo) -> Result<(), (&'static str, String)> {
-    let (path, branch) = (branch_repo(ws), ws.branch.clone());
-    match tokio::task::spawn_blocking(move || git::push(&path, "origin", &branch)).await {
+async fn push(machine: &Arc<dyn Machine>, ws: &WorkspaceInfo) -> Result<(), (&'static str, String)> {
+    let (path, branch, machine) = (branch_repo(ws), ws.branch.clone(), machine.clone());
+    match tokio::task::spawn_blocking(move || machine.branches().push(&path, "origin", &branch)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err((e.reason(), e.to_string())),
         Err(e) => Err(("PushFailed", e.to_string())),

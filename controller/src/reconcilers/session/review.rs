@@ -414,8 +414,7 @@ impl Reconcile<'_> {
         let exited = state == Some(ActivityState::Exited);
         let settled = exited || state == Some(ActivityState::Idle);
         let head = self.s.spec.base_ref.clone().unwrap_or_default();
-        let path = self.ctx.machine.files().dir(&self.s.metadata.name).join(REVIEW_FILE);
-        let found = match tokio::fs::read_to_string(&path).await {
+        let found = match self.ctx.machine.files().read_own(&self.s.metadata.name, REVIEW_FILE).await {
             Ok(text) => ReviewFile::parse(&text).map_err(|e| format!("the review file is malformed: {e}")),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !exited => return Ok(Some(ROUND_POLL)),
             Err(e) => Err(format!("the review file could not be read: {e}")),

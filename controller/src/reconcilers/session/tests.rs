@@ -210,6 +210,10 @@ impl WorkspaceStore for FakeWorkspaces {
     fn pools(&self) -> Vec<String> {
         vec![]
     }
+
+    fn is_gone(&self, path: &std::path::Path) -> bool {
+        !path.exists()
+    }
 }
 
 struct FakeMachine {
