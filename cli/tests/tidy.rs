@@ -480,7 +480,7 @@ fn api_reads_the_clock_only_through_time_now() {
 /// `update_typed`, `Write::Update`): the sources, which write the objects they own — an
 /// IssueSource its sessions' `stopped`, a GitSource what its repository declares, never itself.
 const SPEC_WRITERS: &[&str] =
-    &["controller/src/reconcilers/issuesource.rs", "controller/src/reconcilers/gitsource/plan.rs"];
+    &["controller/src/reconcilers/issuesource/mod.rs", "controller/src/reconcilers/gitsource/plan.rs"];
 
 #[test]
 fn reconcilers_write_no_spec_but_the_sources_of_what_they_own() {

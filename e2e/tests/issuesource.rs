@@ -519,6 +519,10 @@ async fn issuesource_an_outsiders_labelled_issue_waits_for_a_maintainers_label()
         assert_eq!(sessions_of(s).await.len(), 1, "{who}'s label made no session");
     }
     assert!(read(&gh.standin.requests().await) > before, "a changed issue is judged again");
+    // Each labeller's access is asked once and kept: the author, once; the bot, never.
+    let permission_route = "GET /repos/{owner}/{repo}/collaborators/{username}/permission";
+    let asked = |r: &Value| r["byRoute"][permission_route]["total"].as_u64().unwrap_or(0);
+    assert_eq!(asked(&gh.standin.requests().await), 1, "one access read for two relabels by the author and a bot");
 
     // The owner applies the label: the webhook lets the issue in at once.
     let owner = REPO.split('/').next().expect("owner/name");
@@ -526,6 +530,8 @@ async fn issuesource_an_outsiders_labelled_issue_waits_for_a_maintainers_label()
     until_sessions(s, &[&format!("{SOURCE}-{outsider}"), &format!("{SOURCE}-{ours}")], AT_ONCE).await;
     let source = until_source(s, "nothing held", |o| held(o).is_empty()).await;
     assert!(is(&source, "Ready", "True"), "{source:#}");
+    // The owner is the token's own identity: trusted by name, with no access read.
+    assert_eq!(asked(&gh.standin.requests().await), 1, "no access read for the token's own identity");
     let vouched: Vec<_> = source_events(s).await.into_iter().filter(|(r, _)| r == "IssueVouched").collect();
     assert_eq!(vouched.len(), 1, "{vouched:?}");
     assert!(vouched[0].1.contains(owner), "{vouched:?}");
