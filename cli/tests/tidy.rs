@@ -4,7 +4,8 @@
 //! does no file, process or git IO of its own (it goes through the machine side) and reads only
 //! configuration variables; the controller's machine side and HTTP handlers import no reconciler;
 //! reconcilers write no spec but the sources' writes of the objects they own, and list no Session
-//! kind whole; the modules of no crate form an import circle.
+//! kind whole; the modules of no crate form an import circle; every crate takes the workspace's
+//! lints, so `unreachable_pub` shows what nobody outside a crate uses.
 
 use std::path::{Path, PathBuf};
 
@@ -508,4 +509,36 @@ fn reconcilers_write_no_spec_but_the_sources_of_what_they_own() {
         found.join("\n")
     );
     assert!(allowed >= SPEC_WRITERS.len(), "the check sees the sources' spec writes");
+}
+
+/// Whether a crate's manifest opts into the workspace's lints (`[lints]` with `workspace = true`).
+fn uses_workspace_lints(manifest: &str) -> bool {
+    let mut in_lints = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_lints = line == "[lints]";
+        } else if in_lints && line.replace(' ', "") == "workspace=true" {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn every_crate_takes_the_workspace_lints() {
+    let root = root();
+    let missing: Vec<String> = workspace_members()
+        .into_iter()
+        .filter(|m| {
+            let manifest = std::fs::read_to_string(root.join(m).join("Cargo.toml")).expect("a member's Cargo.toml");
+            !uses_workspace_lints(&manifest)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "these crates leave out `[lints] workspace = true`, so `unreachable_pub` cannot show their dead code: {}",
+        missing.join(", ")
+    );
+    assert!(!uses_workspace_lints("[package]\nname = \"x\"\n\n[dependencies]\nworkspace = true\n"));
+    assert!(uses_workspace_lints("[dependencies]\n[lints]\nworkspace = true\n"));
 }

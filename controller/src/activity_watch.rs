@@ -37,16 +37,16 @@ use crate::fleet::Fleet;
 use crate::machine::Machine;
 
 /// Output wakes a session at most once per this period.
-pub const DEBOUNCE: Duration = Duration::from_secs(1);
+pub(crate) const DEBOUNCE: Duration = Duration::from_secs(1);
 
 /// A session whose output closed is woken again after this, for an exit the first look missed.
-pub const RECHECK_AFTER_CLOSE: Duration = Duration::from_secs(2);
+pub(crate) const RECHECK_AFTER_CLOSE: Duration = Duration::from_secs(2);
 
 /// Past this many remembered sessions, those woken longer than [`DEBOUNCE`] ago are forgotten.
 const REMEMBERED: usize = 256;
 
 /// What the watcher wakes: the session controller's queue.
-pub trait Wake: Send + Sync + 'static {
+pub(crate) trait Wake: Send + Sync + 'static {
     /// Reconciles `session` as soon as possible.
     fn wake(&self, session: &str);
     /// Reconciles `session` after `after`.
@@ -64,7 +64,7 @@ impl Wake for aoctl_engine::Trigger {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum WatchError {
+pub(crate) enum WatchError {
     #[error("{path}: cannot create the sessions folder: {source}")]
     Folder { path: PathBuf, source: std::io::Error },
     #[error("cannot watch {path}: {source}")]
@@ -73,20 +73,20 @@ pub enum WatchError {
 
 /// Spacing of the wakes output causes, per session.
 #[derive(Debug)]
-pub struct Debounce {
+pub(crate) struct Debounce {
     period: Duration,
     /// When each session was last woken, or will be by a wake already scheduled.
     last: HashMap<String, Instant>,
 }
 
 impl Debounce {
-    pub fn new(period: Duration) -> Debounce {
+    pub(crate) fn new(period: Duration) -> Debounce {
         Debounce { period, last: HashMap::new() }
     }
 
     /// Output of `session` arrived at `now`: `Some(ZERO)` wakes it now, `Some(d)` in `d` (the end of
     /// the period), `None` not at all because a wake already scheduled comes after this output.
-    pub fn output(&mut self, session: &str, now: Instant) -> Option<Duration> {
+    pub(crate) fn output(&mut self, session: &str, now: Instant) -> Option<Duration> {
         if self.last.len() > REMEMBERED {
             let period = self.period;
             self.last.retain(|_, at| *at + period > now);
@@ -103,7 +103,7 @@ impl Debounce {
 
 /// Watches the transcripts of `fleet` and wakes their sessions through `wake` until `stopped`.
 /// Marks the fleet's output events live while it runs.
-pub fn start(
+pub(crate) fn start(
     fleet: Arc<Fleet>,
     wake: impl Wake,
     stopped: impl Future<Output = ()> + Send + 'static,

@@ -9,7 +9,7 @@ use aoctl_store::{Store, StoreError};
 
 /// Why an object was not admitted.
 #[derive(Debug, thiserror::Error)]
-pub enum AdmissionError {
+pub(crate) enum AdmissionError {
     #[error("{kind} \"{name}\" is invalid: {}", .errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
     Invalid { kind: Kind, name: String, errors: Vec<FieldError> },
     #[error(transparent)]
@@ -19,7 +19,7 @@ pub enum AdmissionError {
 /// Admits `obj` for a create (`creating`) or an update. `staged` are the objects written in the
 /// same batch before it: a project among them counts as existing, and is named as the owner by
 /// kind and name, so the store fills in its uid when it creates it.
-pub async fn admit(
+pub(crate) async fn admit(
     store: &Store,
     obj: &mut AnyObject,
     creating: bool,

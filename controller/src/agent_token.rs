@@ -13,24 +13,24 @@ use sha2::Sha256;
 type HmacSha256 = Hmac<Sha256>;
 
 /// The environment variable that holds the API's address for a session's agent.
-pub const ENV_SERVER: &str = "AOCTL_SERVER";
+pub(crate) const ENV_SERVER: &str = "AOCTL_SERVER";
 /// The environment variable that holds the session's name.
-pub const ENV_SESSION: &str = "AOCTL_SESSION";
+pub(crate) const ENV_SESSION: &str = "AOCTL_SESSION";
 /// The environment variable that holds the session's token.
-pub const ENV_TOKEN: &str = "AOCTL_SESSION_TOKEN";
+pub(crate) const ENV_TOKEN: &str = "AOCTL_SESSION_TOKEN";
 
 const PREFIX: &str = "aos1";
 
 /// The session a valid token speaks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionCaller {
+pub(crate) struct SessionCaller {
     pub name: String,
     pub uid: String,
 }
 
 /// Makes and checks session tokens, and the environment that hands one to an agent.
 #[derive(Clone)]
-pub struct SessionKeys {
+pub(crate) struct SessionKeys {
     key: [u8; 32],
     /// The API's address as an agent on this machine reaches it.
     server: String,
@@ -47,7 +47,7 @@ impl std::fmt::Debug for SessionKeys {
 impl SessionKeys {
     /// Keys derived from the bearer token, for a server listening on `listen` (an unspecified
     /// address is reached on loopback).
-    pub fn new(bearer: &str, listen: SocketAddr) -> SessionKeys {
+    pub(crate) fn new(bearer: &str, listen: SocketAddr) -> SessionKeys {
         let mut mac = HmacSha256::new_from_slice(bearer.as_bytes()).expect("HMAC takes any key length");
         mac.update(b"aoctl session token v1");
         let mut addr = listen;
@@ -63,13 +63,13 @@ impl SessionKeys {
     }
 
     /// Configures `aoctl` (this binary, say) as the MCP server of agents that take one.
-    pub fn with_mcp_command(mut self, aoctl: std::path::PathBuf) -> SessionKeys {
+    pub(crate) fn with_mcp_command(mut self, aoctl: std::path::PathBuf) -> SessionKeys {
         self.mcp_command = Some(aoctl);
         self
     }
 
     /// The `aoctl` binary agents get as their MCP server, if any.
-    pub fn mcp_command(&self) -> Option<&std::path::Path> {
+    pub(crate) fn mcp_command(&self) -> Option<&std::path::Path> {
         self.mcp_command.as_deref()
     }
 
@@ -82,12 +82,12 @@ impl SessionKeys {
     }
 
     /// The token of the session `name` with uid `uid`.
-    pub fn token(&self, name: &str, uid: &str) -> String {
+    pub(crate) fn token(&self, name: &str, uid: &str) -> String {
         format!("{PREFIX}.{name}.{uid}.{}", hex::encode(self.mac(name, uid).finalize().into_bytes()))
     }
 
     /// The session `token` speaks for, if this server made it.
-    pub fn verify(&self, token: &str) -> Option<SessionCaller> {
+    pub(crate) fn verify(&self, token: &str) -> Option<SessionCaller> {
         let mut parts = token.split('.');
         let (Some(PREFIX), Some(name), Some(uid), Some(mac), None) =
             (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
@@ -106,7 +106,7 @@ impl SessionKeys {
     }
 
     /// What a session's agent gets in its environment: the API's address, its name and its token.
-    pub fn env(&self, name: &str, uid: &str) -> BTreeMap<String, String> {
+    pub(crate) fn env(&self, name: &str, uid: &str) -> BTreeMap<String, String> {
         BTreeMap::from([
             (ENV_SERVER.to_string(), self.server.clone()),
             (ENV_SESSION.to_string(), name.to_string()),

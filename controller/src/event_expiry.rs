@@ -11,19 +11,16 @@ use aoctl_store::{Selector, Store, StoreError, Write, WriteOptions};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-/// How long an event is kept after its last write, unless `--event-ttl` says otherwise.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
-
 /// The most events deleted in one store transaction.
-pub const BATCH: usize = 100;
+pub(crate) const BATCH: usize = 100;
 
 /// How often expired events are looked for: a tenth of the TTL, between a second and a minute.
-pub fn interval(ttl: Duration) -> Duration {
+pub(crate) fn interval(ttl: Duration) -> Duration {
     (ttl / 10).clamp(Duration::from_secs(1), Duration::from_secs(60))
 }
 
 /// Expires events every [`interval`] until `stopped` resolves.
-pub async fn run(store: Store, ttl: Duration, stopped: impl Future<Output = ()>) {
+pub(crate) async fn run(store: Store, ttl: Duration, stopped: impl Future<Output = ()>) {
     let work = async {
         loop {
             match expire(&store, ttl, Utc::now()).await {
@@ -42,7 +39,7 @@ pub async fn run(store: Store, ttl: Duration, stopped: impl Future<Output = ()>)
 
 /// Deletes the events whose last write (`lastTimestamp`) is more than `ttl` before `now`, in
 /// batches of [`BATCH`]; how many it deleted.
-pub async fn expire(store: &Store, ttl: Duration, now: DateTime<Utc>) -> Result<usize, StoreError> {
+pub(crate) async fn expire(store: &Store, ttl: Duration, now: DateTime<Utc>) -> Result<usize, StoreError> {
     let Some(cutoff) = chrono::Duration::from_std(ttl).ok().and_then(|ttl| now.checked_sub_signed(ttl)) else {
         return Ok(0);
     };

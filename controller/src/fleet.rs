@@ -15,7 +15,6 @@ use aoctl_runtimes::tmux::TmuxRuntime;
 use aoctl_runtimes::workspace::Workspaces;
 use aoctl_runtimes::{Runtime, RuntimeError};
 
-pub use crate::machine::{agent_of, container_of, input_style};
 use crate::machine::{EngineHealth, Machine, SessionFiles, WorkspaceStore};
 
 /// How long a ping of an engine may take.
@@ -55,7 +54,7 @@ impl Pinged {
     }
 }
 
-pub struct Fleet {
+pub(crate) struct Fleet {
     tmux: Arc<TmuxRuntime>,
     process: Arc<ProcessRuntime>,
     pub workspaces: Workspaces,
@@ -74,7 +73,7 @@ pub struct Fleet {
 
 impl Fleet {
     /// Lays out `<data dir>/{workspaces,sessions,tmux.sock}`.
-    pub fn new(data_dir: &Path) -> Fleet {
+    pub(crate) fn new(data_dir: &Path) -> Fleet {
         Fleet {
             tmux: Arc::new(TmuxRuntime::new(data_dir.join("tmux.sock"))),
             process: Arc::new(ProcessRuntime::new()),
@@ -90,28 +89,29 @@ impl Fleet {
 
     /// The same, with the owner id of a store that several controllers share (etcd): its
     /// replicas take over each other's containers on the engines they share.
-    pub fn shared_by(data_dir: &Path, store_identity: &str) -> Fleet {
+    pub(crate) fn shared_by(data_dir: &Path, store_identity: &str) -> Fleet {
         Fleet { owner: identity_id(store_identity), ..Fleet::new(data_dir) }
     }
 
     /// The folder of every session's controller-side files.
-    pub fn sessions_dir(&self) -> &Path {
+    pub(crate) fn sessions_dir(&self) -> &Path {
         self.files.root()
     }
 
     /// Records whether a watcher wakes sessions on output and exits.
-    pub fn set_output_events(&self, on: bool) {
+    pub(crate) fn set_output_events(&self, on: bool) {
         self.output_events.store(on, Ordering::Release);
     }
 
     /// A session's agent closed its output (it ended, or its runtime was stopped): no probe may
     /// answer from what was seen before.
-    pub fn output_closed(&self, _session: &str) {
+    pub(crate) fn output_closed(&self, _session: &str) {
         self.tmux.invalidate_probes();
     }
 
     /// This controller's owner id on docker engines: its containers carry `ao.dev/owner=<id>`.
-    pub fn owner(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn owner(&self) -> &str {
         &self.owner
     }
 
@@ -128,25 +128,28 @@ impl Fleet {
     }
 
     /// The folder of a session's controller-side files.
-    pub fn session_dir(&self, session: &str) -> PathBuf {
+    #[cfg(test)]
+    pub(crate) fn session_dir(&self, session: &str) -> PathBuf {
         self.files.dir(session)
     }
 
-    pub fn transcript(&self, session: &str) -> PathBuf {
+    pub(crate) fn transcript(&self, session: &str) -> PathBuf {
         self.files.transcript(session)
     }
 
     /// The session whose transcript `path` is, if it is one.
-    pub fn transcript_of(&self, path: &Path) -> Option<String> {
+    pub(crate) fn transcript_of(&self, path: &Path) -> Option<String> {
         self.files.transcript_of(path)
     }
 
-    pub fn prompt_file(&self, session: &str) -> PathBuf {
+    #[cfg(test)]
+    pub(crate) fn prompt_file(&self, session: &str) -> PathBuf {
         self.files.prompt(session)
     }
 
     /// The files of a session that typing into its agent keeps ([`crate::typing`]).
-    pub fn typing_files(&self, session: &str) -> crate::typing::Files {
+    #[cfg(test)]
+    pub(crate) fn typing_files(&self, session: &str) -> crate::typing::Files {
         self.files.typing(session)
     }
 }
@@ -241,7 +244,7 @@ impl Machine for Fleet {
 /// folder's canonical path (as given when it cannot be resolved), so two controllers sharing a
 /// docker engine with different data folders never take each other's containers, and a restarted
 /// one finds its own.
-pub fn owner_id(data_dir: &Path) -> String {
+pub(crate) fn owner_id(data_dir: &Path) -> String {
     use sha2::{Digest, Sha256};
     let dir = data_dir.canonicalize().or_else(|_| std::path::absolute(data_dir)).unwrap_or_else(|_| data_dir.into());
     let digest = Sha256::digest(dir.as_os_str().as_encoded_bytes());

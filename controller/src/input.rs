@@ -24,7 +24,7 @@ const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// Which process types a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Typist {
+pub(crate) enum Typist {
     /// This one: it leads (and runs the session's reconcile).
     Here,
     /// The leading replica, of this node: this one queues the message, and waits for the
@@ -36,7 +36,7 @@ pub enum Typist {
 
 /// What a queued message waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Waits {
+pub(crate) enum Waits {
     /// Its turn: the first prompt, or the messages queued before it.
     Turn,
     /// The leading replica, which had not typed it within the bound.
@@ -47,7 +47,7 @@ pub enum Waits {
 
 /// What [`send_or_queue`] did with a message.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Sent {
+pub(crate) enum Sent {
     /// Typed into the agent, and its delivery verified.
     Delivered,
     /// Written to the session's inbox as message `seq`; the session's reconcile types it once the
@@ -58,7 +58,7 @@ pub enum Sent {
 
 /// Why [`send_or_queue`] typed nothing and queued nothing, or failed.
 #[derive(Debug, thiserror::Error)]
-pub enum SendError {
+pub(crate) enum SendError {
     /// The agent waits for its usage limit to reset; nothing is typed into it until then.
     #[error("session \"{name}\" is rate-limited until {until}; nothing was typed (evidence: {evidence})")]
     RateLimited { name: String, until: String, evidence: String },
@@ -83,7 +83,7 @@ impl From<crate::typing::FilesError> for SendError {
 /// rate-limited, or has no agent and will not have one. A message whose typing failed is taken
 /// out of the inbox, so it is not typed again. Where `typist` is not this process, the message is
 /// only queued, for the leader's reconcile.
-pub async fn send_or_queue(
+pub(crate) async fn send_or_queue(
     store: &Store,
     machine: &dyn Machine,
     metrics: &Metrics,

@@ -15,14 +15,14 @@ use aoctl_store::{Store, StoreError};
 use aoctl_store_etcd::{Election, EtcdStore, Term};
 
 /// This replica's candidacy.
-pub enum Candidacy {
+pub(crate) enum Candidacy {
     /// The only controller of its store.
     Sole(Leadership),
     Etcd(Election, Leadership),
 }
 
 /// A term of leadership.
-pub enum Lead {
+pub(crate) enum Lead {
     /// Lasts until the process stops.
     Sole,
     Etcd(Term, Leadership),
@@ -30,14 +30,14 @@ pub enum Lead {
 
 /// Whether this replica leads, shared by its candidacy (which sets it) and the HTTP API.
 #[derive(Clone)]
-pub struct Leadership {
+pub(crate) struct Leadership {
     leads: Arc<AtomicBool>,
     election: Option<Election>,
 }
 
 impl Leadership {
     /// Whether this replica leads now: from the moment it won a term until the term ends.
-    pub fn leads(&self) -> bool {
+    pub(crate) fn leads(&self) -> bool {
         self.leads.load(Ordering::Acquire)
     }
 
@@ -45,7 +45,7 @@ impl Leadership {
     /// own, for the sole controller of a sled store, which is asked only through [`leads`]).
     ///
     /// [`leads`]: Leadership::leads
-    pub async fn leader_node(&self) -> Result<Option<String>, StoreError> {
+    pub(crate) async fn leader_node(&self) -> Result<Option<String>, StoreError> {
         match &self.election {
             None => Ok(None),
             Some(e) => Ok(e.leader().await?.as_deref().map(node_of).map(str::to_string)),
@@ -69,27 +69,27 @@ fn node_of(identity: &str) -> &str {
 
 impl Candidacy {
     /// The sole controller of a sled store: it leads from the start.
-    pub fn sole() -> Candidacy {
+    pub(crate) fn sole() -> Candidacy {
         Candidacy::Sole(Leadership { leads: Arc::new(AtomicBool::new(true)), election: None })
     }
 
     /// The candidacy of a replica of node `node` listening on `listen` on `etcd`, with leases
     /// of `ttl`.
-    pub fn etcd(etcd: &EtcdStore, node: &str, listen: SocketAddr, ttl: Duration) -> Candidacy {
+    pub(crate) fn etcd(etcd: &EtcdStore, node: &str, listen: SocketAddr, ttl: Duration) -> Candidacy {
         let election = etcd.election(&identity(node, listen), ttl);
         let leadership = Leadership { leads: Arc::new(AtomicBool::new(false)), election: Some(election.clone()) };
         Candidacy::Etcd(election, leadership)
     }
 
     /// What the replica asks of its leadership.
-    pub fn leadership(&self) -> Leadership {
+    pub(crate) fn leadership(&self) -> Leadership {
         match self {
             Candidacy::Sole(l) | Candidacy::Etcd(_, l) => l.clone(),
         }
     }
 
     /// Waits until this replica leads.
-    pub async fn campaign(&self) -> Lead {
+    pub(crate) async fn campaign(&self) -> Lead {
         match self {
             Candidacy::Sole(_) => Lead::Sole,
             Candidacy::Etcd(election, leadership) => {
@@ -104,7 +104,7 @@ impl Candidacy {
 impl Lead {
     /// The store the reconcilers of this term write through: `own` for the sole controller, the
     /// term's fenced handle on etcd.
-    pub fn store(&self, own: &Store) -> Store {
+    pub(crate) fn store(&self, own: &Store) -> Store {
         match self {
             Lead::Sole => own.clone(),
             Lead::Etcd(term, _) => Store::new(term.store()),
@@ -113,7 +113,7 @@ impl Lead {
 
     /// Resolves when the term has ended (never, for the sole controller); from then on the
     /// replica no longer leads.
-    pub async fn ended(&self) {
+    pub(crate) async fn ended(&self) {
         match self {
             Lead::Sole => std::future::pending().await,
             Lead::Etcd(term, leadership) => {
@@ -125,7 +125,7 @@ impl Lead {
 
     /// Gives the term up at once, so that another replica can lead without waiting for the lease
     /// to expire.
-    pub async fn resign(self) {
+    pub(crate) async fn resign(self) {
         if let Lead::Etcd(term, leadership) = self {
             leadership.set(false);
             term.resign().await;

@@ -1,27 +1,33 @@
 //! The aoctl controller: reconcilers, the HTTP API, metrics, and `serve`, which wires them to
 //! the store and the engine.
 
-pub mod activity_watch;
-pub mod admission;
-pub mod agent_token;
-pub mod event_expiry;
-pub mod fleet;
-pub mod forges;
-pub mod http;
-pub mod input;
-pub mod leader;
-pub mod machine;
-pub mod metrics;
-pub mod node;
-pub mod notify;
-pub mod outbox;
-pub mod reconcilers;
-pub mod recorder;
-pub mod restore;
+mod activity_watch;
+mod admission;
+mod agent_token;
+mod event_expiry;
+mod fleet;
+mod forges;
+mod http;
+mod input;
+mod leader;
+mod machine;
+mod metrics;
+mod node;
+mod notify;
+mod outbox;
+mod reconcilers;
+mod recorder;
+mod restore;
 mod serve;
-pub mod typing;
-pub mod wakeups;
+mod typing;
+mod wakeups;
 
+pub use forges::{
+    DEFAULT_GITLAB_TOKEN_ENV, DEFAULT_GITLAB_WEBHOOK_TOKEN_ENV, DEFAULT_LINEAR_TOKEN_ENV,
+    DEFAULT_LINEAR_WEBHOOK_SECRET_ENV, DEFAULT_TOKEN_ENV, DEFAULT_WEBHOOK_SECRET_ENV,
+};
+pub use machine::{agent_of, container_of};
+pub use restore::{restore, RestoreError, RestoreOptions};
 pub use serve::{serve, serve_on, ServeError, ServeOptions, StoreBackend, TOKEN_FILE};
 
 /// Version of this build, as `/version` and `aoctl version` report it.

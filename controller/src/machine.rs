@@ -11,7 +11,7 @@ use aoctl_api::project::Project;
 use aoctl_api::session::{AgentRef, RuntimeKind, RuntimeStatus};
 use aoctl_api::Session;
 use aoctl_runtimes::git::{self, GitError, RepoInfo};
-pub use aoctl_runtimes::session_files::SessionFiles;
+pub(crate) use aoctl_runtimes::session_files::SessionFiles;
 use aoctl_runtimes::workspace::{
     PoolReport, PoolRequest, WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest,
     Workspaces,
@@ -22,7 +22,7 @@ use crate::typing::Typing;
 
 /// What runs agents and holds their checkouts and files.
 #[async_trait::async_trait]
-pub trait Machine: Send + Sync + 'static {
+pub(crate) trait Machine: Send + Sync + 'static {
     /// The runtime of a kind; for docker, the engine at `host` (`None`: the local default).
     async fn runtime(&self, kind: RuntimeKind, host: Option<&str>) -> Result<Arc<dyn Runtime>, RuntimeError>;
 
@@ -85,7 +85,7 @@ pub trait Machine: Send + Sync + 'static {
 
 /// What was last seen of a docker engine's answers.
 #[derive(Clone, Debug, PartialEq)]
-pub struct EngineHealth {
+pub(crate) struct EngineHealth {
     /// It answered the last ping.
     pub answers: bool,
     /// How long it has not answered; zero while it answers.
@@ -97,7 +97,7 @@ pub struct EngineHealth {
 /// What the session reconciler asks git of a session's branch repository (its workspace, or the
 /// repository behind its sandboxed checkout). Calls block (libgit2, the network); callers run them
 /// on the blocking pool.
-pub trait Branches: Send + Sync {
+pub(crate) trait Branches: Send + Sync {
     /// The repository at `path`: its top folder and default branch.
     fn inspect(&self, path: &Path) -> Result<RepoInfo, GitError>;
     /// `path` with its links resolved, as git names the repository's top folder.
@@ -117,7 +117,7 @@ pub trait Branches: Send + Sync {
 }
 
 /// [`Branches`] through libgit2 (`aoctl_runtimes::git`).
-pub struct Git;
+pub(crate) struct Git;
 
 impl Branches for Git {
     fn inspect(&self, path: &Path) -> Result<RepoInfo, GitError> {
@@ -155,7 +155,7 @@ impl Branches for Git {
 
 /// The session checkouts: made, listed and removed. Calls block (git, setup commands); callers
 /// run them on the blocking pool.
-pub trait WorkspaceStore: Send + Sync {
+pub(crate) trait WorkspaceStore: Send + Sync {
     /// The folder every workspace lives under.
     fn root(&self) -> &Path;
     /// Creates the session's workspace, or returns it unchanged when it is already there.
@@ -226,7 +226,7 @@ impl WorkspaceStore for Workspaces {
 /// The agent a session's status says runs: `status.runtime` while `RuntimeReady` is True and the
 /// session is neither stopped nor being deleted. Otherwise why there is none, in a sentence that
 /// names the session.
-pub fn running_agent(s: &Session) -> Result<&RuntimeStatus, String> {
+pub(crate) fn running_agent(s: &Session) -> Result<&RuntimeStatus, String> {
     let name = &s.metadata.name;
     if s.metadata.deletion_timestamp.is_some() {
         return Err(format!("session \"{name}\" is being deleted; its agent does not run"));
@@ -246,7 +246,7 @@ pub fn running_agent(s: &Session) -> Result<&RuntimeStatus, String> {
 
 /// The branch a session's work is compared with: `spec.baseRef`, else the project's default
 /// branch, else `main`.
-pub fn base_ref_of(s: &Session, p: Option<&Project>) -> String {
+pub(crate) fn base_ref_of(s: &Session, p: Option<&Project>) -> String {
     s.spec.base_ref.clone().or_else(|| p.and_then(|p| p.status.default_branch.clone())).unwrap_or_else(|| "main".into())
 }
 
@@ -260,7 +260,7 @@ pub fn agent_of(s: &Session, p: Option<&Project>) -> AgentRef {
 }
 
 /// How text is typed into an agent: its adapter's style, or the default for custom commands.
-pub fn input_style(agent: &AgentRef) -> (InputStyle, Option<&'static agents::Adapter>) {
+pub(crate) fn input_style(agent: &AgentRef) -> (InputStyle, Option<&'static agents::Adapter>) {
     match agent {
         AgentRef::Builtin(name) => match agents::builtin(name) {
             Some(a) => (a.input_style(), Some(a)),

@@ -20,7 +20,7 @@ use prometheus::{
 };
 use serde_json::Value;
 
-pub struct Metrics {
+pub(crate) struct Metrics {
     pub registry: Registry,
     pub engine: Arc<aoctl_engine::Metrics>,
     /// Sessions by project and phase, as the store holds them.
@@ -70,7 +70,7 @@ pub struct Metrics {
 }
 
 /// Reaction keys, as in manifests.
-pub const REACTION_KEYS: [&str; 8] = [
+pub(crate) const REACTION_KEYS: [&str; 8] = [
     "ci-failed",
     "changes-requested",
     "merge-conflicts",
@@ -82,7 +82,7 @@ pub const REACTION_KEYS: [&str; 8] = [
 ];
 
 impl Metrics {
-    pub fn new() -> Result<Metrics, prometheus::Error> {
+    pub(crate) fn new() -> Result<Metrics, prometheus::Error> {
         let registry = Registry::new();
         #[cfg(target_os = "linux")]
         registry.register(Box::new(process::Process::new()?))?;
@@ -272,7 +272,7 @@ impl Metrics {
     }
 
     /// Records a project's warm pool; `None` removes its series (no pool any more).
-    pub fn workspace_pool(&self, project: &str, pool: Option<(u32, u32)>) {
+    pub(crate) fn workspace_pool(&self, project: &str, pool: Option<(u32, u32)>) {
         match pool {
             Some((size, ready)) => {
                 self.workspace_pool_size.with_label_values(&[project]).set(i64::from(size));
@@ -287,7 +287,7 @@ impl Metrics {
 
     /// Brings `aoctl_sessions` up to date with `store`: every phase of every project is present, at
     /// 0 when empty, so alerts see a series from the start.
-    pub async fn refresh_sessions(&self, store: &Store) -> Result<(), StoreError> {
+    pub(crate) async fn refresh_sessions(&self, store: &Store) -> Result<(), StoreError> {
         let counts = Counts::from_store(store).await?;
         self.publish_sessions(&counts);
         Ok(())
@@ -315,18 +315,18 @@ impl Metrics {
     }
 
     /// Records the places taken on a project's docker engine and its capacity.
-    pub fn docker_host(&self, project: &str, host: &str, taken: u32, capacity: u32) {
+    pub(crate) fn docker_host(&self, project: &str, host: &str, taken: u32, capacity: u32) {
         self.docker_host_sessions.with_label_values(&[project, host]).set(i64::from(taken));
         self.docker_host_capacity.with_label_values(&[project, host]).set(i64::from(capacity));
     }
 
     /// Counts one runtime operation.
-    pub fn runtime_op(&self, runtime: RuntimeKind, op: &str, ok: bool) {
+    pub(crate) fn runtime_op(&self, runtime: RuntimeKind, op: &str, ok: bool) {
         self.runtime_ops.with_label_values(&[runtime.as_str(), op, if ok { "success" } else { "error" }]).inc();
     }
 
     /// The text exposition format.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut buf = vec![];
         TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding does not fail");
         String::from_utf8(buf).expect("the text format is UTF-8")
@@ -406,19 +406,19 @@ mod process {
     const CPU: &str = "process_cpu_seconds_total";
     const CPU_HELP: &str = "Total user and system CPU time spent in seconds.";
 
-    pub struct Process {
+    pub(super) struct Process {
         others: ProcessCollector,
         cpu: Counter,
     }
 
     impl Process {
-        pub fn new() -> Result<Process, prometheus::Error> {
+        pub(super) fn new() -> Result<Process, prometheus::Error> {
             Ok(Process { others: ProcessCollector::for_self(), cpu: Counter::with_opts(Opts::new(CPU, CPU_HELP))? })
         }
     }
 
     /// User and system CPU time of this process so far, in seconds, to the microsecond.
-    pub fn cpu_seconds() -> f64 {
+    pub(super) fn cpu_seconds() -> f64 {
         // SAFETY: getrusage only writes the struct it is given, which is plain data.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: `usage` is a valid, writable rusage.

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use aoctl_runtimes::node_id::{folder_node, host_name, NodeIdError, NODE_ID_FILE};
+pub(crate) use aoctl_runtimes::node_id::{folder_node, host_name, NodeIdError, NODE_ID_FILE};
 
 use aoctl_store_etcd::{EtcdStore, NodeClaim, RegisterError, Registration};
 
@@ -31,7 +31,7 @@ pub enum NodeError {
 
 /// The node `explicit` names, else the one the data folder's node id file names (made now at the
 /// folder's first start). The folder must exist.
-pub fn resolve(explicit: Option<&str>, data_dir: &Path) -> Result<String, NodeError> {
+pub(crate) fn resolve(explicit: Option<&str>, data_dir: &Path) -> Result<String, NodeError> {
     // Made even when --node is given, so the folder keeps one name whatever later starts pass.
     let from_folder = folder_node(data_dir)?;
     Ok(explicit.map_or(from_folder, str::to_string))
@@ -39,7 +39,12 @@ pub fn resolve(explicit: Option<&str>, data_dir: &Path) -> Result<String, NodeEr
 
 /// Registers this replica as `node` in `etcd` for as long as the registration is kept, with
 /// leases of `ttl`; refuses when a live replica of another data folder holds the node.
-pub async fn register(etcd: &EtcdStore, node: &str, data_dir: &Path, ttl: Duration) -> Result<Registration, NodeError> {
+pub(crate) async fn register(
+    etcd: &EtcdStore,
+    node: &str,
+    data_dir: &Path,
+    ttl: Duration,
+) -> Result<Registration, NodeError> {
     let folder = aoctl_runtimes::node_id::canonical_folder(data_dir);
     let claim = NodeClaim {
         node: node.to_string(),

@@ -15,7 +15,7 @@ use aoctl_api::Time;
 use serde::Serialize;
 
 /// Delivery passes before a target is given up.
-pub const MAX_ATTEMPTS: u32 = 10;
+pub(crate) const MAX_ATTEMPTS: u32 = 10;
 /// Upper bound for one HTTP notification.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest wait between two passes.
@@ -35,7 +35,7 @@ const DISCORD_EMBED_TOTAL_MAX: usize = 6000;
 /// What a notification says; `webhook` and `command` targets get it as JSON.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Notification {
+pub(crate) struct Notification {
     /// The same for every delivery of one event, resends included.
     pub idempotency_key: String,
     pub project: String,
@@ -53,7 +53,7 @@ pub struct Notification {
 }
 
 impl Notification {
-    pub fn of(r: &NotificationRecord, project: &str, session: &str) -> Notification {
+    pub(crate) fn of(r: &NotificationRecord, project: &str, session: &str) -> Notification {
         Notification {
             idempotency_key: r.key.clone(),
             project: project.to_string(),
@@ -91,7 +91,7 @@ fn cut(s: &str, max: usize) -> String {
 
 /// Slack's incoming-webhook message: `text` (the fallback for clients without blocks) and a
 /// header and a section block within their documented lengths.
-pub fn slack_body(n: &Notification) -> serde_json::Value {
+pub(crate) fn slack_body(n: &Notification) -> serde_json::Value {
     let mut detail = n.message.trim_end().to_string();
     if let Some(u) = &n.url {
         detail.push_str(&format!("\n<{u}>"));
@@ -107,7 +107,7 @@ pub fn slack_body(n: &Notification) -> serde_json::Value {
 }
 
 /// Discord's execute-webhook body: `content` and one embed, within the documented limits.
-pub fn discord_body(n: &Notification) -> serde_json::Value {
+pub(crate) fn discord_body(n: &Notification) -> serde_json::Value {
     let title = cut(&n.title, DISCORD_TITLE_MAX);
     let room = DISCORD_EMBED_TOTAL_MAX - title.chars().count();
     let description = cut(n.message.trim_end(), DISCORD_DESCRIPTION_MAX.min(room));
@@ -131,7 +131,7 @@ fn http() -> &'static reqwest::Client {
 }
 
 /// The name of a target in `pending`: its type and its place in `spec.notifiers`.
-pub fn target_id(i: usize, t: &Notifier) -> String {
+pub(crate) fn target_id(i: usize, t: &Notifier) -> String {
     format!("{}#{i}", type_name(t.type_))
 }
 
@@ -147,7 +147,7 @@ fn type_name(t: NotifierType) -> &'static str {
 
 /// Why one delivery to one target failed.
 #[derive(Debug, thiserror::Error)]
-pub enum DeliveryError {
+pub(crate) enum DeliveryError {
     #[error("no url")]
     NoUrl,
     #[error("{url}: {source}")]
@@ -161,7 +161,7 @@ pub enum DeliveryError {
 }
 
 /// Sends `n` to one target once.
-pub async fn deliver(target: &Notifier, n: &Notification) -> Result<(), DeliveryError> {
+pub(crate) async fn deliver(target: &Notifier, n: &Notification) -> Result<(), DeliveryError> {
     let post = |body: serde_json::Value| async move {
         let url = target.url.as_deref().ok_or(DeliveryError::NoUrl)?;
         let resp = http()
@@ -194,7 +194,7 @@ pub async fn deliver(target: &Notifier, n: &Notification) -> Result<(), Delivery
 }
 
 /// A new record for every target of `targets`; `None` when there are no targets.
-pub fn record(
+pub(crate) fn record(
     key: String,
     reaction: &str,
     title: String,
@@ -224,7 +224,7 @@ pub fn record(
 }
 
 /// Adds `r` to the outbox unless a record of the same event is there; whether it was added.
-pub fn enqueue(outbox: &mut Vec<NotificationRecord>, r: NotificationRecord) -> bool {
+pub(crate) fn enqueue(outbox: &mut Vec<NotificationRecord>, r: NotificationRecord) -> bool {
     if outbox.iter().any(|o| o.key == r.key) {
         return false;
     }
@@ -233,7 +233,7 @@ pub fn enqueue(outbox: &mut Vec<NotificationRecord>, r: NotificationRecord) -> b
 }
 
 /// Drops settled records older than an hour, and the oldest settled ones past twenty.
-pub fn prune(outbox: &mut Vec<NotificationRecord>, now: Time) {
+pub(crate) fn prune(outbox: &mut Vec<NotificationRecord>, now: Time) {
     let old = |r: &NotificationRecord| {
         let at = r.delivered_at.or(r.failed_at).unwrap_or(r.at);
         (now.0 - at.0).to_std().unwrap_or_default() > KEEP_SETTLED
@@ -246,12 +246,12 @@ pub fn prune(outbox: &mut Vec<NotificationRecord>, now: Time) {
 }
 
 /// The wait after `attempts` failed passes: 2 s, doubling, at most five minutes.
-pub fn backoff(attempts: u32) -> Duration {
+pub(crate) fn backoff(attempts: u32) -> Duration {
     Duration::from_secs(1u64 << attempts.clamp(1, 16)).min(MAX_BACKOFF)
 }
 
 /// How long until the next pending record is due; `None` when none is pending.
-pub fn next_due(outbox: &[NotificationRecord], now: Time) -> Option<Duration> {
+pub(crate) fn next_due(outbox: &[NotificationRecord], now: Time) -> Option<Duration> {
     outbox
         .iter()
         .filter(|r| !r.settled())
@@ -261,7 +261,7 @@ pub fn next_due(outbox: &[NotificationRecord], now: Time) -> Option<Duration> {
 
 /// What one delivery pass did.
 #[derive(Default)]
-pub struct Pass {
+pub(crate) struct Pass {
     /// Records whose delivery state changed, by key.
     pub changed: Vec<String>,
     /// Messages about targets given up, for Warning events.
@@ -271,7 +271,7 @@ pub struct Pass {
 }
 
 /// Makes one delivery attempt at every due record's pending targets and records the results.
-pub async fn deliver_due(
+pub(crate) async fn deliver_due(
     outbox: &mut [NotificationRecord],
     targets: &[Notifier],
     project: &str,
@@ -330,7 +330,7 @@ pub async fn deliver_due(
 
 /// Copies the delivery state of the records of `from` named in `keys` onto the same records of
 /// `onto` (a fresher status the results are written into).
-pub fn carry(from: &[NotificationRecord], onto: &mut [NotificationRecord], keys: &[String]) {
+pub(crate) fn carry(from: &[NotificationRecord], onto: &mut [NotificationRecord], keys: &[String]) {
     for r in onto.iter_mut().filter(|r| keys.contains(&r.key)) {
         if let Some(f) = from.iter().find(|f| f.key == r.key) {
             r.pending = f.pending.clone();

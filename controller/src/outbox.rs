@@ -33,16 +33,16 @@ use crate::notify;
 use crate::recorder::Recorder;
 
 /// The worker's name in the engine's metrics and logs.
-pub const NAME: &str = "notifications";
+pub(crate) const NAME: &str = "notifications";
 /// How many objects are delivered at once, at most.
-pub const CONCURRENCY: usize = 8;
+pub(crate) const CONCURRENCY: usize = 8;
 /// How often the stored objects with unsettled records are listed again, after once at start.
-pub const RESCAN: Duration = Duration::from_secs(60);
+pub(crate) const RESCAN: Duration = Duration::from_secs(60);
 /// Writes of one pass's results tried before the pass fails (and is made again, with backoff).
 const WRITE_TRIES: usize = 3;
 
 /// A kind whose status holds a notification outbox.
-pub trait Outboxed: Resource + PartialEq {
+pub(crate) trait Outboxed: Resource + PartialEq {
     /// The records of `status.notifications`.
     fn outbox(&self) -> &Vec<NotificationRecord>;
     fn outbox_mut(&mut self) -> &mut Vec<NotificationRecord>;
@@ -125,7 +125,7 @@ impl Target {
 /// Hands objects whose written status records notifications to the worker; cheap to clone, and
 /// it never waits.
 #[derive(Clone)]
-pub struct Handoff {
+pub(crate) struct Handoff {
     trigger: Trigger,
     /// The resourceVersion last handed over, by key: a reconcile that wrote nothing new hands
     /// nothing over again, the worker having scheduled that version's records already.
@@ -140,7 +140,7 @@ impl std::fmt::Debug for Handoff {
 
 impl Handoff {
     /// Hands `obj`, as written, to the worker when its outbox holds a record not settled.
-    pub fn hand<T: Outboxed>(&self, obj: &T) {
+    pub(crate) fn hand<T: Outboxed>(&self, obj: &T) {
         if obj.outbox().iter().all(NotificationRecord::settled) {
             return;
         }
@@ -154,7 +154,7 @@ impl Handoff {
 
     /// A hand-off no worker takes from, for tests of the reconcilers alone.
     #[cfg(test)]
-    pub fn unattended() -> Handoff {
+    pub(crate) fn unattended() -> Handoff {
         let metrics = aoctl_engine::Metrics::register(&prometheus::Registry::new()).expect("engine metrics register");
         Outbox::new(metrics).handoff()
     }
@@ -165,14 +165,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// The notification worker of one term of leadership.
-pub struct Outbox {
+pub(crate) struct Outbox {
     controller: Controller<Target>,
     handoff: Handoff,
 }
 
 impl Outbox {
     /// A worker whose queue takes hand-offs at once; it delivers once [`Outbox::run`] runs.
-    pub fn new(metrics: Arc<aoctl_engine::Metrics>) -> Outbox {
+    pub(crate) fn new(metrics: Arc<aoctl_engine::Metrics>) -> Outbox {
         let config = Config { concurrency: CONCURRENCY, resync: RESCAN, ..Config::new(NAME) };
         let controller = Controller::new(config, metrics);
         let handoff = Handoff { trigger: controller.handle(), handed: Default::default() };
@@ -180,13 +180,13 @@ impl Outbox {
     }
 
     /// The hand-off the reconcilers of the term get.
-    pub fn handoff(&self) -> Handoff {
+    pub(crate) fn handoff(&self) -> Handoff {
         self.handoff.clone()
     }
 
     /// Delivers, writing through `store` (the term's), until `stopped` resolves; then lets the
     /// passes under way finish, each target being bounded in time.
-    pub async fn run(self, store: Store, stopped: impl Future<Output = ()>) {
+    pub(crate) async fn run(self, store: Store, stopped: impl Future<Output = ()>) {
         let worker = Arc::new(Worker::new(store.clone(), self.handoff.handed.clone()));
         self.controller
             .run(

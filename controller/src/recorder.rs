@@ -17,25 +17,25 @@ const MAX_REMEMBERED: usize = 1000;
 /// webhook receiver's delivery records): recording one more deletes the oldest, by last write.
 /// The store keeps at most 1,000 events in all besides (docs/store.md), so this keeps one busy
 /// object from pushing every other object's events out.
-pub const MAX_EVENTS_PER_OBJECT: usize = 100;
+pub(crate) const MAX_EVENTS_PER_OBJECT: usize = 100;
 
 /// How often a capped create is tried again when an event it was to delete changed or went meanwhile.
 const CAP_TRIES: usize = 4;
 
 /// Writes events; the source is the controller of the object's kind, e.g. `session-controller`.
-pub struct Recorder {
+pub(crate) struct Recorder {
     store: Store,
     /// (kind, name, reason, message) → name of the event that recorded it last.
     seen: Mutex<HashMap<(String, String, String, String), String>>,
 }
 
 impl Recorder {
-    pub fn new(store: Store) -> Recorder {
+    pub(crate) fn new(store: Store) -> Recorder {
         Recorder { store, seen: Mutex::new(HashMap::new()) }
     }
 
     /// Records an event about `obj`. Failures are logged, never returned: events are best effort.
-    pub async fn publish<T: Resource>(&self, obj: &T, type_: EventType, reason: &str, message: &str) {
+    pub(crate) async fn publish<T: Resource>(&self, obj: &T, type_: EventType, reason: &str, message: &str) {
         if let Err(e) = self.try_publish(obj, type_, reason, message).await {
             tracing::warn!(error = %e, reason, "could not record event");
         }
@@ -43,7 +43,7 @@ impl Recorder {
 
     /// Records `event`, which carries a name of its own, unless an event of that name exists
     /// (then `Ok(false)`), within the cap of its object and source like any other event.
-    pub async fn record_once(&self, event: &Event) -> Result<bool, StoreError> {
+    pub(crate) async fn record_once(&self, event: &Event) -> Result<bool, StoreError> {
         match self.create_capped(event).await {
             Ok(_) => Ok(true),
             Err(StoreError::AlreadyExists { .. }) => Ok(false),

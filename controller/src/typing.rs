@@ -48,8 +48,8 @@ use std::sync::{Arc, Mutex};
 
 use aoctl_api::session::RuntimeKind;
 use aoctl_api::{EventType, Session};
-pub use aoctl_runtimes::session_files::{
-    inbox_message_of, FilesError, Journal, Outcome, Queued, TypingFiles as Files, What,
+pub(crate) use aoctl_runtimes::session_files::{
+    inbox_message_of, FilesError, Journal, Outcome, TypingFiles as Files, What,
 };
 use aoctl_runtimes::{agents, Handle, InputStyle, Runtime, RuntimeError};
 use tokio::sync::OwnedMutexGuard;
@@ -58,7 +58,7 @@ use crate::metrics::Metrics;
 use crate::recorder::Recorder;
 
 #[derive(Debug, thiserror::Error)]
-pub enum TypingError {
+pub(crate) enum TypingError {
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
@@ -67,26 +67,26 @@ pub enum TypingError {
 
 /// The typing locks of every session and the layout of their files.
 #[derive(Default)]
-pub struct Typing {
+pub(crate) struct Typing {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Typing {
     /// Waits for the session's typing lock; first come, first served.
-    pub async fn lock(&self, session: &str) -> OwnedMutexGuard<()> {
+    pub(crate) async fn lock(&self, session: &str) -> OwnedMutexGuard<()> {
         let lock = self.locks.lock().unwrap_or_else(|e| e.into_inner()).entry(session.to_string()).or_default().clone();
         lock.lock_owned().await
     }
 
     /// Drops the lock of a deleted session.
-    pub fn forget(&self, session: &str) {
+    pub(crate) fn forget(&self, session: &str) {
         self.locks.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
     }
 }
 
 /// Types `text` and records its delivery as `what` says, under the journal described in the
 /// module documentation. The caller holds the session's typing lock and has run [`recover`].
-pub async fn type_message(
+pub(crate) async fn type_message(
     files: &Files,
     rt: &dyn Runtime,
     h: &Handle,
@@ -134,7 +134,7 @@ async fn delivered(files: &Files, what: What) -> Result<(), TypingError> {
 
 /// What [`recover`] found of a message typed by a controller that was killed.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Recovered {
+pub(crate) enum Recovered {
     /// It had not been typed: it is typed again in turn.
     NotTyped(What),
     /// It was typed (and perhaps submitted): the submit key was pressed once more, and it is
@@ -144,7 +144,7 @@ pub enum Recovered {
 
 /// Finishes what a killed controller was typing, by the rules of the module documentation;
 /// `None` when it was typing nothing. The caller holds the session's typing lock.
-pub async fn recover(files: &Files, rt: &dyn Runtime, h: &Handle) -> Result<Option<Recovered>, TypingError> {
+pub(crate) async fn recover(files: &Files, rt: &dyn Runtime, h: &Handle) -> Result<Option<Recovered>, TypingError> {
     let Some(j) = files.read_journal().await? else { return Ok(None) };
     let seen = files.transcript_since(j.offset).await?;
     // Echoed is not submitted: a shell's line discipline echoes a paste before anything reads it,
@@ -159,14 +159,9 @@ pub async fn recover(files: &Files, rt: &dyn Runtime, h: &Handle) -> Result<Opti
     Ok(Some(if typed { Recovered::Typed(j.what) } else { Recovered::NotTyped(j.what) }))
 }
 
-/// Clears the journal of a runtime that was replaced: nothing typed into the old one is pending.
-pub async fn reset(files: &Files) {
-    files.reset().await;
-}
-
 /// The agent a message is typed into, and what records the typing: the runtime metric always,
 /// the session's events where there is a recorder.
-pub struct Agent<'a> {
+pub(crate) struct Agent<'a> {
     pub session: &'a Session,
     /// The session's typing files.
     pub files: Files,
@@ -185,7 +180,7 @@ pub struct Agent<'a> {
 /// How one message is typed: what differs between the things that type into an agent (the first
 /// prompt, `aoctl send` and its inbox, reactions, the resume after a usage limit).
 #[derive(Clone, Debug)]
-pub struct How<'a> {
+pub(crate) struct How<'a> {
     /// What its delivery records.
     pub what: What,
     /// The text still goes through the adapter's preparation (the first prompt comes prepared).
@@ -204,14 +199,14 @@ pub struct How<'a> {
 
 impl How<'_> {
     /// A message of `what`, prepared for the agent, typed at once, with no event.
-    pub fn of(what: What) -> Self {
+    pub(crate) fn of(what: What) -> Self {
         How { what, prepare: true, marker: None, in_turn: false, held: false, event: None }
     }
 }
 
 /// What [`Keyboard::type_in`] did with a message.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Typed {
+pub(crate) enum Typed {
     /// Typed, and its delivery verified.
     Delivered,
     /// Its marker is in the transcript: it was typed before, and is not typed again.
@@ -224,32 +219,32 @@ pub enum Typed {
 
 /// A session's agent with its typing lock held, until it is dropped: the one way anything is
 /// typed into an agent ([`Keyboard::type_in`]).
-pub struct Keyboard<'a> {
+pub(crate) struct Keyboard<'a> {
     agent: Agent<'a>,
     _turn: OwnedMutexGuard<()>,
 }
 
 impl<'a> Keyboard<'a> {
     /// Waits for the session's typing lock, of `locks`.
-    pub async fn lock(locks: &Typing, agent: Agent<'a>) -> Keyboard<'a> {
+    pub(crate) async fn lock(locks: &Typing, agent: Agent<'a>) -> Keyboard<'a> {
         let turn = locks.lock(&agent.session.metadata.name).await;
         Keyboard::holding(agent, turn)
     }
 
     /// Types into the agent under a typing lock the caller took (`aoctl send` holds it while it
     /// queues the message).
-    pub fn holding(agent: Agent<'a>, turn: OwnedMutexGuard<()>) -> Keyboard<'a> {
+    pub(crate) fn holding(agent: Agent<'a>, turn: OwnedMutexGuard<()>) -> Keyboard<'a> {
         Keyboard { agent, _turn: turn }
     }
 
     /// The session's typing files.
-    pub fn files(&self) -> &Files {
+    pub(crate) fn files(&self) -> &Files {
         &self.agent.files
     }
 
     /// Finishes what a killed controller was typing ([`recover`]), with an event saying what it
     /// found.
-    pub async fn recover(&self) -> Result<Option<Recovered>, TypingError> {
+    pub(crate) async fn recover(&self) -> Result<Option<Recovered>, TypingError> {
         let a = &self.agent;
         let found = recover(&a.files, a.rt, a.handle).await?;
         if let (Some(found), Some(recorder)) = (&found, a.recorder) {
@@ -262,7 +257,7 @@ impl<'a> Keyboard<'a> {
     /// Types `text` into the agent as `how` says: finishes what a killed controller was typing,
     /// looks for the message's marker and its turn, prepares the text, types it and verifies its
     /// delivery (see [`type_message`]), counts it in the runtime metric and publishes its event.
-    pub async fn type_in(&self, text: &str, how: &How<'_>) -> Result<Typed, TypingError> {
+    pub(crate) async fn type_in(&self, text: &str, how: &How<'_>) -> Result<Typed, TypingError> {
         let a = &self.agent;
         self.recover().await?;
         if let Some(marker) = how.marker {

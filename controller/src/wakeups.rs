@@ -4,7 +4,7 @@
 
 /// Where a verified webhook leaves word for the reconcilers (the caller then triggers the
 /// reconcile).
-pub trait Wakeups: Send + Sync {
+pub(crate) trait Wakeups: Send + Sync {
     /// A delivery concerns session `session`: its next reconcile asks the forge at once.
     fn session_heard(&self, session: &str);
 

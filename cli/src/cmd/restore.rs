@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
-use aoctl_controller::restore::{restore, RestoreOptions};
 use aoctl_controller::StoreBackend;
+use aoctl_controller::{restore, RestoreOptions};
 
 use crate::args::{Global, RestoreArgs, StoreKind};
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// What went wrong talking to a project's forge or tracker.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ForgeError {
+pub(crate) enum ForgeError {
     /// The service answered (or did not): its error, in its words.
     #[error(transparent)]
     Service(#[from] aoctl_forge_core::Error),
@@ -17,7 +17,7 @@ pub enum ForgeError {
 
 impl ForgeError {
     /// The CamelCase reason used in conditions.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             ForgeError::Service(e) => e.reason(),
             ForgeError::Unsupported(_) => "TrackerMismatch",
@@ -25,12 +25,12 @@ impl ForgeError {
     }
 
     /// Whether the same call may succeed later without anything else changing.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         matches!(self, ForgeError::Service(e) if e.is_transient())
     }
 
     /// How long to wait before trying again, for a rate limit.
-    pub fn retry_after(&self) -> Option<Duration> {
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
         match self {
             ForgeError::Service(e) => e.retry_after(),
             ForgeError::Unsupported(_) => None,
@@ -38,18 +38,18 @@ impl ForgeError {
     }
 
     /// A merge refused because the head is no longer the sha it was decided for.
-    pub fn head_changed(&self) -> bool {
+    pub(crate) fn head_changed(&self) -> bool {
         matches!(self, ForgeError::Service(e) if e.head_changed())
     }
 
     /// A merge refused because the change cannot be merged (protection, conflicts, a draft).
-    pub fn not_mergeable(&self) -> bool {
+    pub(crate) fn not_mergeable(&self) -> bool {
         matches!(self, ForgeError::Service(e) if e.not_mergeable())
     }
 
     /// What the service said, in its words (its message and reasons); this error's own text for
     /// one that did not come from the service.
-    pub fn service_said(&self) -> String {
+    pub(crate) fn service_said(&self) -> String {
         match self {
             ForgeError::Service(e) => e.service_said(),
             ForgeError::Unsupported(m) => m.clone(),

@@ -20,10 +20,10 @@ use super::{ForgeError, Tracker};
 const DEFAULT_POLL: Duration = Duration::from_secs(30);
 
 /// A forge shared between the reconciles of a project.
-pub type SharedForge = Arc<dyn Forge>;
+pub(crate) type SharedForge = Arc<dyn Forge>;
 
 /// How often a project's open changes are polled.
-pub fn poll_interval(project: &Project) -> Duration {
+pub(crate) fn poll_interval(project: &Project) -> Duration {
     let s = &project.spec;
     let set = match &s.gitlab {
         Some(g) => g.poll_interval,
@@ -35,7 +35,7 @@ pub fn poll_interval(project: &Project) -> Duration {
 /// A project's forge, with the repository or project it names there. Its issues make it a
 /// [`Tracker`] too.
 #[async_trait::async_trait]
-pub trait Forge: Tracker {
+pub(crate) trait Forge: Tracker {
     /// The repository or project path, for messages.
     fn place(&self) -> String;
 

@@ -15,7 +15,7 @@ use super::{Forge, ForgeError, Tracker, ACTIONS_BOT};
 
 /// A repository on GitHub (or GitHub Enterprise).
 #[derive(Clone, Debug)]
-pub struct GitHub {
+pub(crate) struct GitHub {
     pub client: aoctl_github::Client,
     pub owner: String,
     pub repo: String,

@@ -15,7 +15,7 @@ use super::{Forge, ForgeError, Tracker};
 
 /// A project on GitLab (gitlab.com or self-managed).
 #[derive(Clone, Debug)]
-pub struct GitLab {
+pub(crate) struct GitLab {
     pub client: aoctl_gitlab::Client,
     pub project: String,
 }

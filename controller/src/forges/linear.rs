@@ -10,7 +10,7 @@ use super::{ForgeError, Tracker};
 
 /// Linear's issues, read with one key.
 #[derive(Clone, Debug)]
-pub struct Linear {
+pub(crate) struct Linear {
     pub client: aoctl_linear::Client,
 }
 

@@ -28,13 +28,13 @@ use prometheus::{IntCounterVec, IntGauge};
 
 use crate::metrics::Metrics;
 
-pub use error::ForgeError;
-pub use forge::{poll_interval, Forge, SharedForge};
-pub use github::GitHub;
-pub use gitlab::GitLab;
-pub use linear::Linear;
-pub use tracker::{issue_number, SharedTracker, Tracker};
-pub use trust::{Trust, Vouch, ACTIONS_BOT};
+pub(crate) use error::ForgeError;
+pub(crate) use forge::{poll_interval, Forge, SharedForge};
+pub(crate) use github::GitHub;
+pub(crate) use gitlab::GitLab;
+pub(crate) use linear::Linear;
+pub(crate) use tracker::{issue_number, SharedTracker, Tracker};
+pub(crate) use trust::{Trust, Vouch, ACTIONS_BOT};
 
 /// The token variable of a GitHub project that names none.
 pub const DEFAULT_TOKEN_ENV: &str = "GITHUB_TOKEN";
@@ -85,7 +85,7 @@ impl<K: Eq + Hash, C: Clone> Clients<K, C> {
 }
 
 /// Every client of every project, shared by the reconcilers and the webhook handlers.
-pub struct Hub {
+pub(crate) struct Hub {
     github: Clients<BudgetKey, aoctl_github::Client>,
     github_metrics: ForgeMetrics,
     gitlab: Clients<BudgetKey, aoctl_gitlab::Client>,
@@ -117,7 +117,7 @@ fn env(var: &str) -> Option<String> {
 
 impl Hub {
     /// A hub whose requests and budgets are counted in the controller's metrics.
-    pub fn counted_in(metrics: &Metrics) -> Hub {
+    pub(crate) fn counted_in(metrics: &Metrics) -> Hub {
         let counted = |service, requests: &IntCounterVec, remaining: &IntGauge| ForgeMetrics {
             service,
             requests: requests.clone(),
@@ -137,18 +137,18 @@ impl Hub {
     }
 
     /// A verified webhook delivery for `project` arrived: its webhooks work.
-    pub fn webhook_heard(&self, project: &str) {
+    pub(crate) fn webhook_heard(&self, project: &str) {
         self.webhooks_heard.lock().unwrap_or_else(|e| e.into_inner()).insert(project.to_string());
     }
 
     /// Whether a verified webhook delivery for `project` arrived since this controller started.
-    pub fn webhooks_work(&self, project: &str) -> bool {
+    pub(crate) fn webhooks_work(&self, project: &str) -> bool {
         self.webhooks_heard.lock().unwrap_or_else(|e| e.into_inner()).contains(project)
     }
 
     /// The forge of a project's changes: GitLab for `spec.gitlab`, GitHub for `spec.repo`;
     /// `None` when it has neither.
-    pub fn forge(&self, project: &Project) -> Result<Option<SharedForge>, ForgeError> {
+    pub(crate) fn forge(&self, project: &Project) -> Result<Option<SharedForge>, ForgeError> {
         if let Some(f) = self.given.lock().unwrap_or_else(|e| e.into_inner()).get(&project.metadata.name) {
             return Ok(Some(f.clone()));
         }
@@ -157,13 +157,14 @@ impl Hub {
 
     /// Serves `forge` as project `project`'s forge and tracker, whatever its spec names: how a
     /// reconcile is tested against a forge of the test's own.
-    pub fn give(&self, project: &str, forge: SharedForge) {
+    #[cfg(test)]
+    pub(crate) fn give(&self, project: &str, forge: SharedForge) {
         self.given.lock().unwrap_or_else(|e| e.into_inner()).insert(project.to_string(), forge);
     }
 
     /// The project's forge as the identity whose token is in `token_env` (a reviewer bot's):
     /// `None` when the project has no forge or the variable is not set.
-    pub fn forge_as(&self, project: &Project, token_env: &str) -> Result<Option<SharedForge>, ForgeError> {
+    pub(crate) fn forge_as(&self, project: &Project, token_env: &str) -> Result<Option<SharedForge>, ForgeError> {
         if env(token_env).is_none() {
             return Ok(None);
         }
@@ -200,7 +201,7 @@ impl Hub {
 
     /// The tracker of a project's issues: Linear for `spec.linear`, else its forge's; `None`
     /// when it has none.
-    pub fn tracker(&self, project: &Project) -> Result<Option<SharedTracker>, ForgeError> {
+    pub(crate) fn tracker(&self, project: &Project) -> Result<Option<SharedTracker>, ForgeError> {
         if let Some(l) = &project.spec.linear {
             let api_url = l.api_url.clone().unwrap_or_else(|| aoctl_linear::DEFAULT_API_URL.to_string());
             let token = env(l.token_env.as_deref().unwrap_or(DEFAULT_LINEAR_TOKEN_ENV));
@@ -217,7 +218,7 @@ impl Hub {
     }
 
     /// Sets each `aoctl_*_ratelimit_remaining` to the lowest remaining budget of any token.
-    pub fn refresh_gauge(&self) {
+    pub(crate) fn refresh_gauge(&self) {
         let lowest = |budgets: Vec<Option<u32>>, gauge: &IntGauge| {
             if let Some(min) = budgets.into_iter().flatten().min() {
                 gauge.set(i64::from(min));
@@ -230,19 +231,19 @@ impl Hub {
 }
 
 /// The GitHub webhook secret of a project, from the variable it names.
-pub fn webhook_secret(project: &Project) -> Option<String> {
+pub(crate) fn webhook_secret(project: &Project) -> Option<String> {
     let var = project.spec.github.as_ref().and_then(|g| g.webhook_secret_env.clone());
     env(var.as_deref().unwrap_or(DEFAULT_WEBHOOK_SECRET_ENV))
 }
 
 /// The GitLab webhook token of a project on GitLab, from the variable it names.
-pub fn gitlab_webhook_token(project: &Project) -> Option<String> {
+pub(crate) fn gitlab_webhook_token(project: &Project) -> Option<String> {
     let gl = project.spec.gitlab.as_ref()?;
     env(gl.webhook_token_env.as_deref().unwrap_or(DEFAULT_GITLAB_WEBHOOK_TOKEN_ENV))
 }
 
 /// The Linear webhook signing secret of a project whose issues are on Linear.
-pub fn linear_webhook_secret(project: &Project) -> Option<String> {
+pub(crate) fn linear_webhook_secret(project: &Project) -> Option<String> {
     let l = project.spec.linear.as_ref()?;
     env(l.webhook_secret_env.as_deref().unwrap_or(DEFAULT_LINEAR_WEBHOOK_SECRET_ENV))
 }

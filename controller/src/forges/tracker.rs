@@ -9,10 +9,10 @@ use aoctl_scm::{Issue, IssueList};
 use super::{Forge, ForgeError};
 
 /// A tracker shared between reconciles.
-pub type SharedTracker = Arc<dyn Tracker>;
+pub(crate) type SharedTracker = Arc<dyn Tracker>;
 
 /// The number in an issue reference: `42`, `#42`, or a tracker's `KEY-42`.
-pub fn issue_number(reference: &str) -> Option<u64> {
+pub(crate) fn issue_number(reference: &str) -> Option<u64> {
     let r = reference.trim().trim_start_matches('#');
     let digits = r.rsplit_once('-').map_or(r, |(_, n)| n);
     digits.parse().ok()
@@ -20,7 +20,7 @@ pub fn issue_number(reference: &str) -> Option<u64> {
 
 /// Where a project's issues live.
 #[async_trait::async_trait]
-pub trait Tracker: Send + Sync + std::fmt::Debug {
+pub(crate) trait Tracker: Send + Sync + std::fmt::Debug {
     /// The tracker's name, for messages.
     fn name(&self) -> &'static str;
 

@@ -12,11 +12,11 @@ use aoctl_scm::{last_applied_by, Issue, LabelEvent, Reviews, Standing};
 use super::{Forge, ForgeError, Hub, Tracker};
 
 /// The bot GitHub Actions posts as: the project's own CI.
-pub const ACTIONS_BOT: &str = "github-actions[bot]";
+pub(crate) const ACTIONS_BOT: &str = "github-actions[bot]";
 
 /// The people and bots a project trusts by name, beyond the forge's writers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Trust {
+pub(crate) struct Trust {
     /// Lower-cased logins.
     names: Vec<String>,
 }
@@ -24,7 +24,7 @@ pub struct Trust {
 impl Trust {
     /// The names a project trusts: `spec.trust.users` and `bots` (the identities its tokens
     /// speak as), plus its CI's bot on GitHub.
-    pub fn named(project: &Project, forge: &dyn Forge, bots: &[String]) -> Trust {
+    pub(crate) fn named(project: &Project, forge: &dyn Forge, bots: &[String]) -> Trust {
         let ci = forge.ci_bot().map(str::to_string);
         Trust::listed(project, bots.iter().chain(ci.iter()))
     }
@@ -32,7 +32,7 @@ impl Trust {
     /// Those a project names (`spec.trust.users`) and the identity of its token: who may vouch
     /// for an issue with a label. Its CI's bot is not among them: a workflow that labels issues
     /// by what they say would let their authors vouch for themselves.
-    pub async fn people(project: &Project, tracker: &dyn Tracker) -> Trust {
+    pub(crate) async fn people(project: &Project, tracker: &dyn Tracker) -> Trust {
         let me = match tracker.forge() {
             Some(forge) => forge.identity().await.ok(),
             None => None,
@@ -51,7 +51,7 @@ impl Trust {
 
     /// The names a project trusts, its bots' identities asked of the forge (each asked once per
     /// token; an identity that cannot be read is left out, which trusts less, never more).
-    pub async fn of(project: &Project, forge: &dyn Forge, hub: &Hub, review_token_envs: &[&str]) -> Trust {
+    pub(crate) async fn of(project: &Project, forge: &dyn Forge, hub: &Hub, review_token_envs: &[&str]) -> Trust {
         let mut bots = vec![];
         if let Ok(me) = forge.identity().await {
             bots.push(me);
@@ -68,7 +68,7 @@ impl Trust {
 
     /// Whether what `user` writes may reach an agent: the forge says they may write, or the
     /// project names them.
-    pub fn trusts(&self, user: &str, standing: &Standing) -> bool {
+    pub(crate) fn trusts(&self, user: &str, standing: &Standing) -> bool {
         standing.writes || (!user.is_empty() && self.names.iter().any(|n| n.eq_ignore_ascii_case(user)))
     }
 
@@ -77,7 +77,7 @@ impl Trust {
     /// its workspace members' and are taken. `people` is [`Trust::people`], asked for only when
     /// the forge does not vouch for the author. Costs, for such an author, one conditional read
     /// of the issue's label events and a (kept) access read per labeller.
-    pub async fn vouch(
+    pub(crate) async fn vouch(
         people: &tokio::sync::OnceCell<Trust>,
         project: &Project,
         tracker: &dyn Tracker,
@@ -132,7 +132,7 @@ impl Trust {
     /// The reviews and comments of trusted authors, with the state they add up to, and those of
     /// everyone else. An untrusted approval approves nothing and an untrusted request for changes
     /// asks for none.
-    pub fn split(&self, forge: &dyn Forge, all: Reviews) -> (Reviews, Reviews) {
+    pub(crate) fn split(&self, forge: &dyn Forge, all: Reviews) -> (Reviews, Reviews) {
         let (items, held_items): (Vec<_>, Vec<_>) =
             all.items.into_iter().partition(|r| self.trusts(&r.user, &r.standing));
         let (comments, held_comments): (Vec<_>, Vec<_>) =
@@ -148,7 +148,7 @@ impl Trust {
 
 /// Why an issue source may take an issue, or why not yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Vouch {
+pub(crate) enum Vouch {
     /// Its author may write to the repository or is named (empty: the tracker's own members).
     Author(String),
     /// Someone who may applied `label`.

@@ -17,7 +17,7 @@ use super::{AppError, AppState};
 use crate::agent_token::{SessionCaller, SessionKeys};
 
 /// The agent API's paths start with this; only a session token opens them.
-pub const AGENT_PREFIX: &str = "/agent/v1/";
+pub(super) const AGENT_PREFIX: &str = "/agent/v1/";
 
 /// Paths answered without the bearer token: liveness, readiness, the version, and the webhooks
 /// (which prove themselves with their HMAC signature instead).
@@ -26,11 +26,11 @@ const OPEN_PATHS: &[&str] =
     &["/healthz", "/readyz", "/version", "/webhooks/github", "/webhooks/gitlab", "/webhooks/linear", "/login"];
 
 /// The media types a state-changing request may carry.
-pub const JSON_MEDIA_TYPES: &[&str] = &["application/json", "application/merge-patch+json"];
+pub(super) const JSON_MEDIA_TYPES: &[&str] = &["application/json", "application/merge-patch+json"];
 
 /// What the access checks compare against.
 #[derive(Debug)]
-pub struct Access {
+pub(crate) struct Access {
     token: String,
     /// Host names (lower case, no port) besides `localhost` and loopback IPs.
     allowed_hosts: Vec<String>,
@@ -44,7 +44,7 @@ pub struct Access {
 
 impl Access {
     /// `listen` is the address the server is bound to; `allowed` are the `--allowed-host` names.
-    pub fn new(token: &str, listen: SocketAddr, allowed: &[String]) -> Access {
+    pub(crate) fn new(token: &str, listen: SocketAddr, allowed: &[String]) -> Access {
         let mut allowed_hosts: Vec<String> = allowed.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
         if !listen.ip().is_unspecified() {
             allowed_hosts.push(listen.ip().to_string());
@@ -131,7 +131,7 @@ impl Access {
 /// but the open ones (unknown paths included, so probing reveals nothing).
 /// On the agent API it asks for a session token instead, and hands the handler the session it
 /// speaks for as a request extension ([`SessionCaller`]).
-pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+pub(super) async fn guard(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let access = &state.access;
     let authority = req
         .headers()

@@ -29,7 +29,7 @@ use crate::agent_token::SessionCaller;
 use crate::notify;
 
 /// The label a follow-up session carries: the session that handed work off to it.
-pub const HANDOFF_FROM_LABEL: &str = "ao.dev/handoff-from";
+pub(crate) const HANDOFF_FROM_LABEL: &str = "ao.dev/handoff-from";
 /// The longest text an agent may send in one call, in characters.
 const MAX_TEXT: usize = 20_000;
 /// How often a status write is tried again after a conflict.
@@ -93,7 +93,7 @@ fn done(message: impl Into<String>, details: Value) -> Response {
 
 /// `GET /agent/v1/status`: the caller's phase, activity, branch, pull request (checks, review)
 /// and what it reported.
-pub async fn status(
+pub(super) async fn status(
     State(state): State<AppState>,
     Extension(caller): Extension<SessionCaller>,
 ) -> Result<Response, AppError> {
@@ -120,7 +120,7 @@ fn view(s: &Session) -> Value {
 }
 
 /// `POST /agent/v1/report`: progress and a summary, kept in `status.agent` and recorded as an event.
-pub async fn report(
+pub(super) async fn report(
     State(state): State<AppState>,
     Extension(caller): Extension<SessionCaller>,
     body: Bytes,
@@ -154,7 +154,7 @@ pub async fn report(
 /// `POST /agent/v1/ask`: a question for a person. The session shows `needs-input` with the
 /// question as evidence until `aoctl answer`; the project's notifiers are told once, through the
 /// status's notification outbox. Answers at once.
-pub async fn ask(
+pub(super) async fn ask(
     State(state): State<AppState>,
     Extension(caller): Extension<SessionCaller>,
     body: Bytes,
@@ -203,7 +203,7 @@ fn first_line(text: &str) -> String {
 
 /// `POST /agent/v1/send`: a message typed into another session of the caller's project, through
 /// the same delivery as `aoctl send`.
-pub async fn send(
+pub(super) async fn send(
     State(state): State<AppState>,
     Extension(caller): Extension<SessionCaller>,
     body: Bytes,
@@ -242,7 +242,7 @@ pub async fn send(
 
 /// `POST /agent/v1/handoff`: a follow-up Session in the caller's project with the given prompt,
 /// named after the caller and labelled with it; it queues for a slot and the budget like any.
-pub async fn handoff(
+pub(super) async fn handoff(
     State(state): State<AppState>,
     Extension(caller): Extension<SessionCaller>,
     body: Bytes,
@@ -328,7 +328,7 @@ async fn within_handoff_limits(state: &AppState, me: &Session) -> Result<(), App
 /// `POST /agent/v1/review`: records that the agent asks for a review, in `status.agent` and as
 /// an event. When the session (or its project) has reviewers, the session's reconcile starts a
 /// round for it, and the answer says so; otherwise it says that none will.
-pub async fn review(
+pub(super) async fn review(
     State(state): State<AppState>,
     Extension(caller): Extension<SessionCaller>,
     body: Bytes,

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use super::access::Access;
 use super::{AppError, AppState};
 
-pub async fn backup(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, AppError> {
+pub(crate) async fn backup(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, AppError> {
     authorize(&state.access, &headers)?;
     let snapshot = state.store.snapshot().await?;
     tracing::info!(rv = snapshot.rv, objects = snapshot.objects.len(), "a backup was taken");

@@ -18,7 +18,7 @@ use super::AppError;
 /// terminal (xterm.js's DOM renderer) writes its theme as `<style>` elements and colours cells of
 /// 24-bit colour with `style` attributes. A style can run no script, and with images, fonts and
 /// connections held to this origin it has nowhere to send what it reads.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
+pub(super) const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
      style-src 'self' 'unsafe-inline'; img-src 'self'; font-src 'self'; connect-src 'self'; \
      object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
@@ -85,12 +85,12 @@ fn etags() -> &'static [HeaderValue] {
 }
 
 /// `GET /`: the page.
-pub async fn index(headers: HeaderMap) -> Response {
+pub(super) async fn index(headers: HeaderMap) -> Response {
     answer(INDEX, &headers)
 }
 
 /// `GET /assets/{*path}`: one file of the table, or 404.
-pub async fn asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
+pub(super) async fn asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
     match ASSETS.iter().position(|a| a.path == path) {
         Some(i) if i != INDEX => answer(i, &headers),
         _ => AppError::NoRoute.into_response(),

@@ -9,7 +9,7 @@ use axum::Json;
 
 /// Everything a request can fail with.
 #[derive(Debug, thiserror::Error)]
-pub enum AppError {
+pub(crate) enum AppError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The body is not valid JSON for the kind, or has unknown fields.
@@ -83,7 +83,7 @@ impl AppError {
     }
 
     /// The `Status` body.
-    pub fn status(&self) -> Status {
+    pub(crate) fn status(&self) -> Status {
         let (code, reason) = self.code_and_reason();
         let mut status = Status::failure(code, reason, self.to_string());
         let about = |kind: &Kind, name: &str, causes: Vec<StatusCause>| StatusDetails {
@@ -124,13 +124,13 @@ impl AppError {
         status
     }
 
-    pub fn code(&self) -> u16 {
+    pub(crate) fn code(&self) -> u16 {
         self.code_and_reason().0
     }
 }
 
 /// Errors axum answers by itself (405, 413, …) get a `Status` body like every other error.
-pub async fn status_for_framework_errors(resp: Response) -> Response {
+pub(crate) async fn status_for_framework_errors(resp: Response) -> Response {
     let code = resp.status();
     // JSON is ours already; HTML is the dashboard's own pages (sign-in), written for people.
     let ours = resp

@@ -19,23 +19,23 @@ use sha2::Sha256;
 use super::{AppError, AppState};
 
 /// The cookie's name.
-pub const COOKIE: &str = "aoctl_dashboard";
+pub(super) const COOKIE: &str = "aoctl_dashboard";
 /// How long a login code can be used.
-pub const CODE_TTL: Duration = Duration::from_secs(60);
+pub(super) const CODE_TTL: Duration = Duration::from_secs(60);
 /// How long a browser stays signed in.
-pub const COOKIE_TTL: Duration = Duration::from_secs(24 * 3600);
+pub(super) const COOKIE_TTL: Duration = Duration::from_secs(24 * 3600);
 /// Codes outstanding at once; older ones are dropped past this.
 const MAX_CODES: usize = 64;
 
 /// The codes handed out and not yet used, by code, with the instant each stops working.
 #[derive(Debug, Default)]
-pub struct LoginCodes {
+pub(super) struct LoginCodes {
     codes: Mutex<HashMap<String, Instant>>,
 }
 
 impl LoginCodes {
     /// A new code, valid for [`CODE_TTL`] from `now`.
-    pub fn issue(&self, now: Instant) -> Result<String, AppError> {
+    pub(super) fn issue(&self, now: Instant) -> Result<String, AppError> {
         let code = hex::encode(random::<24>()?);
         let mut codes = self.codes.lock();
         codes.retain(|_, until| *until > now);
@@ -50,7 +50,7 @@ impl LoginCodes {
     }
 
     /// Takes `code` if it was issued and is still valid: a code works once.
-    pub fn redeem(&self, code: &str, now: Instant) -> bool {
+    pub(super) fn redeem(&self, code: &str, now: Instant) -> bool {
         let mut codes = self.codes.lock();
         // Compared in constant time against every outstanding code, so timing tells nothing.
         let found = codes.keys().find(|c| constant_time_eq(c.as_bytes(), code.as_bytes())).cloned();
@@ -69,7 +69,7 @@ fn random<const N: usize>() -> Result<[u8; N], AppError> {
 
 /// Signs and checks cookies with a key derived from the bearer token.
 #[derive(Clone)]
-pub struct CookieKey([u8; 32]);
+pub(super) struct CookieKey([u8; 32]);
 
 impl std::fmt::Debug for CookieKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,7 +80,7 @@ impl std::fmt::Debug for CookieKey {
 type HmacSha256 = Hmac<Sha256>;
 
 impl CookieKey {
-    pub fn from_token(token: &str) -> CookieKey {
+    pub(super) fn from_token(token: &str) -> CookieKey {
         let mut mac = HmacSha256::new_from_slice(token.as_bytes()).expect("HMAC takes any key length");
         mac.update(b"aoctl dashboard cookie v1");
         CookieKey(mac.finalize().into_bytes().into())
@@ -93,14 +93,14 @@ impl CookieKey {
     }
 
     /// A cookie value valid until `expires` (seconds since the Unix epoch).
-    pub fn make(&self, expires: u64, nonce: &[u8]) -> String {
+    pub(super) fn make(&self, expires: u64, nonce: &[u8]) -> String {
         let payload = format!("v1.{expires}.{}", hex::encode(nonce));
         let signature = self.sign(&payload);
         format!("{payload}.{signature}")
     }
 
     /// Whether `value` is a cookie this key signed that has not expired at `now` (Unix seconds).
-    pub fn verify(&self, value: &str, now: u64) -> bool {
+    pub(super) fn verify(&self, value: &str, now: u64) -> bool {
         let Some((payload, signature)) = value.rsplit_once('.') else { return false };
         let mut parts = payload.split('.');
         let (Some("v1"), Some(expires), Some(_nonce), None) = (parts.next(), parts.next(), parts.next(), parts.next())
@@ -112,7 +112,7 @@ impl CookieKey {
     }
 
     /// Whether the request's `Cookie` headers carry a valid dashboard cookie.
-    pub fn signed_in(&self, headers: &HeaderMap) -> bool {
+    pub(super) fn signed_in(&self, headers: &HeaderMap) -> bool {
         let now = unix_now();
         headers
             .get_all(header::COOKIE)
@@ -129,7 +129,7 @@ fn unix_now() -> u64 {
 }
 
 /// `POST /dashboard/login`: a one-time code. Only the bearer token may ask (not the cookie).
-pub async fn issue(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, AppError> {
+pub(super) async fn issue(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, AppError> {
     if !state.access.token_matches(&headers) {
         return Err(AppError::Unauthorized);
     }
@@ -139,14 +139,14 @@ pub async fn issue(State(state): State<AppState>, headers: HeaderMap) -> Result<
 }
 
 #[derive(Debug, serde::Deserialize)]
-pub struct LoginParams {
+pub(super) struct LoginParams {
     #[serde(default)]
     code: String,
 }
 
 /// `GET /login?code=…`: a valid code sets the cookie and sends the browser to `/`; any other
 /// answer is a page saying how to get a new link.
-pub async fn login(
+pub(super) async fn login(
     State(state): State<AppState>,
     headers: HeaderMap,
     params: Result<Query<LoginParams>, axum::extract::rejection::QueryRejection>,
@@ -177,7 +177,7 @@ pub async fn login(
 }
 
 /// A small HTML page with one message (the message is ours, never the caller's).
-pub fn page(code: StatusCode, message: &'static str) -> Response {
+pub(super) fn page(code: StatusCode, message: &'static str) -> Response {
     let html = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
          content=\"width=device-width, initial-scale=1\"><title>aoctl</title></head><body \

@@ -6,12 +6,12 @@ mod access;
 mod agent;
 pub(crate) mod backup;
 mod dashboard;
-pub mod error;
+pub(crate) mod error;
 mod login;
 mod objects;
 mod openapi;
 mod params;
-pub mod patch;
+pub(crate) mod patch;
 mod sessions;
 mod streams;
 mod system;
@@ -28,14 +28,13 @@ use axum::Router;
 
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
-pub use access::Access;
-pub use agent::HANDOFF_FROM_LABEL;
-pub use error::AppError;
-pub use webhooks::Deliveries;
+pub(crate) use access::Access;
+pub(crate) use error::AppError;
+pub(crate) use webhooks::Deliveries;
 
 /// What every handler can reach.
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     pub store: Store,
     pub metrics: Arc<Metrics>,
     pub fleet: Arc<Fleet>,
@@ -68,7 +67,7 @@ pub struct AppState {
 }
 
 /// The whole API as one router.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/apis/ao.dev/v1alpha1/{plural}", get(objects::list_or_watch).post(objects::create))
         // A page's watches and transcript follows over one WebSocket (`streams`).

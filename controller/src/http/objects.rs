@@ -21,7 +21,7 @@ use super::patch::merge;
 use super::watch;
 use super::{AppError, AppState};
 
-pub fn kind_of(plural: &str) -> Result<Kind, AppError> {
+pub(super) fn kind_of(plural: &str) -> Result<Kind, AppError> {
     Kind::ALL.into_iter().find(|k| k.plural() == plural).ok_or(AppError::NoRoute)
 }
 
@@ -33,7 +33,7 @@ fn writable(kind: Kind) -> Result<(), AppError> {
     }
 }
 
-pub async fn list_or_watch(
+pub(super) async fn list_or_watch(
     State(state): State<AppState>,
     Path(plural): Path<String>,
     headers: HeaderMap,
@@ -55,7 +55,7 @@ pub async fn list_or_watch(
     })
 }
 
-pub async fn get_one(
+pub(super) async fn get_one(
     State(state): State<AppState>,
     Path(path): Path<HashMap<String, String>>,
     headers: HeaderMap,
@@ -77,7 +77,7 @@ pub async fn get_one(
 /// The query parameters of a read of one object.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TableParams {
+pub(super) struct TableParams {
     pub include_object: Option<String>,
 }
 
@@ -182,7 +182,7 @@ pub(super) async fn admit(state: &AppState, obj: &mut AnyObject, creating: bool)
     crate::admission::admit(&state.store, obj, creating, &[]).await.map_err(AppError::from)
 }
 
-pub async fn create(
+pub(super) async fn create(
     State(state): State<AppState>,
     Path(plural): Path<String>,
     params: Result<Query<Params>, QueryRejection>,
@@ -229,7 +229,7 @@ fn name_from_url(body: &[u8], url_name: &str) -> Result<Vec<u8>, AppError> {
     Ok(serde_json::to_vec(&v).expect("values serialise"))
 }
 
-pub async fn replace(
+pub(super) async fn replace(
     State(state): State<AppState>,
     Path((plural, name)): Path<(String, String)>,
     params: Result<Query<Params>, QueryRejection>,
@@ -243,7 +243,7 @@ pub async fn replace(
     Ok(Json(state.store.update(kind, obj.to_value(), opts).await?))
 }
 
-pub async fn patch(
+pub(super) async fn patch(
     State(state): State<AppState>,
     Path((plural, name)): Path<(String, String)>,
     params: Result<Query<Params>, QueryRejection>,
@@ -290,7 +290,7 @@ fn rand_micros(attempt: u32) -> u64 {
     u64::from(seed % (200 * attempt.min(20)))
 }
 
-pub async fn delete(
+pub(super) async fn delete(
     State(state): State<AppState>,
     Path((plural, name)): Path<(String, String)>,
     params: Result<Query<Params>, QueryRejection>,
@@ -307,7 +307,7 @@ pub async fn delete(
     })
 }
 
-pub async fn replace_status(
+pub(super) async fn replace_status(
     State(state): State<AppState>,
     Path((plural, name)): Path<(String, String)>,
     params: Result<Query<Params>, QueryRejection>,

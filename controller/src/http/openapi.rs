@@ -431,7 +431,7 @@ fn schemas() -> Value {
     Value::Object(defs)
 }
 
-pub async fn document() -> Json<Value> {
+pub(super) async fn document() -> Json<Value> {
     static DOC: OnceLock<Value> = OnceLock::new();
     Json(DOC.get_or_init(build).clone())
 }

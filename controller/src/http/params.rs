@@ -8,7 +8,7 @@ use super::AppError;
 /// Query parameters the resource endpoints understand.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Params {
+pub(super) struct Params {
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
     pub watch: Option<String>,
@@ -28,14 +28,14 @@ impl Params {
         }
     }
 
-    pub fn selector(&self) -> Result<Selector, AppError> {
+    pub(super) fn selector(&self) -> Result<Selector, AppError> {
         match self.label_selector.as_deref() {
             None | Some("") => Ok(Selector::everything()),
             Some(s) => Selector::parse(s).map_err(|e| AppError::BadRequest(format!("labelSelector: {e}"))),
         }
     }
 
-    pub fn fields(&self) -> Result<FieldSelector, AppError> {
+    pub(super) fn fields(&self) -> Result<FieldSelector, AppError> {
         FieldSelector::parse(self.field_selector.as_deref().unwrap_or(""))
             .map_err(|e| AppError::BadRequest(format!("fieldSelector: {e}")))
     }

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 /// Applies `patch` to `target` as RFC 7386 describes: objects merge, `null` removes, the rest replaces.
-pub fn merge(target: &mut Value, patch: &Value) {
+pub(crate) fn merge(target: &mut Value, patch: &Value) {
     let Value::Object(p) = patch else {
         *target = patch.clone();
         return;

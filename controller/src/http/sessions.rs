@@ -39,9 +39,13 @@ use crate::typing::TypingError;
 /// How often a followed log looks for new output.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// How long a replica that does not lead waits for the leader to type a message it queued.
-pub const LEADER_DELIVERY: Duration = Duration::from_secs(15);
+pub(super) const LEADER_DELIVERY: Duration = Duration::from_secs(15);
 
-pub async fn input(State(state): State<AppState>, Path(name): Path<String>, body: Bytes) -> Result<Response, AppError> {
+pub(super) async fn input(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Response, AppError> {
     let req: InputRequest = decode_json(&body).map_err(AppError::Decode)?;
     if req.text.trim().is_empty() {
         return Err(AppError::BadRequest("text: must not be empty".into()));
@@ -135,7 +139,7 @@ fn delivered((code, message): (u16, String)) -> Result<Response, AppError> {
 /// (`ask_human`), typed into the agent like `aoctl send`; then the question is cleared (the
 /// status written with its resourceVersion as precondition) and `needs-input` ends. 409 when no
 /// question waits.
-pub async fn answer(
+pub(super) async fn answer(
     State(state): State<AppState>,
     Path(name): Path<String>,
     body: Bytes,
@@ -169,12 +173,12 @@ pub async fn answer(
 
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LogParams {
+pub(super) struct LogParams {
     tail_lines: Option<usize>,
     follow: Option<bool>,
 }
 
-pub async fn log(
+pub(super) async fn log(
     State(state): State<AppState>,
     Path(name): Path<String>,
     params: Result<Query<LogParams>, QueryRejection>,
@@ -267,7 +271,7 @@ pub(super) fn follow(
     });
 }
 
-pub async fn diff(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, AppError> {
+pub(super) async fn diff(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, AppError> {
     let s: Session = state.store.get_typed(&name).await?;
     on_this_node(&state, &s)?;
     let no_workspace = || AppError::Conflict(format!("session \"{name}\" has no workspace yet"));

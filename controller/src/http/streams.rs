@@ -53,7 +53,7 @@ const PING_EVERY: Duration = Duration::from_secs(30);
 /// One subscription's messages, each ready to send.
 type Sub = Pin<Box<dyn Stream<Item = String> + Send>>;
 
-pub async fn streams(
+pub(super) async fn streams(
     State(state): State<AppState>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, AppError> {
@@ -299,7 +299,7 @@ mod tests {
             store: StoreBackend::Sled,
             node: Some("test".into()),
             lease_ttl: Duration::from_secs(10),
-            event_ttl: crate::event_expiry::DEFAULT_TTL,
+            event_ttl: Duration::from_secs(3600),
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {

@@ -10,13 +10,13 @@ use axum::Json;
 
 use super::{AppError, AppState};
 
-pub async fn healthz() -> &'static str {
+pub(super) async fn healthz() -> &'static str {
     "ok"
 }
 
 /// Ready once the controllers run, and while the store can write: a store whose disk refuses
 /// writes (full, say) makes it 503 with the reason, until a write succeeds again.
-pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, AppError> {
+pub(super) async fn readyz(State(state): State<AppState>) -> Result<&'static str, AppError> {
     if !state.ready.load(Ordering::Acquire) {
         return Err(AppError::NotReady);
     }
@@ -24,12 +24,12 @@ pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, AppEr
     Ok("ok")
 }
 
-pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, AppError> {
+pub(super) async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, AppError> {
     state.metrics.refresh_sessions(&state.store).await?;
     Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], state.metrics.render()))
 }
 
-pub async fn version() -> Json<Version> {
+pub(super) async fn version() -> Json<Version> {
     Json(Version {
         version: crate::VERSION.to_string(),
         api_version: aoctl_api::API_VERSION.to_string(),

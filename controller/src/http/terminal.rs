@@ -35,7 +35,7 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Default, serde::Deserialize)]
-pub struct TerminalParams {
+pub(super) struct TerminalParams {
     cols: Option<u32>,
     rows: Option<u32>,
 }
@@ -52,7 +52,7 @@ fn size(name: &str, given: Option<u32>, default: u16) -> Result<u16, AppError> {
     })
 }
 
-pub async fn terminal(
+pub(super) async fn terminal(
     State(state): State<AppState>,
     Path(name): Path<String>,
     params: Result<Query<TerminalParams>, QueryRejection>,

@@ -127,7 +127,7 @@ pub(super) async fn start(
 }
 
 /// `GET …/{plural}?watch=true`: the events of [`start`] as newline-delimited JSON.
-pub async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Response, AppError> {
+pub(super) async fn stream(state: AppState, kind: Kind, params: Params) -> Result<Response, AppError> {
     let spec = WatchSpec {
         kind,
         selector: params.selector()?,

@@ -34,8 +34,8 @@ use crate::forges::webhook_secret;
 mod gitlab;
 mod linear;
 
-pub use gitlab::gitlab;
-pub use linear::linear;
+pub(super) use gitlab::gitlab;
+pub(super) use linear::linear;
 
 /// How many delivery ids are remembered; older ones are forgotten first. A webhook only wakes
 /// sessions (the controller then reads GitHub itself), so a replay older than this costs a look.
@@ -43,7 +43,7 @@ const REMEMBERED_DELIVERIES: usize = 10_000;
 
 /// The ids of the deliveries taken, newest last, bounded.
 #[derive(Debug, Default)]
-pub struct Deliveries {
+pub(crate) struct Deliveries {
     seen: Mutex<(HashSet<String>, VecDeque<String>)>,
 }
 
@@ -66,7 +66,7 @@ impl Deliveries {
 }
 
 /// The reason of the events that record webhook deliveries.
-pub const DELIVERY_REASON: &str = "WebhookReceived";
+pub(super) const DELIVERY_REASON: &str = "WebhookReceived";
 /// The source of those events: they count apart from the controllers' events of the same object.
 const DELIVERY_SOURCE: &str = "webhook-receiver";
 /// The longest delivery id quoted in a delivery's event.
@@ -111,7 +111,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-pub async fn github(
+pub(super) async fn github(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,

@@ -1,17 +1,17 @@
 //! The reconcilers: each looks at the whole object, drives the world toward its spec and writes
 //! status. None is told why it runs, so each is idempotent.
 
-pub mod gitsource;
-pub mod issuesource;
+pub(crate) mod gitsource;
+pub(crate) mod issuesource;
 mod pool;
-pub mod project;
-pub mod session;
+pub(crate) mod project;
+pub(crate) mod session;
 
 use std::path::PathBuf;
 
 /// Errors of reconcilers.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error(transparent)]
     Store(#[from] aoctl_store::StoreError),
     #[error(transparent)]
@@ -50,7 +50,7 @@ impl From<aoctl_runtimes::session_files::FilesError> for Error {
 
 impl Error {
     /// Label for metrics and logs.
-    pub fn metric_label(&self) -> &'static str {
+    pub(crate) fn metric_label(&self) -> &'static str {
         match self {
             Error::Store(_) => "store",
             Error::Runtime(_) => "runtime",
@@ -64,7 +64,7 @@ impl Error {
 }
 
 /// The memory the session and IssueSource reconcilers share with the webhook handlers.
-pub struct Memory {
+pub(crate) struct Memory {
     pub sessions: std::sync::Arc<session::State>,
     pub sources: std::sync::Arc<issuesource::State>,
 }

@@ -15,7 +15,7 @@ use super::Error;
 use crate::machine::Machine;
 
 /// How often a full pool looks whether the default branch moved.
-pub const RESYNC: Duration = Duration::from_secs(10);
+pub(super) const RESYNC: Duration = Duration::from_secs(10);
 /// How long a round that failed waits before the next.
 const RETRY: Duration = Duration::from_secs(30);
 
@@ -26,7 +26,7 @@ fn wanted(p: &Project) -> Option<u32> {
 
 /// Adds the pool's finalizer before anything of the pool is made; `true` when it was written
 /// now (the reconcile ends and runs again on the change).
-pub async fn hold(p: &Project, store: &aoctl_store::Store) -> Result<bool, Error> {
+pub(super) async fn hold(p: &Project, store: &aoctl_store::Store) -> Result<bool, Error> {
     if wanted(p).is_none() || finalizers::holds(&p.metadata.finalizers, WORKSPACE_POOL) {
         return Ok(false);
     }
@@ -37,7 +37,7 @@ pub async fn hold(p: &Project, store: &aoctl_store::Store) -> Result<bool, Error
 }
 
 /// A deleted Project's pool is removed, then its finalizer released.
-pub async fn release(p: &Project, store: &aoctl_store::Store, machine: &Arc<dyn Machine>) -> Result<(), Error> {
+pub(super) async fn release(p: &Project, store: &aoctl_store::Store, machine: &Arc<dyn Machine>) -> Result<(), Error> {
     if !finalizers::holds(&p.metadata.finalizers, WORKSPACE_POOL) {
         return Ok(());
     }
@@ -52,7 +52,7 @@ pub async fn release(p: &Project, store: &aoctl_store::Store, machine: &Arc<dyn 
 
 /// One round of upkeep on a ready project (`default_branch` resolved): the status to show and
 /// when to look again. A project without a pool has what is left of one removed.
-pub async fn tend(
+pub(super) async fn tend(
     p: &Project,
     default_branch: Option<&str>,
     machine: &Arc<dyn Machine>,

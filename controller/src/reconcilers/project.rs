@@ -20,10 +20,10 @@ use crate::notify;
 use crate::recorder::Recorder;
 
 /// Name of this controller in metrics and events.
-pub const NAME: &str = "project";
+pub(crate) const NAME: &str = "project";
 
 /// What the project reconciler gets: the store, the event recorder and the index of the sessions.
-pub struct Context {
+pub(crate) struct Context {
     pub store: aoctl_store::Store,
     pub recorder: Recorder,
     /// The stored sessions by project, shared with the session reconciler.
@@ -142,7 +142,7 @@ fn observe(git: &dyn Branches, spec_path: &str, wanted_branch: Option<&str>) -> 
     }
 }
 
-pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Action, Error> {
     if project.metadata.deletion_timestamp.is_some() {
         super::pool::release(&project, &ctx.store, &ctx.machine).await?;
         ctx.metrics.workspace_pool(&project.metadata.name, None);
@@ -252,7 +252,7 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Actio
     Ok(Action::requeue(later.map_or(every, |l| l.min(every))))
 }
 
-pub fn error_policy(_project: Arc<Project>, error: &Error, _ctx: Arc<Context>) -> Action {
+pub(crate) fn error_policy(_project: Arc<Project>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(error = %error, kind = error.metric_label(), "project reconcile failed");
     // The engine's per-object exponential backoff decides when to try again.
     Action::requeue(Duration::ZERO)

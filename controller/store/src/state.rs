@@ -45,11 +45,11 @@ pub(crate) struct Cache {
 }
 
 impl Cache {
-    pub fn map(&self, kind: Kind) -> &BTreeMap<String, StoredObject> {
+    pub(crate) fn map(&self, kind: Kind) -> &BTreeMap<String, StoredObject> {
         &self.objects[kind_index(kind)]
     }
 
-    pub fn map_mut(&mut self, kind: Kind) -> &mut BTreeMap<String, StoredObject> {
+    pub(crate) fn map_mut(&mut self, kind: Kind) -> &mut BTreeMap<String, StoredObject> {
         &mut self.objects[kind_index(kind)]
     }
 }
@@ -83,7 +83,7 @@ pub(crate) struct Loaded {
 }
 
 impl Db {
-    pub fn open(dir: &Path) -> Result<Db, StoreError> {
+    pub(crate) fn open(dir: &Path) -> Result<Db, StoreError> {
         // Every acknowledged write is flushed by the writer (group commit), so sled's own periodic
         // flush would only wake an idle controller twice a second for nothing.
         let db = sled::Config::new().path(dir).flush_every_ms(None).open()?;
@@ -94,7 +94,7 @@ impl Db {
     }
 
     /// Every object and the counters, as stored.
-    pub fn load(&self) -> Result<Loaded, StoreError> {
+    pub(crate) fn load(&self) -> Result<Loaded, StoreError> {
         let mut cache = Cache::default();
         let mut rv = self.stored_rv()?;
         for item in self.objects.iter() {
@@ -114,7 +114,7 @@ impl Db {
     }
 
     /// The newest resourceVersion of the counter and the log.
-    pub fn stored_rv(&self) -> Result<u64, StoreError> {
+    pub(crate) fn stored_rv(&self) -> Result<u64, StoreError> {
         let mut rv = match self.meta.get(codec::RV_KEY)? {
             Some(b) => parse_rv_key(&b)?,
             None => 0,
@@ -144,7 +144,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// Opens the database at `dir` and loads the objects and counters.
-    pub fn open(dir: &Path, config: StoreConfig) -> Result<Shared, StoreError> {
+    pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Shared, StoreError> {
         let db = Db::open(dir)?;
         let Loaded { cache, rv, compacted } = db.load()?;
         Ok(Shared {
@@ -158,47 +158,47 @@ impl Shared {
         })
     }
 
-    pub fn read(&self) -> RwLockReadGuard<'_, Cache> {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Cache> {
         // A panic while holding the lock cannot leave the cache half-updated in a way readers would
         // notice more than a stale read, so a poisoned lock is used as is.
         self.cache.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn write(&self) -> RwLockWriteGuard<'_, Cache> {
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Cache> {
         self.cache.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The database, shared with other readers; the writer waits for them before reopening it.
-    pub fn db(&self) -> RwLockReadGuard<'_, Option<Db>> {
+    pub(crate) fn db(&self) -> RwLockReadGuard<'_, Option<Db>> {
         self.db.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn db_mut(&self) -> RwLockWriteGuard<'_, Option<Db>> {
+    pub(crate) fn db_mut(&self) -> RwLockWriteGuard<'_, Option<Db>> {
         self.db.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn published_rv(&self) -> u64 {
+    pub(crate) fn published_rv(&self) -> u64 {
         self.rv.load(Ordering::Acquire)
     }
 
     /// Why the store cannot write now, if it cannot.
-    pub fn unwritable(&self) -> Option<StoreError> {
+    pub(crate) fn unwritable(&self) -> Option<StoreError> {
         self.unwritable.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    pub fn set_unwritable(&self, why: Option<StoreError>) {
+    pub(crate) fn set_unwritable(&self, why: Option<StoreError>) {
         *self.unwritable.lock().unwrap_or_else(|e| e.into_inner()) = why;
     }
 
     /// The database's handles, for tests that read the trees.
     #[cfg(test)]
-    pub fn handles(&self) -> Db {
+    pub(crate) fn handles(&self) -> Db {
         self.db().clone().expect("the database is open")
     }
 
     /// Every key and value of every tree, for tests that compare the database before and after.
     #[cfg(test)]
-    pub fn dump(&self) -> Vec<(Vec<u8>, Vec<KeyValue>)> {
+    pub(crate) fn dump(&self) -> Vec<(Vec<u8>, Vec<KeyValue>)> {
         let db = self.handles().db;
         let mut names = db.tree_names();
         names.sort();

@@ -91,7 +91,7 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    pub fn new(
+    pub(crate) fn new(
         shared: Arc<Shared>,
         requests: mpsc::Receiver<Request>,
         events: broadcast::Sender<WatchEvent>,
@@ -105,7 +105,7 @@ impl Writer {
     }
 
     /// Serves requests until every sender is gone.
-    pub fn run(mut self) {
+    pub(crate) fn run(mut self) {
         loop {
             let first = if self.shared.unwritable().is_some() {
                 match self.requests.recv_timeout(PROBE_EVERY) {

@@ -35,7 +35,7 @@ pub(super) fn forge_of(p: &Project) -> Option<ForgeKey> {
         return Some(ForgeKey {
             kind: ForgeKind::GitLab,
             api: gl.api_url.clone().unwrap_or_else(|| "https://gitlab.com/api/v4".into()),
-            token_env: gl.token_env.clone().unwrap_or_else(|| forges::DEFAULT_GITLAB_TOKEN_ENV.into()),
+            token_env: gl.token_env.clone().unwrap_or_else(|| aoctl_controller::DEFAULT_GITLAB_TOKEN_ENV.into()),
         });
     }
     p.spec.repo.as_deref().filter(|r| r.contains('/'))?;
@@ -43,7 +43,7 @@ pub(super) fn forge_of(p: &Project) -> Option<ForgeKey> {
     Some(ForgeKey {
         kind: ForgeKind::GitHub,
         api: gh.and_then(|g| g.api_url.clone()).unwrap_or_else(|| "https://api.github.com".into()),
-        token_env: gh.and_then(|g| g.token_env.clone()).unwrap_or_else(|| forges::DEFAULT_TOKEN_ENV.into()),
+        token_env: gh.and_then(|g| g.token_env.clone()).unwrap_or_else(|| aoctl_controller::DEFAULT_TOKEN_ENV.into()),
     })
 }
 
@@ -307,7 +307,7 @@ pub(super) fn webhook_check(p: &Project, kind: ForgeKind, fleet: &Fleet, set: im
                 .github
                 .as_ref()
                 .and_then(|g| g.webhook_secret_env.clone())
-                .unwrap_or_else(|| forges::DEFAULT_WEBHOOK_SECRET_ENV.into()),
+                .unwrap_or_else(|| aoctl_controller::DEFAULT_WEBHOOK_SECRET_ENV.into()),
             "docs/github.md#webhooks",
         ),
         ForgeKind::GitLab => (
@@ -315,7 +315,7 @@ pub(super) fn webhook_check(p: &Project, kind: ForgeKind, fleet: &Fleet, set: im
                 .gitlab
                 .as_ref()
                 .and_then(|g| g.webhook_token_env.clone())
-                .unwrap_or_else(|| forges::DEFAULT_GITLAB_WEBHOOK_TOKEN_ENV.into()),
+                .unwrap_or_else(|| aoctl_controller::DEFAULT_GITLAB_WEBHOOK_TOKEN_ENV.into()),
             "docs/gitlab.md#webhooks",
         ),
     };

@@ -18,7 +18,6 @@ use std::time::Duration;
 use aoctl_api::condition::types;
 use aoctl_api::session::{AgentRef, RuntimeKind};
 use aoctl_api::{Kind, Project, Session};
-use aoctl_controller::forges;
 use aoctl_runtimes::agents::{self, Adapter};
 use aoctl_runtimes::docker::DockerRuntime;
 use aoctl_runtimes::program::output_of;
@@ -577,7 +576,7 @@ fn local_agents(fleet: Option<&Fleet>) -> BTreeSet<String> {
     for s in &fleet.sessions {
         let p = project_of(fleet, s);
         if runtime_of(s, p) != RuntimeKind::Docker {
-            add(&aoctl_controller::machine::agent_of(s, p));
+            add(&aoctl_controller::agent_of(s, p));
         }
     }
     if fleet.projects.is_empty() && fleet.sessions.is_empty() {
@@ -711,7 +710,7 @@ fn docker_engines(fleet: &Fleet) -> BTreeSet<Option<String>> {
     for s in &fleet.sessions {
         let p = project_of(fleet, s);
         if runtime_of(s, p) == RuntimeKind::Docker {
-            engines.extend(of_spec(aoctl_controller::machine::container_of(s, p).as_ref()));
+            engines.extend(of_spec(aoctl_controller::container_of(s, p).as_ref()));
         }
     }
     engines

@@ -19,7 +19,7 @@ use super::{answer, header, poll_issue_sources, take_delivery, wake_sessions};
 use crate::forges::gitlab_webhook_token;
 use crate::http::{AppError, AppState};
 
-pub async fn gitlab(
+pub(crate) async fn gitlab(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,

@@ -18,7 +18,7 @@ use super::{answer, header, poll_issue_sources, take_delivery};
 use crate::forges::linear_webhook_secret;
 use crate::http::{AppError, AppState};
 
-pub async fn linear(
+pub(crate) async fn linear(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,

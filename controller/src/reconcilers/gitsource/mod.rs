@@ -35,7 +35,7 @@ use super::Error;
 use crate::recorder::Recorder;
 
 /// Name of this controller in metrics and events.
-pub const NAME: &str = "gitsource";
+pub(crate) const NAME: &str = "gitsource";
 
 /// `Ready=False` and `Stalled=True`: an object of the revision exists and another source manages it.
 const MANAGED_ELSEWHERE: &str = "ManagedElsewhere";
@@ -45,14 +45,14 @@ const WAIT_FOR_DELETION: Duration = Duration::from_secs(2);
 const ATTEMPTS: usize = 5;
 
 /// What the GitSource reconciler gets.
-pub struct Context {
+pub(crate) struct Context {
     pub store: Store,
     pub recorder: Recorder,
     /// `<data dir>/sources`: one bare repository per GitSource, named after it.
     pub cache: PathBuf,
 }
 
-pub async fn reconcile(source: Arc<GitSource>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(source: Arc<GitSource>, ctx: Arc<Context>) -> Result<Action, Error> {
     if source.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -163,7 +163,7 @@ pub async fn reconcile(source: Arc<GitSource>, ctx: Arc<Context>) -> Result<Acti
     Ok(Action::requeue(Duration::ZERO))
 }
 
-pub fn error_policy(_source: Arc<GitSource>, error: &Error, _ctx: Arc<Context>) -> Action {
+pub(crate) fn error_policy(_source: Arc<GitSource>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(error = %error, kind = error.metric_label(), "gitsource reconcile failed");
     // The engine's per-object exponential backoff decides when to try again.
     Action::requeue(Duration::ZERO)

@@ -38,19 +38,19 @@ use crate::forges::{issue_number, Hub, Vouch};
 use crate::recorder::Recorder;
 
 /// Name of this controller in metrics and events.
-pub const NAME: &str = "issuesource";
+pub(crate) const NAME: &str = "issuesource";
 
 /// Annotation on a session its source stopped (its issue closed or stopped matching, with
 /// `onClose: stop`); the value is the source, as in `ao.dev/managed-by`. Only such a stop is
 /// undone when the issue matches again: a stop a person made stays.
-pub const STOPPED_BY: &str = "ao.dev/stopped-by";
+pub(crate) const STOPPED_BY: &str = "ao.dev/stopped-by";
 
 /// `IssueSession.state` of a session working on a matching issue.
-pub const STATE_OPEN: &str = "open";
+pub(crate) const STATE_OPEN: &str = "open";
 /// `IssueSession.state` of a session ended per `onClose` (or kept with `keep`).
-pub const STATE_CLOSED: &str = "closed";
+pub(crate) const STATE_CLOSED: &str = "closed";
 /// `IssueSession.state` of a session that is done: its pull request merged or closed, or it failed.
-pub const STATE_FINISHED: &str = "finished";
+pub(crate) const STATE_FINISHED: &str = "finished";
 
 /// `Ready=False`: a session's name would not be a DNS label.
 const INVALID_SESSION_NAME: &str = "InvalidSessionName";
@@ -64,7 +64,7 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
 const KEEP_VERDICT_FOR: Duration = Duration::from_secs(600);
 
 /// What the IssueSource reconciler gets.
-pub struct Context {
+pub(crate) struct Context {
     pub store: Store,
     pub recorder: Recorder,
     /// The session reconciler's forges and trackers: the same rate budget per API URL and token.
@@ -77,7 +77,7 @@ pub struct Context {
 
 /// What the reconciler remembers between passes, shared with the webhook handler.
 #[derive(Default)]
-pub struct State {
+pub(crate) struct State {
     inner: Mutex<Memory>,
 }
 
@@ -107,7 +107,7 @@ struct Polled {
 
 impl State {
     /// Asks for a poll of `source` at its next pass (the caller triggers the pass).
-    pub fn poll_now(&self, source: &str) {
+    pub(crate) fn poll_now(&self, source: &str) {
         self.lock().wanted.insert(source.to_string(), Instant::now());
     }
 
@@ -166,7 +166,7 @@ impl State {
     }
 }
 
-pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Action, Error> {
     let name = source.metadata.name.clone();
     if source.metadata.deletion_timestamp.is_some() {
         // Its sessions are owned by it and go with it.
@@ -338,7 +338,7 @@ pub async fn reconcile(source: Arc<IssueSource>, ctx: Arc<Context>) -> Result<Ac
     Ok(Action::requeue(next_poll.max(Duration::from_secs(1))))
 }
 
-pub fn error_policy(_source: Arc<IssueSource>, error: &Error, _ctx: Arc<Context>) -> Action {
+pub(crate) fn error_policy(_source: Arc<IssueSource>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(error = %error, kind = error.metric_label(), "issuesource reconcile failed");
     Action::requeue(Duration::ZERO)
 }

@@ -14,7 +14,7 @@ use crate::machine::Machine;
 use crate::metrics::Metrics;
 use crate::recorder::Recorder;
 
-pub struct Context {
+pub(crate) struct Context {
     pub store: Store,
     pub recorder: Recorder,
     pub machine: Arc<dyn Machine>,

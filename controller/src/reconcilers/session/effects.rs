@@ -18,11 +18,11 @@ use aoctl_store::StoreError;
 use super::{cond, Context as Ctx, Error};
 
 /// `status.merge.result` (and the `Merged` reason) of a merge that was made.
-pub const MERGED: &str = "Merged";
+pub(super) const MERGED: &str = "Merged";
 /// The head moved away from the approved sha before the merge (GitHub's 409, or seen first).
-pub const HEAD_MOVED: &str = "HeadMoved";
+pub(super) const HEAD_MOVED: &str = "HeadMoved";
 /// GitHub answered 405: not mergeable (branch protection, conflicts, a draft, closed).
-pub const NOT_MERGEABLE: &str = "NotMergeable";
+pub(super) const NOT_MERGEABLE: &str = "NotMergeable";
 /// Writes of the results tried before giving up to the next reconcile.
 const WRITE_TRIES: usize = 3;
 

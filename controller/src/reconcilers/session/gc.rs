@@ -12,7 +12,7 @@ use aoctl_store::Selector;
 use super::{Context, Error};
 
 /// Removes orphans; returns how many runtimes and workspaces went.
-pub async fn collect(ctx: &Context) -> Result<(usize, usize), Error> {
+pub(crate) async fn collect(ctx: &Context) -> Result<(usize, usize), Error> {
     // Runtimes and workspaces are listed before the sessions: anything that exists then and has no
     // Session afterwards cannot belong to a Session still being created.
     let machine = ctx.machine.clone();

@@ -27,7 +27,7 @@ const CATCH_UP: Duration = Duration::from_secs(5);
 
 /// The index, shared by the session and project reconcilers.
 #[derive(Default)]
-pub struct SessionIndex {
+pub(crate) struct SessionIndex {
     inner: tokio::sync::Mutex<Followed>,
 }
 
@@ -41,12 +41,12 @@ struct Followed {
 }
 
 impl SessionIndex {
-    pub fn new() -> SessionIndex {
+    pub(crate) fn new() -> SessionIndex {
         SessionIndex::default()
     }
 
     /// Runs `read` on the index as of the store's resourceVersion now, or a newer one.
-    pub async fn read<R>(&self, store: &Store, read: impl FnOnce(&Index) -> R) -> Result<R, StoreError> {
+    pub(crate) async fn read<R>(&self, store: &Store, read: impl FnOnce(&Index) -> R) -> Result<R, StoreError> {
         let target = store.resource_version();
         let mut followed = self.inner.lock().await;
         followed.catch_up(store, target).await?;
@@ -158,7 +158,7 @@ struct Sessions {
 
 /// The stored Sessions, by name, by project and by the worker they review.
 #[derive(Debug, Default)]
-pub struct Index {
+pub(crate) struct Index {
     sessions: HashMap<String, Entry>,
     projects: HashMap<String, Sessions>,
     /// The reviewer sessions of each worker, by name.
@@ -169,7 +169,7 @@ pub struct Index {
 
 /// What the index tells of one stored Session to whoever needs them all (the orphan collector).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stored {
+pub(crate) struct Stored {
     pub name: String,
     pub project: String,
     /// The docker engine its status records it on.
@@ -178,7 +178,7 @@ pub struct Stored {
 
 impl Index {
     /// Takes in one change of the store; changes of other kinds are ignored.
-    pub fn apply(&mut self, kind: Kind, type_: EventKind, obj: &Value) {
+    pub(crate) fn apply(&mut self, kind: Kind, type_: EventKind, obj: &Value) {
         if kind != Kind::Session {
             return;
         }
@@ -256,13 +256,13 @@ impl Index {
     }
 
     /// How many sessions `project` has.
-    pub fn sessions(&self, project: &str) -> usize {
+    pub(crate) fn sessions(&self, project: &str) -> usize {
         self.projects.get(project).map_or(0, |p| p.count)
     }
 
     /// The usage of `project` (see [`super::account`]), from the sessions that show some and
     /// those its status counted before.
-    pub fn account(&self, project: &str, before: &ProjectStatus) -> Account {
+    pub(crate) fn account(&self, project: &str, before: &ProjectStatus) -> Account {
         let Some(p) = self.projects.get(project) else {
             return super::account_of(before, std::iter::empty());
         };
@@ -276,13 +276,13 @@ impl Index {
     }
 
     /// How many sessions of `project` hold or wait for a slot.
-    pub fn contenders(&self, project: &str) -> usize {
+    pub(crate) fn contenders(&self, project: &str) -> usize {
         self.projects.get(project).map_or(0, |p| p.queue.len())
     }
 
     /// The place of session `name` in the queue of `project` (0: first), or the queue's length
     /// when it is not in it.
-    pub fn rank(&self, project: &str, name: &str) -> usize {
+    pub(crate) fn rank(&self, project: &str, name: &str) -> usize {
         let Some(p) = self.projects.get(project) else { return 0 };
         match self.sessions.get(name).and_then(|e| e.queued.filter(|_| e.project == project)) {
             Some(created) => p.queue.range(..(created, name.to_string())).count(),
@@ -291,12 +291,12 @@ impl Index {
     }
 
     /// Whether a session named `name` is stored.
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.sessions.contains_key(name)
     }
 
     /// Every stored session, by name.
-    pub fn stored(&self) -> Vec<Stored> {
+    pub(crate) fn stored(&self) -> Vec<Stored> {
         let mut all: Vec<Stored> = self
             .sessions
             .iter()
@@ -308,18 +308,23 @@ impl Index {
 
     /// The sessions source `mark` made (its `ao.dev/managed-by` value, e.g. `issuesource/bugs`),
     /// by name.
-    pub fn managed_by(&self, mark: &str) -> BTreeSet<String> {
+    pub(crate) fn managed_by(&self, mark: &str) -> BTreeSet<String> {
         self.managed.get(mark).cloned().unwrap_or_default()
     }
 
     /// The sessions that review `worker` (`spec.reviewOf`), by name.
-    pub fn reviewers(&self, worker: &str) -> Vec<String> {
+    pub(crate) fn reviewers(&self, worker: &str) -> Vec<String> {
         self.reviewers.get(worker).map_or_else(Vec::new, |r| r.iter().cloned().collect())
     }
 
     /// The places taken on each docker engine by the live sessions of `project` other than
     /// `except` (see [`placement::loads`]; `placed`: where this controller placed sessions).
-    pub fn loads(&self, project: &str, except: &str, placed: &HashMap<String, Option<String>>) -> HashMap<String, u32> {
+    pub(crate) fn loads(
+        &self,
+        project: &str,
+        except: &str,
+        placed: &HashMap<String, Option<String>>,
+    ) -> HashMap<String, u32> {
         let Some(p) = self.projects.get(project) else { return HashMap::new() };
         let live = p.names.iter().filter_map(|n| {
             let e = self.sessions.get(n).filter(|e| e.live)?;
@@ -330,7 +335,7 @@ impl Index {
 
     /// The live sessions of `project` other than `name` that publish some of `own`, each with
     /// the files it shares (sorted), by session name.
-    pub fn overlaps(&self, project: &str, name: &str, own: &[String]) -> Vec<Overlap> {
+    pub(crate) fn overlaps(&self, project: &str, name: &str, own: &[String]) -> Vec<Overlap> {
         let Some(p) = self.projects.get(project) else { return vec![] };
         let mut shared: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         for f in own {

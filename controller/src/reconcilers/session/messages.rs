@@ -10,7 +10,7 @@ use aoctl_api::Time;
 use aoctl_scm::{Issue, Review, ReviewComment, Reviews};
 
 /// Characters of an issue's body that reach the prompt; the rest is cut.
-pub const ISSUE_BODY_MAX: usize = 8000;
+pub(super) const ISSUE_BODY_MAX: usize = 8000;
 /// Characters of an issue's title that reach the prompt.
 const ISSUE_TITLE_MAX: usize = 200;
 /// Labels of an issue that reach the prompt, and characters of each.
@@ -21,7 +21,7 @@ const QUOTE_MAX: usize = 200;
 
 /// Review feedback not passed on yet.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct NewFeedback {
+pub(super) struct NewFeedback {
     /// The reviews and comments the text covers.
     pub reviews: Vec<u64>,
     pub comments: Vec<u64>,
@@ -31,7 +31,7 @@ pub struct NewFeedback {
 
 impl NewFeedback {
     /// Identifies this batch: a new comment makes a new one.
-    pub fn fingerprint(&self) -> String {
+    pub(super) fn fingerprint(&self) -> String {
         let mut ids: Vec<String> = self.reviews.iter().map(|id| format!("r{id}")).collect();
         ids.extend(self.comments.iter().map(|id| format!("c{id}")));
         ids.join(",")
@@ -45,7 +45,7 @@ fn speaks(r: &Review) -> bool {
 
 /// The reviews and comments of `all` that `sent` does not hold, grouped per review, oldest
 /// first; `None` when there are none.
-pub fn new_feedback(all: &Reviews, sent: Option<&FeedbackStatus>) -> Option<NewFeedback> {
+pub(super) fn new_feedback(all: &Reviews, sent: Option<&FeedbackStatus>) -> Option<NewFeedback> {
     let sent_review = |id: u64| sent.is_some_and(|s| s.reviews.contains(&id));
     let sent_comment = |id: u64| sent.is_some_and(|s| s.comments.contains(&id));
     let fresh: Vec<&ReviewComment> = all.comments.iter().filter(|c| !sent_comment(c.id)).collect();
@@ -87,7 +87,7 @@ pub fn new_feedback(all: &Reviews, sent: Option<&FeedbackStatus>) -> Option<NewF
 
 /// The reviews without those aoctl's reviewer sessions posted (they carry the reviewer marker)
 /// and their comments: those reach the worker from the recorded verdicts.
-pub fn without_reviewer_posts(all: &Reviews) -> Reviews {
+pub(super) fn without_reviewer_posts(all: &Reviews) -> Reviews {
     let posted = |r: &Review| r.body.contains("(reviewer session ");
     let own: Vec<u64> = all.items.iter().filter(|r| posted(r)).map(|r| r.id).collect();
     Reviews {
@@ -99,7 +99,7 @@ pub fn without_reviewer_posts(all: &Reviews) -> Reviews {
 
 /// A reviewer session's recorded verdict as the worker reads it: who, the verdict and its body,
 /// then each line comment as `path:line: text`.
-pub fn reviewer_feedback(v: &ReviewerVerdict) -> String {
+pub(super) fn reviewer_feedback(v: &ReviewerVerdict) -> String {
     let verdict = match v.verdict {
         Verdict::ChangesRequested => "requested changes",
         Verdict::Approve => "approved",
@@ -170,7 +170,7 @@ fn clean(text: &str) -> String {
 
 /// The reviews (with text) and comments of untrusted authors, as held for a person: each with
 /// its text cleaned and bounded, and the message that passes it on fenced as a quotation.
-pub fn held_comments(untrusted: &Reviews, now: Time) -> Vec<HeldComment> {
+pub(super) fn held_comments(untrusted: &Reviews, now: Time) -> Vec<HeldComment> {
     let reviews = untrusted.items.iter().filter(|r| !r.body.trim().is_empty()).map(|r| HeldComment {
         kind: "review".into(),
         id: r.id,
@@ -222,7 +222,7 @@ fn held_message(h: &HeldComment) -> String {
 }
 
 /// The merge-conflicts evidence: which files conflict with the moved base, and what to do.
-pub fn conflicts(base: &str, files: Option<&Result<Vec<String>, String>>) -> String {
+pub(super) fn conflicts(base: &str, files: Option<&Result<Vec<String>, String>>) -> String {
     let files = match files {
         Some(Ok(f)) if !f.is_empty() => format!("Conflicting files: {}\n", f.join(", ")),
         Some(Err(e)) => format!("(the conflicting files could not be computed: {e})\n"),
@@ -233,7 +233,7 @@ pub fn conflicts(base: &str, files: Option<&Result<Vec<String>, String>>) -> Str
 
 /// The session's first prompt: its own prompt, then the issue it is for — the title, labels and
 /// body read from the tracker when `issue` is given, the body fenced as the issue's text.
-pub fn first_prompt(prompt: Option<&str>, issue_ref: Option<&str>, issue: Option<&Issue>) -> String {
+pub(super) fn first_prompt(prompt: Option<&str>, issue_ref: Option<&str>, issue: Option<&Issue>) -> String {
     let mut out = prompt.unwrap_or_default().trim_end().to_string();
     let Some(reference) = issue_ref else { return out };
     if !out.is_empty() {

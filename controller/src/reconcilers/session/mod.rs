@@ -16,15 +16,15 @@ mod activity;
 mod cleanup;
 mod context;
 mod effects;
-pub mod gc;
+pub(crate) mod gc;
 mod index;
 mod launch;
 mod login;
 mod messages;
 mod node;
-pub mod overlap;
-pub mod placement;
-pub mod pr;
+pub(crate) mod overlap;
+pub(crate) mod placement;
+pub(crate) mod pr;
 mod reactions;
 mod review;
 mod state;
@@ -45,17 +45,16 @@ use aoctl_api::{Condition, ConditionStatus, EventType, Session, SessionStatus, T
 use aoctl_engine::Action;
 use aoctl_runtimes::workspace::{WorkspaceInfo, WorkspaceRequest};
 use aoctl_store::StoreError;
-use serde::Deserialize;
 
 use super::Error;
-pub use context::Context;
-pub use index::SessionIndex;
-pub use state::{Observation, PrMemo, State};
+pub(crate) use context::Context;
+pub(crate) use index::SessionIndex;
+pub(crate) use state::State;
 
 /// Name of this controller in metrics and events.
-pub const NAME: &str = "session";
+pub(crate) const NAME: &str = "session";
 /// Held while the controller still has a runtime or workspace to clean up.
-pub const FINALIZER: &str = aoctl_api::finalizers::SESSION_CLEANUP;
+pub(crate) const FINALIZER: &str = aoctl_api::finalizers::SESSION_CLEANUP;
 
 /// What a step returns: go on (with what it found), or end with this action.
 type Step<T = ()> = Result<ControlFlow<Action, T>, Error>;
@@ -82,7 +81,7 @@ pub(crate) fn cond(
     set_condition(&mut st.conditions, Condition::new(type_, status, reason, msg, s.metadata.generation, Time::now()));
 }
 
-pub async fn reconcile(s: Arc<Session>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(s: Arc<Session>, ctx: Arc<Context>) -> Result<Action, Error> {
     step!(finalizer(&s, &ctx).await);
     let mut st = s.status.clone();
     let mut tally = reactions::Tally::default();
@@ -95,13 +94,13 @@ pub async fn reconcile(s: Arc<Session>, ctx: Arc<Context>) -> Result<Action, Err
     result.map(|a| earliest(a, later))
 }
 
-pub fn error_policy(_s: Arc<Session>, error: &Error, _ctx: Arc<Context>) -> Action {
+pub(crate) fn error_policy(_s: Arc<Session>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(error = %error, kind = error.metric_label(), "session reconcile failed");
     Action::requeue(Duration::ZERO)
 }
 
 /// The branch a session works on: `spec.branch`, else `<sessionPrefix>/<name>`.
-pub fn branch_of(s: &Session, p: &Project) -> String {
+pub(crate) fn branch_of(s: &Session, p: &Project) -> String {
     s.spec.branch.clone().unwrap_or_else(|| {
         let prefix = p.spec.session_prefix.clone().unwrap_or_else(|| p.metadata.name.clone());
         format!("{prefix}/{}", s.metadata.name)
@@ -438,7 +437,7 @@ async fn budget_spent(project: &Project, ctx: &Context) -> Result<Option<String>
 
 /// A project's usage: its stored sessions' and its deleted sessions'.
 #[derive(Debug, Default, PartialEq)]
-pub struct Account {
+pub(crate) struct Account {
     /// Everything added up.
     pub total: Usage,
     /// What sessions that are gone used (`status.retiredUsage`).
@@ -451,7 +450,8 @@ pub struct Account {
 /// session counts the larger of what it shows and what was counted for it (a figure read lower
 /// for a moment gives nothing back), and a session no longer stored moves its last counted usage
 /// into `retired`, so deleting a session never lowers the total.
-pub fn account<'a>(
+#[cfg(test)]
+pub(crate) fn account<'a>(
     project: &str,
     before: &ProjectStatus,
     sessions: impl Iterator<Item = &'a serde_json::Value>,
@@ -459,7 +459,7 @@ pub fn account<'a>(
     let shown =
         sessions.filter(|o| o.pointer("/spec/project").and_then(|p| p.as_str()) == Some(project)).filter_map(|o| {
             let uid = o.pointer("/metadata/uid").and_then(|u| u.as_str())?;
-            Some((uid, o.pointer("/status/usage").and_then(|u| Usage::deserialize(u).ok())))
+            Some((uid, o.pointer("/status/usage").and_then(|u| <Usage as serde::Deserialize>::deserialize(u).ok())))
         });
     account_of(before, shown)
 }
@@ -497,7 +497,7 @@ pub(crate) fn account_of<'a>(
 /// Whether a stored Session holds or waits for a slot under `maxConcurrentSessions`: it is not
 /// stopped, not being deleted, not finished and not rate-limited (an agent waiting for its usage
 /// limit to reset does no work; it takes a slot again when it is resumed).
-pub fn holds_slot(o: &serde_json::Value) -> bool {
+pub(crate) fn holds_slot(o: &serde_json::Value) -> bool {
     let stopped = o.pointer("/spec/stopped").and_then(|v| v.as_bool()).unwrap_or(false);
     let deleting = o.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
     let phase = o.pointer("/status/phase").and_then(|p| p.as_str()).unwrap_or_default();

@@ -22,7 +22,7 @@ const NAMED: usize = 3;
 
 /// The changed files a stored Session publishes for its siblings: `None` unless it is live (not
 /// being deleted, not merged or closed) and has computed them.
-pub fn published(o: &Value) -> Option<&Value> {
+pub(crate) fn published(o: &Value) -> Option<&Value> {
     let deleting = o.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
     let phase = o.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default();
     let finished = [Phase::Merged, Phase::Closed].iter().any(|p| p.as_str() == phase);

@@ -25,7 +25,7 @@ use super::{cond, Reconcile, Step};
 use crate::machine::{container_of, EngineHealth};
 
 /// How long an engine may not answer before its sessions count as lost.
-pub const HOST_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const HOST_GRACE: Duration = Duration::from_secs(10);
 /// How often a placed session looks at its engine.
 const HOST_CHECK: Duration = Duration::from_secs(5);
 /// How soon a session that found no room looks again when an engine does not answer (a returning
@@ -40,7 +40,7 @@ const LOST_RECHECK: Duration = Duration::from_secs(10);
 
 /// Where a session's container goes.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Placement {
+pub(crate) enum Placement {
     /// On this engine (`None`: the default one), with no counting.
     Pinned(Option<String>),
     /// On one of these, where there is room.
@@ -48,7 +48,7 @@ pub enum Placement {
 }
 
 /// The placement the merged docker settings ask for.
-pub fn placement_of(docker: Option<&DockerSpec>) -> Placement {
+pub(crate) fn placement_of(docker: Option<&DockerSpec>) -> Placement {
     match docker {
         Some(d) if d.host.is_none() && !d.hosts.is_empty() => Placement::Hosts(d.hosts.clone()),
         Some(d) => Placement::Pinned(d.host.clone()),
@@ -74,14 +74,14 @@ pub(super) fn recorded_host(o: &Value) -> Option<&str> {
 }
 
 /// The engine a stored Session holds a place on: the one its status records, while it is live.
-pub fn place_of(o: &Value) -> Option<&str> {
+pub(crate) fn place_of(o: &Value) -> Option<&str> {
     live(o).then(|| recorded_host(o)).flatten()
 }
 
 /// The places taken on each engine by `sessions` (the live sessions of a project, by name, each
 /// with the engine its status records) other than `except`: where this controller placed them,
 /// else where their status says.
-pub fn loads<'a>(
+pub(crate) fn loads<'a>(
     except: &str,
     sessions: impl Iterator<Item = (&'a str, Option<&'a str>)>,
     placed: &HashMap<String, Option<String>>,
@@ -101,7 +101,7 @@ pub fn loads<'a>(
 
 /// The engine a new session goes to: among those that answer and have room, the least loaded for
 /// its capacity (then the fewer sessions, then the first listed); `None` when none has room.
-pub fn choose<'h>(
+pub(crate) fn choose<'h>(
     hosts: &'h [DockerHost],
     loads: &HashMap<String, u32>,
     answers: impl Fn(&str) -> bool,

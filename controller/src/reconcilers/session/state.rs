@@ -10,7 +10,7 @@ use std::time::Instant;
 
 /// What was last seen of a session's agent, to tell activity from silence.
 #[derive(Clone, Debug)]
-pub struct Observation {
+pub(crate) struct Observation {
     pub transcript_len: u64,
     pub screen: String,
     /// When the screen or transcript last changed.
@@ -21,7 +21,7 @@ pub struct Observation {
 
 /// What the controller remembers of a session's pull request between reconciles.
 #[derive(Clone, Debug, Default)]
-pub struct PrMemo {
+pub(crate) struct PrMemo {
     /// The forge is asked again no sooner than this, unless a webhook arrives.
     pub next_poll: Option<Instant>,
     /// When a webhook about the session arrived and was not yet acted on.
@@ -41,14 +41,14 @@ pub struct PrMemo {
 /// A failing job's log tail, read once per job (a re-run is a new job) and kept while the job
 /// fails; a failed read is tried again after a while.
 #[derive(Clone, Debug)]
-pub struct LogTail {
+pub(super) struct LogTail {
     pub tail: Result<Option<String>, String>,
     pub at: Instant,
 }
 
 /// A project's open pull requests as one batched query saw them.
 #[derive(Debug, Default)]
-pub struct Batch {
+pub(super) struct Batch {
     /// When it was read; `None` before the first read.
     pub at: Option<Instant>,
     /// By branch.
@@ -63,7 +63,7 @@ pub(super) struct UsageRead {
 
 /// What the forge said about the session's pull request at the last poll.
 #[derive(Debug)]
-pub struct Facts {
+pub(crate) struct Facts {
     pub pr: aoctl_scm::PullRequest,
     pub checks: aoctl_scm::Checks,
     /// The reviews and comments of authors the project trusts (see `forges::Trust`).
@@ -112,7 +112,7 @@ pub(super) struct Memory {
 
 /// The session reconciler's memory, shared with the webhook handler (which asks for a poll).
 #[derive(Default)]
-pub struct State {
+pub(crate) struct State {
     memory: Mutex<Memory>,
     /// Per project: its batch of open pull requests; one read at a time.
     batches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Batch>>>>,
@@ -127,7 +127,7 @@ impl State {
     }
 
     /// A webhook concerns the session: its next reconcile asks GitHub at once.
-    pub fn webhook_arrived(&self, session: &str) {
+    pub(crate) fn webhook_arrived(&self, session: &str) {
         let mut m = self.lock();
         let memo = m.prs.entry(session.to_string()).or_default();
         memo.webhook_at.get_or_insert_with(Instant::now);
@@ -135,11 +135,11 @@ impl State {
     }
 
     /// What is remembered of the session's pull request.
-    pub fn pr_memo(&self, session: &str) -> PrMemo {
+    pub(crate) fn pr_memo(&self, session: &str) -> PrMemo {
         self.lock().prs.get(session).cloned().unwrap_or_default()
     }
 
-    pub fn set_pr_memo(&self, session: &str, memo: PrMemo) {
+    pub(crate) fn set_pr_memo(&self, session: &str, memo: PrMemo) {
         self.lock().prs.insert(session.to_string(), memo);
     }
 

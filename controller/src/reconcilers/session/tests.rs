@@ -20,7 +20,8 @@ use aoctl_store::{Store, StoreError, WriteOptions};
 use serde_json::{json, Value};
 
 use super::state::Facts;
-use super::{reconcile, Context, PrMemo, State, FINALIZER};
+use super::state::PrMemo;
+use super::{reconcile, Context, State, FINALIZER};
 use crate::machine::{Machine, SessionFiles, WorkspaceStore};
 use crate::metrics::Metrics;
 use crate::recorder::Recorder;
