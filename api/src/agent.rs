@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::meta::string_enum;
 use crate::quantity::Quantity;
-use crate::validate::{dns1123_label, Errors};
+use crate::validate::{dns1123_label, Errors, Invalid};
 
 /// The built-in agent adapters, by the name a manifest uses.
 pub const BUILTIN_AGENTS: &[&str] = &[
@@ -225,12 +225,12 @@ pub(crate) fn check_agent(field: &str, a: &AgentRef, e: &mut Errors) {
 }
 
 /// Checks a docker engine address: `unix://`, `tcp://`, `ssh://` or `npipe://`, with something after.
-fn engine_address(h: &str) -> Result<(), String> {
+fn engine_address(h: &str) -> Result<(), Invalid> {
     let known = ["unix://", "tcp://", "ssh://", "npipe://"].iter().find(|s| h.starts_with(**s));
     match known {
         Some(scheme) if h.len() > scheme.len() && !h.chars().any(char::is_whitespace) => Ok(()),
-        Some(_) => Err(format!("`{h}` is not an engine address: it needs a path or host after the scheme")),
-        None => Err(format!("`{h}` must start with unix://, tcp://, ssh:// or npipe://")),
+        Some(_) => Err(format!("`{h}` is not an engine address: it needs a path or host after the scheme").into()),
+        None => Err(format!("`{h}` must start with unix://, tcp://, ssh:// or npipe://").into()),
     }
 }
 
@@ -238,12 +238,12 @@ fn engine_address(h: &str) -> Result<(), String> {
 pub(crate) fn check_docker(field: &str, d: &DockerSpec, e: &mut Errors) {
     if let Some(c) = d.cpus {
         if !(c > 0.0 && c.is_finite()) {
-            e.check(format!("{field}.cpus"), Err(format!("must be a positive number of CPUs, not {c}")));
+            e.check(format!("{field}.cpus"), Err(format!("must be a positive number of CPUs, not {c}").into()));
         }
     }
     if let Some(p) = d.pids_limit {
         if p <= 0 {
-            e.check(format!("{field}.pidsLimit"), Err(format!("must be positive, not {p}")));
+            e.check(format!("{field}.pidsLimit"), Err(format!("must be positive, not {p}").into()));
         }
     }
     if let Some(h) = &d.host {
@@ -259,7 +259,7 @@ pub(crate) fn check_docker(field: &str, d: &DockerSpec, e: &mut Errors) {
         let f = format!("{field}.hosts[{i}]");
         e.check(format!("{f}.host"), engine_address(&h.host));
         if d.hosts[..i].iter().any(|o| o.host == h.host) {
-            e.check(format!("{f}.host"), Err(format!("`{}` is listed twice", h.host)));
+            e.check(format!("{f}.host"), Err(format!("`{}` is listed twice", h.host).into()));
         }
         if h.capacity == 0 {
             e.check(format!("{f}.capacity"), Err("must be at least 1 session".into()));
@@ -268,12 +268,12 @@ pub(crate) fn check_docker(field: &str, d: &DockerSpec, e: &mut Errors) {
             e.check(format!("{f}.name"), dns1123_label(n));
         }
         if h.name.is_some() && d.hosts[..i].iter().any(|o| o.label() == h.label()) {
-            e.check(format!("{f}.name"), Err(format!("`{}` names another host too", h.label())));
+            e.check(format!("{f}.name"), Err(format!("`{}` names another host too", h.label()).into()));
         }
     }
     if let Some(img) = &d.image {
         if img.is_empty() || img.chars().any(char::is_whitespace) {
-            e.check(format!("{field}.image"), Err(format!("`{img}` is not an image reference")));
+            e.check(format!("{field}.image"), Err(format!("`{img}` is not an image reference").into()));
         }
     }
 }

@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::meta::Time;
+use crate::validate::Invalid;
 
 /// `True`, `False` or `Unknown`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -85,7 +86,7 @@ impl Condition {
 }
 
 /// Checks a reason (or type) against KEP-1623's `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, ≤ 1024.
-pub fn validate_reason(reason: &str) -> Result<(), String> {
+pub fn validate_reason(reason: &str) -> Result<(), Invalid> {
     let b = reason.as_bytes();
     let ok = !b.is_empty()
         && b.len() <= 1024
@@ -95,7 +96,7 @@ pub fn validate_reason(reason: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("invalid reason `{reason}`: must be CamelCase, start with a letter and contain only letters, digits, `_`, `,` or `:`"))
+        Err(format!("invalid reason `{reason}`: must be CamelCase, start with a letter and contain only letters, digits, `_`, `,` or `:`").into())
     }
 }
 

@@ -9,7 +9,7 @@ use crate::duration::Duration;
 use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta};
 use crate::validate::{
     at_least_a_second, env_name, git_ref, http_url, is_absolute, relative_path, validate_meta, Errors, FieldError,
-    Validate,
+    Invalid, Validate,
 };
 
 /// Manifests from git: each revision of `spec.ref` is applied whole, or not at all.
@@ -276,7 +276,7 @@ impl Validate for GitSource {
                 if c.len() != 40 || !c.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
                     e.check(
                         "spec.ref.commit",
-                        Err(format!("`{c}` is not a full commit id (40 lower-case hex digits)")),
+                        Err(format!("`{c}` is not a full commit id (40 lower-case hex digits)").into()),
                     );
                 }
             }
@@ -309,23 +309,23 @@ impl Validate for GitSource {
 }
 
 /// The repository URLs a GitSource fetches: a local absolute path, `file://` or `http(s)://`.
-fn source_url(url: &str) -> Result<(), String> {
+fn source_url(url: &str) -> Result<(), Invalid> {
     if url.is_empty() {
         return Err("is required: an absolute path, a file:// URL or an https:// URL".into());
     }
     if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(format!("`{}` contains a space or a control character", url.escape_debug()));
+        return Err(format!("`{}` contains a space or a control character", url.escape_debug()).into());
     }
     if url.starts_with("https://") || url.starts_with("http://") {
         return http_url(url);
     }
     if let Some(p) = url.strip_prefix("file://") {
-        return if p.starts_with('/') { Ok(()) } else { Err(format!("`{url}` must name an absolute path")) };
+        return if p.starts_with('/') { Ok(()) } else { Err(format!("`{url}` must name an absolute path").into()) };
     }
     if is_absolute(url) {
         return Ok(());
     }
-    Err(format!("`{url}` is not a repository aoctl fetches: use an absolute path, file:// or https://"))
+    Err(format!("`{url}` is not a repository aoctl fetches: use an absolute path, file:// or https://").into())
 }
 
 /// Whether `url` is `http://` to this machine's loopback address.

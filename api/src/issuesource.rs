@@ -377,7 +377,7 @@ impl Validate for IssueSource {
                 Err(format!(
                     "is {} characters long; at most {MAX_ISSUESOURCE_NAME} are allowed, so that `<name>-<issue number>` names a session",
                     self.metadata.name.len()
-                )),
+                ).into()),
             );
         }
         let s = &self.spec;
@@ -402,7 +402,8 @@ impl Validate for IssueSource {
                         Err(format!(
                             "`{{{{{name}}}}}` is not a placeholder; use {}",
                             PLACEHOLDERS.map(|p| format!("{{{{{p}}}}}")).join(", ")
-                        )),
+                        )
+                        .into()),
                     );
                 }
             }
@@ -441,7 +442,7 @@ fn check_issue_query(s: &IssueSourceSpec, e: &mut Errors) {
             if st.trim().is_empty() || st.chars().count() > MAX_LABEL || st.chars().any(char::is_control) {
                 e.check(
                     format!("spec.linear.states[{i}]"),
-                    Err(format!("`{}` is not a workflow state name", st.escape_debug())),
+                    Err(format!("`{}` is not a workflow state name", st.escape_debug()).into()),
                 );
             }
         }

@@ -396,7 +396,7 @@ impl Validate for Project {
         if s.path.is_empty() {
             e.check("spec.path", Err("is required: the absolute path of a local git repository".into()));
         } else if !is_absolute(&s.path) || s.path.contains('\0') {
-            e.check("spec.path", Err(format!("`{}` must be an absolute path", s.path)));
+            e.check("spec.path", Err(format!("`{}` must be an absolute path", s.path).into()));
         }
         check_forges(s, &mut e);
         if let Some(b) = &s.default_branch {
@@ -430,7 +430,7 @@ impl Validate for Project {
             if pool.size > MAX_POOL_SIZE {
                 e.check(
                     "spec.workspacePool.size",
-                    Err(format!("must be at most {MAX_POOL_SIZE}: each one is a full checkout")),
+                    Err(format!("must be at most {MAX_POOL_SIZE}: each one is a full checkout").into()),
                 );
             }
         }
@@ -452,9 +452,10 @@ impl Validate for Project {
             match n.type_ {
                 NotifierType::Webhook | NotifierType::Slack | NotifierType::Discord => match &n.url {
                     Some(u) => e.check(format!("{f}.url"), http_url(u)),
-                    None => {
-                        e.check(format!("{f}.url"), Err(format!("is required for a {} notifier", n.type_.as_str())))
-                    }
+                    None => e.check(
+                        format!("{f}.url"),
+                        Err(format!("is required for a {} notifier", n.type_.as_str()).into()),
+                    ),
                 },
                 NotifierType::Command if n.command.is_empty() => {
                     e.check(format!("{f}.command"), Err("is required for a command notifier".into()))
@@ -482,7 +483,7 @@ fn check_forges(s: &ProjectSpec, e: &mut Errors) {
                 && r.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_./".contains(&c))
         });
         if !ok {
-            e.check("spec.repo", Err(format!("`{r}` is not a GitHub repository of the form owner/name")));
+            e.check("spec.repo", Err(format!("`{r}` is not a GitHub repository of the form owner/name").into()));
         }
     }
     if let Some(g) = &s.github {

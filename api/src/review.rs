@@ -454,7 +454,7 @@ pub(crate) fn check_review(field: &str, r: &ReviewSpec, e: &mut Errors) {
         e.check(format!("{field}.reviewers"), Err("must name at least one reviewer agent".into()));
     }
     if r.reviewers.len() > 8 {
-        e.check(format!("{field}.reviewers"), Err(format!("has {} reviewers, more than 8", r.reviewers.len())));
+        e.check(format!("{field}.reviewers"), Err(format!("has {} reviewers, more than 8", r.reviewers.len()).into()));
     }
     for (i, rv) in r.reviewers.iter().enumerate() {
         if let Some(a) = &rv.agent {
@@ -466,7 +466,7 @@ pub(crate) fn check_review(field: &str, r: &ReviewSpec, e: &mut Errors) {
     }
     for (i, t) in r.on.iter().enumerate() {
         if r.on[..i].contains(t) {
-            e.check(format!("{field}.on[{i}]"), Err(format!("`{t}` is listed twice")));
+            e.check(format!("{field}.on[{i}]"), Err(format!("`{t}` is listed twice").into()));
         }
     }
     if let Some(v) = &r.token_env {

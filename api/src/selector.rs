@@ -282,7 +282,7 @@ impl Parser {
     fn key(&mut self) -> Result<String, SelectorError> {
         match self.next() {
             Some(Token::Word(w)) => {
-                label_key(&w).map_err(SelectorError)?;
+                label_key(&w).map_err(|e| SelectorError(e.into()))?;
                 Ok(w)
             }
             Some(t) => Err(SelectorError(format!("expected a label key, found `{t}`"))),
@@ -296,7 +296,7 @@ impl Parser {
         }
         match self.next() {
             Some(Token::Word(w)) => {
-                label_value(&w).map_err(SelectorError)?;
+                label_value(&w).map_err(|e| SelectorError(e.into()))?;
                 Ok(w)
             }
             Some(t) => Err(SelectorError(format!("expected a value for `{key}`, found `{t}`"))),

@@ -32,6 +32,30 @@ impl fmt::Display for FieldError {
 
 impl std::error::Error for FieldError {}
 
+/// Why one value is invalid, in words that follow the field's name (`must not be empty`): what
+/// the field checks return, made a [`FieldError`] once the field is known.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(String);
+
+impl From<String> for Invalid {
+    fn from(why: String) -> Invalid {
+        Invalid(why)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(why: &str) -> Invalid {
+        Invalid(why.to_string())
+    }
+}
+
+impl From<Invalid> for String {
+    fn from(i: Invalid) -> String {
+        i.0
+    }
+}
+
 /// Objects that can check themselves.
 pub trait Validate {
     /// All problems found; empty when valid.
@@ -39,13 +63,13 @@ pub trait Validate {
 }
 
 /// Checks a DNS-1123 label: ≤ 63 of `[a-z0-9-]`, starting and ending alphanumeric.
-pub fn dns1123_label(value: &str) -> Result<(), String> {
+pub fn dns1123_label(value: &str) -> Result<(), Invalid> {
     let b = value.as_bytes();
     if b.is_empty() {
         return Err("must not be empty".into());
     }
     if b.len() > 63 {
-        return Err(format!("`{value}` is {} characters long; at most 63 are allowed", b.len()));
+        return Err(format!("`{value}` is {} characters long; at most 63 are allowed", b.len()).into());
     }
     let ok = b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0].is_ascii_alphanumeric()
@@ -53,7 +77,7 @@ pub fn dns1123_label(value: &str) -> Result<(), String> {
     if !ok {
         return Err(format!(
             "`{value}` is not a DNS-1123 label: use lower-case letters, digits and `-`, starting and ending with a letter or digit"
-        ));
+        ).into());
     }
     Ok(())
 }
@@ -68,7 +92,7 @@ fn label_part(s: &str, max: usize) -> bool {
 }
 
 /// Checks a label key (`[prefix/]name`) as Kubernetes does.
-pub fn label_key(key: &str) -> Result<(), String> {
+pub fn label_key(key: &str) -> Result<(), Invalid> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -76,27 +100,27 @@ pub fn label_key(key: &str) -> Result<(), String> {
     if let Some(p) = prefix {
         let ok = !p.is_empty() && p.len() <= 253 && p.split('.').all(|part| dns1123_label(part).is_ok());
         if !ok {
-            return Err(format!("label key `{key}`: the prefix must be a DNS subdomain"));
+            return Err(format!("label key `{key}`: the prefix must be a DNS subdomain").into());
         }
     }
     if name.is_empty() || !label_part(name, 63) {
-        return Err(format!("label key `{key}`: the name must be 1–63 letters, digits, `-`, `_` or `.`, starting and ending alphanumeric"));
+        return Err(format!("label key `{key}`: the name must be 1–63 letters, digits, `-`, `_` or `.`, starting and ending alphanumeric").into());
     }
     Ok(())
 }
 
 /// Checks a label value: ≤ 63 letters, digits, `-`, `_` or `.`, starting and ending alphanumeric.
-pub fn label_value(value: &str) -> Result<(), String> {
+pub fn label_value(value: &str) -> Result<(), Invalid> {
     if label_part(value, 63) {
         Ok(())
     } else {
-        Err(format!("label value `{value}` must be at most 63 letters, digits, `-`, `_` or `.`, starting and ending alphanumeric"))
+        Err(format!("label value `{value}` must be at most 63 letters, digits, `-`, `_` or `.`, starting and ending alphanumeric").into())
     }
 }
 
 /// Checks a branch or ref name with the rules of `git check-ref-format --allow-onelevel`.
-pub fn git_ref(value: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("`{value}` is not a valid git branch name: {why}"));
+pub fn git_ref(value: &str) -> Result<(), Invalid> {
+    let bad = |why: &str| Err(format!("`{value}` is not a valid git branch name: {why}").into());
     if value.is_empty() {
         return bad("it is empty");
     }
@@ -117,7 +141,7 @@ pub fn git_ref(value: &str) -> Result<(), String> {
 }
 
 /// Checks an environment variable name.
-pub fn env_name(name: &str) -> Result<(), String> {
+pub fn env_name(name: &str) -> Result<(), Invalid> {
     let b = name.as_bytes();
     let ok = !b.is_empty()
         && (b[0].is_ascii_alphabetic() || b[0] == b'_')
@@ -127,22 +151,23 @@ pub fn env_name(name: &str) -> Result<(), String> {
     } else {
         Err(format!(
             "`{name}` is not an environment variable name: use letters, digits and `_`, not starting with a digit"
-        ))
+        )
+        .into())
     }
 }
 
-pub(crate) fn http_url(value: &str) -> Result<(), String> {
+pub(crate) fn http_url(value: &str) -> Result<(), Invalid> {
     let rest = value.strip_prefix("https://").or_else(|| value.strip_prefix("http://"));
     match rest {
         Some(r) if !r.is_empty() && !r.starts_with('/') && !value.chars().any(char::is_whitespace) => Ok(()),
-        _ => Err(format!("`{value}` is not an http:// or https:// URL")),
+        _ => Err(format!("`{value}` is not an http:// or https:// URL").into()),
     }
 }
 
-pub(crate) fn relative_path(value: &str) -> Result<(), String> {
+pub(crate) fn relative_path(value: &str) -> Result<(), Invalid> {
     if value.is_empty() || value.starts_with('/') || value.contains('\0') || value.split(['/', '\\']).any(|c| c == "..")
     {
-        Err(format!("`{value}` must be a relative path inside the repository (no leading `/`, no `..`)"))
+        Err(format!("`{value}` must be a relative path inside the repository (no leading `/`, no `..`)").into())
     } else {
         Ok(())
     }
@@ -156,7 +181,7 @@ pub(crate) fn is_absolute(p: &str) -> bool {
 pub(crate) struct Errors(pub(crate) Vec<FieldError>);
 
 impl Errors {
-    pub(crate) fn check(&mut self, field: impl Into<String>, r: Result<(), String>) {
+    pub(crate) fn check(&mut self, field: impl Into<String>, r: Result<(), Invalid>) {
         if let Err(m) = r {
             self.0.push(FieldError::new(field, m));
         }
@@ -175,7 +200,7 @@ pub fn validate_meta(meta: &ObjectMeta, errs: &mut Vec<FieldError>) {
                 "metadata.generateName",
                 dns1123_label(trimmed).and_then(|_| {
                     if g.len() > 58 {
-                        Err(format!("`{g}` is longer than 58 characters"))
+                        Err(format!("`{g}` is longer than 58 characters").into())
                     } else {
                         Ok(())
                     }
@@ -192,7 +217,7 @@ pub fn validate_meta(meta: &ObjectMeta, errs: &mut Vec<FieldError>) {
         if !ok {
             e.check(
                 format!("metadata.finalizers[{i}]"),
-                Err(format!("`{f}` is not a finalizer name such as `ao.dev/cleanup`")),
+                Err(format!("`{f}` is not a finalizer name such as `ao.dev/cleanup`").into()),
             );
         }
     }
@@ -214,9 +239,9 @@ pub(crate) fn check_labels(field: &str, map: &BTreeMap<String, String>, e: &mut 
     }
 }
 
-pub(crate) fn at_least_a_second(d: crate::duration::Duration) -> Result<(), String> {
+pub(crate) fn at_least_a_second(d: crate::duration::Duration) -> Result<(), Invalid> {
     if d.as_std() < std::time::Duration::from_secs(1) {
-        Err(format!("`{d}` is shorter than a second"))
+        Err(format!("`{d}` is shorter than a second").into())
     } else {
         Ok(())
     }
@@ -230,7 +255,7 @@ pub fn validate_conditions(field: &str, conditions: &[crate::condition::Conditio
         e.check(format!("{field}[{i}].type"), validate_reason(&c.type_));
         e.check(format!("{field}[{i}].reason"), validate_reason(&c.reason));
         if !seen.insert(&c.type_) {
-            e.check(format!("{field}[{i}].type"), Err(format!("condition `{}` appears twice", c.type_)));
+            e.check(format!("{field}[{i}].type"), Err(format!("condition `{}` appears twice", c.type_).into()));
         }
     }
     e.0

@@ -540,7 +540,7 @@ fn parse_event_ttl(s: &str) -> Result<Duration, ArgError> {
 }
 
 fn parse_name(s: &str) -> Result<String, ArgError> {
-    aoctl_api::validate::dns1123_label(s).map(|()| s.to_string()).map_err(ArgError::Invalid)
+    aoctl_api::validate::dns1123_label(s).map(|()| s.to_string()).map_err(|e| ArgError::Invalid(e.into()))
 }
 
 /// A built-in agent name; a near miss is answered with the closest name.
@@ -563,8 +563,8 @@ fn parse_runtime(s: &str) -> Result<RuntimeKind, ArgError> {
 
 fn parse_label(s: &str) -> Result<(String, String), ArgError> {
     let (k, v) = s.split_once('=').ok_or_else(|| ArgError::NotKeyValue(s.to_string()))?;
-    aoctl_api::validate::label_key(k).map_err(ArgError::Invalid)?;
-    aoctl_api::validate::label_value(v).map_err(ArgError::Invalid)?;
+    aoctl_api::validate::label_key(k).map_err(|e| ArgError::Invalid(e.into()))?;
+    aoctl_api::validate::label_value(v).map_err(|e| ArgError::Invalid(e.into()))?;
     Ok((k.to_string(), v.to_string()))
 }
 

@@ -223,24 +223,37 @@ impl WorkspaceStore for Workspaces {
     }
 }
 
+/// Why a session has no running agent, in a sentence that names the session.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NotRunning {
+    #[error("session \"{0}\" is being deleted; its agent does not run")]
+    Deleting(String),
+    #[error("session \"{0}\" is stopped (spec.stopped is true); its agent does not run")]
+    Stopped(String),
+    /// `RuntimeReady` is not True, with this reason and message.
+    #[error("session \"{name}\" has no running agent ({reason}: {message})")]
+    NotReady { name: String, reason: String, message: String },
+    #[error("session \"{0}\" has no running agent: it has not started yet")]
+    NotStarted(String),
+}
+
 /// The agent a session's status says runs: `status.runtime` while `RuntimeReady` is True and the
-/// session is neither stopped nor being deleted. Otherwise why there is none, in a sentence that
-/// names the session.
-pub(crate) fn running_agent(s: &Session) -> Result<&RuntimeStatus, String> {
-    let name = &s.metadata.name;
+/// session is neither stopped nor being deleted.
+pub(crate) fn running_agent(s: &Session) -> Result<&RuntimeStatus, NotRunning> {
+    let name = s.metadata.name.clone();
     if s.metadata.deletion_timestamp.is_some() {
-        return Err(format!("session \"{name}\" is being deleted; its agent does not run"));
+        return Err(NotRunning::Deleting(name));
     }
     if s.spec.stopped {
-        return Err(format!("session \"{name}\" is stopped (spec.stopped is true); its agent does not run"));
+        return Err(NotRunning::Stopped(name));
     }
     let ready = condition::find(&s.status.conditions, types::RUNTIME_READY);
     match (ready, s.status.runtime.as_ref()) {
         (Some(c), Some(rt)) if c.status == aoctl_api::ConditionStatus::True => Ok(rt),
         (Some(c), _) if !c.message.is_empty() => {
-            Err(format!("session \"{name}\" has no running agent ({}: {})", c.reason, c.message))
+            Err(NotRunning::NotReady { name, reason: c.reason.clone(), message: c.message.clone() })
         }
-        _ => Err(format!("session \"{name}\" has no running agent: it has not started yet")),
+        _ => Err(NotRunning::NotStarted(name)),
     }
 }
 
@@ -323,17 +336,17 @@ mod tests {
         assert_eq!(running_agent(&s).unwrap().handle, "s1");
         let stopped = session(serde_json::json!({"stopped": true}), running);
         assert_eq!(
-            running_agent(&stopped).unwrap_err(),
+            running_agent(&stopped).unwrap_err().to_string(),
             "session \"s1\" is stopped (spec.stopped is true); its agent does not run"
         );
         let exited = serde_json::json!({"runtime": runtime,
             "conditions": [ready("False", "AgentExited", "the agent exited with code 0")]});
         assert_eq!(
-            running_agent(&session(serde_json::json!({}), exited)).unwrap_err(),
+            running_agent(&session(serde_json::json!({}), exited)).unwrap_err().to_string(),
             "session \"s1\" has no running agent (AgentExited: the agent exited with code 0)"
         );
         assert_eq!(
-            running_agent(&session(serde_json::json!({}), serde_json::json!({}))).unwrap_err(),
+            running_agent(&session(serde_json::json!({}), serde_json::json!({}))).unwrap_err().to_string(),
             "session \"s1\" has no running agent: it has not started yet"
         );
     }

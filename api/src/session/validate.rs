@@ -39,7 +39,10 @@ impl Validate for Session {
             let number = i.strip_prefix('#').unwrap_or(i);
             let ok = (!number.is_empty() && number.bytes().all(|c| c.is_ascii_digit())) || linear_identifier(i);
             if !ok {
-                e.check("spec.issue", Err(format!("`{i}` is not an issue reference such as `42`, `#42` or `ENG-42`")));
+                e.check(
+                    "spec.issue",
+                    Err(format!("`{i}` is not an issue reference such as `42`, `#42` or `ENG-42`").into()),
+                );
             }
         }
         if let Some(d) = &s.docker {

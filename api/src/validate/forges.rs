@@ -2,7 +2,7 @@
 //! variables, poll intervals, label names, GitLab project paths, Linear team keys and issue
 //! identifiers.
 
-use super::{env_name, http_url, Errors};
+use super::{env_name, http_url, Errors, Invalid};
 
 /// The longest label name GitHub, GitLab and Linear all take.
 pub(crate) const MAX_LABEL: usize = 50;
@@ -34,7 +34,8 @@ pub(crate) fn labels(e: &mut Errors, field: &str, labels: &[String], tracker: &s
         if !ok {
             e.check(
                 format!("{field}[{i}]"),
-                Err(format!("`{}` is not a {tracker} label name (1 to 50 characters, no comma)", l.escape_debug())),
+                Err(format!("`{}` is not a {tracker} label name (1 to 50 characters, no comma)", l.escape_debug())
+                    .into()),
             );
         }
     }
@@ -42,7 +43,7 @@ pub(crate) fn labels(e: &mut Errors, field: &str, labels: &[String], tracker: &s
 
 /// A GitLab project path: `group/name` or deeper, each part of `[A-Za-z0-9_.-]`, not starting with
 /// `-` or `.` and not ending in `.git` or `.atom`.
-pub(crate) fn project_path(path: &str) -> Result<(), String> {
+pub(crate) fn project_path(path: &str) -> Result<(), Invalid> {
     let parts: Vec<&str> = path.split('/').collect();
     let part_ok = |p: &&str| {
         !p.is_empty()
@@ -55,12 +56,12 @@ pub(crate) fn project_path(path: &str) -> Result<(), String> {
     if parts.len() >= 2 && parts.iter().all(part_ok) {
         Ok(())
     } else {
-        Err(format!("`{path}` is not a GitLab project path such as `group/name` or `group/subgroup/name`"))
+        Err(format!("`{path}` is not a GitLab project path such as `group/name` or `group/subgroup/name`").into())
     }
 }
 
 /// A Linear team key: 1 to 7 upper-case letters or digits, starting with a letter.
-pub(crate) fn team_key(key: &str) -> Result<(), String> {
+pub(crate) fn team_key(key: &str) -> Result<(), Invalid> {
     let b = key.as_bytes();
     let ok = (1..=7).contains(&b.len())
         && b[0].is_ascii_uppercase()
@@ -68,7 +69,7 @@ pub(crate) fn team_key(key: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("`{key}` is not a Linear team key such as `ENG` (upper-case letters and digits)"))
+        Err(format!("`{key}` is not a Linear team key such as `ENG` (upper-case letters and digits)").into())
     }
 }
 

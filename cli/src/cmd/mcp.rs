@@ -99,29 +99,29 @@ fn schema(tool: &Tool) -> Value {
 }
 
 /// The arguments of a call, checked against the tool's: strings, the required ones not blank,
-/// no others.
-fn check_args(tool: &Tool, args: Option<&Value>) -> Result<Map<String, Value>, String> {
+/// no others; otherwise an invalid-params error.
+fn check_args(tool: &Tool, args: Option<&Value>) -> Result<Map<String, Value>, RpcError> {
     let args = match args {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m.clone(),
-        Some(_) => return Err("arguments must be an object".into()),
+        Some(_) => return Err(err(INVALID_PARAMS, "arguments must be an object")),
     };
     for (k, v) in &args {
         if !tool.args.iter().any(|(n, _, _)| n == k) {
-            return Err(format!("{}: unknown argument `{k}`", tool.name));
+            return Err(err(INVALID_PARAMS, format!("{}: unknown argument `{k}`", tool.name)));
         }
         if !v.is_string() {
-            return Err(format!("{}: argument `{k}` must be a string", tool.name));
+            return Err(err(INVALID_PARAMS, format!("{}: argument `{k}` must be a string", tool.name)));
         }
     }
     for (name, required, _) in tool.args {
         let blank = args.get(*name).and_then(Value::as_str).is_none_or(|s| s.trim().is_empty());
         if *required && blank {
-            return Err(format!("{}: argument `{name}` is required", tool.name));
+            return Err(err(INVALID_PARAMS, format!("{}: argument `{name}` is required", tool.name)));
         }
     }
     if tool.name == "report" && args.values().all(|v| v.as_str().is_none_or(|s| s.trim().is_empty())) {
-        return Err("report: give progress, summary or both".into());
+        return Err(err(INVALID_PARAMS, "report: give progress, summary or both"));
     }
     Ok(args)
 }
@@ -207,7 +207,7 @@ async fn answer(server: &Server, method: &str, params: Option<&Value>) -> Result
             let Some(tool) = TOOLS.iter().find(|t| t.name == name) else {
                 return Err(err(INVALID_PARAMS, format!("unknown tool `{name}`")));
             };
-            let args = check_args(tool, params.and_then(|p| p.get("arguments"))).map_err(|m| err(INVALID_PARAMS, m))?;
+            let args = check_args(tool, params.and_then(|p| p.get("arguments")))?;
             server.call(tool, args).await
         }
         other => Err(err(METHOD_NOT_FOUND, format!("method `{other}` is not offered"))),

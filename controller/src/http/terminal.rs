@@ -63,7 +63,7 @@ pub(super) async fn terminal(
     let rows = size("rows", params.rows, TERMINAL_ROWS)?;
     let s: Session = state.store.get_typed(&name).await?;
     super::sessions::on_this_node(&state, &s)?;
-    let running = running_agent(&s).map_err(AppError::NotRunning)?;
+    let running = running_agent(&s).map_err(|e| AppError::NotRunning(e.to_string()))?;
     let ws = ws?;
     let project: Option<Project> = state.store.get_typed(&s.spec.project).await.ok();
     let (rt, handle) = state.fleet.agent(&s, project.as_ref(), running).await?;
@@ -112,7 +112,7 @@ async fn pump(mut socket: WebSocket, view: TerminalView, mut shutdown: watch::Re
                     Ok((cols, rows)) => {
                         let _ = input.send(TerminalInput::Resize { cols, rows }).await;
                     }
-                    Err(reason) => return close(socket, close_code::POLICY, &reason).await,
+                    Err(reason) => return close(socket, close_code::POLICY, &reason.to_string()).await,
                 },
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                 // The client closed: reading on sends the answer to its close frame.
@@ -144,24 +144,29 @@ async fn drain(mut socket: WebSocket) {
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, async { while let Some(Ok(_)) = socket.recv().await {} }).await;
 }
 
+/// A text frame that is not a resize: the reason the socket is closed.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum BadFrame {
+    #[error(r#"text frames are {{"resize": [cols, rows]}}; keys go in binary frames"#)]
+    NotResize,
+    #[error("resize: {cols}x{rows} is not a terminal size: each must be {} to {}", SIZES.start(), SIZES.end())]
+    Size { cols: u32, rows: u32 },
+}
+
 /// The only text frame there is: `{"resize": [cols, rows]}`; otherwise the reason to close.
-fn resize(text: &str) -> Result<(u16, u16), String> {
+fn resize(text: &str) -> Result<(u16, u16), BadFrame> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Resize {
         resize: (u32, u32),
     }
     let Ok(Resize { resize: (cols, rows) }) = serde_json::from_str::<Resize>(text) else {
-        return Err(r#"text frames are {"resize": [cols, rows]}; keys go in binary frames"#.into());
+        return Err(BadFrame::NotResize);
     };
     let fits = |v: u32| u16::try_from(v).ok().filter(|v| SIZES.contains(v));
     match (fits(cols), fits(rows)) {
         (Some(c), Some(r)) => Ok((c, r)),
-        _ => Err(format!(
-            "resize: {cols}x{rows} is not a terminal size: each must be {} to {}",
-            SIZES.start(),
-            SIZES.end()
-        )),
+        _ => Err(BadFrame::Size { cols, rows }),
     }
 }
 
@@ -190,14 +195,14 @@ mod tests {
         assert_eq!(resize(r#"{"resize":[120,40]}"#), Ok((120, 40)));
         assert_eq!(resize(r#" { "resize" : [2, 1000] } "#), Ok((2, 1000)));
         for bad in [r#"{"resize":[1,40]}"#, r#"{"resize":[120,1001]}"#, r#"{"resize":[70000,40]}"#] {
-            assert!(resize(bad).unwrap_err().starts_with("resize: "), "{bad}");
+            assert!(resize(bad).unwrap_err().to_string().starts_with("resize: "), "{bad}");
         }
         for bad in ["ls\r", r#"{"resize":[80]}"#, r#"{"resize":[80,24],"x":1}"#, r#"{"resize":[-1,24]}"#, "{}"] {
-            assert!(resize(bad).unwrap_err().starts_with("text frames are "), "{bad}");
+            assert!(resize(bad).unwrap_err().to_string().starts_with("text frames are "), "{bad}");
         }
         // Every reason fits in a close frame (123 bytes).
-        assert!(resize("x").unwrap_err().len() <= 123);
-        assert!(resize(r#"{"resize":[4294967295,4294967295]}"#).unwrap_err().len() <= 123);
+        assert!(resize("x").unwrap_err().to_string().len() <= 123);
+        assert!(resize(r#"{"resize":[4294967295,4294967295]}"#).unwrap_err().to_string().len() <= 123);
     }
 
     /// The far ends of a terminal view, as a runtime holds them.

@@ -87,6 +87,8 @@ impl fmt::Display for Error {
     }
 }
 
+impl std::error::Error for Error {}
+
 /// An error and its causes, as one line.
 fn describe(e: &reqwest::Error) -> String {
     let mut out = e.to_string();
@@ -368,7 +370,7 @@ impl<T: DeserializeOwned> Stream<T> {
     /// one.
     pub(crate) async fn message(&mut self) -> Result<Option<T>, Error> {
         loop {
-            match self.lines.next::<T>().map_err(Error::Transport)? {
+            match self.lines.next::<T>().map_err(|e| Error::Transport(e.to_string()))? {
                 Some(Frame::Result(message)) => return Ok(Some(message)),
                 Some(Frame::Error { code, message }) => return Err(Error::Status { code, message }),
                 None if self.ended => return Ok(None),

@@ -12,7 +12,22 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::client::{Client, Error};
+
+/// Why one campaign for leadership failed (the next is tried after a pause).
+#[derive(Debug, thiserror::Error)]
+enum CampaignError {
+    #[error("no answer to a lease grant within {0:?}")]
+    GrantTimeout(Duration),
+    #[error("cannot grant a lease: {0}")]
+    Grant(Error),
+    #[error("the lease expired while campaigning")]
+    LeaseExpired,
+    #[error("the campaign failed: {0}")]
+    Failed(Error),
+    #[error("etcd answered the campaign without a leader key")]
+    NoLeaderKey,
+}
 use crate::{EtcdStore, Fence, Shared};
 
 /// The shortest lease the election accepts: etcd counts TTLs in whole seconds.
@@ -62,14 +77,14 @@ impl Election {
         }
     }
 
-    async fn try_campaign(&self) -> Result<Term, String> {
+    async fn try_campaign(&self) -> Result<Term, CampaignError> {
         let shared = self.store.inner.shared.clone();
         let timeout = shared.config.request_timeout;
         let client = &shared.client;
         let granted = tokio::time::timeout(timeout, client.lease_grant(self.ttl.as_secs() as i64))
             .await
-            .map_err(|_| format!("no answer to a lease grant within {timeout:?}"))?
-            .map_err(|e| format!("cannot grant a lease: {e}"))?;
+            .map_err(|_| CampaignError::GrantTimeout(timeout))?
+            .map_err(CampaignError::Grant)?;
         let lease = granted.id;
         let (alive_tx, ended) = watch::channel(false);
         let keeper = tokio::spawn(keep_alive(client.clone(), lease, self.ttl, alive_tx));
@@ -80,7 +95,7 @@ impl Election {
             won = campaign => won,
             _ = lost.wait_for(|e| *e) => {
                 keeper.abort();
-                return Err("the lease expired while campaigning".into());
+                return Err(CampaignError::LeaseExpired);
             }
         };
         let leader = match won {
@@ -88,13 +103,13 @@ impl Election {
             Err(e) => {
                 keeper.abort();
                 revoke(client, lease, timeout).await;
-                return Err(format!("the campaign failed: {e}"));
+                return Err(CampaignError::Failed(e));
             }
         };
         let Some(leader) = leader else {
             keeper.abort();
             revoke(client, lease, timeout).await;
-            return Err("etcd answered the campaign without a leader key".into());
+            return Err(CampaignError::NoLeaderKey);
         };
         let fence = Fence { key: leader.key, create_revision: leader.rev };
         tracing::info!(identity = %self.identity, lease, revision = leader.rev, "this replica leads");

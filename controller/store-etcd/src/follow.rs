@@ -11,7 +11,9 @@ use aoctl_api::Kind;
 use serde_json::Value;
 
 use crate::cache::State;
-use crate::client::{Client, WatchStream};
+use aoctl_store::StoreError;
+
+use crate::client::{Client, Error, WatchStream};
 use crate::layout::{decode_record, read_value, Keys};
 use crate::wire::{EventType, RangeRequest};
 use crate::Shared;
@@ -21,12 +23,22 @@ const PAGE: i64 = 500;
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
+/// Why the store's objects could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ListError {
+    #[error(transparent)]
+    Etcd(#[from] Error),
+    /// A stored object does not decode.
+    #[error(transparent)]
+    Stored(#[from] StoreError),
+}
+
 /// Every object of the store, read at one revision, and that revision.
 pub(crate) async fn list(
     client: &Client,
     keys: &Keys,
     timeout: Duration,
-) -> Result<(Vec<(Kind, String, Value)>, u64), String> {
+) -> Result<(Vec<(Kind, String, Value)>, u64), ListError> {
     let (mut from, end) = keys.objects_range();
     let mut revision = 0;
     let mut out = vec![];
@@ -35,8 +47,8 @@ pub(crate) async fn list(
         let page = RangeRequest { key: from.clone(), range_end: end.clone(), limit: PAGE, revision };
         let resp = match tokio::time::timeout(timeout, client.range(&page)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err(format!("no answer within {timeout:?}")),
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => return Err(Error::Timeout(timeout).into()),
         };
         if revision == 0 {
             revision = resp.header.revision;
@@ -46,10 +58,7 @@ pub(crate) async fn list(
                 tracing::warn!(key = %String::from_utf8_lossy(&item.key), "a key under the store's prefix is no object; skipped");
                 continue;
             };
-            match read_value(&item.value, item.mod_revision as u64) {
-                Ok(obj) => out.push((kind, name, obj)),
-                Err(e) => return Err(e.to_string()),
-            }
+            out.push((kind, name, read_value(&item.value, item.mod_revision as u64)?));
         }
         match resp.kvs.last() {
             Some(last) if resp.more => {
@@ -140,7 +149,7 @@ async fn relist(shared: &Shared) {
                 return;
             }
             Err(e) => {
-                shared.watch_failed(&e);
+                shared.watch_failed(&e.to_string());
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(BACKOFF_MAX);
             }

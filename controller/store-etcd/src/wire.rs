@@ -530,16 +530,26 @@ struct Chunk<T> {
     error: Option<Value>,
 }
 
-fn decode_frame<T: DeserializeOwned>(line: &[u8]) -> Result<Frame<T>, String> {
-    let chunk: Chunk<T> =
-        serde_json::from_slice(line).map_err(|e| format!("a message of etcd's stream cannot be read: {e}"))?;
+/// A message of a streamed answer that cannot be taken.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BadMessage {
+    #[error("a message of etcd's stream cannot be read: {0}")]
+    Unreadable(#[from] serde_json::Error),
+    #[error("a message of etcd's stream has neither a result nor an error")]
+    Empty,
+    #[error("a message of etcd's stream is longer than {0} bytes")]
+    TooLong(usize),
+}
+
+fn decode_frame<T: DeserializeOwned>(line: &[u8]) -> Result<Frame<T>, BadMessage> {
+    let chunk: Chunk<T> = serde_json::from_slice(line)?;
     match (chunk.result, chunk.error) {
         (_, Some(error)) => {
             let (code, message) = stream_error(&error);
             Ok(Frame::Error { code, message })
         }
         (Some(result), None) => Ok(Frame::Result(result)),
-        (None, None) => Err("a message of etcd's stream has neither a result nor an error".into()),
+        (None, None) => Err(BadMessage::Empty),
     }
 }
 
@@ -579,14 +589,14 @@ impl Lines {
 
     /// The next whole message, if one has arrived; an error when one is longer than the bound
     /// or not the gateway's.
-    pub(crate) fn next<T: DeserializeOwned>(&mut self) -> Result<Option<Frame<T>>, String> {
+    pub(crate) fn next<T: DeserializeOwned>(&mut self) -> Result<Option<Frame<T>>, BadMessage> {
         loop {
             let end = match self.buf[self.scanned..].iter().position(|b| *b == b'\n') {
                 Some(at) => self.scanned + at,
                 None => {
                     self.scanned = self.buf.len();
                     if self.buf.len() - self.start > self.max {
-                        return Err(format!("a message of etcd's stream is longer than {} bytes", self.max));
+                        return Err(BadMessage::TooLong(self.max));
                     }
                     if !self.ended || self.start == self.buf.len() {
                         return Ok(None);
@@ -596,7 +606,7 @@ impl Lines {
             };
             let line = &self.buf[self.start..end];
             if line.len() > self.max {
-                return Err(format!("a message of etcd's stream is longer than {} bytes", self.max));
+                return Err(BadMessage::TooLong(self.max));
             }
             let blank = line.iter().all(u8::is_ascii_whitespace);
             let frame = if blank { None } else { Some(decode_frame(line)) };
@@ -775,9 +785,9 @@ mod tests {
             other => panic!("{other:?}"),
         }
         lines.push(&[b' '; 65]);
-        assert!(lines.next::<WatchResponse>().unwrap_err().contains("longer than 64"));
+        assert!(lines.next::<WatchResponse>().unwrap_err().to_string().contains("longer than 64"));
         let mut lines = Lines::new(64);
         lines.push(b"{}\n");
-        assert!(lines.next::<WatchResponse>().unwrap_err().contains("neither"));
+        assert!(lines.next::<WatchResponse>().unwrap_err().to_string().contains("neither"));
     }
 }

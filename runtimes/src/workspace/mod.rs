@@ -699,7 +699,7 @@ impl Workspaces {
 /// Refuses names that could leave the root; the API already checks they are DNS-1123 labels.
 fn check_name(name: &str) -> Result<(), WorkspaceError> {
     aoctl_api::validate::dns1123_label(name)
-        .map_err(|message| WorkspaceError::InvalidName { name: name.to_string(), message })
+        .map_err(|message| WorkspaceError::InvalidName { name: name.to_string(), message: message.into() })
 }
 
 /// A TCP port free on 127.0.0.1 right now and not given to another workspace.

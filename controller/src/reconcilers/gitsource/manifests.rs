@@ -4,9 +4,26 @@
 
 use std::collections::HashMap;
 
-use aoctl_api::decode::{decode_manifests, AnyObject};
+use aoctl_api::decode::{decode_manifests, AnyObject, DecodeError};
 use aoctl_api::Kind;
-use aoctl_runtimes::git::source::ManifestFile;
+use aoctl_runtimes::git::source::{ManifestFile, SourceError};
+
+/// Why a revision cannot be applied as it is: the first problem, shown as `file:line: message`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unappliable {
+    /// The manifests could not be read from the commit.
+    #[error(transparent)]
+    Read(#[from] SourceError),
+    /// A manifest does not decode or validate (its message names the file, line and field).
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("{at}: metadata.name: is required here (generateName is not enough)")]
+    Unnamed { at: String },
+    #[error("{at}: {reference} is this source; a source does not apply itself")]
+    Itself { at: String, reference: String },
+    #[error("{at}: {reference} is also defined at {first}")]
+    Twice { at: String, reference: String, first: String },
+}
 
 /// One object of the revision and where its manifest is.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,23 +58,23 @@ pub(crate) fn reference(kind: Kind, name: &str) -> String {
 /// Decodes every file; the objects in the order they are applied (by [`Kind::apply_rank`], then
 /// in file order), or the first problem as `file:line: field: message`. `source` is the
 /// GitSource's own name: it may not apply itself.
-pub(crate) fn decode(files: &[ManifestFile], source: &str) -> Result<Vec<Desired>, String> {
+pub(crate) fn decode(files: &[ManifestFile], source: &str) -> Result<Vec<Desired>, Unappliable> {
     let mut out: Vec<Desired> = vec![];
     let mut seen: HashMap<(Kind, String), String> = HashMap::new();
     for f in files {
-        let docs = decode_manifests(&f.path, &f.text).map_err(|e| e.to_string())?;
+        let docs = decode_manifests(&f.path, &f.text)?;
         for d in docs {
             let desired = Desired { object: d.object, file: f.path.clone(), line: d.line };
             let at = desired.location();
             let (kind, name) = (desired.kind(), desired.name().to_string());
             if name.is_empty() {
-                return Err(format!("{at}: metadata.name: is required here (generateName is not enough)"));
+                return Err(Unappliable::Unnamed { at });
             }
             if kind == Kind::GitSource && name == source {
-                return Err(format!("{at}: {} is this source; a source does not apply itself", reference(kind, &name)));
+                return Err(Unappliable::Itself { at, reference: reference(kind, &name) });
             }
             if let Some(first) = seen.insert((kind, name.clone()), at.clone()) {
-                return Err(format!("{at}: {} is also defined at {first}", reference(kind, &name)));
+                return Err(Unappliable::Twice { at, reference: reference(kind, &name), first });
             }
             out.push(desired);
         }
@@ -103,23 +120,26 @@ mod tests {
     #[test]
     fn errors_name_the_file_the_line_and_the_field() {
         let bad = "apiVersion: ao.dev/v1alpha1\nkind: Session\nmetadata: {name: x}\nspec:\n  project: web\n  agnt: x\n";
-        let err = decode(&[file("ok.yaml", PROJECT), file("sessions/fix.yaml", bad)], "fleet").unwrap_err();
+        let err = decode(&[file("ok.yaml", PROJECT), file("sessions/fix.yaml", bad)], "fleet").unwrap_err().to_string();
         assert!(err.starts_with("sessions/fix.yaml:6:"), "{err}");
         assert!(err.contains("spec.agnt"), "{err}");
 
         let twice = [file("a.yaml", &session("x")), file("b/c.yml", &format!("# one\n{}", session("x")))];
-        assert_eq!(decode(&twice, "fleet").unwrap_err(), "b/c.yml:1: session/x is also defined at a.yaml:1");
+        assert_eq!(
+            decode(&twice, "fleet").unwrap_err().to_string(),
+            "b/c.yml:1: session/x is also defined at a.yaml:1"
+        );
 
         let unnamed =
             "apiVersion: ao.dev/v1alpha1\nkind: Session\nmetadata: {generateName: x-}\nspec: {project: web}\n";
         assert_eq!(
-            decode(&[file("u.yaml", unnamed)], "fleet").unwrap_err(),
+            decode(&[file("u.yaml", unnamed)], "fleet").unwrap_err().to_string(),
             "u.yaml:1: metadata.name: is required here (generateName is not enough)"
         );
 
         let me = "apiVersion: ao.dev/v1alpha1\nkind: GitSource\nmetadata: {name: fleet}\nspec: {url: /srv/fleet.git}\n";
         assert_eq!(
-            decode(&[file("me.yaml", me)], "fleet").unwrap_err(),
+            decode(&[file("me.yaml", me)], "fleet").unwrap_err().to_string(),
             "me.yaml:1: gitsource/fleet is this source; a source does not apply itself"
         );
         assert_eq!(decode(&[file("me.yaml", me)], "other").unwrap().len(), 1, "another source may apply it");

@@ -78,7 +78,8 @@ pub(crate) async fn reconcile(source: Arc<GitSource>, ctx: Arc<Context>) -> Resu
 
     let (fetched, files) = match fetch_and_read(&ctx, &source).await? {
         Ok(got) => got,
-        Err(message) => {
+        Err(not) => {
+            let message = not.to_string();
             let was = ready_of(&source.status);
             set(&mut status, c::READY, ConditionStatus::False, c::FETCH_FAILED, &message);
             let retry = format!("retrying every {}", aoctl_api::Duration(interval));
@@ -92,10 +93,13 @@ pub(crate) async fn reconcile(source: Arc<GitSource>, ctx: Arc<Context>) -> Resu
     let revision = fetched.revision.clone();
     status.last_attempted_revision = Some(revision.clone());
 
-    let desired = match files.map_err(|e| e.to_string()).and_then(|f| manifests::decode(&f, &source.metadata.name)) {
-        Ok(d) => d,
-        Err(message) => return stalled(&ctx, &source, status, c::INVALID_MANIFEST, &revision, &message).await,
-    };
+    let desired =
+        match files.map_err(manifests::Unappliable::from).and_then(|f| manifests::decode(&f, &source.metadata.name)) {
+            Ok(d) => d,
+            Err(why) => {
+                return stalled(&ctx, &source, status, c::INVALID_MANIFEST, &revision, &why.to_string()).await;
+            }
+        };
 
     for attempt in 1..=ATTEMPTS {
         let plan = match plan::plan(&ctx.store, &source, &desired).await? {
@@ -179,17 +183,26 @@ fn source_ref(r: &GitRef) -> SourceRef {
     }
 }
 
+/// Why a source's ref could not be fetched.
+#[derive(Debug, thiserror::Error)]
+enum NotFetched {
+    #[error("spec.tokenEnv: {0} is not set in the controller's environment")]
+    TokenUnset(String),
+    #[error(transparent)]
+    Fetch(#[from] SourceError),
+}
+
 /// Fetches the ref (on the blocking pool) and reads the manifests of the commit it resolved to;
-/// `Err` with the message of a failed fetch.
+/// `Err` with why a fetch failed.
 async fn fetch_and_read(
     ctx: &Context,
     source: &GitSource,
-) -> Result<Result<(Fetched, Result<Vec<ManifestFile>, SourceError>), String>, Error> {
+) -> Result<Result<(Fetched, Result<Vec<ManifestFile>, SourceError>), NotFetched>, Error> {
     let token = match &source.spec.token_env {
         None => None,
         Some(var) => match std::env::var(var) {
             Ok(t) if !t.is_empty() => Some(t),
-            _ => return Ok(Err(format!("spec.tokenEnv: {var} is not set in the controller's environment"))),
+            _ => return Ok(Err(NotFetched::TokenUnset(var.clone()))),
         },
     };
     let cache = ctx.cache.join(&source.metadata.name);
@@ -203,7 +216,7 @@ async fn fetch_and_read(
         let files = read_manifests(&cache, &fetched.commit, &folder, &ReadLimits::default());
         Ok::<_, SourceError>((fetched, files))
     };
-    Ok(tokio::task::spawn_blocking(work).await?.map_err(|e| e.to_string()))
+    Ok(tokio::task::spawn_blocking(work).await?.map_err(NotFetched::from))
 }
 
 /// Records a revision that cannot be applied as it is: `Stalled=True` and `Ready=False` naming

@@ -118,7 +118,7 @@ pub(crate) async fn plan(
             plan.waiting.push(shown);
             continue;
         }
-        let current = typed(kind, current).map_err(|e| StoreError::Storage(format!("{shown}: {e}")))?;
+        let current = typed(kind, current, &shown)?;
         let mut next = current.clone();
         set_content(&mut next, &d.object);
         let meta = next.meta_mut();
@@ -198,11 +198,12 @@ fn is_owner_ref(r: &OwnerReference, source: &GitSource) -> bool {
     r.kind == Kind::GitSource.as_str() && r.name == source.metadata.name
 }
 
-/// A stored object of one of [`KINDS`] as its type.
-fn typed(kind: Kind, obj: &StoredObject) -> Result<AnyObject, String> {
+/// A stored object of one of [`KINDS`] as its type; one that does not decode is a storage error
+/// naming it (`shown`).
+fn typed(kind: Kind, obj: &StoredObject, shown: &str) -> Result<AnyObject, StoreError> {
     match AnyObject::decode_json(kind, obj.json()) {
-        Some(decoded) => decoded.map_err(|e| e.to_string()),
-        None => Err("events are not applied from a repository".into()),
+        Some(decoded) => decoded.map_err(|e| StoreError::Storage(format!("{shown}: {e}"))),
+        None => Err(StoreError::Storage(format!("{shown}: events are not applied from a repository"))),
     }
 }
 

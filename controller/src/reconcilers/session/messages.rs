@@ -222,7 +222,7 @@ fn held_message(h: &HeldComment) -> String {
 }
 
 /// The merge-conflicts evidence: which files conflict with the moved base, and what to do.
-pub(super) fn conflicts(base: &str, files: Option<&Result<Vec<String>, String>>) -> String {
+pub(super) fn conflicts<E: std::fmt::Display>(base: &str, files: Option<&Result<Vec<String>, E>>) -> String {
     let files = match files {
         Some(Ok(f)) if !f.is_empty() => format!("Conflicting files: {}\n", f.join(", ")),
         Some(Err(e)) => format!("(the conflicting files could not be computed: {e})\n"),
@@ -389,7 +389,7 @@ mod tests {
 
     #[test]
     fn conflict_evidence_names_the_files() {
-        let files = Ok(vec!["notes/a.md".to_string(), "src/x.rs".to_string()]);
+        let files: Result<_, std::fmt::Error> = Ok(vec!["notes/a.md".to_string(), "src/x.rs".to_string()]);
         assert_eq!(
             conflicts("main", Some(&files)),
             "Conflicting files: notes/a.md, src/x.rs\n\

@@ -107,14 +107,14 @@ pub(super) async fn log_tail(
     session: &str,
     forge: &dyn Forge,
     check: &FailingCheck,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ForgeError> {
     let known = ctx.state.lock().log_tails.get(session).and_then(|m| m.get(&check.id)).cloned();
     if let Some(t) = known {
         if t.tail.is_ok() || t.at.elapsed() < LOG_RETRY {
             return t.tail;
         }
     }
-    let tail = forge.failing_log_tail(check).await.map_err(|e| e.to_string());
+    let tail = forge.failing_log_tail(check).await;
     let kept = LogTail { tail: tail.clone(), at: Instant::now() };
     ctx.state.lock().log_tails.entry(session.to_string()).or_default().insert(check.id, kept);
     tail
@@ -334,11 +334,12 @@ impl Reconcile<'_> {
         let (reviews, untrusted) = trust.split(c, c.reviews(pr.number).await?);
         let held = messages::held_comments(&untrusted, Time::now());
         let conflicts = if pr.state == PullRequestState::Open && pr.has_conflicts() {
-            let known = ctx.state.pr_memo(&s.metadata.name).facts.filter(|f| {
-                f.pr.head_sha == pr.head_sha && f.pr.base_sha == pr.base_sha && matches!(f.conflicts, Some(Ok(_)))
+            let known = ctx.state.pr_memo(&s.metadata.name).facts.and_then(|f| match &f.conflicts {
+                Some(Ok(files)) if f.pr.head_sha == pr.head_sha && f.pr.base_sha == pr.base_sha => Some(files.clone()),
+                _ => None,
             });
             match known {
-                Some(f) => f.conflicts.clone(),
+                Some(files) => Some(Ok(files)),
                 None => Some(conflicting_files(&ctx.machine, ws, &pr).await),
             }
         } else {
@@ -495,6 +496,15 @@ impl Reconcile<'_> {
 
 pub(super) use aoctl_api::issuesource::display_reference;
 
+/// Why the files that conflict with the base could not be computed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConflictsUnknown {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("the computation stopped: {0}")]
+    Stopped(#[from] tokio::task::JoinError),
+}
+
 /// The files that conflict between the pull request's head and its base, computed with libgit2
 /// in the session's repository after fetching the base from `origin` (and the head too, when it
 /// was pushed from elsewhere).
@@ -502,7 +512,7 @@ async fn conflicting_files(
     machine: &Arc<dyn Machine>,
     ws: &WorkspaceInfo,
     pr: &PullRequest,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, ConflictsUnknown> {
     let (root, base, head, head_ref) = (branch_repo(ws), pr.base_ref.clone(), pr.head_sha.clone(), pr.head_ref.clone());
     let machine = machine.clone();
     let work = move || -> Result<Vec<String>, GitError> {
@@ -516,10 +526,7 @@ async fn conflicting_files(
             }
         }
     };
-    match tokio::task::spawn_blocking(work).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    }
+    Ok(tokio::task::spawn_blocking(work).await??)
 }
 
 fn set_conditions(s: &Session, st: &mut SessionStatus, pr: &PullRequest, checks: &Checks, reviews: &Reviews) {

@@ -8,6 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use super::pr::ConflictsUnknown;
+use crate::forges::ForgeError;
+
 /// What was last seen of a session's agent, to tell activity from silence.
 #[derive(Clone, Debug)]
 pub(crate) struct Observation {
@@ -42,7 +45,7 @@ pub(crate) struct PrMemo {
 /// fails; a failed read is tried again after a while.
 #[derive(Clone, Debug)]
 pub(super) struct LogTail {
-    pub tail: Result<Option<String>, String>,
+    pub tail: Result<Option<String>, ForgeError>,
     pub at: Instant,
 }
 
@@ -72,7 +75,7 @@ pub(crate) struct Facts {
     pub held: Vec<aoctl_api::session::HeldComment>,
     /// For a pull request with conflicts: the files that conflict with its base, or why they
     /// could not be computed.
-    pub conflicts: Option<Result<Vec<String>, String>>,
+    pub conflicts: Option<Result<Vec<String>, ConflictsUnknown>>,
     /// When these answers were read.
     pub at: Instant,
 }
