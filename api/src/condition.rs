@@ -3,8 +3,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::invalid::Invalid;
 use crate::meta::Time;
-use crate::validate::Invalid;
 
 /// `True`, `False` or `Unknown`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -13,6 +13,7 @@ pub mod event;
 pub mod feedback;
 pub mod finalizers;
 pub mod gitsource;
+mod invalid;
 pub mod issuesource;
 pub mod meta;
 pub mod notification;

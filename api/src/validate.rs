@@ -8,6 +8,8 @@ use std::fmt;
 
 pub(crate) mod forges;
 
+pub use crate::invalid::Invalid;
+
 use crate::condition::validate_reason;
 use crate::meta::ObjectMeta;
 
@@ -31,30 +33,6 @@ impl fmt::Display for FieldError {
 }
 
 impl std::error::Error for FieldError {}
-
-/// Why one value is invalid, in words that follow the field's name (`must not be empty`): what
-/// the field checks return, made a [`FieldError`] once the field is known.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Invalid(String);
-
-impl From<String> for Invalid {
-    fn from(why: String) -> Invalid {
-        Invalid(why)
-    }
-}
-
-impl From<&str> for Invalid {
-    fn from(why: &str) -> Invalid {
-        Invalid(why.to_string())
-    }
-}
-
-impl From<Invalid> for String {
-    fn from(i: Invalid) -> String {
-        i.0
-    }
-}
 
 /// Objects that can check themselves.
 pub trait Validate {

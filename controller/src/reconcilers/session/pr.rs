@@ -24,7 +24,7 @@ use aoctl_runtimes::git::GitError;
 use aoctl_runtimes::workspace::WorkspaceInfo;
 use aoctl_scm::{flaky_cause, Checks, FailingCheck, Issue, PullRequest, Reviews};
 
-use super::state::{Facts, LogTail, PrMemo};
+use super::state::{ConflictsUnknown, Facts, LogTail, PrMemo};
 use super::{cond, messages, Context, Error, Reconcile};
 use crate::forges::{Forge, ForgeError, SharedForge, Trust};
 use crate::machine::Machine;
@@ -495,15 +495,6 @@ impl Reconcile<'_> {
 }
 
 pub(super) use aoctl_api::issuesource::display_reference;
-
-/// Why the files that conflict with the base could not be computed.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ConflictsUnknown {
-    #[error(transparent)]
-    Git(#[from] GitError),
-    #[error("the computation stopped: {0}")]
-    Stopped(#[from] tokio::task::JoinError),
-}
 
 /// The files that conflict between the pull request's head and its base, computed with libgit2
 /// in the session's repository after fetching the base from `origin` (and the head too, when it

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use super::pr::ConflictsUnknown;
+use aoctl_runtimes::git::GitError;
+
 use crate::forges::ForgeError;
 
 /// What was last seen of a session's agent, to tell activity from silence.
@@ -62,6 +63,15 @@ pub(super) struct Batch {
 pub(super) struct UsageRead {
     pub at: Instant,
     pub pending: bool,
+}
+
+/// Why the files that conflict with the base could not be computed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConflictsUnknown {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("the computation stopped: {0}")]
+    Stopped(#[from] tokio::task::JoinError),
 }
 
 /// What the forge said about the session's pull request at the last poll.
