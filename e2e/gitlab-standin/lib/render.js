@@ -153,12 +153,9 @@ class Render {
     return names;
   }
 
-  // `v` is the live view of a merge request (see StandIn#mrView).
-  mergeRequest(p, v, { expanded = false } = {}) {
-    const mr = v.mr;
-    const user = (u) => (u ? this.user(u) : null);
-    const reviewers = [...mr.reviewers.keys()].map((u) => this.user(u));
-    const out = {
+  // The fields a merge request and its approvals both begin with.
+  mrHead(p, mr) {
+    return {
       id: mr.id,
       iid: mr.iid,
       project_id: p.id,
@@ -167,6 +164,16 @@ class Render {
       state: mr.state,
       created_at: iso(mr.createdAt),
       updated_at: iso(mr.updatedAt),
+    };
+  }
+
+  // `v` is the live view of a merge request (see StandIn#mrView).
+  mergeRequest(p, v, { expanded = false } = {}) {
+    const mr = v.mr;
+    const user = (u) => (u ? this.user(u) : null);
+    const reviewers = [...mr.reviewers.keys()].map((u) => this.user(u));
+    const out = {
+      ...this.mrHead(p, mr),
       merged_by: user(mr.mergedBy),
       merge_user: user(mr.mergedBy),
       merged_at: iso(mr.mergedAt),
@@ -234,14 +241,7 @@ class Render {
     const mr = v.mr;
     const approvedBy = [...mr.approvals.keys()].map((u) => ({ user: this.user(u) }));
     return {
-      id: mr.id,
-      iid: mr.iid,
-      project_id: p.id,
-      title: mr.title,
-      description: mr.description,
-      state: mr.state,
-      created_at: iso(mr.createdAt),
-      updated_at: iso(mr.updatedAt),
+      ...this.mrHead(p, mr),
       merge_status: v.mergeStatus,
       approved: v.approvalsLeft === 0,
       approvals_required: v.approvalsRequired,

@@ -26,33 +26,25 @@ function makeRepo() {
   const work = path.join(root, 'work');
   git(root, ['init', '-q', '--bare', '-b', 'main', bare]);
   git(root, ['clone', '-q', bare, work]);
+  // Writes `files` ({name: content}) in the work tree, commits them and pushes `branch` (if any).
+  const commit = (branch, files, message) => {
+    for (const [name, content] of Object.entries(files)) fs.writeFileSync(path.join(work, name), content);
+    git(work, ['add', '.']);
+    git(work, ['commit', '-q', '-m', message]);
+    if (branch) git(work, ['push', '-q', 'origin', branch]);
+  };
   git(work, ['checkout', '-q', '-b', 'main']);
-  fs.writeFileSync(path.join(work, 'README.md'), 'hello\n');
-  fs.writeFileSync(path.join(work, 'shared.txt'), 'base\n');
-  git(work, ['add', '.']);
-  git(work, ['commit', '-q', '-m', 'initial']);
-  git(work, ['push', '-q', 'origin', 'main']);
+  commit('main', { 'README.md': 'hello\n', 'shared.txt': 'base\n' }, 'initial');
   git(work, ['checkout', '-q', '-b', 'feature']);
-  fs.writeFileSync(path.join(work, 'src.txt'), 'one\ntwo\nthree\n');
-  git(work, ['add', '.']);
-  git(work, ['commit', '-q', '-m', 'add src']);
-  git(work, ['push', '-q', 'origin', 'feature']);
+  commit('feature', { 'src.txt': 'one\ntwo\nthree\n' }, 'add src');
   git(work, ['checkout', '-q', 'main']);
   git(work, ['checkout', '-q', '-b', 'clash']);
-  fs.writeFileSync(path.join(work, 'shared.txt'), 'clash\n');
-  git(work, ['commit', '-q', '-am', 'clash']);
-  git(work, ['push', '-q', 'origin', 'clash']);
+  commit('clash', { 'shared.txt': 'clash\n' }, 'clash');
   git(work, ['checkout', '-q', 'main']);
-  fs.writeFileSync(path.join(work, 'shared.txt'), 'main moved\n');
-  git(work, ['commit', '-q', '-am', 'main moves']);
-  git(work, ['push', '-q', 'origin', 'main']);
+  commit('main', { 'shared.txt': 'main moved\n' }, 'main moves');
   git(work, ['checkout', '-q', '-b', 'squashy']);
-  fs.writeFileSync(path.join(work, 'sq.txt'), 'a\n');
-  git(work, ['add', '.']);
-  git(work, ['commit', '-q', '-m', 'sq 1']);
-  fs.writeFileSync(path.join(work, 'sq.txt'), 'a\nb\n');
-  git(work, ['commit', '-q', '-am', 'sq 2']);
-  git(work, ['push', '-q', 'origin', 'squashy']);
+  commit(null, { 'sq.txt': 'a\n' }, 'sq 1');
+  commit('squashy', { 'sq.txt': 'a\nb\n' }, 'sq 2');
   return { root, bare, work };
 }
 
