@@ -116,6 +116,15 @@ def metric_sum(metrics, name, **labels):
     return sum(v for (n, ls), v in metrics.items() if n == name and want <= set(ls))
 
 
+def wait_or_kill(proc, timeout):
+    """Waits at most `timeout` seconds for the process `proc` to exit, then kills and reaps it."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class Server:
     """`aoctl serve` on a free port with its own data dir and HOME; `stop()` ends it and its agents."""
 
@@ -226,11 +235,7 @@ class Server:
     def stop(self):
         self.conn.close()
         self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        wait_or_kill(self.proc, 30)
         subprocess.run(["tmux", "-S", os.path.join(self.data, "tmux.sock"), "kill-server"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.log.close()

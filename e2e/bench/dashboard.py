@@ -36,7 +36,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import API, Server, cleanup, loadavg, median, percentile, running, workdir  # noqa: E402
+from common import API, Server, cleanup, loadavg, median, percentile, running, wait_or_kill, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 SESSIONS = int(os.environ.get("BENCH_SESSIONS", "1000"))
@@ -90,11 +90,7 @@ class Browser:
 
     def close(self):
         self.proc.stdin.close()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        wait_or_kill(self.proc, 15)
 
 
 def login(srv):

@@ -24,7 +24,7 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import API, Server, cleanup, git, loadavg, workdir  # noqa: E402
+from common import API, Server, cleanup, git, loadavg, wait_or_kill, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -81,10 +81,7 @@ class StandIn:
 
     def stop(self):
         self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        wait_or_kill(self.proc, 10)
         self.log.close()
 
 
