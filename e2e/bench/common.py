@@ -116,6 +116,15 @@ def metric_sum(metrics, name, **labels):
     return sum(v for (n, ls), v in metrics.items() if n == name and want <= set(ls))
 
 
+def wait_or_kill(proc, timeout):
+    """Waits at most `timeout` seconds for the process `proc` to exit, then kills and reaps it."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class Server:
     """`aoctl serve` on a free port with its own data dir and HOME; `stop()` ends it and its agents."""
 
@@ -162,6 +171,11 @@ class Server:
             "apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": name},
             "spec": {"path": path, **spec}})
 
+    def repo_project(self, name, path):
+        """The project `name` on a new scratch repository at `path` (make_repo), once it is Ready."""
+        self.project(name, make_repo(path))
+        self.wait_project_ready(name)
+
     def wait_project_ready(self, name, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -176,6 +190,17 @@ class Server:
             self.conn.json("POST", f"{API}/sessions", {
                 "apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": f"{prefix}{i}"},
                 "spec": {"project": project, **spec}})
+
+    def wait_session(self, name, pred, timeout, every, failure):
+        """Reads the Session `name` every `every` seconds until `pred(session)` holds and returns it;
+        after `timeout` seconds ends the run with "session <name> <failure>"."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.conn.json("GET", f"{API}/sessions/{name}")
+            if pred(s):
+                return s
+            time.sleep(every)
+        raise SystemExit(f"session {name} {failure}")
 
     def wait_sessions(self, pred, n, timeout=600):
         """Waits until `pred(session)` holds for n sessions; returns the seconds it took."""
@@ -210,11 +235,7 @@ class Server:
     def stop(self):
         self.conn.close()
         self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        wait_or_kill(self.proc, 30)
         subprocess.run(["tmux", "-S", os.path.join(self.data, "tmux.sock"), "kill-server"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.log.close()

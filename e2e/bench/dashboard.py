@@ -36,7 +36,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import API, Server, cleanup, loadavg, make_repo, median, percentile, running, workdir  # noqa: E402
+from common import API, Server, cleanup, loadavg, median, percentile, running, wait_or_kill, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 SESSIONS = int(os.environ.get("BENCH_SESSIONS", "1000"))
@@ -90,11 +90,7 @@ class Browser:
 
     def close(self):
         self.proc.stdin.close()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        wait_or_kill(self.proc, 15)
 
 
 def login(srv):
@@ -105,13 +101,7 @@ def login(srv):
 
 
 def wait_phase(srv, name, pred, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        s = srv.conn.json("GET", f"{API}/sessions/{name}")
-        if pred(s):
-            return s
-        time.sleep(0.1)
-    raise SystemExit(f"session {name} did not reach the expected state in {timeout}s")
+    return srv.wait_session(name, pred, timeout, 0.1, f"did not reach the expected state in {timeout}s")
 
 
 class Watcher:
@@ -428,9 +418,7 @@ def main():
         srv.conn.json("POST", f"{API}/sessions", {
             "apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": PROBE},
             "spec": {"project": "vault"}})
-        repo = make_repo(os.path.join(work, "repo"))
-        srv.project("echo", repo)
-        srv.wait_project_ready("echo")
+        srv.repo_project("echo", os.path.join(work, "repo"))
         srv.conn.json("POST", f"{API}/sessions", {
             "apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": ECHO},
             "spec": {"project": "echo", "agent": {"command": ["cat"]}}})

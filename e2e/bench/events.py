@@ -22,7 +22,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (API, Conn, Server, cleanup, loadavg, make_repo, median, percentile, rss_bytes,  # noqa: E402
+from common import (API, Conn, Server, cleanup, loadavg, median, percentile, rss_bytes,  # noqa: E402
                     stopped, workdir)
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
@@ -127,22 +127,14 @@ def checkpoint(srv, recorded, seconds):
 
 
 def wait_settled(srv, name, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        s = srv.conn.json("GET", f"{API}/sessions/{name}")
-        if stopped(s):
-            return s
-        time.sleep(0.2)
-    raise SystemExit(f"session {name} not Stopped after {timeout}s")
+    return srv.wait_session(name, stopped, timeout, 0.2, f"not Stopped after {timeout}s")
 
 
 def start(work, name, env=None):
     """A server with a project on a scratch repository and the stopped session SESSION; the
     server and the session's token."""
     srv = Server(AOCTL, work, name=name, env=env)
-    repo = make_repo(os.path.join(work, f"{name}-repo"))
-    srv.project("bench", repo)
-    srv.wait_project_ready("bench")
+    srv.repo_project("bench", os.path.join(work, f"{name}-repo"))
     srv.conn.json("POST", f"{API}/sessions", {
         "apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": SESSION},
         "spec": {"project": "bench", "stopped": True}})

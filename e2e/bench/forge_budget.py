@@ -13,6 +13,7 @@ after the state it measures has settled, extrapolated to an hour:
 
 Prints a JSON result line."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -23,7 +24,7 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import API, Server, cleanup, git, loadavg, workdir  # noqa: E402
+from common import API, Server, cleanup, git, loadavg, wait_or_kill, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -72,12 +73,15 @@ class StandIn:
     def reset(self):
         self.call("DELETE", "/_standin/requests")
 
+    def counted_over(self, seconds):
+        """`counted()` of a window of `seconds` from now, the counters reset at its start."""
+        self.reset()
+        time.sleep(seconds)
+        return self.counted()
+
     def stop(self):
         self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        wait_or_kill(self.proc, 10)
         self.log.close()
 
 
@@ -97,12 +101,18 @@ def repos(work):
     return bare, clone
 
 
+@contextlib.contextmanager
 def world(work, name, webhooks):
-    """A server with the token, the repositories and the stand-in (announcing to the server)."""
+    """A server with the token, the repositories and the stand-in (announcing to the server), as
+    (server, stand-in, the project's clone); both stop when the block ends."""
     bare, clone = repos(mkdir(work, name))
     srv = Server(AOCTL, work, name=name + "-serve", env={"GITHUB_TOKEN": TOKEN, "AOCTL_WEBHOOK_SECRET": SECRET})
     gh = StandIn(os.path.join(work, name), bare, srv.base + "/webhooks/github" if webhooks else None)
-    return srv, gh, bare, clone
+    try:
+        yield srv, gh, clone
+    finally:
+        srv.stop()
+        gh.stop()
 
 
 def mkdir(work, name):
@@ -182,8 +192,7 @@ def settle(srv, names, quiet=10.0, timeout=300):
 
 
 def storm(work):
-    srv, gh, _, clone = world(work, "storm", webhooks=False)
-    try:
+    with world(work, "storm", webhooks=False) as (srv, gh, clone):
         project(srv, gh, clone, "30s")
         session(srv, "storm", "forever")
         items = wait(srv, ["storm"], pr_open, 120)
@@ -193,38 +202,26 @@ def storm(work):
         # goes on); then its spinner keeps redrawing the screen.
         wait(srv, ["storm"], delivered_and_fixed(sha), 180)
         settle(srv, ["storm"])
-        gh.reset()
-        time.sleep(WINDOW)
-        core, graphql, total = gh.counted()
+        core, graphql, total = gh.counted_over(WINDOW)
         return {"window_s": WINDOW, "requests": total, "counted": core + graphql,
                 "counted_per_session_hour": round((core + graphql) * 3600 / WINDOW, 1), "routes": routes(gh)}
-    finally:
-        srv.stop()
-        gh.stop()
 
 
 def rest(work):
-    srv, gh, _, clone = world(work, "rest", webhooks=True)
-    try:
+    with world(work, "rest", webhooks=True) as (srv, gh, clone):
         project(srv, gh, clone, "30s")
         session(srv, "rest", "0")
         items = wait(srv, ["rest"], pr_open, 120)
         gh.call("POST", "/_standin/check-runs", {"sha": items["rest"]["status"]["pullRequest"]["headSha"],
                                                  "name": "ci", "conclusion": "success", "log": "ok"})
         settle(srv, ["rest"])
-        gh.reset()
-        time.sleep(WINDOW)
-        core, graphql, total = gh.counted()
+        core, graphql, total = gh.counted_over(WINDOW)
         return {"window_s": WINDOW, "requests": total, "counted": core + graphql,
                 "counted_per_pr_hour": round((core + graphql) * 3600 / WINDOW, 1)}
-    finally:
-        srv.stop()
-        gh.stop()
 
 
 def fleet(work):
-    srv, gh, _, clone = world(work, "fleet", webhooks=False)
-    try:
+    with world(work, "fleet", webhooks=False) as (srv, gh, clone):
         project(srv, gh, clone, "60s")
         names = [f"f{i}" for i in range(FLEET)]
         failing = set(names[::3])
@@ -239,16 +236,11 @@ def fleet(work):
         for n in failing:
             wait(srv, [n], delivered_and_fixed(shas[n]), 900)
         settle(srv, names, quiet=30.0, timeout=900)
-        gh.reset()
-        time.sleep(FLEET_SECONDS)
-        core, graphql, total = gh.counted()
+        core, graphql, total = gh.counted_over(FLEET_SECONDS)
         per_hour = (core + graphql) * 3600 / FLEET_SECONDS
         return {"sessions": FLEET, "failing": len(failing), "opened_s": round(opened), "window_s": FLEET_SECONDS,
                 "requests": total, "counted_core": core, "points_graphql": graphql,
                 "per_hour": round(per_hour), "per_hour_at_1000": round(per_hour * 1000 / FLEET), "routes": routes(gh)}
-    finally:
-        srv.stop()
-        gh.stop()
 
 
 def main():

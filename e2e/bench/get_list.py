@@ -15,7 +15,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (API, Server, cleanup, cpu_seconds, loadavg, make_repo, median, metric_sum,  # noqa: E402
+from common import (API, Server, cleanup, cpu_seconds, loadavg, median, metric_sum,  # noqa: E402
                     percentile, rss_bytes, workdir)
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
@@ -111,9 +111,7 @@ def one_size(n):
     work = workdir()
     srv = Server(AOCTL, work)
     try:
-        repo = make_repo(os.path.join(work, "repo"))
-        srv.project("bench", repo)
-        srv.wait_project_ready("bench")
+        srv.repo_project("bench", os.path.join(work, "repo"))
         srv.wait_idle()
         out = settle(srv, n, timeout=int(os.environ.get("BENCH_SETTLE_TIMEOUT", "1800")))
         out["get"] = get_timings(srv, n)

@@ -13,7 +13,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Server, cleanup, running, cpu_seconds, loadavg, make_repo, metric_sum, rss_bytes, workdir  # noqa: E402
+from common import Server, cleanup, running, cpu_seconds, loadavg, metric_sum, rss_bytes, workdir  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 N = int(os.environ.get("BENCH_SESSIONS", "1000"))
@@ -51,9 +51,7 @@ def main():
         base_cpu, base_rss = baseline(work)
         srv = Server(AOCTL, work)
         try:
-            repo = make_repo(os.path.join(work, "repo"))
-            srv.project("bench", repo)
-            srv.wait_project_ready("bench")
+            srv.repo_project("bench", os.path.join(work, "repo"))
             srv.sessions("bench", N, agent={"command": ["sleep", "100000"]})
             srv.wait_sessions(running, N)
             time.sleep(WARMUP)

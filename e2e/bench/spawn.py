@@ -108,21 +108,21 @@ def create_project(server, repo, pool, prefix, **spec):
     server.wait_project_ready("bench")
 
 
-def aoctl_phase(repo, work, name, pool, disk, extra):
-    """N Sessions applied at once, timed until all are RuntimeReady; with `pool`, the project
-    keeps that many worktrees ready and the clock starts once the pool is full."""
+def pool_phase(repo, work, name, pool, disk, fills, timed, **spec):
+    """One aoctl phase of a spawn benchmark: a server and the project `bench` (create_project;
+    `spec` adds to its spec) with a warm pool of `pool` worktrees unless 0, waited for until full
+    (the seconds from the project's creation go to `fills`); then `timed(server, prepare)` returns
+    the seconds it measured, `prepare` settling the disk just before its clock starts. The project
+    goes after; on a failure the end of the server's log is shown."""
     server = Server(AOCTL, work, name)
     try:
         t0 = time.monotonic()
-        create_project(server, repo, pool, name)
+        create_project(server, repo, pool, name, **spec)
         if pool:
             wait_pool(server, "bench", pool, POOL_TIMEOUT)
             # From the project's creation: its first reconcile may fill the pool before Ready.
-            extra.setdefault("pool_fill_s", []).append(round(time.monotonic() - t0, 3))
-        manifest = "".join(
-            f"---\napiVersion: ao.dev/v1alpha1\nkind: Session\nmetadata: {{name: s{i}}}\n"
-            f"spec: {{project: bench, agent: {{command: [sleep, '1000']}}}}\n" for i in range(N))
-        took = timed_apply(server, manifest, N, prepare=lambda: disk.append(settle_disk([repo, server.dir])))
+            fills.append(round(time.monotonic() - t0, 3))
+        took = timed(server, lambda: disk.append(settle_disk([repo, server.dir])))
         # Clean up through the product itself: deleting the project cascades to the sessions.
         delete_all(server, "bench")
         return took
@@ -133,35 +133,57 @@ def aoctl_phase(repo, work, name, pool, disk, extra):
         server.stop()
 
 
+def pool_rounds(repo, work, floor, aoctl_phase, pool_size, head, pool_entries=lambda out: {}):
+    """The rounds of a spawn benchmark and its result line: `floor(repo, folder, disk)`, and
+    `aoctl_phase(repo, work, name, pool, disk, fills)` without a warm pool (pool_off) and, unless
+    BENCH_POOL=0, with one of `pool_size` (pool_on), in rotating order (rotating_rounds); each
+    phase's folder, worktrees and branches go before the next one settles the disk. The result
+    begins with `head`, then the disk, each phase's spread and the ratios to the floor; with the
+    pool, its fill times and `pool_entries(result)`."""
+    phases = ["floor", "pool_off"] + (["pool_on"] if POOL else [])
+    disk, fills = [], []
+
+    def run(phase, name):
+        if phase == "floor":
+            return floor(repo, os.path.join(work, name), disk)
+        return aoctl_phase(repo, work, name, pool_size if phase == "pool_on" else 0, disk, fills)
+
+    def after(name):
+        # The phase's worktrees, branches and server data go before the next phase settles.
+        shutil.rmtree(os.path.join(work, name), ignore_errors=True)
+        reset_repo(repo)
+
+    times, load = rotating_rounds(phases, ROUNDS, run, after)
+    out = {**head, "disk": disk_summary(disk)}
+    out.update({p: spread(v) for p, v in times.items()})
+    med = {p: out[p]["median_s"] for p in phases}
+    out["ratio"] = round(med["pool_off"] / med["floor"], 3)
+    if POOL:
+        out["ratio_pool"] = round(med["pool_on"] / med["floor"], 3)
+        out["pool_fill_s"] = fills
+        out.update(pool_entries(out))
+    else:
+        out["pool_on"] = "skipped (BENCH_POOL=0)"
+    out["loadavg_max"] = max(load)
+    return out
+
+
+def aoctl_phase(repo, work, name, pool, disk, fills):
+    """N Sessions applied at once, timed until all are RuntimeReady; with `pool`, the project
+    keeps that many worktrees ready and the clock starts once the pool is full."""
+    manifest = "".join(
+        f"---\napiVersion: ao.dev/v1alpha1\nkind: Session\nmetadata: {{name: s{i}}}\n"
+        f"spec: {{project: bench, agent: {{command: [sleep, '1000']}}}}\n" for i in range(N))
+    return pool_phase(repo, work, name, pool, disk, fills,
+                      lambda server, prepare: timed_apply(server, manifest, N, prepare=prepare))
+
+
 def main():
     work = tempfile.mkdtemp(prefix="aoctl-bench-")
     try:
         repo = os.path.join(work, "repo")
         make_repo(repo)
-        phases = ["floor", "pool_off"] + (["pool_on"] if POOL else [])
-        disk, extra = [], {}
-
-        def run(phase, name):
-            if phase == "floor":
-                return floor(repo, os.path.join(work, name), disk)
-            return aoctl_phase(repo, work, name, N if phase == "pool_on" else 0, disk, extra)
-
-        def after(name):
-            # The phase's worktrees, branches and server data go before the next phase settles.
-            shutil.rmtree(os.path.join(work, name), ignore_errors=True)
-            reset_repo(repo)
-
-        times, load = rotating_rounds(phases, ROUNDS, run, after)
-        out = {"sessions": N, "files": FILES, "rounds": ROUNDS, "disk": disk_summary(disk)}
-        out.update({p: spread(v) for p, v in times.items()})
-        med = {p: out[p]["median_s"] for p in phases}
-        out["ratio"] = round(med["pool_off"] / med["floor"], 3)
-        if POOL:
-            out["ratio_pool"] = round(med["pool_on"] / med["floor"], 3)
-            out["pool_fill_s"] = extra.get("pool_fill_s", [])
-        else:
-            out["pool_on"] = "skipped (BENCH_POOL=0)"
-        out["loadavg_max"] = max(load)
+        out = pool_rounds(repo, work, floor, aoctl_phase, N, {"sessions": N, "files": FILES, "rounds": ROUNDS})
         print(json.dumps(out))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -21,15 +21,11 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (Server, disk_summary, git, reset_repo, rotating_rounds, settle_disk, spread,  # noqa: E402
-                    timed_command)
-from spawn import create_project, delete_all, show_log, wait_pool  # noqa: E402
+from common import git, reset_repo, settle_disk, timed_command  # noqa: E402
+# The rounds, the phases and BENCH_ROUNDS, BENCH_POOL and BENCH_POOL_TIMEOUT are spawn.py's.
+from spawn import ROUNDS, pool_phase, pool_rounds  # noqa: E402
 
-AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
-POOL = os.environ.get("BENCH_POOL", "1") != "0"
 POOL_SIZE = int(os.environ.get("BENCH_POOL_SIZE", "1"))
-POOL_TIMEOUT = float(os.environ.get("BENCH_POOL_TIMEOUT", "600"))
 DOWNLOAD_TIMEOUT = float(os.environ.get("BENCH_DOWNLOAD_TIMEOUT", "300"))
 DJANGO = "5.1.4"
 CACHE = os.path.join(os.path.expanduser("~"), ".cache", "aoctl-bench")
@@ -97,56 +93,19 @@ def floor(repo, work, disk):
 def aoctl_phase(repo, work, name, pool, disk, fills):
     """One `aoctl spawn`, timed until the session is RuntimeReady; with `pool`, the project keeps
     that many worktrees ready and the clock starts once they are."""
-    server = Server(AOCTL, work, name)
-    try:
-        t0 = time.monotonic()
-        create_project(server, repo, pool, name, defaults={"agent": {"command": ["sleep", "1000"]}})
-        if pool:
-            wait_pool(server, "bench", pool, POOL_TIMEOUT)
-            # From the project's creation: its first reconcile may fill the pool before Ready.
-            fills.append(round(time.monotonic() - t0, 3))
-        args = ["spawn", "--project", "bench", "--name", "one", "benchmark"]
-        took = timed_command(server, args, 1, prepare=lambda: disk.append(settle_disk([repo, server.dir])))
-        delete_all(server, "bench")
-        return took
-    except BaseException:
-        show_log(server)  # the scratch folder goes when the script ends
-        raise
-    finally:
-        server.stop()
+    args = ["spawn", "--project", "bench", "--name", "one", "benchmark"]
+    return pool_phase(repo, work, name, pool, disk, fills,
+                      lambda server, prepare: timed_command(server, args, 1, prepare=prepare),
+                      defaults={"agent": {"command": ["sleep", "1000"]}})
 
 
 def main():
     repo = django_repo()
     work = tempfile.mkdtemp(prefix="aoctl-bench-")
     try:
-        phases = ["floor", "pool_off"] + (["pool_on"] if POOL else [])
-        disk, fills = [], []
-
-        def run(phase, name):
-            if phase == "floor":
-                return floor(repo, os.path.join(work, name), disk)
-            return aoctl_phase(repo, work, name, POOL_SIZE if phase == "pool_on" else 0, disk, fills)
-
-        def after(name):
-            # The phase's worktree, branches and server data go before the next phase settles.
-            shutil.rmtree(os.path.join(work, name), ignore_errors=True)
-            reset_repo(repo)
-
-        times, load = rotating_rounds(phases, ROUNDS, run, after)
-        out = {"tree": f"django-{DJANGO}", "files": files_of(repo), "rounds": ROUNDS, "ready_from": "watch",
-               "disk": disk_summary(disk)}
-        out.update({p: spread(v) for p, v in times.items()})
-        out["ratio"] = round(out["pool_off"]["median_s"] / out["floor"]["median_s"], 3)
-        if POOL:
-            out["ratio_pool"] = round(out["pool_on"]["median_s"] / out["floor"]["median_s"], 3)
-            out["pool_size"] = POOL_SIZE
-            out["pool_fill_s"] = fills
-            out["goal_s"] = GOAL_S
-            out["goal_met"] = out["pool_on"]["median_s"] <= GOAL_S
-        else:
-            out["pool_on"] = "skipped (BENCH_POOL=0)"
-        out["loadavg_max"] = max(load)
+        head = {"tree": f"django-{DJANGO}", "files": files_of(repo), "rounds": ROUNDS, "ready_from": "watch"}
+        out = pool_rounds(repo, work, floor, aoctl_phase, POOL_SIZE, head, lambda out: {
+            "pool_size": POOL_SIZE, "goal_s": GOAL_S, "goal_met": out["pool_on"]["median_s"] <= GOAL_S})
         print(json.dumps(out))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -26,7 +26,7 @@ sys.dont_write_bytecode = True  # no __pycache__ next to the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (API, Server, cleanup, free_port, loadavg, make_repo, metric_sum, percentile,  # noqa: E402
                     settled, stopped, workdir)
-from watch_fanout import Response, connect, request  # noqa: E402
+from watch_fanout import Response, connect, open_watch, request, watched_session  # noqa: E402
 
 AOCTL = sys.argv[1] if len(sys.argv) > 1 else "target/release/aoctl"
 WRITES = int(os.environ.get("BENCH_WRITES", "300"))
@@ -91,15 +91,9 @@ class Cluster:
 
 def measure(srv):
     """Write and watch delivery latencies (ms) of WRITES label writes to one session."""
-    srv.project("bench", "/nonexistent/aoctl-bench/repo")
-    srv.conn.json("POST", f"{API}/sessions", {"apiVersion": "ao.dev/v1alpha1", "kind": "Session",
-                                              "metadata": {"name": "w"}, "spec": {"project": "bench"}})
-    srv.wait_idle(quiet=2.0)
-    rv = srv.conn.json("GET", f"{API}/sessions")["metadata"]["resourceVersion"]
+    rv = watched_session(srv)
     sel = selectors.DefaultSelector()
-    watcher = connect(srv.port)
-    watcher.sendall(request("GET", f"{API}/sessions?watch=true&resourceVersion={rv}", srv.token))
-    watcher.setblocking(False)
+    watcher = open_watch(srv, rv)
     stream = Response()
     sel.register(watcher, selectors.EVENT_READ, "watch")
     deadline = time.monotonic() + 30

@@ -92,6 +92,24 @@ def request(method, path, token, body=None, ctype=None):
     return (head + "\r\n").encode() + data
 
 
+def watched_session(srv):
+    """The project `bench` without a repository and its one Session `w`, once the controllers are
+    idle; returns the resourceVersion of the sessions to watch from."""
+    srv.project("bench", "/nonexistent/aoctl-bench/repo")
+    srv.conn.json("POST", f"{API}/sessions", {"apiVersion": "ao.dev/v1alpha1", "kind": "Session",
+                                              "metadata": {"name": "w"}, "spec": {"project": "bench"}})
+    srv.wait_idle(quiet=2.0)
+    return srv.conn.json("GET", f"{API}/sessions")["metadata"]["resourceVersion"]
+
+
+def open_watch(srv, rv):
+    """A non-blocking connection on which a watch of sessions from `rv` was asked for."""
+    s = connect(srv.port)
+    s.sendall(request("GET", f"{API}/sessions?watch=true&resourceVersion={rv}", srv.token))
+    s.setblocking(False)
+    return s
+
+
 def roundtrip(sock, raw):
     """Sends a request on a keep-alive socket and reads the whole response."""
     sock.sendall(raw)
@@ -105,18 +123,12 @@ def main():
     work = workdir()
     srv = Server(AOCTL, work)
     try:
-        srv.project("bench", "/nonexistent/aoctl-bench/repo")
-        srv.conn.json("POST", f"{API}/sessions", {"apiVersion": "ao.dev/v1alpha1", "kind": "Session",
-                                                  "metadata": {"name": "w"}, "spec": {"project": "bench"}})
-        srv.wait_idle(quiet=2.0)
-        rv = srv.conn.json("GET", f"{API}/sessions")["metadata"]["resourceVersion"]
+        rv = watched_session(srv)
 
         sel = selectors.DefaultSelector()
         watchers = []
         for i in range(WATCHERS):
-            s = connect(srv.port)
-            s.sendall(request("GET", f"{API}/sessions?watch=true&resourceVersion={rv}", srv.token))
-            s.setblocking(False)
+            s = open_watch(srv, rv)
             w = {"sock": s, "resp": Response(), "seen": 0, "at": None}
             watchers.append(w)
             sel.register(s, selectors.EVENT_READ, w)

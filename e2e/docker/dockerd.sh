@@ -89,16 +89,21 @@ start() {
   return 1
 }
 
+# Sends SIGTERM to the process $1 and waits up to 15 s for it to exit.
+term_wait() {
+  kill "$1"
+  for _ in $(seq 1 150); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+}
+
 stop() {
   [ -f "$PID_FILE" ] || return 0
   local pid
   pid=$(cat "$PID_FILE")
   if kill -0 "$pid" 2>/dev/null; then
-    kill "$pid"
-    for _ in $(seq 1 150); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
+    term_wait "$pid"
   fi
   rm -f "$PID_FILE"
 }
@@ -162,11 +167,7 @@ engine_stop() {
   pid=$(cat "$dir/docker.pid" 2>/dev/null) || return 0
   containerd=$(cat "$dir/exec/containerd/containerd.pid" 2>/dev/null || true)
   if kill -0 "$pid" 2>/dev/null; then
-    kill "$pid"
-    for _ in $(seq 1 150); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
+    term_wait "$pid"
     kill -9 "$pid" 2>/dev/null || true
   fi
   if [ -n "$containerd" ] && kill -0 "$containerd" 2>/dev/null; then

@@ -15,31 +15,18 @@ const USAGE = `usage: node server.js --port P --repo OWNER/NAME --git-dir DIR [-
 const { parseArgs, serve } = require('../standin-kit/cli.js');
 
 function parse(argv) {
-  const takes = ['--port', '--host', '--repo', '--git-dir', '--token', '--identity', '--webhook-url', '--webhook-secret', '--base-path', '--html-url', '--login', '--collaborator'];
   const opts = { port: 0, host: '127.0.0.1', repos: [], gitDirs: [], identities: [], collaborators: [], basePath: '/', html: 'https://github.com' };
   parseArgs(argv, {
     usage: USAGE,
-    takes,
+    strings: { '--token': 'token', '--webhook-url': 'webhookUrl', '--webhook-secret': 'webhookSecret', '--base-path': 'basePath', '--html-url': 'html', '--login': 'login' },
+    lists: { '--repo': 'repos', '--git-dir': 'gitDirs', '--collaborator': 'collaborators' },
+    takes: ['--identity'],
     opts,
     set(opts, arg, value) {
-      switch (arg) {
-        case '--repo': opts.repos.push(value); break;
-        case '--git-dir': opts.gitDirs.push(value); break;
-        case '--token': opts.token = value; break;
-        case '--identity': {
-          // TOKEN=LOGIN: a login never contains `=`, so the last one separates them.
-          const i = value.lastIndexOf('=');
-          if (i <= 0 || i === value.length - 1) throw new Error(`--identity needs TOKEN=LOGIN, not ${JSON.stringify(value)}`);
-          opts.identities.push({ token: value.slice(0, i), login: value.slice(i + 1) });
-          break;
-        }
-        case '--webhook-url': opts.webhookUrl = value; break;
-        case '--webhook-secret': opts.webhookSecret = value; break;
-        case '--base-path': opts.basePath = value; break;
-        case '--html-url': opts.html = value; break;
-        case '--login': opts.login = value; break;
-        case '--collaborator': opts.collaborators.push(value); break;
-      }
+      // --identity TOKEN=LOGIN: a login never contains `=`, so the last one separates them.
+      const i = value.lastIndexOf('=');
+      if (i <= 0 || i === value.length - 1) throw new Error(`--identity needs TOKEN=LOGIN, not ${JSON.stringify(value)}`);
+      opts.identities.push({ token: value.slice(0, i), login: value.slice(i + 1) });
     },
   });
   if (opts.repos.length !== opts.gitDirs.length) throw new Error('give one --git-dir per --repo, in the same order');

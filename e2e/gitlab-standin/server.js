@@ -21,21 +21,15 @@ const USERNAME = /^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,254}$/;
 const { parseArgs, serve } = require('../standin-kit/cli.js');
 
 function parse(argv) {
-  const takes = ['--port', '--host', '--project', '--git-dir', '--token', '--webhook-url', '--webhook-token', '--username', '--web-url', '--identity', '--member'];
   const opts = { port: 0, host: '127.0.0.1', projects: [], gitDirs: [], webUrl: 'http://gitlab.example', username: 'octo', identities: [], members: [] };
   parseArgs(argv, {
     usage: USAGE,
-    takes,
+    strings: { '--token': 'token', '--webhook-url': 'webhookUrl', '--webhook-token': 'webhookToken', '--username': 'username', '--web-url': 'webUrl' },
+    lists: { '--project': 'projects', '--git-dir': 'gitDirs' },
+    takes: ['--identity', '--member'],
     opts,
     set(opts, arg, value) {
       switch (arg) {
-        case '--project': opts.projects.push(value); break;
-        case '--git-dir': opts.gitDirs.push(value); break;
-        case '--token': opts.token = value; break;
-        case '--webhook-url': opts.webhookUrl = value; break;
-        case '--webhook-token': opts.webhookToken = value; break;
-        case '--username': opts.username = value; break;
-        case '--web-url': opts.webUrl = value; break;
         case '--identity': {
           // TOKEN=USER; the user is after the last '=', so a token may contain '='.
           const at = value.lastIndexOf('=');

@@ -13,27 +13,19 @@ const USAGE = `usage: node server.js --port P --team KEY:Name [--team KEY:Name .
 const { parseArgs, serve } = require('../standin-kit/cli.js');
 
 function parse(argv) {
-  const takes = ['--port', '--host', '--team', '--token', '--webhook-url', '--webhook-secret', '--schema'];
   const opts = { port: 0, host: '127.0.0.1', teams: [] };
   parseArgs(argv, {
     usage: USAGE,
-    takes,
+    strings: { '--token': 'token', '--webhook-url': 'webhookUrl', '--webhook-secret': 'webhookSecret', '--schema': 'schema' },
+    takes: ['--team'],
     opts,
     set(opts, arg, value) {
-      switch (arg) {
-        case '--team': {
-          const m = value.match(/^([A-Za-z][A-Za-z0-9]{0,6}):(.+)$/);
-          if (!m) throw new Error(`--team wants KEY:Name (KEY: a letter and up to 6 letters or digits), got ${value}`);
-          const key = m[1].toUpperCase();
-          if (opts.teams.some((t) => t.key === key)) throw new Error(`team ${key} given twice`);
-          opts.teams.push({ key, name: m[2] });
-          break;
-        }
-        case '--token': opts.token = value; break;
-        case '--webhook-url': opts.webhookUrl = value; break;
-        case '--webhook-secret': opts.webhookSecret = value; break;
-        case '--schema': opts.schema = value; break;
-      }
+      // --team KEY:Name
+      const m = value.match(/^([A-Za-z][A-Za-z0-9]{0,6}):(.+)$/);
+      if (!m) throw new Error(`--team wants KEY:Name (KEY: a letter and up to 6 letters or digits), got ${value}`);
+      const key = m[1].toUpperCase();
+      if (opts.teams.some((t) => t.key === key)) throw new Error(`team ${key} given twice`);
+      opts.teams.push({ key, name: m[2] });
     },
   });
   if (!opts.teams.length) throw new Error('give at least one --team KEY:Name');

@@ -2,10 +2,13 @@
 // What every stand-in's `server.js` does the same way: read `--flag value` and `--flag=value`
 // arguments, answer `--help`, and run the stand-in until SIGTERM or SIGINT.
 
-// Reads `argv` into `opts`: each argument must be one of `takes` and have a value, which `set`
-// stores (it may throw to refuse it); `--port` is checked to be a port number. `-h` and
+// Reads `argv` into `opts`: each argument must have a value and be `--port` (checked to be a port
+// number), `--host`, one of `strings` (a flag to the key of `opts` its value is stored at), one of
+// `lists` (a flag to the key of the array in `opts` each of its values is added to; it may be
+// given again) or one of `takes`, whose value `set` stores (it may throw to refuse it). `-h` and
 // `--help` print `usage` and exit.
-function parseArgs(argv, { usage, takes, opts, set }) {
+function parseArgs(argv, { usage, strings = {}, lists = {}, takes = [], opts, set }) {
+  const known = ['--port', '--host', ...Object.keys(strings), ...Object.keys(lists), ...takes];
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i];
     let value;
@@ -18,7 +21,7 @@ function parseArgs(argv, { usage, takes, opts, set }) {
       process.stdout.write(`${usage}\n`);
       process.exit(0);
     }
-    if (!takes.includes(arg)) throw new Error(`unknown argument ${arg}`);
+    if (!known.includes(arg)) throw new Error(`unknown argument ${arg}`);
     if (value === undefined) {
       value = argv[++i];
       if (value === undefined) throw new Error(`${arg} needs a value`);
@@ -28,6 +31,10 @@ function parseArgs(argv, { usage, takes, opts, set }) {
       if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) throw new Error(`bad port ${value}`);
     } else if (arg === '--host') {
       opts.host = value;
+    } else if (Object.hasOwn(strings, arg)) {
+      opts[strings[arg]] = value;
+    } else if (Object.hasOwn(lists, arg)) {
+      opts[lists[arg]].push(value);
     } else {
       set(opts, arg, value);
     }

@@ -7,6 +7,7 @@ const crypto = require('node:crypto');
 const http = require('node:http');
 
 const { readBody } = require('../../standin-kit/http.js');
+const { Mutex } = require('../../standin-kit/mutex.js');
 
 const clock = require('./clock');
 const { Description } = require('./openapi');
@@ -127,18 +128,6 @@ function setPath(obj, path, value, del) {
   const last = parts[parts.length - 1];
   if (del) delete node[last];
   else node[last] = value;
-}
-
-class Mutex {
-  constructor() {
-    this.tail = Promise.resolve();
-  }
-
-  run(fn) {
-    const result = this.tail.then(fn);
-    this.tail = result.catch(() => {});
-    return result;
-  }
 }
 
 class StandIn {

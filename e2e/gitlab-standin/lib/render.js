@@ -4,6 +4,20 @@
 
 const { iso, hookTime, stableId } = require('./util');
 
+// A job's seconds running and in the queue, as webhooks give them: null until it has finished
+// (running) or started (queued).
+function hookSeconds(j) {
+  return {
+    running: j.startedAt && j.finishedAt ? (j.finishedAt - j.startedAt) / 1000 : null,
+    queued: j.startedAt ? (j.startedAt - j.createdAt) / 1000 : null,
+  };
+}
+
+// The runner of a job in webhooks: none while the job is pending.
+function hookRunner(j) {
+  return j.status === 'pending' ? null : { id: 7001, description: 'shared-runner-1', runner_type: 'instance_type', active: true, is_shared: true, tags: [] };
+}
+
 class Render {
   constructor({ webUrl }) {
     this.webUrl = webUrl.replace(/\/+$/, '');
@@ -153,12 +167,9 @@ class Render {
     return names;
   }
 
-  // `v` is the live view of a merge request (see StandIn#mrView).
-  mergeRequest(p, v, { expanded = false } = {}) {
-    const mr = v.mr;
-    const user = (u) => (u ? this.user(u) : null);
-    const reviewers = [...mr.reviewers.keys()].map((u) => this.user(u));
-    const out = {
+  // The fields a merge request and its approvals both begin with.
+  mrHead(p, mr) {
+    return {
       id: mr.id,
       iid: mr.iid,
       project_id: p.id,
@@ -167,6 +178,16 @@ class Render {
       state: mr.state,
       created_at: iso(mr.createdAt),
       updated_at: iso(mr.updatedAt),
+    };
+  }
+
+  // `v` is the live view of a merge request (see StandIn#mrView).
+  mergeRequest(p, v, { expanded = false } = {}) {
+    const mr = v.mr;
+    const user = (u) => (u ? this.user(u) : null);
+    const reviewers = [...mr.reviewers.keys()].map((u) => this.user(u));
+    const out = {
+      ...this.mrHead(p, mr),
       merged_by: user(mr.mergedBy),
       merge_user: user(mr.mergedBy),
       merged_at: iso(mr.mergedAt),
@@ -234,14 +255,7 @@ class Render {
     const mr = v.mr;
     const approvedBy = [...mr.approvals.keys()].map((u) => ({ user: this.user(u) }));
     return {
-      id: mr.id,
-      iid: mr.iid,
-      project_id: p.id,
-      title: mr.title,
-      description: mr.description,
-      state: mr.state,
-      created_at: iso(mr.createdAt),
-      updated_at: iso(mr.updatedAt),
+      ...this.mrHead(p, mr),
       merge_status: v.mergeStatus,
       approved: v.approvalsLeft === 0,
       approvals_required: v.approvalsRequired,
@@ -590,14 +604,14 @@ class Render {
       created_at: hookTime(j.createdAt),
       started_at: hookTime(j.startedAt),
       finished_at: hookTime(j.finishedAt),
-      duration: j.startedAt && j.finishedAt ? (j.finishedAt - j.startedAt) / 1000 : null,
-      queued_duration: j.startedAt ? (j.startedAt - j.createdAt) / 1000 : null,
+      duration: hookSeconds(j).running,
+      queued_duration: hookSeconds(j).queued,
       failure_reason: j.status === 'failed' ? 'script_failure' : null,
       when: 'on_success',
       manual: false,
       allow_failure: j.allowFailure,
       user: this.hookUser(pl.user),
-      runner: j.status === 'pending' ? null : { id: 7001, description: 'shared-runner-1', runner_type: 'instance_type', active: true, is_shared: true, tags: [] },
+      runner: hookRunner(j),
       artifacts_file: { filename: null, size: null },
       environment: null,
     };
@@ -665,12 +679,12 @@ class Render {
       build_created_at: hookTime(j.createdAt),
       build_started_at: hookTime(j.startedAt),
       build_finished_at: hookTime(j.finishedAt),
-      build_duration: j.startedAt && j.finishedAt ? (j.finishedAt - j.startedAt) / 1000 : null,
-      build_queued_duration: j.startedAt ? (j.startedAt - j.createdAt) / 1000 : null,
+      build_duration: hookSeconds(j).running,
+      build_queued_duration: hookSeconds(j).queued,
       build_allow_failure: j.allowFailure,
       build_failure_reason: j.status === 'failed' ? 'script_failure' : 'unknown_failure',
       pipeline_id: pl.id,
-      runner: j.status === 'pending' ? null : { id: 7001, description: 'shared-runner-1', runner_type: 'instance_type', active: true, is_shared: true, tags: [] },
+      runner: hookRunner(j),
       project_id: p.id,
       project_name: `${p.namespace} / ${p.name}`,
       user: this.hookUser(pl.user),

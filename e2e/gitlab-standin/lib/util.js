@@ -3,6 +3,7 @@
 'use strict';
 
 const { readBody } = require('../../standin-kit/http.js');
+const { Mutex } = require('../../standin-kit/mutex.js');
 
 const crypto = require('node:crypto');
 
@@ -74,18 +75,6 @@ function parseBody(raw, contentType = '') {
 
 function truthy(v) {
   return v === true || v === 'true' || v === '1' || v === 1;
-}
-
-class Mutex {
-  constructor() {
-    this.tail = Promise.resolve();
-  }
-
-  run(fn) {
-    const result = this.tail.then(fn);
-    this.tail = result.catch(() => {});
-    return result;
-  }
 }
 
 // Sets (or deletes) a dotted path in an object; `*` applies to every element of an array.

@@ -20,6 +20,15 @@ function git(dir, args, env = {}) {
   return execFileSync('git', args, { cwd: dir, env: { ...process.env, GIT_AUTHOR_NAME: 'Dev', GIT_AUTHOR_EMAIL: 'dev@example.com', GIT_COMMITTER_NAME: 'Dev', GIT_COMMITTER_EMAIL: 'dev@example.com', ...env }, encoding: 'utf8' }).trim();
 }
 
+// Writes `files` ({name: content}) in the work tree `work`, commits them and pushes `branch` (if
+// any) to origin.
+function commit(work, branch, files, message) {
+  for (const [name, content] of Object.entries(files)) fs.writeFileSync(path.join(work, name), content);
+  git(work, ['add', '.']);
+  git(work, ['commit', '-q', '-m', message]);
+  if (branch) git(work, ['push', '-q', 'origin', branch]);
+}
+
 function makeRepo() {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gitlab-standin-'));
   const bare = path.join(root, 'origin.git');
@@ -27,32 +36,17 @@ function makeRepo() {
   git(root, ['init', '-q', '--bare', '-b', 'main', bare]);
   git(root, ['clone', '-q', bare, work]);
   git(work, ['checkout', '-q', '-b', 'main']);
-  fs.writeFileSync(path.join(work, 'README.md'), 'hello\n');
-  fs.writeFileSync(path.join(work, 'shared.txt'), 'base\n');
-  git(work, ['add', '.']);
-  git(work, ['commit', '-q', '-m', 'initial']);
-  git(work, ['push', '-q', 'origin', 'main']);
+  commit(work, 'main', { 'README.md': 'hello\n', 'shared.txt': 'base\n' }, 'initial');
   git(work, ['checkout', '-q', '-b', 'feature']);
-  fs.writeFileSync(path.join(work, 'src.txt'), 'one\ntwo\nthree\n');
-  git(work, ['add', '.']);
-  git(work, ['commit', '-q', '-m', 'add src']);
-  git(work, ['push', '-q', 'origin', 'feature']);
+  commit(work, 'feature', { 'src.txt': 'one\ntwo\nthree\n' }, 'add src');
   git(work, ['checkout', '-q', 'main']);
   git(work, ['checkout', '-q', '-b', 'clash']);
-  fs.writeFileSync(path.join(work, 'shared.txt'), 'clash\n');
-  git(work, ['commit', '-q', '-am', 'clash']);
-  git(work, ['push', '-q', 'origin', 'clash']);
+  commit(work, 'clash', { 'shared.txt': 'clash\n' }, 'clash');
   git(work, ['checkout', '-q', 'main']);
-  fs.writeFileSync(path.join(work, 'shared.txt'), 'main moved\n');
-  git(work, ['commit', '-q', '-am', 'main moves']);
-  git(work, ['push', '-q', 'origin', 'main']);
+  commit(work, 'main', { 'shared.txt': 'main moved\n' }, 'main moves');
   git(work, ['checkout', '-q', '-b', 'squashy']);
-  fs.writeFileSync(path.join(work, 'sq.txt'), 'a\n');
-  git(work, ['add', '.']);
-  git(work, ['commit', '-q', '-m', 'sq 1']);
-  fs.writeFileSync(path.join(work, 'sq.txt'), 'a\nb\n');
-  git(work, ['commit', '-q', '-am', 'sq 2']);
-  git(work, ['push', '-q', 'origin', 'squashy']);
+  commit(work, null, { 'sq.txt': 'a\n' }, 'sq 1');
+  commit(work, 'squashy', { 'sq.txt': 'a\nb\n' }, 'sq 2');
   return { root, bare, work };
 }
 
@@ -385,10 +379,7 @@ test('refresh sends push and update hooks', async () => {
   const w = ctx.repo.work;
   git(w, ['fetch', '-q', 'origin']);
   git(w, ['checkout', '-q', '-B', 'clash', 'origin/clash']);
-  fs.writeFileSync(path.join(w, 'more.txt'), 'more\n');
-  git(w, ['add', '.']);
-  git(w, ['commit', '-q', '-m', 'more']);
-  git(w, ['push', '-q', 'origin', 'clash']);
+  commit(w, 'clash', { 'more.txt': 'more\n' }, 'more');
   const r = await control('POST', '/refresh', {});
   assert.deepEqual(r.json.deliveries.map((d) => d.event), ['Push Hook', 'Merge Request Hook']);
   const upd = ctx.hooks.got.filter((h) => h.body.object_kind === 'merge_request').pop();
@@ -397,10 +388,7 @@ test('refresh sends push and update hooks', async () => {
   assert.equal((await api('GET', '/merge_requests/2')).json.sha, git(w, ['rev-parse', 'HEAD']));
   // a new branch, announced by refresh, merged by a human through the control API
   git(w, ['checkout', '-q', '-B', 'human', 'origin/main']);
-  fs.writeFileSync(path.join(w, 'human.txt'), 'by hand\n');
-  git(w, ['add', '.']);
-  git(w, ['commit', '-q', '-m', 'human change']);
-  git(w, ['push', '-q', 'origin', 'human']);
+  commit(w, 'human', { 'human.txt': 'by hand\n' }, 'human change');
   const created = await control('POST', '/refresh', {});
   const push = ctx.hooks.got.filter((h) => h.body.object_kind === 'push').pop();
   assert.equal(created.json.deliveries[0].event, 'Push Hook');
@@ -502,10 +490,7 @@ function branch(name, file) {
   const w = ctx.repo.work;
   git(w, ['fetch', '-q', 'origin']);
   git(w, ['checkout', '-q', '-B', name, 'origin/main']);
-  fs.writeFileSync(path.join(w, file), `${name}\n`);
-  git(w, ['add', '.']);
-  git(w, ['commit', '-q', '-m', `${name} change`]);
-  git(w, ['push', '-q', 'origin', name]);
+  commit(w, name, { [file]: `${name}\n` }, `${name} change`);
 }
 
 test('identities: each token acts as its own user', async () => {

@@ -24,12 +24,10 @@ function lower(v) {
   return v === null || v === undefined ? v : String(v).toLowerCase();
 }
 
+// A StringComparator: an IDComparator's eq, neq, in and nin, and the case-blind ones.
 function matchString(value, c) {
+  if (!matchId(value, c)) return false;
   if (!c) return true;
-  if (c.eq !== undefined && c.eq !== null && value !== c.eq) return false;
-  if (c.neq !== undefined && c.neq !== null && value === c.neq) return false;
-  if (c.in && !c.in.includes(value)) return false;
-  if (c.nin && c.nin.includes(value)) return false;
   if (c.eqIgnoreCase !== undefined && c.eqIgnoreCase !== null && lower(value) !== lower(c.eqIgnoreCase)) return false;
   if (c.containsIgnoreCase !== undefined && c.containsIgnoreCase !== null && !(lower(value) ?? '').includes(lower(c.containsIgnoreCase))) return false;
   return true;

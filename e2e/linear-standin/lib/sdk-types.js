@@ -27,32 +27,10 @@ function declarationFile() {
   return path.join(dir, names[0]);
 }
 
-// Splits `text` at `sep` where no bracket is open.
-function splitTop(text, sep) {
-  const out = [];
-  let depth = 0;
-  let quote = null;
-  let start = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quote) {
-      if (c === quote) quote = null;
-      continue;
-    }
-    if (c === '"' || c === "'") quote = c;
-    else if (c === '{' || c === '<' || c === '(' || c === '[') depth++;
-    else if (c === '}' || c === '>' || c === ')' || c === ']') depth--;
-    else if (c === sep && depth === 0) {
-      out.push(text.slice(start, i));
-      start = i + 1;
-    }
-  }
-  out.push(text.slice(start));
-  return out.map((s) => s.trim()).filter((s) => s.length);
-}
-
-// Index of the `;` that ends a declaration starting at `from` (depth 0).
-function endOfDeclaration(text, from) {
+// Walks `text` from `from`, passing over quoted strings and what stands inside brackets, and calls
+// `at(c, i)` for each other character; returns the first index where `at` returns true, or the
+// text's length.
+function scanTop(text, from, at) {
   let depth = 0;
   let quote = null;
   for (let i = from; i < text.length; i++) {
@@ -64,9 +42,29 @@ function endOfDeclaration(text, from) {
     if (c === '"' || c === "'") quote = c;
     else if (c === '{' || c === '<' || c === '(' || c === '[') depth++;
     else if (c === '}' || c === '>' || c === ')' || c === ']') depth--;
-    else if (c === ';' && depth === 0) return i;
+    else if (depth === 0 && at(c, i)) return i;
   }
   return text.length;
+}
+
+// Splits `text` at `sep` where no bracket is open.
+function splitTop(text, sep) {
+  const out = [];
+  let start = 0;
+  scanTop(text, 0, (c, i) => {
+    if (c === sep) {
+      out.push(text.slice(start, i));
+      start = i + 1;
+    }
+    return false;
+  });
+  out.push(text.slice(start));
+  return out.map((s) => s.trim()).filter((s) => s.length);
+}
+
+// Index of the `;` that ends a declaration starting at `from` (depth 0).
+function endOfDeclaration(text, from) {
+  return scanTop(text, from, (c) => c === ';');
 }
 
 function unwrap(expr, wrapper) {

@@ -6,31 +6,13 @@
 'use strict';
 
 const crypto = require('node:crypto');
-const http = require('node:http');
-const https = require('node:https');
+const { Deliveries } = require('../../standin-kit/webhooks.js');
 const { sdkTypes } = require('./sdk-types');
 
-const DELIVERY_TIMEOUT_MS = 10000;
 const PAYLOAD_TYPE = 'EntityWebhookPayloadWithIssueData';
 
 function sign(secret, body) {
   return crypto.createHmac('sha256', secret).update(body).digest('hex');
-}
-
-function post(url, body, headers) {
-  return new Promise((resolve) => {
-    const u = new URL(url);
-    const lib = u.protocol === 'https:' ? https : http;
-    const started = Date.now();
-    const req = lib.request(u, { method: 'POST', headers: { ...headers, 'Content-Length': Buffer.byteLength(body) }, timeout: DELIVERY_TIMEOUT_MS }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode, response: Buffer.concat(chunks).toString('utf8').slice(0, 2000), durationMs: Date.now() - started }));
-    });
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${DELIVERY_TIMEOUT_MS} ms`)));
-    req.on('error', (e) => resolve({ status: null, error: e.message, durationMs: Date.now() - started }));
-    req.end(body);
-  });
 }
 
 // Sets (value given) or deletes (value undefined) a dotted path such as "data.title".
@@ -45,20 +27,13 @@ function mangle(obj, dotted, value, del) {
   else o[keys[keys.length - 1]] = value;
 }
 
-class Webhooks {
+class Webhooks extends Deliveries {
   constructor({ url, secret, log, bug }) {
-    this.url = url || null;
+    super({ url, log });
     this.secret = secret || '';
-    this.log = log;
     this.bug = bug;
     this.webhookId = crypto.randomUUID();
-    this.deliveries = [];
     this.corruptions = [];
-    this.queue = Promise.resolve();
-  }
-
-  get enabled() {
-    return !!this.url;
   }
 
   // Mangles the next `count` payloads (to prove that validation catches a wrong one).
@@ -82,10 +57,8 @@ class Webhooks {
     this.deliveries.push(record);
     const errors = sdkTypes().validate(payload, PAYLOAD_TYPE);
     if (errors.length) {
-      record.invalid = true;
-      record.errors = errors;
       this.bug({ where: `webhook ${payload.type} ${payload.action}`, errors });
-      return Promise.resolve(record);
+      return this.refuse(record, errors);
     }
     const body = JSON.stringify(payload);
     record.payload = payload;
@@ -96,21 +69,7 @@ class Webhooks {
       'Linear-Event': payload.type,
     };
     if (this.secret) headers['Linear-Signature'] = sign(this.secret, body);
-    const attempt = this.queue.then(async () => {
-      const result = await post(this.url, body, headers);
-      Object.assign(record, result);
-      if (result.error || result.status >= 300) this.log(`webhook ${payload.type} ${payload.action} ${id} to ${this.url}: ${result.error || `HTTP ${result.status}`}`);
-      return record;
-    });
-    this.queue = attempt.catch(() => {});
-    return attempt;
-  }
-
-  summary({ payloads = false } = {}) {
-    return this.deliveries.map((d) => {
-      const { payload, ...rest } = d;
-      return payloads ? d : rest;
-    });
+    return this.send(record, body, headers, `webhook ${payload.type} ${payload.action} ${id} to ${this.url}`);
   }
 }
 
