@@ -209,8 +209,8 @@ fn handle(fleet: &Fleet, wake: &impl Wake, debounce: &mut Debounce, event: &Even
 
 #[cfg(test)]
 mod tests {
+    use parking_lot::Mutex;
     use std::io::Write;
-    use std::sync::Mutex;
 
     use crate::machine::Machine;
 
@@ -222,28 +222,24 @@ mod tests {
 
     impl Wake for Recorder {
         fn wake(&self, session: &str) {
-            self.0.lock().unwrap().push((session.to_string(), Duration::ZERO));
+            self.0.lock().push((session.to_string(), Duration::ZERO));
         }
 
         fn wake_after(&self, session: &str, after: Duration) {
-            self.0.lock().unwrap().push((session.to_string(), after));
+            self.0.lock().push((session.to_string(), after));
         }
     }
 
     impl Recorder {
         fn take(&self) -> Vec<(String, Duration)> {
-            std::mem::take(&mut *self.0.lock().unwrap())
+            std::mem::take(&mut *self.0.lock())
         }
 
         /// Waits up to five seconds until a wake of `session` with delay `delay` is recorded.
         async fn wait_for(&self, session: &str, delay: Duration) {
             let deadline = Instant::now() + Duration::from_secs(5);
-            while !self.0.lock().unwrap().iter().any(|(s, d)| s == session && *d == delay) {
-                assert!(
-                    Instant::now() < deadline,
-                    "no wake of {session} after {delay:?}: {:?}",
-                    self.0.lock().unwrap()
-                );
+            while !self.0.lock().iter().any(|(s, d)| s == session && *d == delay) {
+                assert!(Instant::now() < deadline, "no wake of {session} after {delay:?}: {:?}", self.0.lock());
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }

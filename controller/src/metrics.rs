@@ -6,8 +6,9 @@
 //! `aoctl_sessions` is counted at each scrape on the store's stored objects, which are shared,
 //! not copied or decoded: a few pointer reads per Session.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use aoctl_api::session::Phase;
 use aoctl_api::session::RuntimeKind;
@@ -296,7 +297,7 @@ impl Metrics {
     /// Sets `aoctl_sessions` to `counts`, removing only the series of projects that are gone, so
     /// a scrape running at the same time never misses a series.
     fn publish_sessions(&self, counts: &Counts) {
-        let mut published = lock(&self.published);
+        let mut published = self.published.lock();
         let mut now = BTreeSet::new();
         for project in &counts.projects {
             for phase in Phase::ALL {
@@ -331,10 +332,6 @@ impl Metrics {
         TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding does not fail");
         String::from_utf8(buf).expect("the text format is UTF-8")
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Sessions by project and phase.

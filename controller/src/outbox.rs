@@ -16,9 +16,10 @@
 //! again on the next pass with the same idempotency key. Each term of leadership runs its own
 //! worker on the term's store ([`Outbox::run`]), which stops with the term.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::notification::NotificationRecord;
@@ -146,7 +147,7 @@ impl Handoff {
         }
         let key = key(T::KIND, obj.name());
         let version = obj.meta().resource_version.clone().unwrap_or_default();
-        if lock(&self.handed).insert(key.clone(), version.clone()).as_ref() == Some(&version) {
+        if self.handed.lock().insert(key.clone(), version.clone()).as_ref() == Some(&version) {
             return;
         }
         self.trigger.trigger(&key);
@@ -158,10 +159,6 @@ impl Handoff {
         let metrics = aoctl_engine::Metrics::register(&prometheus::Registry::new()).expect("engine metrics register");
         Outbox::new(metrics).handoff()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The notification worker of one term of leadership.
@@ -286,7 +283,7 @@ impl Worker {
 
     /// Forgets what was handed over of an object with nothing left to deliver (or gone).
     fn settled<T: Resource>(&self, name: &str) -> Action {
-        lock(&self.handed).remove(&key(T::KIND, name));
+        self.handed.lock().remove(&key(T::KIND, name));
         Action::await_change()
     }
 

@@ -3,8 +3,8 @@
 //! adds one past that deletes the oldest in the same transaction. Events also expire after the
 //! server's `--event-ttl` (`event_expiry.rs`).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use aoctl_api::{Event, EventType, InvolvedObject, Kind, Resource, Time};
 use aoctl_store::{Selector, Store, StoreError, Write, WriteOptions, Written};
@@ -61,7 +61,7 @@ impl Recorder {
         let meta = obj.meta();
         let key = (T::KIND.as_str().to_string(), meta.name.clone(), reason.to_string(), message.to_string());
         let now = Time::now();
-        let existing = self.seen.lock().expect("recorder lock").get(&key).cloned();
+        let existing = self.seen.lock().get(&key).cloned();
         if let Some(name) = existing {
             match self.store.get_typed::<Event>(&name).await {
                 Ok(mut ev) => {
@@ -80,7 +80,7 @@ impl Recorder {
         let source = format!("{}-controller", T::KIND.as_str().to_ascii_lowercase());
         let ev = Event::new(involved, type_, reason, message, &source, now);
         let created = self.create_capped(&ev).await?;
-        let mut seen = self.seen.lock().expect("recorder lock");
+        let mut seen = self.seen.lock();
         // Messages carry changing details, so the map would only grow; the store keeps at most
         // this many events anyway, so older entries could not be folded into.
         if seen.len() >= MAX_REMEMBERED {

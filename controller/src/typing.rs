@@ -43,8 +43,9 @@
 //! `crate::input::send_or_queue` is `aoctl send`: the rules of what may be typed into a session
 //! now, what waits in its inbox, and what is refused.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use aoctl_api::session::RuntimeKind;
 use aoctl_api::{EventType, Session};
@@ -74,13 +75,13 @@ pub(crate) struct Typing {
 impl Typing {
     /// Waits for the session's typing lock; first come, first served.
     pub(crate) async fn lock(&self, session: &str) -> OwnedMutexGuard<()> {
-        let lock = self.locks.lock().unwrap_or_else(|e| e.into_inner()).entry(session.to_string()).or_default().clone();
+        let lock = self.locks.lock().entry(session.to_string()).or_default().clone();
         lock.lock_owned().await
     }
 
     /// Drops the lock of a deleted session.
     pub(crate) fn forget(&self, session: &str) {
-        self.locks.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+        self.locks.lock().remove(session);
     }
 }
 

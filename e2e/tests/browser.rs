@@ -5,11 +5,12 @@
 //! that fails panics with the page's URL, its console errors and failed requests, and the path of
 //! a screenshot taken at that moment.
 
+use parking_lot::Mutex;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -36,7 +37,7 @@ fn playwright_version() -> String {
 /// installs it before the tests run; one test process installs it once).
 fn playwright_core() -> PathBuf {
     static INSTALL: Mutex<()> = Mutex::new(());
-    let _one = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = INSTALL.lock();
     let bin = crate::model_agents::npm_cli("playwright-core", &playwright_version(), "playwright-core");
     let dir = bin.parent().expect("node_modules").join("playwright-core");
     assert!(dir.join("index.mjs").is_file(), "{} holds no playwright-core", dir.display());
@@ -93,7 +94,7 @@ impl Driver {
         args["id"] = json!(id);
         args["op"] = json!(op);
         blocking(|| {
-            let mut io = self.io.lock().unwrap_or_else(|e| e.into_inner());
+            let mut io = self.io.lock();
             let Some(io) = io.as_mut() else { return Err("the driver is closed".to_string()) };
             let line = format!("{args}\n");
             if let Err(e) = io.stdin.write_all(line.as_bytes()).and_then(|()| io.stdin.flush()) {
@@ -122,8 +123,8 @@ impl Driver {
 impl Drop for Driver {
     fn drop(&mut self) {
         // Closing its input makes the driver close Chromium and exit.
-        drop(self.io.lock().unwrap_or_else(|e| e.into_inner()).take());
-        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        drop(self.io.lock().take());
+        let child = self.child.get_mut();
         let deadline = Instant::now() + CLOSE_TIMEOUT;
         while Instant::now() < deadline {
             if child.try_wait().ok().flatten().is_some() {
@@ -193,7 +194,7 @@ impl Browser {
             Ok(v) if v["ready"] == json!(true) => {}
             other => panic!("the browser driver did not start ({other:?}); its log:\n{}", driver.log_tail()),
         }
-        *driver.io.lock().unwrap() = Some(Io { stdin, replies });
+        *driver.io.lock() = Some(Io { stdin, replies });
         Browser { driver: Arc::new(driver) }
     }
 
@@ -214,7 +215,7 @@ impl Browser {
     /// machine, counted from /proc: the sockets of every process below the driver, looked up
     /// in /proc/net/tcp and tcp6. Idle keep-alive connections count too.
     pub(crate) fn connections_to(&self, port: u16) -> usize {
-        let root = self.driver.child.lock().unwrap_or_else(|e| e.into_inner()).id();
+        let root = self.driver.child.lock().id();
         let mut parents = std::collections::HashMap::<u32, u32>::new();
         for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };

@@ -1,11 +1,12 @@
 //! Logs, end to end: `serve --log-format json` writes JSON lines with one span per reconcile, and
 //! never the GitHub token, which a fake GitHub receives.
 
+use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -126,7 +127,7 @@ async fn fake_github() -> (String, Arc<Mutex<Vec<String>>>) {
                     }
                 }
                 let first = {
-                    let mut h = heads.lock().expect("heads lock");
+                    let mut h = heads.lock();
                     h.push(String::from_utf8_lossy(&buf).into_owned());
                     h.len() == 1
                 };
@@ -176,7 +177,6 @@ async fn json_logs_carry_reconcile_spans_and_never_the_github_token() {
     loop {
         let authed = seen
             .lock()
-            .expect("heads lock")
             .iter()
             .filter(|h| {
                 h.lines().any(|l| l.to_ascii_lowercase().starts_with("authorization:") && l.contains(&gh_token))

@@ -4,7 +4,8 @@
 //! (a request held open while the controller that sent it is killed), or 200 once told (a slow
 //! receiver that answers in the end).
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -54,7 +55,7 @@ async fn record(State(sh): State<Shared>, uri: Uri, headers: HeaderMap, body: By
         answered: 0,
     };
     let i = {
-        let mut hits = sh.hits.lock().unwrap();
+        let mut hits = sh.hits.lock();
         hits.push(hit);
         hits.len() - 1
     };
@@ -72,7 +73,7 @@ async fn record(State(sh): State<Shared>, uri: Uri, headers: HeaderMap, body: By
             StatusCode::OK
         }
     };
-    sh.hits.lock().unwrap()[i].answered = code.as_u16();
+    sh.hits.lock()[i].answered = code.as_u16();
     code
 }
 
@@ -97,7 +98,7 @@ impl Receiver {
     }
 
     pub(crate) fn hits(&self) -> Vec<Hit> {
-        self.shared.hits.lock().unwrap().clone()
+        self.shared.hits.lock().clone()
     }
 
     /// The requests to `path` answered with a 2xx: the deliveries the receiver acknowledged.

@@ -3,13 +3,14 @@
 //! scripted agent and a clone of it as the project's path, an aoctl server that has the token and
 //! the webhook secret, a local receiver for webhook notifications, signing, and metric reads.
 
+use parking_lot::Mutex;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -48,7 +49,7 @@ fn standin_dir(name: &str) -> PathBuf {
 /// Runs `npm ci` in a stand-in's folder once, when its `node_modules` is missing.
 fn ensure_node_modules(name: &str) {
     static DONE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut done = DONE.lock();
     let dir = standin_dir(name);
     if done.iter().any(|d| d == name) || dir.join("node_modules").is_dir() {
         done.push(name.to_string());
@@ -266,7 +267,7 @@ impl Notifications {
                 let seen = seen.clone();
                 tokio::spawn(async move {
                     if let Some(body) = read_request(&mut conn).await {
-                        seen.lock().unwrap().push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+                        seen.lock().push(serde_json::from_slice(&body).unwrap_or(Value::Null));
                     }
                     let ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
                     let _ = conn.write_all(ok.as_bytes()).await;
@@ -278,7 +279,7 @@ impl Notifications {
 
     /// The bodies received so far.
     pub(crate) fn bodies(&self) -> Vec<Value> {
-        self.bodies.lock().unwrap().clone()
+        self.bodies.lock().clone()
     }
 }
 

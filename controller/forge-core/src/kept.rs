@@ -1,9 +1,9 @@
 //! Answers a client keeps for a while so that asking again costs no request: who may write to a
 //! repository or project changes rarely, and is asked per author.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Answers by key, each believed for `keep_for`; at most `max` are kept (past it the oldest is
@@ -22,13 +22,13 @@ impl<K: Eq + Hash + Clone, V: Clone> Kept<K, V> {
 
     /// The answer kept for `key` if it is still believed at `now`.
     pub fn get(&self, key: &K, now: Instant) -> Option<V> {
-        let answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        let answers = self.answers.lock();
         answers.get(key).filter(|(_, at)| now.duration_since(*at) < self.keep_for).map(|(v, _)| v.clone())
     }
 
     /// Keeps `value` for `key`, read at `now`.
     pub fn put(&self, key: K, value: V, now: Instant) {
-        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut answers = self.answers.lock();
         answers.retain(|_, (_, at)| now.duration_since(*at) < self.keep_for);
         if answers.len() >= self.max && !answers.contains_key(&key) {
             if let Some(oldest) = answers.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone()) {
@@ -40,7 +40,7 @@ impl<K: Eq + Hash + Clone, V: Clone> Kept<K, V> {
 
     /// How many answers are kept.
     pub fn len(&self) -> usize {
-        self.answers.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.answers.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {

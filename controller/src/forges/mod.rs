@@ -18,9 +18,10 @@ mod linear;
 mod tracker;
 mod trust;
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use aoctl_api::project::Project;
 use aoctl_forge_core::{Budget, BudgetKey, Observer, RequestRecord, Service};
@@ -70,7 +71,7 @@ impl<K: Eq + Hash, C: Clone> Clients<K, C> {
     }
 
     fn get_or_make<E>(&self, key: K, make: impl FnOnce() -> Result<C, E>) -> Result<C, E> {
-        let mut clients = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+        let mut clients = self.by_key.lock();
         if let Some(c) = clients.get(&key) {
             return Ok(c.clone());
         }
@@ -80,7 +81,7 @@ impl<K: Eq + Hash, C: Clone> Clients<K, C> {
     }
 
     fn all(&self) -> Vec<C> {
-        self.by_key.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+        self.by_key.lock().values().cloned().collect()
     }
 }
 
@@ -138,18 +139,18 @@ impl Hub {
 
     /// A verified webhook delivery for `project` arrived: its webhooks work.
     pub(crate) fn webhook_heard(&self, project: &str) {
-        self.webhooks_heard.lock().unwrap_or_else(|e| e.into_inner()).insert(project.to_string());
+        self.webhooks_heard.lock().insert(project.to_string());
     }
 
     /// Whether a verified webhook delivery for `project` arrived since this controller started.
     pub(crate) fn webhooks_work(&self, project: &str) -> bool {
-        self.webhooks_heard.lock().unwrap_or_else(|e| e.into_inner()).contains(project)
+        self.webhooks_heard.lock().contains(project)
     }
 
     /// The forge of a project's changes: GitLab for `spec.gitlab`, GitHub for `spec.repo`;
     /// `None` when it has neither.
     pub(crate) fn forge(&self, project: &Project) -> Result<Option<SharedForge>, ForgeError> {
-        if let Some(f) = self.given.lock().unwrap_or_else(|e| e.into_inner()).get(&project.metadata.name) {
+        if let Some(f) = self.given.lock().get(&project.metadata.name) {
             return Ok(Some(f.clone()));
         }
         self.forge_with(project, None)
@@ -159,7 +160,7 @@ impl Hub {
     /// reconcile is tested against a forge of the test's own.
     #[cfg(test)]
     pub(crate) fn give(&self, project: &str, forge: SharedForge) {
-        self.given.lock().unwrap_or_else(|e| e.into_inner()).insert(project.to_string(), forge);
+        self.given.lock().insert(project.to_string(), forge);
     }
 
     /// The project's forge as the identity whose token is in `token_env` (a reviewer bot's):

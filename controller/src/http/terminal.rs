@@ -218,14 +218,14 @@ mod tests {
     async fn connect() -> (ClientSocket, Agent, watch::Sender<bool>, IntGauge) {
         let (out_tx, out_rx) = mpsc::channel(16);
         let (in_tx, in_rx) = mpsc::channel(16);
-        let view = std::sync::Arc::new(std::sync::Mutex::new(Some(TerminalView { output: out_rx, input: in_tx })));
+        let view = std::sync::Arc::new(parking_lot::Mutex::new(Some(TerminalView { output: out_rx, input: in_tx })));
         let (stop_tx, stop_rx) = watch::channel(false);
         let gauge = IntGauge::new("terminals", "open terminals").unwrap();
         let g = gauge.clone();
         let app = axum::Router::new().route(
             "/t",
             axum::routing::get(move |ws: WebSocketUpgrade| {
-                let view = view.lock().unwrap().take().expect("one connection");
+                let view = view.lock().take().expect("one connection");
                 let (stop, g) = (stop_rx.clone(), g.clone());
                 async move { ws.on_upgrade(move |s| pump(s, view, stop, g)) }
             }),

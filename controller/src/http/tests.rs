@@ -27,15 +27,15 @@ const SECRET: &str = "router-test-webhook-secret";
 
 /// The wakeups the webhook handlers left, by session and by source.
 #[derive(Default)]
-struct Heard(std::sync::Mutex<Vec<String>>);
+struct Heard(parking_lot::Mutex<Vec<String>>);
 
 impl crate::wakeups::Wakeups for Heard {
     fn session_heard(&self, session: &str) {
-        self.0.lock().unwrap().push(format!("session {session}"));
+        self.0.lock().push(format!("session {session}"));
     }
 
     fn source_heard(&self, source: &str) {
-        self.0.lock().unwrap().push(format!("source {source}"));
+        self.0.lock().push(format!("source {source}"));
     }
 }
 

@@ -12,8 +12,8 @@
 //! fails when it exists, so a replay after a restart, or to another replica, is ignored for as
 //! long as the event lives: the `--event-ttl`, and at most the newest 100 deliveries per object.
 
+use parking_lot::Mutex;
 use std::collections::{HashSet, VecDeque};
-use std::sync::Mutex;
 
 use aoctl_api::wire::WebhookAnswer;
 use aoctl_api::{
@@ -50,7 +50,7 @@ pub(crate) struct Deliveries {
 impl Deliveries {
     /// Records `id`; `false` when it was already recorded.
     fn take(&self, id: &str) -> bool {
-        let mut guard = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.seen.lock();
         let (set, order) = &mut *guard;
         if !set.insert(id.to_string()) {
             return false;
@@ -266,6 +266,6 @@ mod tests {
             assert!(d.take(&i.to_string()));
         }
         assert!(d.take("a"), "the oldest id is forgotten first");
-        assert_eq!(d.seen.lock().unwrap().0.len(), super::REMEMBERED_DELIVERIES);
+        assert_eq!(d.seen.lock().0.len(), super::REMEMBERED_DELIVERIES);
     }
 }

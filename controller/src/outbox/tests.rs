@@ -3,8 +3,9 @@
 //! during a pass (409), the events a pass publishes once, and a worker that starts on outboxes
 //! nobody handed over (a restart).
 
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::notification::NotificationRecord;
@@ -53,9 +54,9 @@ async fn receive(
 ) -> StatusCode {
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    sh.hits.lock().unwrap().push(Hit { path: uri.path().to_string(), key, body });
+    sh.hits.lock().push(Hit { path: uri.path().to_string(), key, body });
     sh.arrived.notify_one();
-    let gate = sh.gate.lock().unwrap().clone();
+    let gate = sh.gate.lock().clone();
     if let Some(gate) = gate {
         gate.acquire().await.expect("the gate stays open").forget();
     }
@@ -90,12 +91,12 @@ impl Receiver {
     /// Holds every request from now on until a permit of the returned gate lets it be answered.
     fn hold(&self) -> Arc<Semaphore> {
         let gate = Arc::new(Semaphore::new(0));
-        *self.shared.gate.lock().unwrap() = Some(gate.clone());
+        *self.shared.gate.lock() = Some(gate.clone());
         gate
     }
 
     fn hits(&self) -> Vec<Hit> {
-        self.shared.hits.lock().unwrap().clone()
+        self.shared.hits.lock().clone()
     }
 
     fn keys(&self) -> Vec<String> {

@@ -35,7 +35,7 @@ pub(crate) struct Context {
     pub forges: Arc<crate::forges::Hub>,
     /// When each project's `status.forgeBudget` was last renewed: at most once a minute, so a
     /// reconcile that a session's change asked for does not write it for every request counted.
-    pub budget_shown: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    pub budget_shown: parking_lot::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     /// Hands a project whose written status records notifications to the worker that delivers them.
     pub outbox: crate::outbox::Handoff,
 }
@@ -45,7 +45,7 @@ pub(crate) struct Context {
 fn renewed_budget(project: &Project, ctx: &Context) -> Option<aoctl_api::project::ForgeBudgetStatus> {
     let spec = &project.spec;
     let has_forge = spec.repo.is_some() || spec.gitlab.is_some() || spec.linear.is_some();
-    let mut shown = ctx.budget_shown.lock().unwrap_or_else(|e| e.into_inner());
+    let mut shown = ctx.budget_shown.lock();
     let name = &project.metadata.name;
     let recent = shown.get(name).is_some_and(|at| at.elapsed() < BUDGET_EVERY);
     // Between renewals nothing is computed: the reconciles a session's change asks for cost no

@@ -25,8 +25,9 @@ mod watch;
 mod wire;
 mod write;
 
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aoctl_api::selector::Selector;
@@ -251,11 +252,11 @@ impl EtcdStore {
 impl Shared {
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
         // A panic under the lock leaves at worst a stale copy, which the next batch corrects.
-        self.state.read().unwrap_or_else(|e| e.into_inner())
+        self.state.read()
     }
 
     fn write_state(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|e| e.into_inner())
+        self.state.write()
     }
 
     pub(crate) fn rv(&self) -> u64 {
@@ -328,8 +329,8 @@ impl Shared {
         self.compacting.store(false, Ordering::Release);
     }
 
-    fn health(&self) -> std::sync::MutexGuard<'_, Health> {
-        self.health.lock().unwrap_or_else(|e| e.into_inner())
+    fn health(&self) -> parking_lot::MutexGuard<'_, Health> {
+        self.health.lock()
     }
 
     /// Why the store cannot write, if it cannot.

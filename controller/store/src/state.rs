@@ -1,10 +1,11 @@
 //! The state shared by readers, watches and the writer: the sled database, the published cache,
 //! counters and whether the disk takes writes.
 
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
 use aoctl_api::Kind;
 use serde_json::Value;
@@ -161,20 +162,20 @@ impl Shared {
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, Cache> {
         // A panic while holding the lock cannot leave the cache half-updated in a way readers would
         // notice more than a stale read, so a poisoned lock is used as is.
-        self.cache.read().unwrap_or_else(|e| e.into_inner())
+        self.cache.read()
     }
 
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Cache> {
-        self.cache.write().unwrap_or_else(|e| e.into_inner())
+        self.cache.write()
     }
 
     /// The database, shared with other readers; the writer waits for them before reopening it.
     pub(crate) fn db(&self) -> RwLockReadGuard<'_, Option<Db>> {
-        self.db.read().unwrap_or_else(|e| e.into_inner())
+        self.db.read()
     }
 
     pub(crate) fn db_mut(&self) -> RwLockWriteGuard<'_, Option<Db>> {
-        self.db.write().unwrap_or_else(|e| e.into_inner())
+        self.db.write()
     }
 
     pub(crate) fn published_rv(&self) -> u64 {
@@ -183,11 +184,11 @@ impl Shared {
 
     /// Why the store cannot write now, if it cannot.
     pub(crate) fn unwritable(&self) -> Option<StoreError> {
-        self.unwritable.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.unwritable.lock().clone()
     }
 
     pub(crate) fn set_unwritable(&self, why: Option<StoreError>) {
-        *self.unwritable.lock().unwrap_or_else(|e| e.into_inner()) = why;
+        *self.unwritable.lock() = why;
     }
 
     /// The database's handles, for tests that read the trees.

@@ -3,10 +3,11 @@
 mod errors;
 mod metrics;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::proto::MetricType;
@@ -94,10 +95,10 @@ struct Tracker {
 impl Tracker {
     /// Records the start of a run of `key`.
     fn start(&self, key: &str) {
-        self.runs.lock().unwrap().entry(key.to_owned()).or_default().push(Instant::now());
+        self.runs.lock().entry(key.to_owned()).or_default().push(Instant::now());
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        let mut per_key = self.per_key.lock().unwrap();
+        let mut per_key = self.per_key.lock();
         let (current, max) = per_key.entry(key.to_owned()).or_default();
         *current += 1;
         *max = (*max).max(*current);
@@ -106,17 +107,17 @@ impl Tracker {
     /// Records the end of a run of `key`.
     fn finish(&self, key: &str) {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.per_key.lock().unwrap().get_mut(key).unwrap().0 -= 1;
+        self.per_key.lock().get_mut(key).unwrap().0 -= 1;
     }
 
     /// Returns the start times of `key`'s runs.
     fn runs(&self, key: &str) -> Vec<Instant> {
-        self.runs.lock().unwrap().get(key).cloned().unwrap_or_default()
+        self.runs.lock().get(key).cloned().unwrap_or_default()
     }
 
     /// Returns the most runs of `key` that overlapped.
     fn max_per_key(&self, key: &str) -> usize {
-        self.per_key.lock().unwrap().get(key).map_or(0, |(_, max)| *max)
+        self.per_key.lock().get(key).map_or(0, |(_, max)| *max)
     }
 }
 
@@ -289,7 +290,7 @@ async fn keys_are_listed_before_any_worker_starts() {
     let fetch = {
         let (listed, fetched) = (listed.clone(), fetched.clone());
         move |key: String| {
-            fetched.lock().unwrap().push((key.clone(), listed.load(Ordering::SeqCst)));
+            fetched.lock().push((key.clone(), listed.load(Ordering::SeqCst)));
             std::future::ready(Some(Arc::new(key)))
         }
     };
@@ -300,7 +301,7 @@ async fn keys_are_listed_before_any_worker_starts() {
     let task = tokio::spawn(controller.run(fetch, keys, reconcile, policy, Arc::new(()), shutdown));
     sleep(Duration::from_secs(5)).await;
     Running { stop, task }.stop().await;
-    let mut fetched = fetched.lock().unwrap().clone();
+    let mut fetched = fetched.lock().clone();
     fetched.sort();
     assert_eq!(fetched, [("a".to_string(), true), ("early".to_string(), true)]);
 }
@@ -383,7 +384,7 @@ async fn a_resumed_controller_takes_its_handles_triggers_again() {
     trigger.trigger("c");
     sleep(Duration::from_secs(1)).await;
     running.stop().await;
-    assert_eq!(tracker.runs("a").len(), 1, "{:?}", tracker.runs.lock().unwrap());
+    assert_eq!(tracker.runs("a").len(), 1, "{:?}", tracker.runs.lock());
     assert_eq!(tracker.runs("b").len(), 1, "the second run lists its keys");
     assert_eq!(tracker.runs("c").len(), 1, "the old handle reaches the second run");
     assert!(tracker.runs("ignored").is_empty(), "a trigger between runs is dropped");

@@ -1,7 +1,8 @@
 //! The REST operations against the stand-in, with fixtures taken from GitHub's published REST
 //! description (`@octokit/openapi` examples), adjusted per test.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::session::{ChecksState, PullRequestState, ReviewState};
@@ -626,7 +627,7 @@ async fn enterprise_base_path_and_observer() {
     let records = Arc::new(Mutex::new(Vec::new()));
     let sink = records.clone();
     let budget = Budget::new().with_observer(Arc::new(move |r: &aoctl_github::RequestRecord<'_>| {
-        sink.lock().unwrap().push((r.endpoint.to_string(), r.code_label()));
+        sink.lock().push((r.endpoint.to_string(), r.code_label()));
     }));
     let client = Client::with_budget(&format!("{}/api/v3/", s.url()), Some(TOKEN.into()), Arc::new(budget)).unwrap();
     assert_eq!(client.api_url(), format!("{}/api/v3", s.url()));
@@ -634,7 +635,7 @@ async fn enterprise_base_path_and_observer() {
     client.issue("octocat", "Hello-World", 1347).await.unwrap();
     client.issue("octocat", "Hello-World", 1).await.unwrap_err();
     assert_eq!(
-        *records.lock().unwrap(),
+        *records.lock(),
         vec![
             ("GET /repos/{owner}/{repo}/issues/{issue_number}".to_string(), "200".to_string()),
             ("GET /repos/{owner}/{repo}/issues/{issue_number}".to_string(), "404".to_string()),

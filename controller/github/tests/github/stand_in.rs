@@ -2,9 +2,10 @@
 //! conditional requests (`If-None-Match` → 304, without the body or `Link`), and a log of what it
 //! was sent.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{to_bytes, Body};
@@ -119,19 +120,19 @@ impl StandIn {
 
     /// Answers `method target` with `answers` in turn, the last one from then on.
     pub(crate) fn route(&self, method: &str, target: &str, answers: Vec<Canned>) -> &StandIn {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = self.inner.lock();
         inner.routes.retain(|r| !(r.method == method && r.target == target));
         inner.routes.push(Route { method: method.into(), target: target.into(), answers: answers.into() });
         self
     }
 
     pub(crate) fn seen(&self) -> Vec<Seen> {
-        self.inner.lock().unwrap().seen.clone()
+        self.inner.lock().seen.clone()
     }
 
     /// The rate limit left, as the stand-in counts it (304s are free, as on GitHub).
     pub(crate) fn remaining(&self) -> u64 {
-        self.inner.lock().unwrap().remaining
+        self.inner.lock().remaining
     }
 }
 
@@ -142,7 +143,7 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
     let query = parts.uri.query().unwrap_or("").to_string();
     let method = parts.method.to_string();
     let canned = {
-        let mut inner = inner.lock().unwrap();
+        let mut inner = inner.lock();
         inner.seen.push(Seen {
             method: method.clone(),
             path: path.clone(),
@@ -176,7 +177,7 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
     let if_none_match = parts.headers.get("if-none-match").and_then(|v| v.to_str().ok());
     let not_modified = etag.is_some() && etag.as_deref() == if_none_match;
     let remaining = {
-        let mut inner = inner.lock().unwrap();
+        let mut inner = inner.lock();
         if !not_modified {
             inner.remaining = inner.remaining.saturating_sub(1);
         }

@@ -14,8 +14,9 @@
 //! the source's labels (docs/security.md). Each issue's verdict is kept until the issue changes,
 //! or ten minutes.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aoctl_api::condition::{set_condition, types};
@@ -111,8 +112,8 @@ impl State {
         self.lock().wanted.insert(source.to_string(), Instant::now());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Memory> {
+        self.inner.lock()
     }
 
     /// The last list of `source` for `query` when no poll is due; `None` when one is.

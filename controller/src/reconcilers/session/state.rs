@@ -4,8 +4,9 @@
 //! taken on docker engines. It lives as long as this controller: a restarted one starts with
 //! nothing remembered.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Instant;
 
 use aoctl_runtimes::git::GitError;
@@ -136,7 +137,7 @@ pub(crate) struct State {
 
 impl State {
     pub(super) fn lock(&self) -> MutexGuard<'_, Memory> {
-        self.memory.lock().unwrap_or_else(|e| e.into_inner())
+        self.memory.lock()
     }
 
     /// A webhook concerns the session: its next reconcile asks GitHub at once.
@@ -158,7 +159,7 @@ impl State {
 
     /// The batch of a project, to lock while it is read or refreshed.
     pub(super) fn batch(&self, project: &str) -> Arc<tokio::sync::Mutex<Batch>> {
-        let mut batches = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+        let mut batches = self.batches.lock();
         batches.entry(project.to_string()).or_default().clone()
     }
 

@@ -2,9 +2,10 @@
 //! reconciler's own logic, with fakes of the machine side (a runtime that records what it is asked,
 //! workspaces that are plain folders).
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aoctl_api::condition::{self, set_condition, types};
@@ -49,8 +50,8 @@ impl FakeRuntime {
         self.agents().typed.clone()
     }
 
-    fn agents(&self) -> std::sync::MutexGuard<'_, Agents> {
-        self.inner.lock().unwrap()
+    fn agents(&self) -> parking_lot::MutexGuard<'_, Agents> {
+        self.inner.lock()
     }
 
     /// An agent of `session` that runs already, as one started by a controller before a restart.
@@ -167,7 +168,7 @@ impl WorkspaceStore for FakeWorkspaces {
             sandbox: false,
             pool_entry: None,
         };
-        self.made.lock().unwrap().insert((req.project.clone(), req.session.clone()), record);
+        self.made.lock().insert((req.project.clone(), req.session.clone()), record);
         Ok(WorkspaceInfo {
             project: req.project.clone(),
             session: req.session.clone(),
@@ -183,7 +184,7 @@ impl WorkspaceStore for FakeWorkspaces {
     }
 
     fn remove(&self, project: &str, session: &str) -> Result<bool, WorkspaceError> {
-        let Some(r) = self.made.lock().unwrap().remove(&(project.to_string(), session.to_string())) else {
+        let Some(r) = self.made.lock().remove(&(project.to_string(), session.to_string())) else {
             return Ok(false);
         };
         std::fs::remove_dir_all(&r.path).expect("the workspace folder goes");
@@ -191,7 +192,7 @@ impl WorkspaceStore for FakeWorkspaces {
     }
 
     fn list(&self) -> Result<Vec<WorkspaceRecord>, WorkspaceError> {
-        Ok(self.made.lock().unwrap().values().cloned().collect())
+        Ok(self.made.lock().values().cloned().collect())
     }
 
     /// These folders have no git behind them, so there is no diff to show.
@@ -237,7 +238,7 @@ impl Machine for FakeMachine {
     }
 
     async fn engine_health(&self, host: &str) -> crate::machine::EngineHealth {
-        let down = self.down.lock().unwrap().contains(host);
+        let down = self.down.lock().contains(host);
         crate::machine::EngineHealth {
             answers: !down,
             down_for: if down { Duration::from_secs(60) } else { Duration::ZERO },
@@ -586,7 +587,7 @@ async fn a_lost_engine_fails_its_never_sessions_and_moves_the_others() {
 
     // y goes, and its container with it.
     started_a_minute_ago(&w, "moves").await;
-    w.down.lock().unwrap().insert("unix:///y.sock".into());
+    w.down.lock().insert("unix:///y.sock".into());
     w.runtime.agents().held.remove(&handle("moves"));
     assert_eq!(w.reconcile("moves").await, Action::requeue(Duration::ZERO));
     let lost = w.get("moves").await;
@@ -603,12 +604,12 @@ async fn a_lost_engine_fails_its_never_sessions_and_moves_the_others() {
     assert_eq!(w.started(), ["never", "moves", "moves"]);
 
     // x goes: its Never session fails, and stays failed when x answers again.
-    w.down.lock().unwrap().insert("unix:///x.sock".into());
+    w.down.lock().insert("unix:///x.sock".into());
     w.reconcile("never").await;
     let failed = w.get("never").await;
     assert_eq!(reason(&failed, types::READY), "HostLost");
     assert_eq!(failed.status.phase, Some(aoctl_api::session::Phase::Failed));
-    w.down.lock().unwrap().remove("unix:///x.sock");
+    w.down.lock().remove("unix:///x.sock");
     w.reconcile("never").await;
     assert_eq!(w.get("never").await.status.phase, Some(aoctl_api::session::Phase::Failed));
     assert_eq!(w.started(), ["never", "moves", "moves"], "nothing started again");

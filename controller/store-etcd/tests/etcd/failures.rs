@@ -2,8 +2,9 @@
 //! member down and back, revisions compacted away, a transaction too big for etcd, and one whose
 //! answer was lost after etcd applied it.
 
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aoctl_api::Kind;
@@ -210,7 +211,7 @@ impl Proxy {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
                 let hold = h.clone();
-                c.lock().unwrap().push(tokio::spawn(async move {
+                c.lock().push(tokio::spawn(async move {
                     let (mut cr, mut cw) = client.into_split();
                     let (mut sr, mut sw) = server.into_split();
                     let up = tokio::io::copy(&mut cr, &mut sw);
@@ -237,7 +238,7 @@ impl Proxy {
 
     /// Drops every connection; new ones pass answers through again.
     fn cut(&self) {
-        for c in self.connections.lock().unwrap().drain(..) {
+        for c in self.connections.lock().drain(..) {
             c.abort();
         }
         self.hold.store(false, Ordering::Release);
