@@ -33,9 +33,8 @@ use std::time::{Duration, Instant};
 use aoctl_api::selector::Selector;
 use aoctl_api::Kind;
 use aoctl_store::tx::{Op, Reply};
-use aoctl_store::{Deleted, ObjectStore, Snapshot, StoreError, StoredObject, Watch, Write, WriteOptions, Written};
+use aoctl_store::{ObjectStore, Snapshot, StoreError, StoredObject, Watch, WriteOptions};
 use async_trait::async_trait;
-use serde_json::Value;
 use tokio::task::JoinHandle;
 
 pub use crate::election::{Election, Term, MIN_TTL};
@@ -243,10 +242,6 @@ impl EtcdStore {
         let shared = &self.inner.shared;
         format!("etcd:{:016x}{}", shared.cluster, shared.config.prefix.trim_end_matches('/'))
     }
-
-    async fn submit(&self, op: Op, opts: WriteOptions) -> Result<Reply, StoreError> {
-        write::write(&self.inner.shared, self.fence.as_deref(), op, opts.dry_run).await
-    }
 }
 
 impl Shared {
@@ -431,6 +426,10 @@ impl ObjectStore for EtcdStore {
         }
     }
 
+    async fn submit(&self, op: Op, opts: WriteOptions) -> Result<Reply, StoreError> {
+        write::write(&self.inner.shared, self.fence.as_deref(), op, opts.dry_run).await
+    }
+
     async fn get_stored(&self, kind: Kind, name: &str) -> Result<StoredObject, StoreError> {
         let state = self.inner.shared.read();
         state.map(kind).get(name).cloned().ok_or_else(|| StoreError::NotFound { kind, name: name.to_string() })
@@ -440,56 +439,6 @@ impl ObjectStore for EtcdStore {
         let state = self.inner.shared.read();
         let items = state.map(kind).values().filter(|o| selector.matches_object(o.object())).cloned().collect();
         Ok((items, state.rv))
-    }
-
-    async fn create(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError> {
-        self.submit(Op::Create { kind, obj }, opts).await?.into_object()
-    }
-
-    async fn update(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError> {
-        self.submit(Op::Update { kind, obj }, opts).await?.into_object()
-    }
-
-    async fn update_status(
-        &self,
-        kind: Kind,
-        name: &str,
-        status: Value,
-        rv: Option<&str>,
-        opts: WriteOptions,
-    ) -> Result<Value, StoreError> {
-        let op = Op::UpdateStatus { kind, name: name.to_string(), status, rv: rv.map(str::to_string) };
-        self.submit(op, opts).await?.into_object()
-    }
-
-    async fn update_finalizers(
-        &self,
-        kind: Kind,
-        name: &str,
-        finalizers: Vec<String>,
-        rv: Option<&str>,
-        opts: WriteOptions,
-    ) -> Result<Value, StoreError> {
-        let op = Op::UpdateFinalizers { kind, name: name.to_string(), finalizers, rv: rv.map(str::to_string) };
-        self.submit(op, opts).await?.into_object()
-    }
-
-    async fn delete(
-        &self,
-        kind: Kind,
-        name: &str,
-        rv: Option<&str>,
-        opts: WriteOptions,
-    ) -> Result<Deleted, StoreError> {
-        let op = Op::Delete { kind, name: name.to_string(), rv: rv.map(str::to_string) };
-        self.submit(op, opts).await?.into_deleted()
-    }
-
-    async fn apply_all(&self, writes: Vec<Write>, opts: WriteOptions) -> Result<Vec<Written>, StoreError> {
-        if writes.is_empty() {
-            return Ok(vec![]);
-        }
-        self.submit(Op::batch(writes), opts).await?.into_written()
     }
 
     fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError> {

@@ -9,6 +9,8 @@ use aoctl_api::Kind;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::change::EventKind;
+use crate::tx::{Op, Reply, Write, Written};
 use crate::{Deleted, StoreError, WriteOptions};
 
 /// What every backend of the store provides. The rules are those of the Kubernetes apiserver:
@@ -36,16 +38,24 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// current at; a watch from that resourceVersion misses nothing.
     async fn list_stored(&self, kind: Kind, selector: &Selector) -> Result<(Vec<StoredObject>, u64), StoreError>;
 
+    /// Runs one write through the rules of [`crate::tx`] and stores it; every write method
+    /// below is one `Op` given to it.
+    async fn submit(&self, op: Op, opts: WriteOptions) -> Result<Reply, StoreError>;
+
     /// Creates an object; the backend assigns uid, resourceVersion, generation and
     /// creationTimestamp (or a name, from `generateName`) and drops any status. An owner reference
     /// with an empty uid names its owner by kind and name (in `create` and `update`): the backend
     /// fills in that object's uid, as it stands in the same batch or the store, and refuses the
     /// write when there is no such object.
-    async fn create(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError>;
+    async fn create(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError> {
+        self.submit(Op::Create { kind, obj }, opts).await?.into_object()
+    }
 
     /// Replaces labels, annotations, finalizers, ownerReferences and spec of an existing object.
     /// A `metadata.resourceVersion` in the body is a precondition.
-    async fn update(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError>;
+    async fn update(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError> {
+        self.submit(Op::Update { kind, obj }, opts).await?.into_object()
+    }
 
     /// Replaces the status of an object, optionally on the condition that it is at `rv`.
     async fn update_status(
@@ -55,7 +65,10 @@ pub trait ObjectStore: Send + Sync + 'static {
         status: Value,
         rv: Option<&str>,
         opts: WriteOptions,
-    ) -> Result<Value, StoreError>;
+    ) -> Result<Value, StoreError> {
+        let op = Op::UpdateStatus { kind, name: name.to_string(), status, rv: rv.map(str::to_string) };
+        self.submit(op, opts).await?.into_object()
+    }
 
     /// Replaces `metadata.finalizers` of an object and nothing else, optionally on the condition
     /// that it is at `rv`. Removing the last finalizer of an object being deleted removes it.
@@ -66,15 +79,31 @@ pub trait ObjectStore: Send + Sync + 'static {
         finalizers: Vec<String>,
         rv: Option<&str>,
         opts: WriteOptions,
-    ) -> Result<Value, StoreError>;
+    ) -> Result<Value, StoreError> {
+        let op = Op::UpdateFinalizers { kind, name: name.to_string(), finalizers, rv: rv.map(str::to_string) };
+        self.submit(op, opts).await?.into_object()
+    }
 
     /// Deletes an object, or marks it for deletion while finalizers remain; objects it owns follow.
-    async fn delete(&self, kind: Kind, name: &str, rv: Option<&str>, opts: WriteOptions)
-        -> Result<Deleted, StoreError>;
+    async fn delete(
+        &self,
+        kind: Kind,
+        name: &str,
+        rv: Option<&str>,
+        opts: WriteOptions,
+    ) -> Result<Deleted, StoreError> {
+        let op = Op::Delete { kind, name: name.to_string(), rv: rv.map(str::to_string) };
+        self.submit(op, opts).await?.into_deleted()
+    }
 
     /// Applies every write of `writes` in order, in one transaction: all of them are stored or,
     /// when one fails (its error is returned), none is. Later writes see the earlier ones.
-    async fn apply_all(&self, writes: Vec<Write>, opts: WriteOptions) -> Result<Vec<Written>, StoreError>;
+    async fn apply_all(&self, writes: Vec<Write>, opts: WriteOptions) -> Result<Vec<Written>, StoreError> {
+        if writes.is_empty() {
+            return Ok(vec![]);
+        }
+        self.submit(Op::batch(writes), opts).await?.into_written()
+    }
 
     /// Every change to objects of `kinds` (all kinds when empty) after resourceVersion `from`.
     /// Fails with `Gone` when some of those changes are no longer retained.
@@ -107,39 +136,6 @@ impl Snapshot {
             Kind::ALL.into_iter().flat_map(|kind| map(kind).values().map(move |o| (kind, o.clone()))).collect();
         Snapshot { backend, rv, objects }
     }
-}
-
-/// One write of a batch (`ObjectStore::apply_all`), with the rules of the method of the same name.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Write {
-    Create {
-        kind: Kind,
-        obj: Value,
-    },
-    /// `update`: a `metadata.resourceVersion` in the body is a precondition.
-    Update {
-        kind: Kind,
-        obj: Value,
-    },
-    UpdateStatus {
-        kind: Kind,
-        name: String,
-        status: Value,
-        rv: Option<String>,
-    },
-    Delete {
-        kind: Kind,
-        name: String,
-        rv: Option<String>,
-    },
-}
-
-/// What one write of a batch returned.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Written {
-    /// The object as stored after a create, an update or a status write.
-    Object(Value),
-    Deleted(Deleted),
 }
 
 /// An object as stored: its value and its JSON encoding, so that a read can answer with the
@@ -180,14 +176,6 @@ impl StoredObject {
     pub fn json(&self) -> &[u8] {
         &self.json
     }
-}
-
-/// The type of a change, as a watch reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EventKind {
-    Added,
-    Modified,
-    Deleted,
 }
 
 /// One committed change. For `Deleted`, `object` is the last state, carrying the deletion's resourceVersion.

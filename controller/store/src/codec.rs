@@ -3,7 +3,7 @@
 use aoctl_api::Kind;
 use serde_json::{Map, Value};
 
-use crate::backend::EventKind;
+use crate::change::EventKind;
 use crate::error::StoreError;
 
 /// Name of the tree holding the newest version of every object, keyed by `Kind/name`.

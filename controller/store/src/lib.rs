@@ -8,6 +8,7 @@
 //! test suite every backend passes.
 
 mod backend;
+mod change;
 mod codec;
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
@@ -29,11 +30,13 @@ use aoctl_api::{Kind, Resource};
 use serde_json::Value;
 
 pub use aoctl_api::selector::{FieldSelector, Requirement, Selector};
-pub use backend::{EventKind, ObjectStore, Snapshot, StoredObject, Watch, WatchEvent, WatchStream, Write, Written};
+pub use backend::{ObjectStore, Snapshot, StoredObject, Watch, WatchEvent, WatchStream};
+pub use change::EventKind;
 pub use error::{StoreError, CONFLICT_MESSAGE};
 pub use load::Restored;
 pub use sled_store::SledStore;
 pub use state::StoreConfig;
+pub use tx::{Write, Written};
 
 /// Options of a write.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -13,16 +13,15 @@ use std::thread::JoinHandle;
 use aoctl_api::selector::Selector;
 use aoctl_api::Kind;
 use async_trait::async_trait;
-use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
-use crate::backend::{ObjectStore, Snapshot, StoredObject, Watch, WatchEvent, Write, Written};
+use crate::backend::{ObjectStore, Snapshot, StoredObject, Watch, WatchEvent};
 use crate::error::StoreError;
 use crate::state::{Shared, StoreConfig};
 use crate::tx::{Op, Reply};
 use crate::watch::LogWatch;
 use crate::writer::{Request, Writer};
-use crate::{Deleted, WriteOptions};
+use crate::WriteOptions;
 
 /// The sled backend; clones share it, and the writer stops when the last one goes.
 #[derive(Clone)]
@@ -70,18 +69,6 @@ impl SledStore {
         &self.inner.shared.config
     }
 
-    async fn object(&self, op: Op, opts: WriteOptions) -> Result<Value, StoreError> {
-        self.submit(op, opts).await?.into_object()
-    }
-
-    /// Queues a write for the writer and waits until it is committed and flushed (or refused).
-    async fn submit(&self, op: Op, opts: WriteOptions) -> Result<Reply, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        let requests = self.inner.requests.as_ref().ok_or_else(closed)?;
-        requests.send(Request { op, dry_run: opts.dry_run, reply }).map_err(|_| closed())?;
-        rx.await.map_err(|_| StoreError::Storage("the store writer stopped".into()))?
-    }
-
     #[cfg(test)]
     pub(crate) fn shared(&self) -> &Shared {
         &self.inner.shared
@@ -107,6 +94,14 @@ impl ObjectStore for SledStore {
         }
     }
 
+    /// Queues a write for the writer and waits until it is committed and flushed (or refused).
+    async fn submit(&self, op: Op, opts: WriteOptions) -> Result<Reply, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        let requests = self.inner.requests.as_ref().ok_or_else(closed)?;
+        requests.send(Request { op, dry_run: opts.dry_run, reply }).map_err(|_| closed())?;
+        rx.await.map_err(|_| StoreError::Storage("the store writer stopped".into()))?
+    }
+
     async fn get_stored(&self, kind: Kind, name: &str) -> Result<StoredObject, StoreError> {
         let cache = self.inner.shared.read();
         cache.map(kind).get(name).cloned().ok_or_else(|| StoreError::not_found(kind, name))
@@ -116,52 +111,6 @@ impl ObjectStore for SledStore {
         let cache = self.inner.shared.read();
         let items = cache.map(kind).values().filter(|o| selector.matches_object(o.object())).cloned().collect();
         Ok((items, cache.rv))
-    }
-
-    async fn create(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError> {
-        self.object(Op::Create { kind, obj }, opts).await
-    }
-
-    async fn update(&self, kind: Kind, obj: Value, opts: WriteOptions) -> Result<Value, StoreError> {
-        self.object(Op::Update { kind, obj }, opts).await
-    }
-
-    async fn update_status(
-        &self,
-        kind: Kind,
-        name: &str,
-        status: Value,
-        rv: Option<&str>,
-        opts: WriteOptions,
-    ) -> Result<Value, StoreError> {
-        let op = Op::UpdateStatus { kind, name: name.to_string(), status, rv: rv.map(str::to_string) };
-        self.object(op, opts).await
-    }
-
-    async fn update_finalizers(
-        &self,
-        kind: Kind,
-        name: &str,
-        finalizers: Vec<String>,
-        rv: Option<&str>,
-        opts: WriteOptions,
-    ) -> Result<Value, StoreError> {
-        let op = Op::UpdateFinalizers { kind, name: name.to_string(), finalizers, rv: rv.map(str::to_string) };
-        self.object(op, opts).await
-    }
-
-    async fn delete(
-        &self,
-        kind: Kind,
-        name: &str,
-        rv: Option<&str>,
-        opts: WriteOptions,
-    ) -> Result<Deleted, StoreError> {
-        self.submit(Op::Delete { kind, name: name.to_string(), rv: rv.map(str::to_string) }, opts).await?.into_deleted()
-    }
-
-    async fn apply_all(&self, writes: Vec<Write>, opts: WriteOptions) -> Result<Vec<Written>, StoreError> {
-        self.submit(Op::batch(writes), opts).await?.into_written()
     }
 
     fn watch(&self, kinds: &[Kind], from: u64) -> Result<Watch, StoreError> {

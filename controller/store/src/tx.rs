@@ -11,10 +11,43 @@ use aoctl_api::{Kind, ObjectMeta, Time, API_VERSION};
 use rand::Rng;
 use serde_json::{Map, Value};
 
-use crate::backend::{EventKind, Write, Written};
+use crate::change::EventKind;
 use crate::codec::{has_finalizers, is_owned_by, meta_str, set_meta};
 use crate::error::StoreError;
 use crate::Deleted;
+
+/// One write of a batch (`ObjectStore::apply_all`), with the rules of the method of the same name.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    Create {
+        kind: Kind,
+        obj: Value,
+    },
+    /// `update`: a `metadata.resourceVersion` in the body is a precondition.
+    Update {
+        kind: Kind,
+        obj: Value,
+    },
+    UpdateStatus {
+        kind: Kind,
+        name: String,
+        status: Value,
+        rv: Option<String>,
+    },
+    Delete {
+        kind: Kind,
+        name: String,
+        rv: Option<String>,
+    },
+}
+
+/// What one write of a batch returned.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Written {
+    /// The object as stored after a create, an update or a status write.
+    Object(Value),
+    Deleted(Deleted),
+}
 
 /// What the rules read of a backend's objects: one object by kind and name, and which objects
 /// an owner has (for cascading deletion).

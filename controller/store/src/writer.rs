@@ -17,7 +17,8 @@ use sled::transaction::ConflictableTransactionError;
 use sled::Transactional;
 use tokio::sync::{broadcast, oneshot};
 
-use crate::backend::{EventKind, StoredObject, WatchEvent};
+use crate::backend::{StoredObject, WatchEvent};
+use crate::change::EventKind;
 use crate::codec::{
     encode_log, log_header, log_object, object_key, object_rv, parse_rv_key, rv_key, PROBE_KEY, RV_KEY,
 };
