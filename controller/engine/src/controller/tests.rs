@@ -124,6 +124,21 @@ impl Tracker {
 /// The boxed future of a test reconcile.
 type Reconciling = std::pin::Pin<Box<dyn Future<Output = Result<Action, String>> + Send>>;
 
+/// Returns a reconcile that records each run as instant and answers what `decide` says of the
+/// key and the run's index (0 for the first).
+fn instant(
+    tracker: &Arc<Tracker>,
+    decide: impl Fn(&str, usize) -> Result<Action, String> + Send + Sync + 'static,
+) -> impl Fn(Arc<String>, Arc<()>) -> Reconciling + Send + Sync {
+    let tracker = tracker.clone();
+    move |key, _| {
+        tracker.start(&key);
+        tracker.finish(&key);
+        let answer = decide(&key, tracker.runs(&key).len() - 1);
+        Box::pin(std::future::ready(answer))
+    }
+}
+
 /// Returns a reconcile that tracks its runs, sleeps `busy` and then waits for a change.
 fn sleeping(tracker: &Arc<Tracker>, busy: Duration) -> impl Fn(Arc<String>, Arc<()>) -> Reconciling + Send + Sync {
     let tracker = tracker.clone();
@@ -218,18 +233,10 @@ async fn global_concurrency_is_bounded() {
 async fn requeue_after_reruns_after_the_delay_and_not_before() {
     let (_registry, controller) = controller(config());
     let tracker = Arc::new(Tracker::default());
-    let reconcile = {
-        let tracker = tracker.clone();
-        move |key: Arc<String>, _| {
-            let tracker = tracker.clone();
-            async move {
-                tracker.start(&key);
-                tracker.finish(&key);
-                let first = tracker.runs(&key).len() == 1;
-                Ok(if first { Action::requeue(Duration::from_secs(10)) } else { Action::await_change() })
-            }
-        }
-    };
+    let reconcile = instant(&tracker, move |_, run| {
+        let first = run == 0;
+        Ok(if first { Action::requeue(Duration::from_secs(10)) } else { Action::await_change() })
+    });
     let (_trigger, running) = spawn(controller, &["a"], reconcile);
     sleep(Duration::from_millis(9_999)).await;
     assert_eq!(tracker.runs("a").len(), 1, "the requeue fired early");

@@ -15,22 +15,11 @@ async fn errors_back_off_exponentially_per_key_capped_and_reset_after_success() 
     let tracker = Arc::new(Tracker::default());
     // Key "a" fails five times, succeeds with a requeue, fails once more and then succeeds for good.
     // Key "b" fails once, later, and then succeeds.
-    let reconcile = {
-        let tracker = tracker.clone();
-        move |key: Arc<String>, _| {
-            let tracker = tracker.clone();
-            async move {
-                tracker.start(&key);
-                tracker.finish(&key);
-                let run = tracker.runs(&key).len() - 1;
-                match (key.as_str(), run) {
-                    ("a", 0..=4 | 6) | ("b", 0) => Err(format!("run {run} of {key} failed")),
-                    ("a", 5) => Ok(Action::requeue(Duration::from_secs(10))),
-                    _ => Ok(Action::await_change()),
-                }
-            }
-        }
-    };
+    let reconcile = instant(&tracker, move |key, run| match (key, run) {
+        ("a", 0..=4 | 6) | ("b", 0) => Err(format!("run {run} of {key} failed")),
+        ("a", 5) => Ok(Action::requeue(Duration::from_secs(10))),
+        _ => Ok(Action::await_change()),
+    });
     let (trigger, running) = spawn(controller, &["a"], reconcile);
     sleep(Duration::from_secs(20)).await;
     trigger.trigger("b");
@@ -58,17 +47,7 @@ async fn errors_back_off_exponentially_per_key_capped_and_reset_after_success() 
 async fn the_error_policy_delay_wins_over_a_shorter_backoff_and_await_change_stops_retries() {
     let (registry, controller) = controller(config());
     let tracker = Arc::new(Tracker::default());
-    let reconcile = {
-        let tracker = tracker.clone();
-        move |key: Arc<String>, _| {
-            let tracker = tracker.clone();
-            async move {
-                tracker.start(&key);
-                tracker.finish(&key);
-                Err::<Action, _>(format!("{key} always fails"))
-            }
-        }
-    };
+    let reconcile = instant(&tracker, move |key, _| Err::<Action, _>(format!("{key} always fails")));
     let policy = |key: Arc<String>, err: &String, _: Arc<()>| {
         assert!(err.starts_with(key.as_str()));
         if key.as_str() == "slow" {

@@ -6,23 +6,12 @@ use super::*;
 async fn metrics_count_results_errors_retries_and_queue_activity() {
     let (registry, controller) = controller(config());
     let tracker = Arc::new(Tracker::default());
-    let reconcile = {
-        let tracker = tracker.clone();
-        move |key: Arc<String>, _| {
-            let tracker = tracker.clone();
-            async move {
-                tracker.start(&key);
-                tracker.finish(&key);
-                let run = tracker.runs(&key).len() - 1;
-                match (key.as_str(), run) {
-                    ("after", _) => Ok(Action::requeue(Duration::from_secs(3600))),
-                    ("now", 0) => Ok(Action::requeue(Duration::ZERO)),
-                    ("err", 0 | 1) => Err("boom".to_string()),
-                    _ => Ok(Action::await_change()),
-                }
-            }
-        }
-    };
+    let reconcile = instant(&tracker, move |key, run| match (key, run) {
+        ("after", _) => Ok(Action::requeue(Duration::from_secs(3600))),
+        ("now", 0) => Ok(Action::requeue(Duration::ZERO)),
+        ("err", 0 | 1) => Err("boom".to_string()),
+        _ => Ok(Action::await_change()),
+    });
     let labels = [("controller", "test")];
     assert_eq!(metric(&registry, "aoctl_reconcile_total", &[("controller", "test"), ("result", "error")]), 0.0);
     let (_trigger, running) = spawn(controller, &["ok", "after", "now", "err"], reconcile);
