@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::docker_sessions::{box_repo, condition, docker_session, eventually, is_true, unique, IMAGE, READY};
+use crate::docker_sessions::{box_repo, condition, docker_session, is_true, unique, IMAGE, READY};
 use crate::harness::{Server, API};
+use crate::lifecycle::eventually;
 
 /// How long an engine is given to start, and to stop.
 const ENGINE_START: Duration = Duration::from_secs(90);

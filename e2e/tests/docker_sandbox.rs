@@ -16,9 +16,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::docker_sessions::{
-    box_repo, build_image, container_of, docker, engine, eventually, inspect, project, ready, unique, Containers,
+    box_repo, build_image, container_of, docker, engine, inspect, project, ready, unique, Containers,
 };
 use crate::harness::Server;
+use crate::lifecycle::eventually;
 
 /// The busybox image with git.
 const GIT_IMAGE: &str = "aoctl-agent:git";

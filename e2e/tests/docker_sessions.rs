@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::harness::{git_repo, Server, API};
+use crate::lifecycle::eventually;
 
 /// The local test image.
 pub(crate) const IMAGE: &str = "aoctl-agent:busybox";
@@ -175,18 +176,6 @@ pub(crate) fn is_true(obj: &Value, type_: &str) -> bool {
 
 fn restarts(obj: &Value) -> u64 {
     obj.pointer("/status/runtime/restarts").and_then(Value::as_u64).unwrap_or(0)
-}
-
-/// Polls `probe` until it returns `Ok`; panics with its last `Err` after `timeout`.
-pub(crate) async fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match probe() {
-            Ok(v) => return v,
-            Err(last) if Instant::now() > deadline => panic!("{what}: not within {timeout:?}; last seen: {last}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
 }
 
 /// The ids of the containers carrying session `name`'s label, whatever their state.

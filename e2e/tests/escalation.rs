@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::lifecycle::{eventually, git, transcript, Cleanup, READY};
-use crate::receivers::{Desktop, Hit, Mode, Receiver};
+use crate::receivers::{Desktop, Mode, Receiver};
 use crate::standin::{count, delivered, has, head, is, session, Gh, REPO};
 
 const PROJECT: &str = "widgets";
@@ -30,19 +30,6 @@ fn project(gh: &Gh, reactions: Value, notifiers: Value) -> Value {
     let mut p = gh.project(PROJECT, REPO, "2s", reactions);
     p["spec"]["notifiers"] = notifiers;
     p
-}
-
-/// Waits until `pred` holds for the receiver's requests.
-async fn received(rx: &Receiver, what: &str, pred: impl Fn(&[Hit]) -> bool) -> Vec<Hit> {
-    eventually(STEP, what, || {
-        let hits = rx.hits();
-        if pred(&hits) {
-            Ok(hits)
-        } else {
-            Err(format!("{hits:#?}"))
-        }
-    })
-    .await
 }
 
 /// The session's notification records.
@@ -99,10 +86,11 @@ async fn ci_failing_on_every_pushed_head_escalates_once_after_its_retries() {
 
     // The fourth head fails too: the people are told, once, and the agent is not sent more.
     delivered(&gh.standin.check_run(&sha, "ci", "failure", FAILING_LOG).await, 202);
-    let hits = received(&rx, "the escalation at every receiver", |h| {
-        ["/hook", "/slack", "/discord"].iter().all(|p| h.iter().any(|x| &x.path == p && x.answered == 200))
-    })
-    .await;
+    let hits = rx
+        .received(STEP, "the escalation at every receiver", |h| {
+            ["/hook", "/slack", "/discord"].iter().all(|p| h.iter().any(|x| &x.path == p && x.answered == 200))
+        })
+        .await;
     let s =
         gh.server.wait_for("sessions", name, STEP, |o| records(o).iter().all(|r| r["deliveredAt"].is_string())).await;
     let r = &s["status"]["reactions"]["ci-failed"];
@@ -184,7 +172,7 @@ async fn a_notification_recorded_before_a_kill9_is_delivered_once_after_the_rest
     // The next attempt reaches the receiver, which holds it unanswered; the controller is killed
     // having sent it but not recorded the result.
     rx.set(Mode::Hold);
-    received(&rx, "an attempt held open", |h| h.iter().any(|x| x.answered == 0)).await;
+    rx.received(STEP, "an attempt held open", |h| h.iter().any(|x| x.answered == 0)).await;
     gh.server.kill9();
     rx.set(Mode::Ok);
     gh.restart().await;

@@ -37,19 +37,6 @@ spec:
   prompt: write the release notes
 ";
 
-/// Polls `/readyz` until it answers `code`; returns the body.
-async fn readyz_becomes(server: &Server, code: u16, limit: Duration) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        let r = server.get_path("/readyz").await;
-        if r.code == code {
-            return r.text();
-        }
-        assert!(Instant::now() < deadline, "/readyz still answers {} after {limit:?}: {}", r.code, r.text());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// The items of a list, by name, without their status (the controllers may still move it).
 async fn items(server: &Server, plural: &str) -> Vec<(String, Value, Value)> {
     let list = server.get_path(&format!("{API}/{plural}")).await.expect(200);
@@ -109,11 +96,11 @@ async fn serve_keeps_its_objects_in_etcd() {
     for i in 0..5 {
         server.create("sessions", &session(&format!("while-down-{i}"), "kept", "one member is down")).await;
     }
-    readyz_becomes(&server, 200, Duration::from_secs(30)).await;
+    server.readyz_becomes(200, Duration::from_secs(30)).await;
 
     // Every member down: not ready, and writes are refused with 503.
     cluster.kill_all();
-    let why = readyz_becomes(&server, 503, Duration::from_secs(30)).await;
+    let why = server.readyz_becomes(503, Duration::from_secs(30)).await;
     assert!(why.contains("etcd"), "{why}");
     let refused = server.json("POST", &format!("{API}/sessions"), &session("refused", "kept", "no etcd")).await;
     refused.expect_status(503, "ServiceUnavailable");
@@ -125,7 +112,7 @@ async fn serve_keeps_its_objects_in_etcd() {
     for i in 0..3 {
         cluster.restart(i);
     }
-    readyz_becomes(&server, 200, Duration::from_secs(60)).await;
+    server.readyz_becomes(200, Duration::from_secs(60)).await;
     let back = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": "back"},
         "spec": {"path": NO_REPO}});
     server.create("projects", &back).await;

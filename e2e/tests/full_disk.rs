@@ -5,7 +5,7 @@
 //! once space returns, and no resourceVersion is ever given out twice, across a restart too.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -26,19 +26,6 @@ async fn watch_until(w: &mut WatchStream, name: &str) -> Vec<Value> {
         if done {
             return seen;
         }
-    }
-}
-
-/// Polls `/readyz` until it answers `code`; returns the last body.
-async fn readyz_becomes(server: &Server, code: u16, limit: Duration) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        let r = server.get_path("/readyz").await;
-        if r.code == code {
-            return r.text();
-        }
-        assert!(Instant::now() < deadline, "/readyz still answers {} after {limit:?}: {}", r.code, r.text());
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -88,7 +75,7 @@ async fn a_full_disk_refuses_writes_visibly_and_the_server_recovers_without_a_re
     assert!(!listed.contains(refused.as_str()), "the refused session is not listed");
 
     std::fs::remove_file(&filler).expect("free the space");
-    readyz_becomes(&server, 200, Duration::from_secs(30)).await;
+    server.readyz_becomes(200, Duration::from_secs(30)).await;
     let after = server.create("sessions", &session("after", "demo", "written once space returned")).await;
 
     // The watch saw the acknowledged sessions and the one after, never the refused one.

@@ -497,6 +497,19 @@ impl Server {
         self.send("GET", path, None, vec![]).await
     }
 
+    /// Polls `/readyz` until it answers `code` (panics after `limit`); returns the body.
+    pub(crate) async fn readyz_becomes(&self, code: u16, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let r = self.get_path("/readyz").await;
+            if r.code == code {
+                return r.text();
+            }
+            assert!(Instant::now() < deadline, "/readyz still answers {} after {limit:?}: {}", r.code, r.text());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub(crate) async fn json(&self, method: &str, path: &str, body: &Value) -> Resp {
         let ct = if method == "PATCH" { "application/merge-patch+json" } else { "application/json" };
         self.send(method, path, Some(ct), serde_json::to_vec(body).expect("JSON")).await

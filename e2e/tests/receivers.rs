@@ -6,12 +6,15 @@
 
 use parking_lot::Mutex;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use serde_json::Value;
 use tokio::sync::watch;
+
+use crate::lifecycle::eventually;
 
 /// How the receiver answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +107,19 @@ impl Receiver {
     /// The requests to `path` answered with a 2xx: the deliveries the receiver acknowledged.
     pub(crate) fn acked(&self, path: &str) -> Vec<Hit> {
         self.hits().into_iter().filter(|h| h.path == path && (200..300).contains(&h.answered)).collect()
+    }
+
+    /// Waits (up to `limit`) until `pred` holds for the requests received; returns them.
+    pub(crate) async fn received(&self, limit: Duration, what: &str, pred: impl Fn(&[Hit]) -> bool) -> Vec<Hit> {
+        eventually(limit, what, || {
+            let hits = self.hits();
+            if pred(&hits) {
+                Ok(hits)
+            } else {
+                Err(format!("{hits:#?}"))
+            }
+        })
+        .await
     }
 }
 

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::harness::Server;
 use crate::lifecycle::{agent_repo, eventually, project, ready, session, token, transcript, wait_all, Cleanup, READY};
-use crate::receivers::{Hit, Mode, Receiver};
+use crate::receivers::{Mode, Receiver};
 
 /// How long one step may take.
 const STEP: Duration = Duration::from_secs(30);
@@ -25,19 +25,6 @@ fn records(s: &Value) -> Vec<Value> {
 
 fn activity(s: &Value) -> &str {
     s.pointer("/status/activity/state").and_then(Value::as_str).unwrap_or("")
-}
-
-/// Waits until `pred` holds for the receiver's requests.
-async fn received(rx: &Receiver, what: &str, pred: impl Fn(&[Hit]) -> bool) -> Vec<Hit> {
-    eventually(STEP, what, || {
-        let hits = rx.hits();
-        if pred(&hits) {
-            Ok(hits)
-        } else {
-            Err(format!("{hits:#?}"))
-        }
-    })
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,7 +46,7 @@ async fn a_notifier_that_holds_its_answer_holds_up_no_session() {
     let rec = records(&s)[0].clone();
     assert_eq!(rec["reaction"], "agent-needs-input", "{rec:#}");
     let key = rec["key"].as_str().expect("the record's key").to_string();
-    received(&rx, "the notification held by the receiver", |h| h.len() == 1 && h[0].answered == 0).await;
+    rx.received(STEP, "the notification held by the receiver", |h| h.len() == 1 && h[0].answered == 0).await;
 
     // While it is held, a person's answer goes through `aoctl send`: it reaches the agent, and the
     // session's reconcile records that the agent no longer waits, before the held delivery's outcome
