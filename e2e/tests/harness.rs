@@ -362,24 +362,30 @@ impl Server {
 
     /// Starts the process, with `env` added to its environment, and waits until it is ready; a
     /// port taken meanwhile means another try.
+    /// Starts `aoctl serve` on this server's port and data folder, `env` added to its
+    /// environment, its output appended to the log.
+    fn spawn_serve(&self, env: &[(&str, &std::ffi::OsStr)]) -> Child {
+        let mut cmd = command(&self.home);
+        cmd.envs(env.iter().copied());
+        cmd.args(["serve", "--listen", &format!("{}:{}", self.host(), self.port), "--data-dir"]);
+        cmd.arg(&self.data_dir);
+        if let Some(t) = &self.opts.token {
+            let f = self.tmp.path().join("token");
+            std::fs::write(&f, format!("{t}\n")).expect("write token file");
+            cmd.arg("--token-file").arg(f);
+        }
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("open log");
+        cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
+        cmd.spawn().expect("aoctl serve starts")
+    }
+
     async fn launch(&mut self, new_port: bool, env: &[(&str, &std::ffi::OsStr)]) {
         for attempt in 0..5 {
             if new_port || attempt > 0 || self.port == 0 {
                 self.port = free_port();
             }
             self.base = format!("http://127.0.0.1:{}", self.port);
-            let mut cmd = command(&self.home);
-            cmd.envs(env.iter().copied());
-            cmd.args(["serve", "--listen", &format!("{}:{}", self.host(), self.port), "--data-dir"]);
-            cmd.arg(&self.data_dir);
-            if let Some(t) = &self.opts.token {
-                let f = self.tmp.path().join("token");
-                std::fs::write(&f, format!("{t}\n")).expect("write token file");
-                cmd.arg("--token-file").arg(f);
-            }
-            let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("open log");
-            cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
-            self.child = Some(cmd.spawn().expect("aoctl serve starts"));
+            self.child = Some(self.spawn_serve(env));
             match self.wait_ready().await {
                 Ok(()) => return self.learn_token(),
                 Err(exited) if exited && self.log_text().contains("cannot listen") => continue,
@@ -711,18 +717,7 @@ impl Server {
     pub(crate) async fn restart_with_env(&mut self, env: &[(&str, &std::ffi::OsStr)]) {
         self.kill9();
         for _ in 0..20 {
-            let mut cmd = command(&self.home);
-            cmd.envs(env.iter().copied());
-            cmd.args(["serve", "--listen", &format!("{}:{}", self.host(), self.port), "--data-dir"]);
-            cmd.arg(&self.data_dir);
-            if let Some(t) = &self.opts.token {
-                let f = self.tmp.path().join("token");
-                std::fs::write(&f, format!("{t}\n")).expect("write token file");
-                cmd.arg("--token-file").arg(f);
-            }
-            let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("open log");
-            cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log handle")).stderr(log);
-            self.child = Some(cmd.spawn().expect("aoctl serve starts"));
+            self.child = Some(self.spawn_serve(env));
             match self.wait_ready().await {
                 Ok(()) => return self.learn_token(),
                 Err(true) => tokio::time::sleep(Duration::from_millis(100)).await,
@@ -760,5 +755,20 @@ impl Server {
     pub(crate) async fn leads(&self) -> bool {
         let r = self.get_path("/metrics").await;
         r.code == 200 && r.text().lines().any(|l| l.trim() == "aoctl_leader_election_master_status 1")
+    }
+}
+
+/// Stops a child with SIGTERM, then SIGKILL once `grace` has passed, and reaps it.
+pub(crate) fn terminate(mut child: Child, grace: Duration) {
+    // SAFETY: the pid is that of our own child, which has not been reaped yet.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + grace;
+    while child.try_wait().ok().flatten().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

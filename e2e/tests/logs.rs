@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::{command, free_port, token_of, API};
+use crate::harness::{command, free_port, terminate, token_of, API};
 use crate::observability::{agent_repo, agent_session, assert_promtool_ok, promtool, Exposition, READY};
 
 /// `aoctl serve --log-format json` with extra environment, its stderr in a file.
@@ -78,17 +78,8 @@ impl JsonServe {
 
     /// SIGTERM (the server drains and logs its shutdown), then SIGKILL after 10 s.
     fn stop(&mut self) {
-        let Some(mut c) = self.child.take() else { return };
-        // SAFETY: the pid is that of our own child, which has not been reaped yet.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while c.try_wait().ok().flatten().is_none() {
-            if Instant::now() > deadline {
-                let _ = c.kill();
-                let _ = c.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(c) = self.child.take() {
+            terminate(c, Duration::from_secs(10));
         }
     }
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
-use crate::harness::{free_port, git_repo, project, Server, WatchStream, API};
+use crate::harness::{free_port, git_repo, project, terminate, Server, WatchStream, API};
 
 /// The scripted agent, committed into each test repository as `scripts/agent.sh`.
 const DEMO_AGENT: &str = include_str!("../agents/demo-agent");
@@ -601,17 +601,8 @@ impl Prometheus {
 
     /// SIGTERM, then SIGKILL after 10 s.
     fn stop(&mut self) {
-        let Some(mut c) = self.child.take() else { return };
-        // SAFETY: the pid is that of our own child, which has not been reaped yet.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while c.try_wait().ok().flatten().is_none() {
-            if Instant::now() > deadline {
-                let _ = c.kill();
-                let _ = c.wait();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(c) = self.child.take() {
+            terminate(c, Duration::from_secs(10));
         }
     }
 }
