@@ -23,7 +23,7 @@ use aoctl_api::session::{
 };
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_runtimes::Handle;
-use aoctl_scm::FailingCheck;
+use aoctl_forge_types::FailingCheck;
 use sha2::{Digest, Sha256};
 
 use super::effects::MERGED;

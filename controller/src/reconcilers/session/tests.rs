@@ -11,11 +11,11 @@ use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::session::{ChecksState, PullRequestState, ReviewState, RuntimeKind};
 use aoctl_api::{Condition, ConditionStatus, Kind, Project, Session, Time};
 use aoctl_engine::Action;
+use aoctl_forge_types::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
 use aoctl_runtimes::workspace::{
     PoolReport, PoolRequest, WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest,
 };
 use aoctl_runtimes::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
-use aoctl_scm::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
 use aoctl_store::{Store, StoreError, WriteOptions};
 use serde_json::{json, Value};
 
