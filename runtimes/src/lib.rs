@@ -9,7 +9,7 @@ pub mod daemon;
 pub mod docker;
 pub mod git;
 pub mod node_id;
-pub mod notify;
+pub mod notification_programs;
 pub mod process;
 pub mod program;
 mod runtime;
