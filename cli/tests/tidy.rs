@@ -1,5 +1,5 @@
 //! Rules of the code base that can be checked, checked over the whole workspace: every Rust file
-//! opens with a `//!` line; only the `runtimes` crate starts processes (tests excepted); `api/`,
+//! opens with a `//!` line; only the crates in `runtimes/` start processes (tests excepted); `api/`,
 //! the wire contract, does no IO and reads the clock only through `Time::now`; the controller
 //! does no file, process or git IO of its own (it goes through the machine side) and reads only
 //! configuration variables; the controller's machine side and HTTP handlers import no reconciler;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::{Condition, ConditionStatus, EventType, Project, ProjectStatus, Time};
 use aoctl_engine::Action;
-use aoctl_runtimes::git::GitError;
+use aoctl_git::repository::GitError;
 
 use super::Error;
 use crate::machine::Branches;

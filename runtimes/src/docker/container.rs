@@ -17,7 +17,7 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 
 use super::{start_failed, RUNTIME};
 use crate::runtime::{LaunchSpec, RuntimeError};
-use crate::workspace::{Sandbox, CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
+use aoctl_git::workspace::{Sandbox, CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
 
 /// Where the workspace is mounted in every container, and the agent's working directory.
 pub(super) const WORKSPACE: &str = "/workspace";

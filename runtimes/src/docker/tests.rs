@@ -414,9 +414,9 @@ async fn docker_sandbox_is_mounted_read_only_where_the_agent_must_not_write() {
     std::fs::write(main.join("README"), "hi\n").unwrap();
     git(&main, &["add", "README"]);
     git(&main, &["commit", "-q", "-m", "first"]);
-    let workspaces = crate::workspace::Workspaces::new(bench.dir.path().join("workspaces"));
+    let workspaces = aoctl_git::workspace::Workspaces::new(bench.dir.path().join("workspaces"));
     let session = bench.session("sandbox");
-    let req = crate::workspace::WorkspaceRequest {
+    let req = aoctl_git::workspace::WorkspaceRequest {
         project: "demo".into(),
         session: session.clone(),
         repo: main.clone(),

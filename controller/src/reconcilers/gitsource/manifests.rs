@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use aoctl_api::decode::{decode_manifests, AnyObject};
 use aoctl_api::Kind;
-use aoctl_runtimes::git::source::ManifestFile;
+use aoctl_git::repository::source::ManifestFile;
 
 /// One object of the revision and where its manifest is.
 #[derive(Clone, Debug, PartialEq)]

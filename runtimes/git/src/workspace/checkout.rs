@@ -12,7 +12,7 @@ use git2::build::{CheckoutBuilder, RepoBuilder};
 use git2::{BranchType, Oid, Repository, WorktreePruneOptions};
 
 use super::{WorkspaceError, WorkspaceRecord, WorkspaceRequest};
-use crate::git;
+use crate::repository;
 
 /// Held to read while a worktree is added or an added one's branch is deleted again, and to
 /// write while a folder under `.git/worktrees/` is deleted. libgit2 (1.9) takes a worktree that is
@@ -74,7 +74,7 @@ pub(super) fn open_checkout(rec: &WorkspaceRecord, path: &Path) -> Option<Reposi
 
 /// The canonical form of a path whose last part may not exist.
 fn loose_canonical(path: &Path) -> PathBuf {
-    match (path.parent().and_then(|p| crate::git::canonicalize(p).ok()), path.file_name()) {
+    match (path.parent().and_then(|p| crate::repository::canonicalize(p).ok()), path.file_name()) {
         (Some(parent), Some(name)) => parent.join(name),
         _ => path.to_path_buf(),
     }
@@ -312,7 +312,7 @@ pub(super) fn checkout_git() -> Option<PathBuf> {
 }
 
 fn usable_git(program: &Path) -> Option<PathBuf> {
-    let version = git::version(program)?;
+    let version = repository::version(program)?;
     (version >= GIT_MIN_VERSION).then(|| program.to_path_buf())
 }
 
@@ -355,7 +355,7 @@ fn write_files(path: &Path, commit: Oid) -> Result<(), String> {
             "-u",
             &sha,
         ];
-        match git::run_in(&program, path, &args, GIT_CHECKOUT_TIMEOUT) {
+        match repository::run_in(&program, path, &args, GIT_CHECKOUT_TIMEOUT) {
             Ok(()) => return Ok(()),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "git cannot write the checkout; libgit2 writes it")
@@ -402,8 +402,8 @@ fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oi
         }
         fs::create_dir(path).map_err(at(path))?;
         made_path = true;
-        let abs_path = git::canonicalize(path).map_err(at(path))?;
-        let abs_admin = git::canonicalize(&admin).map_err(at(&admin))?;
+        let abs_path = repository::canonicalize(path).map_err(at(path))?;
+        let abs_admin = repository::canonicalize(&admin).map_err(at(&admin))?;
         let write = |file: &Path, text: String| fs::write(file, text).map_err(at(file));
         write(&admin.join("commondir"), "../..\n".into())?;
         write(&admin.join("HEAD"), head.to_string())?;
@@ -427,7 +427,7 @@ fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oi
 /// The commit of `base_ref`: a local branch, `origin/<base_ref>`, or any revision git understands.
 pub(super) fn resolve_base(repo: &Repository, req: &WorkspaceRequest) -> Result<Oid, WorkspaceError> {
     let root = repo.workdir().unwrap_or(repo.path());
-    git::resolve_branch(root, &req.base_ref)
+    repository::resolve_branch(root, &req.base_ref)
         .ok()
         .and_then(|sha| Oid::from_str(&sha).ok())
         .or_else(|| repo.revparse_single(&req.base_ref).ok()?.peel_to_commit().ok().map(|c| c.id()))
@@ -501,7 +501,7 @@ fn clone_into(req: &WorkspaceRequest, path: &Path) -> Result<(), WorkspaceError>
         Err(_) => resolve_base(&main, req)?,
     };
     let source = main.workdir().unwrap_or(main.path());
-    let source = crate::git::canonicalize(source).unwrap_or_else(|_| source.components().collect());
+    let source = crate::repository::canonicalize(source).unwrap_or_else(|_| source.components().collect());
     let url = source.to_str().ok_or_else(|| failed("the repository path is not UTF-8"))?;
     // Checking out happens once, below, on the session's branch.
     let mut none = CheckoutBuilder::new();
@@ -569,7 +569,7 @@ pub(super) fn adopt_worktree(repo: &Path, name: &str, path: &Path, branch: Optio
     };
     let main = Repository::open(repo).map_err(|e| failed(format!("{}: {}", repo.display(), e.message())))?;
     let admin = main.commondir().join("worktrees").join(name);
-    let abs_path = git::canonicalize(path).map_err(|e| failed(format!("{}: {e}", path.display())))?;
+    let abs_path = repository::canonicalize(path).map_err(|e| failed(format!("{}: {e}", path.display())))?;
     let replace = |file: &str, text: String| {
         let tmp = admin.join(format!("{file}.aoctl-tmp"));
         fs::write(&tmp, text)
