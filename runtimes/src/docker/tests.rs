@@ -106,7 +106,7 @@ fn ensure_image() {
 struct Bench {
     runtime: DockerRuntime,
     dir: tempfile::TempDir,
-    sessions: std::sync::Mutex<Vec<String>>,
+    sessions: parking_lot::Mutex<Vec<String>>,
     _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
@@ -134,7 +134,7 @@ impl Bench {
     /// A unique session name, cleaned up with the bench.
     fn session(&self, label: &str) -> String {
         let name = format!("dt{}-{label}", std::process::id());
-        self.sessions.lock().unwrap().push(name.clone());
+        self.sessions.lock().push(name.clone());
         name
     }
 
@@ -170,7 +170,7 @@ impl Bench {
 
 impl Drop for Bench {
     fn drop(&mut self) {
-        for session in self.sessions.lock().unwrap().iter() {
+        for session in self.sessions.lock().iter() {
             let _ = docker(&["rm", "-f", &self.runtime.container_name(session)]);
         }
     }

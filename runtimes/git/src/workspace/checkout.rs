@@ -4,12 +4,13 @@
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{OnceLock, RwLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use aoctl_api::session::WorkspaceKind;
 use git2::build::{CheckoutBuilder, RepoBuilder};
 use git2::{BranchType, Oid, Repository, WorktreePruneOptions};
+use parking_lot::RwLock;
 
 use super::{WorkspaceError, WorkspaceRecord, WorkspaceRequest};
 use crate::repository;
@@ -175,7 +176,7 @@ fn remove_admin_dir(common: &Path, name: &str, path: &Path) -> Result<(), Worksp
         }
     }
     tracing::warn!(dir = %dir.display(), "removing the worktree entry a killed workspace creation left");
-    let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+    let _deleting = ADMIN.write();
     remove_tree(&dir)
 }
 
@@ -219,7 +220,7 @@ fn make_writable(dir: &Path) {
 /// Failures are logged; a stale entry only blocks the branch.
 pub(super) fn prune_stale(rec: &WorkspaceRecord, path: &Path, name: Option<&str>) {
     let Ok(repo) = Repository::open(&rec.repo) else { return };
-    let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+    let _deleting = ADMIN.write();
     let named: Vec<&str> = rec.worktree_name.as_deref().into_iter().chain(name).collect();
     let listed;
     let names: Vec<&str> = if !named.is_empty() {
@@ -281,7 +282,7 @@ pub(super) fn create_worktree(
     if let Err(message) = add_linked(&repo, path, name, &head, commit) {
         // `add_linked` removed what it made; a branch made just now goes too.
         if made {
-            let _adding = ADMIN.read().unwrap_or_else(|e| e.into_inner());
+            let _adding = ADMIN.read();
             let _ = repo.find_branch(&req.branch, BranchType::Local).and_then(|mut b| b.delete());
         }
         return Err(failed(message));
@@ -393,7 +394,7 @@ fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oi
     let mut made_path = false;
     let mut add = || -> Result<(), String> {
         {
-            let _adding = ADMIN.read().unwrap_or_else(|e| e.into_inner());
+            let _adding = ADMIN.read();
             // Made when missing, and never removed: another creation may be using it.
             let parent = admin.parent().unwrap_or(&admin);
             fs::create_dir_all(parent).map_err(at(parent))?;
@@ -417,7 +418,7 @@ fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oi
             let _ = remove_tree(path);
         }
         if made_admin {
-            let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+            let _deleting = ADMIN.write();
             let _ = remove_tree(&admin);
         }
     }
@@ -448,7 +449,7 @@ fn prune_gone_holders(repo: &Repository, branch: &str) {
         if !holds || locked || fs::symlink_metadata(wt.path()).is_ok() {
             continue;
         }
-        let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+        let _deleting = ADMIN.write();
         match wt.prune(Some(WorktreePruneOptions::new().valid(true))) {
             Ok(()) => {
                 tracing::info!(worktree = name, path = %wt.path().display(), branch, "pruned a worktree entry whose folder is gone")
