@@ -279,13 +279,13 @@ pub(super) fn create_worktree(
     }
     let commit = branch.get().peel_to_commit().map_err(|e| failed(e.message().into()))?.id();
     let head = format!("ref: refs/heads/{}\n", req.branch);
-    if let Err(message) = add_linked(&repo, path, name, &head, commit) {
+    if let Err(e) = add_linked(&repo, path, name, &head, commit) {
         // `add_linked` removed what it made; a branch made just now goes too.
         if made {
             let _adding = ADMIN.read();
             let _ = repo.find_branch(&req.branch, BranchType::Local).and_then(|mut b| b.delete());
         }
-        return Err(failed(message));
+        return Err(failed(e.to_string()));
     }
     Ok(())
 }
@@ -339,7 +339,7 @@ pub(super) fn with_checkout_git<T>(program: Option<&Path>, f: impl FnOnce() -> T
 /// the way, and `HEAD` is left alone. git (`read-tree --reset -u`, with its parallel checkout)
 /// writes them when it is installed, libgit2 when it is not or when git fails. Both write the
 /// index last, once every file is written, so a new checkout cut short has none.
-fn write_files(path: &Path, commit: Oid) -> Result<(), String> {
+fn write_files(path: &Path, commit: Oid) -> Result<(), git2::Error> {
     if let Some(program) = checkout_git() {
         let sha = commit.to_string();
         let args = [
@@ -363,9 +363,9 @@ fn write_files(path: &Path, commit: Oid) -> Result<(), String> {
             }
         }
     }
-    let repo = Repository::open(path).map_err(|e| e.message().to_string())?;
-    let target = repo.find_commit(commit).map_err(|e| e.message().to_string())?;
-    repo.checkout_tree(target.as_object(), Some(CheckoutBuilder::new().force())).map_err(|e| e.message().to_string())
+    let repo = Repository::open(path)?;
+    let target = repo.find_commit(commit)?;
+    repo.checkout_tree(target.as_object(), Some(CheckoutBuilder::new().force()))
 }
 
 /// A path as git writes it into `gitdir` files: with `/` between its parts on Windows too, where
@@ -379,20 +379,31 @@ fn link_text(path: &Path) -> String {
     }
 }
 
-/// The message of an error about `path`.
-fn at(path: &Path) -> impl FnOnce(io::Error) -> String + '_ {
-    move |e| format!("{}: {e}", path.display())
+/// Why a linked worktree could not be added.
+#[derive(Debug, thiserror::Error)]
+enum AddError {
+    /// A folder or admin file of it could not be made or written.
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: io::Error },
+    /// libgit2 could not write its files and index.
+    #[error("{}", .0.message())]
+    Checkout(#[from] git2::Error),
+}
+
+/// The error of an IO step on `path`.
+fn at(path: &Path) -> impl FnOnce(io::Error) -> AddError + '_ {
+    move |source| AddError::Io { path: path.to_path_buf(), source }
 }
 
 /// Adds the linked worktree `name` of `main` at `path`, laid out as `git worktree add` lays it
 /// out: the folder `<common>/worktrees/<name>` with `commondir`, `HEAD` (the text `head`) and
 /// `gitdir`, and `<path>/.git` pointing at it; then writes the files and the index at `commit`.
 /// `path` must not exist, and its parent must. On failure what it made is removed again.
-fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oid) -> Result<(), String> {
+fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oid) -> Result<(), AddError> {
     let admin = main.commondir().join("worktrees").join(name);
     let mut made_admin = false;
     let mut made_path = false;
-    let mut add = || -> Result<(), String> {
+    let mut add = || -> Result<(), AddError> {
         {
             let _adding = ADMIN.read();
             // Made when missing, and never removed: another creation may be using it.
@@ -410,7 +421,7 @@ fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oi
         write(&admin.join("HEAD"), head.to_string())?;
         write(&admin.join("gitdir"), format!("{}\n", link_text(&abs_path.join(".git"))))?;
         write(&path.join(".git"), format!("gitdir: {}\n", link_text(&abs_admin)))?;
-        write_files(path, commit)
+        Ok(write_files(path, commit)?)
     };
     let result = add();
     if result.is_err() {
@@ -521,7 +532,7 @@ fn clone_into(req: &WorkspaceRequest, path: &Path) -> Result<(), WorkspaceError>
         clone.branch(&req.branch, &commit, false).map_err(|e| failed(e.message()))?;
     }
     clone.set_head(&format!("refs/heads/{}", req.branch)).map_err(|e| failed(e.message()))?;
-    write_files(path, target).map_err(|e| failed(&e))?;
+    write_files(path, target).map_err(|e| failed(e.message()))?;
 
     let origin = main.find_remote("origin").ok().and_then(|r| r.url().map(str::to_string));
     if let Some(origin) = origin {
@@ -542,7 +553,7 @@ pub(super) fn add_detached_worktree(repo: &Path, path: &Path, name: &str, commit
     };
     let main = Repository::open(repo).map_err(|e| failed(format!("{}: {}", repo.display(), e.message())))?;
     main.find_commit(commit).map_err(|e| failed(e.message().to_string()))?;
-    add_linked(&main, path, name, &format!("{commit}\n"), commit).map_err(failed)
+    add_linked(&main, path, name, &format!("{commit}\n"), commit).map_err(|e| failed(e.to_string()))
 }
 
 /// Moves a detached worktree at `path` to `commit` in place: only the tracked files that differ
@@ -555,7 +566,7 @@ pub(super) fn move_detached(path: &Path, commit: Oid) -> Result<(), WorkspaceErr
     };
     let wt = Repository::open(path).map_err(|e| failed(e.message().to_string()))?;
     wt.find_commit(commit).map_err(|e| failed(e.message().to_string()))?;
-    write_files(path, commit).map_err(failed)?;
+    write_files(path, commit).map_err(|e| failed(e.message().to_string()))?;
     wt.set_head_detached(commit).map_err(|e| failed(e.message().to_string()))
 }
 
