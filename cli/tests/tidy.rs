@@ -1,11 +1,12 @@
 //! Rules of the code base that can be checked, checked over the whole workspace: every Rust file
-//! opens with a `//!` line; only the `runtimes` crate starts processes (tests excepted); `api/`,
+//! opens with a `//!` line; only the crates in `runtimes/` start processes (tests excepted); `api/`,
 //! the wire contract, does no IO and reads the clock only through `Time::now`; the controller
 //! does no file, process or git IO of its own (it goes through the machine side) and reads only
 //! configuration variables; the controller's machine side and HTTP handlers import no reconciler;
 //! reconcilers write no spec but the sources' writes of the objects they own, and list no Session
 //! kind whole; the modules of no crate form an import circle; every crate takes the workspace's
-//! lints, so `unreachable_pub` shows what nobody outside a crate uses.
+//! lints, so `unreachable_pub` shows what nobody outside a crate uses; synchronous locks are
+//! parking_lot's.
 
 use std::path::{Path, PathBuf};
 
@@ -541,4 +542,35 @@ fn every_crate_takes_the_workspace_lints() {
     );
     assert!(!uses_workspace_lints("[package]\nname = \"x\"\n\n[dependencies]\nworkspace = true\n"));
     assert!(uses_workspace_lints("[dependencies]\n[lints]\nworkspace = true\n"));
+}
+
+#[test]
+fn synchronous_locks_are_parking_lots() {
+    let std_lock =
+        regex::Regex::new(r"std::sync::(\{[^}]*\b(Mutex|RwLock)\b[^}]*\}|(Mutex|RwLock)\b)").expect("a regex");
+    let root = root();
+    let mut found = vec![];
+    for (_, files) in crates() {
+        // This file names what it looks for.
+        for path in files.into_iter().filter(|p| !p.ends_with("cli/tests/tidy.rs")) {
+            let Ok(code) = std::fs::read_to_string(&path) else { continue };
+            for (i, line) in code.lines().enumerate() {
+                if std_lock.is_match(line.split("//").next().unwrap_or_default()) {
+                    found.push(format!(
+                        "{}:{}: {}",
+                        path.strip_prefix(&root).unwrap_or(&path).display(),
+                        i + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "synchronous locks are parking_lot's (tokio's where a guard is held across an await):\n{}",
+        found.join("\n")
+    );
+    assert!(std_lock.is_match("use std::sync::{Arc, Mutex};") && std_lock.is_match("std::sync::RwLock<u8>"));
+    assert!(!std_lock.is_match("use std::sync::Arc;") && !std_lock.is_match("use parking_lot::Mutex;"));
 }

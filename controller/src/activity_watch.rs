@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-// `::notify` is the file-event crate; `crate::notify` is the notifier of reactions.
+// `::notify` is the file-event crate; `crate::notifiers` delivers the notifications of reactions.
 use ::notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
 use ::notify::{Event, RecursiveMode, Watcher};
 use tokio::sync::mpsc;

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use aoctl_api::session::RuntimeKind;
+use aoctl_git::workspace::Workspaces;
 use aoctl_runtimes::docker::DockerRuntime;
 use aoctl_runtimes::process::ProcessRuntime;
 use aoctl_runtimes::tmux::TmuxRuntime;
-use aoctl_runtimes::workspace::Workspaces;
 use aoctl_runtimes::{Runtime, RuntimeError};
 
 use crate::machine::{EngineHealth, Machine, SessionFiles, WorkspaceStore};

@@ -13,7 +13,7 @@ mod leader;
 mod machine;
 mod metrics;
 mod node;
-mod notify;
+mod notifiers;
 mod outbox;
 mod reconcilers;
 mod recorder;

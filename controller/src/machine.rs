@@ -6,17 +6,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aoctl_agents::InputStyle;
 use aoctl_api::condition::{self, types};
 use aoctl_api::project::Project;
 use aoctl_api::session::{AgentRef, RuntimeKind, RuntimeStatus};
 use aoctl_api::Session;
-use aoctl_runtimes::git::{self, GitError, RepoInfo};
-pub(crate) use aoctl_runtimes::session_files::SessionFiles;
-use aoctl_runtimes::workspace::{
+use aoctl_git::repository::{self, GitError, RepoInfo};
+use aoctl_git::workspace::{
     PoolReport, PoolRequest, WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest,
     Workspaces,
 };
-use aoctl_runtimes::{agents, Handle, InputStyle, Runtime, RuntimeError};
+pub(crate) use aoctl_runtimes::session_files::SessionFiles;
+use aoctl_runtimes::{Handle, Runtime, RuntimeError};
 
 use crate::typing::Typing;
 
@@ -42,7 +43,7 @@ pub(crate) trait Machine: Send + Sync + 'static {
     fn output_events(&self) -> bool;
 
     /// The git the session reconciler asks of a session's branch: libgit2 through
-    /// `aoctl_runtimes::git`, unless a machine has its own.
+    /// `aoctl_git::repository`, unless a machine has its own.
     fn branches(&self) -> &dyn Branches {
         &Git
     }
@@ -116,40 +117,40 @@ pub(crate) trait Branches: Send + Sync {
     fn changed_files(&self, root: &Path, head: &str, base: &str) -> Result<Vec<String>, GitError>;
 }
 
-/// [`Branches`] through libgit2 (`aoctl_runtimes::git`).
+/// [`Branches`] through libgit2 (`aoctl_git::repository`).
 pub(crate) struct Git;
 
 impl Branches for Git {
     fn inspect(&self, path: &Path) -> Result<RepoInfo, GitError> {
-        git::inspect(path)
+        repository::inspect(path)
     }
 
     fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
-        git::canonicalize(path)
+        repository::canonicalize(path)
     }
 
     fn resolve_branch(&self, root: &Path, branch: &str) -> Result<String, GitError> {
-        git::resolve_branch(root, branch)
+        repository::resolve_branch(root, branch)
     }
 
     fn ahead(&self, root: &Path, branch: &str, base: &str) -> Result<usize, GitError> {
-        git::ahead(root, branch, base)
+        repository::ahead(root, branch, base)
     }
 
     fn push(&self, workdir: &Path, remote: &str, branch: &str) -> Result<(), GitError> {
-        git::push(workdir, remote, branch)
+        repository::push(workdir, remote, branch)
     }
 
     fn fetch_branch(&self, workdir: &Path, remote: &str, branch: &str) -> Result<String, GitError> {
-        git::fetch_branch(workdir, remote, branch)
+        repository::fetch_branch(workdir, remote, branch)
     }
 
     fn conflicting_files(&self, root: &Path, ours: &str, theirs: &str) -> Result<Vec<String>, GitError> {
-        git::conflicting_files(root, ours, theirs)
+        repository::conflicting_files(root, ours, theirs)
     }
 
     fn changed_files(&self, root: &Path, head: &str, base: &str) -> Result<Vec<String>, GitError> {
-        git::changed_files(root, head, base)
+        repository::changed_files(root, head, base)
     }
 }
 
@@ -273,9 +274,9 @@ pub fn agent_of(s: &Session, p: Option<&Project>) -> AgentRef {
 }
 
 /// How text is typed into an agent: its adapter's style, or the default for custom commands.
-pub(crate) fn input_style(agent: &AgentRef) -> (InputStyle, Option<&'static agents::Adapter>) {
+pub(crate) fn input_style(agent: &AgentRef) -> (InputStyle, Option<&'static aoctl_agents::Adapter>) {
     match agent {
-        AgentRef::Builtin(name) => match agents::builtin(name) {
+        AgentRef::Builtin(name) => match aoctl_agents::builtin(name) {
             Some(a) => (a.input_style(), Some(a)),
             None => (InputStyle::default(), None),
         },

@@ -4,8 +4,8 @@
 //! A reconciler only records notifications in the object's status; once that status is written
 //! it hands the object to the worker ([`Handoff::hand`], a non-blocking enqueue). For each object
 //! handed over, the worker reads it fresh from the store, makes one delivery pass over the records
-//! that are due ([`notify::deliver_due`]), writes the results with the object's resourceVersion as
-//! precondition (after a 409, carried onto the newer status with [`notify::carry`]), publishes the
+//! that are due ([`notifiers::deliver_due`]), writes the results with the object's resourceVersion as
+//! precondition (after a 409, carried onto the newer status with [`notifiers::carry`]), publishes the
 //! `Escalated` and `NotifyFailed` events of the pass once its results are written, and looks at
 //! the object again when its next backoff is due.
 //!
@@ -30,7 +30,7 @@ use aoctl_store::{Selector, Store, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::notify;
+use crate::notifiers;
 use crate::recorder::Recorder;
 
 /// The worker's name in the engine's metrics and logs.
@@ -266,16 +266,16 @@ impl Worker {
         let Some(targets) = self.targets(&read).await? else { return Ok(Action::await_change()) };
         let now = Time::now();
         let mut outbox = read.outbox().clone();
-        let pass = notify::deliver_due(&mut outbox, &targets, read.project_name(), read.session_name(), now).await;
+        let pass = notifiers::deliver_due(&mut outbox, &targets, read.project_name(), read.session_name(), now).await;
         let events = told(&outbox, &pass);
-        notify::prune(&mut outbox, now);
+        notifiers::prune(&mut outbox, now);
         let Some(written) = self.write(read, &outbox, &pass.changed, now).await? else {
             return Ok(self.settled::<T>(name));
         };
         for (reason, msg) in &events {
             self.recorder.publish(&written, EventType::Warning, reason, msg).await;
         }
-        Ok(match notify::next_due(written.outbox(), Time::now()) {
+        Ok(match notifiers::next_due(written.outbox(), Time::now()) {
             Some(after) => Action::requeue(after),
             None => self.settled::<T>(name),
         })
@@ -330,8 +330,8 @@ impl Worker {
                         Err(e) => return Err(e),
                     };
                     stored = fresh.outbox().clone();
-                    notify::carry(outbox, fresh.outbox_mut(), changed);
-                    notify::prune(fresh.outbox_mut(), now);
+                    notifiers::carry(outbox, fresh.outbox_mut(), changed);
+                    notifiers::prune(fresh.outbox_mut(), now);
                     next = fresh;
                 }
                 Err(e) => return Err(e),
@@ -342,7 +342,7 @@ impl Worker {
 
 /// The events of a pass: `Escalated` for an escalation that reached its first target, and
 /// `NotifyFailed` for each record given up.
-fn told(outbox: &[NotificationRecord], pass: &notify::Pass) -> Vec<Told> {
+fn told(outbox: &[NotificationRecord], pass: &notifiers::Pass) -> Vec<Told> {
     let escalated = pass.first_sent.iter().filter_map(|key| outbox.iter().find(|n| &n.key == key && n.escalated));
     let mut out: Vec<Told> = escalated.map(|n| ("Escalated", format!("{}: {}", n.reaction, n.title))).collect();
     out.extend(pass.given_up.iter().map(|msg| ("NotifyFailed", msg.clone())));

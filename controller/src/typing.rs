@@ -47,12 +47,13 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use aoctl_agents::InputStyle;
 use aoctl_api::session::RuntimeKind;
 use aoctl_api::{EventType, Session};
 pub(crate) use aoctl_runtimes::session_files::{
     inbox_message_of, FilesError, Journal, Outcome, TypingFiles as Files, What,
 };
-use aoctl_runtimes::{agents, Handle, InputStyle, Runtime, RuntimeError};
+use aoctl_runtimes::{Handle, Runtime, RuntimeError};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::metrics::Metrics;
@@ -172,7 +173,7 @@ pub(crate) struct Agent<'a> {
     /// How the agent takes input.
     pub style: InputStyle,
     /// Its adapter, which prepares what is typed into it (`None`: a program of its own).
-    pub adapter: Option<&'static agents::Adapter>,
+    pub adapter: Option<&'static aoctl_agents::Adapter>,
     pub metrics: &'a Metrics,
     /// Publishes the events of its typing; `None` publishes none (`aoctl send` answers instead).
     pub recorder: Option<&'a Recorder>,
@@ -274,7 +275,7 @@ impl<'a> Keyboard<'a> {
         if how.held {
             return Ok(Typed::Held);
         }
-        let text = if how.prepare { agents::prepare_text(a.adapter, text) } else { text.to_string() };
+        let text = if how.prepare { aoctl_agents::prepare_text(a.adapter, text) } else { text.to_string() };
         let sent = type_message(&a.files, a.rt, a.handle, &text, &a.style, how.what).await;
         a.metrics.runtime_op(a.kind, "send", sent.is_ok());
         sent?;

@@ -32,8 +32,8 @@ fn pinned() -> &'static str {
     claude().install.map_or("2.1.332", |i| i.version)
 }
 
-fn claude() -> &'static aoctl_runtimes::agents::Adapter {
-    aoctl_runtimes::agents::builtin("claude-code").expect("the claude-code row")
+fn claude() -> &'static aoctl_agents::Adapter {
+    aoctl_agents::builtin("claude-code").expect("the claude-code row")
 }
 
 fn script(dir: &Path, name: &str, body: &str) {

@@ -13,8 +13,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use aoctl_agents::{Adapter, RenderInput};
 use aoctl_api::session::{AgentRef, Permissions};
-use aoctl_runtimes::agents::{self, Adapter, RenderInput};
 use regex::Regex;
 use serde_json::{json, Value};
 
@@ -48,7 +48,7 @@ impl Installed {
     fn agents(&self) -> Vec<&'static Adapter> {
         let mut out = Vec::new();
         for (agent, (state, why)) in &self.status {
-            match (agents::builtin(agent), state.as_str()) {
+            match (aoctl_agents::builtin(agent), state.as_str()) {
                 (Some(row), "ok") => out.push(row),
                 (Some(_), _) => eprintln!("real_clis: {agent} is not installed here ({state}: {why})"),
                 (None, _) => {}
@@ -112,8 +112,8 @@ fn rendered(row: &Adapter) -> Vec<Vec<String>> {
         // The MCP server's flags are checked too.
         mcp: Some(Path::new("/usr/local/bin/aoctl")),
     };
-    let mut out = vec![agents::render(&input).expect("the row renders").command];
-    if let Some(resume) = agents::render_resume(&input).expect("the row renders its resume") {
+    let mut out = vec![aoctl_agents::render(&input).expect("the row renders").command];
+    if let Some(resume) = aoctl_agents::render_resume(&input).expect("the row renders its resume") {
         out.push(resume.command);
     }
     out

@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Runtime, RuntimeError};
+use aoctl_agents::InputStyle;
+
+use crate::runtime::{Handle, LaunchSpec, Runtime, RuntimeError};
 use crate::test_agents::{agent, read, spec, style, transcript_has, wait_for, Agent};
 
 /// Starts `spec` on `rt` and waits until its transcript says `ready`.

@@ -1,15 +1,15 @@
-//! Where aoctl touches the machine: git repositories and workspaces (git2), the runtimes agents
-//! run in (tmux, a PTY the controller owns, ConPTY on Windows), the agent adapters, and background
-//! processes. Only this crate spawns processes.
+//! The runtimes agents run in (tmux, a PTY the controller owns, ConPTY on Windows, a docker
+//! container), and what else touches the machine on a session's behalf: its files, the agent's
+//! environment, notification programs and background processes. Git repositories and workspaces
+//! are `aoctl-git`, the agent adapter table `aoctl-agents` (both beside this crate, in
+//! `runtimes/`); only the crates of `runtimes/` spawn processes.
 pub mod agent_env;
-pub mod agents;
 #[cfg(test)]
 mod contract_tests;
 pub mod daemon;
 pub mod docker;
-pub mod git;
 pub mod node_id;
-pub mod notify;
+pub mod notification_programs;
 pub mod process;
 pub mod program;
 mod runtime;
@@ -25,10 +25,9 @@ mod view;
 mod view_tests;
 #[cfg(windows)]
 mod windows;
-pub mod workspace;
 
 pub use runtime::{
-    Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalInput, TerminalView, DEFAULT_RUNTIME,
+    Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalInput, TerminalView, DEFAULT_RUNTIME,
     TERMINAL_COLS, TERMINAL_ROWS,
 };
 pub use tmux::delivery::echoed;

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
+use aoctl_agents::InputStyle;
 use aoctl_api::session::{DockerSpec, RuntimeKind};
+use aoctl_git::workspace::Sandbox;
 
 /// The terminal size every agent gets, in columns and rows.
 pub const TERMINAL_COLS: u16 = 200;
@@ -43,7 +44,7 @@ pub struct LaunchSpec {
     pub container: Option<DockerSpec>,
     /// The workspace's sandbox git folder and the main repository's objects, which the docker
     /// runtime mounts (read-only where the agent must not write); other runtimes ignore it.
-    pub sandbox: Option<crate::workspace::Sandbox>,
+    pub sandbox: Option<Sandbox>,
 }
 
 /// An opaque, runtime-specific name for a started agent: a tmux session name, a process id, a
@@ -59,33 +60,6 @@ pub enum Probe {
     Exited(Option<i32>),
     /// The runtime has no such handle (removed from outside, or lost with a restart).
     Missing,
-}
-
-/// How text is typed into an agent, from its adapter.
-#[derive(Clone, Debug, PartialEq)]
-pub struct InputStyle {
-    /// Multi-line text goes in as one bracketed paste so the agent receives one message.
-    pub(crate) bracketed_paste: bool,
-    /// Pause between the text and the submitting key (some agents turn an immediate Enter into a newline).
-    pub(crate) submit_delay: Duration,
-    /// The key that submits, in tmux key syntax (`Enter`, `C-m`).
-    pub submit_key: String,
-    /// How long delivery is checked before the submit key is sent again.
-    pub(crate) verify_timeout: Duration,
-    /// How many times the submit key is retried.
-    pub(crate) retries: u32,
-}
-
-impl Default for InputStyle {
-    fn default() -> Self {
-        InputStyle {
-            bracketed_paste: true,
-            submit_delay: Duration::from_millis(150),
-            submit_key: "Enter".into(),
-            verify_timeout: Duration::from_secs(2),
-            retries: 3,
-        }
-    }
 }
 
 /// What a person's terminal sends to an agent's terminal (the dashboard's WebSocket).

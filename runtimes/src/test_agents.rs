@@ -15,7 +15,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Probe, Runtime};
+use aoctl_agents::InputStyle;
+
+use crate::runtime::{Handle, LaunchSpec, Probe, Runtime};
 
 /// How long a test waits for an agent to show something; Windows programs under Wine start slowly.
 const WAIT: Duration = Duration::from_secs(if cfg!(windows) { 30 } else { 10 });

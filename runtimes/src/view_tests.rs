@@ -8,9 +8,10 @@
 
 use std::time::{Duration, Instant};
 
+use aoctl_agents::InputStyle;
 use tokio::sync::mpsc;
 
-use crate::runtime::{Handle, InputStyle, Probe, Runtime, RuntimeError, TerminalInput, TERMINAL_COLS, TERMINAL_ROWS};
+use crate::runtime::{Handle, Probe, Runtime, RuntimeError, TerminalInput, TERMINAL_COLS, TERMINAL_ROWS};
 use crate::test_agents::style;
 
 /// An interactive shell as the agent: it says `ready`, then reads commands at a `$ ` prompt.

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use aoctl_api::{AnyObject, Kind, Project};
-use aoctl_runtimes::{daemon, git};
+use aoctl_git::repository;
+use aoctl_runtimes::daemon;
 use reqwest::Url;
 use serde_json::{json, Map, Value};
 
@@ -32,7 +33,7 @@ pub(crate) async fn run(g: &Global, a: UpArgs) -> anyhow::Result<ExitCode> {
     let data_dir = g.data_dir()?;
 
     let path = if is_url(&a.target) { clone_into(&a.target, &data_dir).await? } else { PathBuf::from(&a.target) };
-    let info = tokio::task::spawn_blocking(move || git::inspect(&path)).await??;
+    let info = tokio::task::spawn_blocking(move || repository::inspect(&path)).await??;
     let name = sanitize_name(&info.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
     let root = info.root.to_str().ok_or_else(|| anyhow!("{}: the path is not valid UTF-8", info.root.display()))?;
 
@@ -78,9 +79,9 @@ async fn clone_into(url: &str, data_dir: &Path) -> anyhow::Result<PathBuf> {
             break;
         }
         let c = candidate.clone();
-        let origin = tokio::task::spawn_blocking(move || git::origin_url(&c)).await?;
+        let origin = tokio::task::spawn_blocking(move || repository::origin_url(&c)).await?;
         match origin {
-            Ok(Some(o)) if git::same_remote(&o, url) => {
+            Ok(Some(o)) if repository::same_remote(&o, url) => {
                 emit(&format!("using the clone at {}\n", candidate.display()));
                 return Ok(candidate);
             }
@@ -97,7 +98,7 @@ async fn clone_into(url: &str, data_dir: &Path) -> anyhow::Result<PathBuf> {
     };
     std::fs::create_dir_all(&repos).with_context(|| format!("cannot create {}", repos.display()))?;
     let (u, d) = (url.to_string(), dest.clone());
-    tokio::task::spawn_blocking(move || git::clone(&u, &d)).await??;
+    tokio::task::spawn_blocking(move || repository::clone(&u, &d)).await??;
     emit(&format!("cloned {url} into {}\n", dest.display()));
     Ok(dest)
 }

@@ -6,7 +6,7 @@ use aoctl_forge_core::{Call, Error, Read};
 use http::Method;
 use serde::Deserialize;
 
-use aoctl_scm::{log_tail, CheckKind, Checks, FailingCheck, LOG_TAIL_BYTES, LOG_TAIL_LINES};
+use aoctl_forge_types::{log_tail, CheckKind, Checks, FailingCheck, LOG_TAIL_BYTES, LOG_TAIL_LINES};
 
 use crate::client::{escape, segment, Client};
 

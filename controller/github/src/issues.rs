@@ -7,7 +7,7 @@ use std::time::Instant;
 use aoctl_forge_core::{Error, ErrorKind, Service};
 use serde::Deserialize;
 
-use aoctl_scm::{Issue, IssueAuthor, IssueList, IssueStateFilter, LabelEvent, Standing};
+use aoctl_forge_types::{Issue, IssueAuthor, IssueList, IssueStateFilter, LabelEvent, Standing};
 
 use crate::client::{segment, Client};
 

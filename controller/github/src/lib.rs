@@ -18,7 +18,7 @@ mod reviews;
 pub mod webhook;
 
 pub use aoctl_forge_core::{Budget, BudgetKey, Error, ErrorKind, Observer, RequestRecord, Stats};
-pub use aoctl_scm::{
+pub use aoctl_forge_types::{
     flaky_cause, CheckKind, Checks, FailingCheck, Issue, IssueList, IssueStateFilter, MergeMethod, NewComment,
     PullRequest, Review, ReviewComment, ReviewEvent, Reviews, Standing,
 };

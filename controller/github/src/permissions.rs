@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use aoctl_scm::Standing;
+use aoctl_forge_types::Standing;
 
 /// How long a user's permission is believed.
 const KEEP_PERMISSION_FOR: Duration = Duration::from_secs(600);

@@ -2,7 +2,7 @@
 
 use aoctl_api::session::PullRequestState;
 use aoctl_forge_core::{service_message, Call, Error, ErrorKind};
-use aoctl_scm::{MergeMethod, PullRequest};
+use aoctl_forge_types::{MergeMethod, PullRequest};
 use http::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::json;

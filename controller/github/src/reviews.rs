@@ -6,7 +6,7 @@ use http::Method;
 use serde::Deserialize;
 use serde_json::json;
 
-use aoctl_scm::{review_state, NewComment, Review, ReviewComment, ReviewEvent, Reviews, Standing};
+use aoctl_forge_types::{review_state, NewComment, Review, ReviewComment, ReviewEvent, Reviews, Standing};
 
 use crate::client::{segment, Client};
 

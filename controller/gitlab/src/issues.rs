@@ -1,7 +1,7 @@
 //! Project issues: read one, and list those that have labels and a state, page by page and
 //! conditionally (an unchanged page costs a 304).
 
-use aoctl_scm::{Issue, IssueAuthor, IssueList, IssueStateFilter};
+use aoctl_forge_types::{Issue, IssueAuthor, IssueList, IssueStateFilter};
 use serde::Deserialize;
 
 use aoctl_forge_core::Error;

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use aoctl_forge_core::{Error, ErrorKind};
-use aoctl_scm::LabelEvent;
+use aoctl_forge_types::LabelEvent;
 use serde::Deserialize;
 
 use crate::client::{project_id, Client};

@@ -2,7 +2,7 @@
 //! the head sha.
 
 use aoctl_api::session::PullRequestState;
-use aoctl_scm::{MergeMethod, PullRequest};
+use aoctl_forge_types::{MergeMethod, PullRequest};
 use http::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::json;

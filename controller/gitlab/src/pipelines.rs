@@ -2,7 +2,7 @@
 //! listed, the tail of a failing job's log for the agent, and retrying a job.
 
 use aoctl_api::session::ChecksState;
-use aoctl_scm::{log_tail, CheckKind, Checks, FailingCheck, LOG_TAIL_BYTES, LOG_TAIL_LINES};
+use aoctl_forge_types::{log_tail, CheckKind, Checks, FailingCheck, LOG_TAIL_BYTES, LOG_TAIL_LINES};
 use http::Method;
 use serde::Deserialize;
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use aoctl_api::session::ReviewState;
-use aoctl_scm::{NewComment, Review, ReviewComment, ReviewEvent, Reviews, Standing};
+use aoctl_forge_types::{NewComment, Review, ReviewComment, ReviewEvent, Reviews, Standing};
 use http::Method;
 use serde::Deserialize;
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Linear issues: one by identifier, and a team's issues by labels and workflow states, newest
 //! first, page by page.
 
-use aoctl_scm::{Issue, IssueList};
+use aoctl_forge_types::{Issue, IssueList};
 use serde::Deserialize;
 use serde_json::{json, Value};
 

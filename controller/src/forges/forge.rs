@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use aoctl_api::project::Project;
 use aoctl_api::session::ReviewState;
-use aoctl_scm::{
+use aoctl_forge_types::{
     Checks, FailingCheck, LabelEvent, MergeMethod, NewComment, PullRequest, Review, ReviewComment, ReviewEvent,
     Reviews, Standing,
 };

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use aoctl_api::issuesource::IssueSourceSpec;
 use aoctl_api::session::ReviewState;
-use aoctl_scm::{
+use aoctl_forge_types::{
     review_state, Checks, FailingCheck, Issue, IssueList, IssueStateFilter, LabelEvent, MergeMethod, NewComment,
     PullRequest, Review, ReviewComment, ReviewEvent, Reviews, Standing,
 };
@@ -115,7 +115,7 @@ impl Forge for GitHub {
     }
 
     fn can_rerun(&self, check: &FailingCheck) -> bool {
-        check.kind == aoctl_scm::CheckKind::CheckRun && check.app.as_deref() == Some(aoctl_github::ACTIONS_APP)
+        check.kind == aoctl_forge_types::CheckKind::CheckRun && check.app.as_deref() == Some(aoctl_github::ACTIONS_APP)
     }
 
     async fn rerun_job(&self, job_id: u64) -> Result<(), ForgeError> {

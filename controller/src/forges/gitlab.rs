@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use aoctl_api::issuesource::IssueSourceSpec;
 use aoctl_api::session::ReviewState;
-use aoctl_scm::{
+use aoctl_forge_types::{
     Checks, FailingCheck, Issue, IssueList, IssueStateFilter, LabelEvent, MergeMethod, NewComment, PullRequest, Review,
     ReviewComment, ReviewEvent, Reviews, Standing,
 };
@@ -116,7 +116,7 @@ impl Forge for GitLab {
     }
 
     fn can_rerun(&self, check: &FailingCheck) -> bool {
-        check.kind == aoctl_scm::CheckKind::CheckRun && check.app.as_deref() == Some(aoctl_gitlab::GITLAB_CI)
+        check.kind == aoctl_forge_types::CheckKind::CheckRun && check.app.as_deref() == Some(aoctl_gitlab::GITLAB_CI)
     }
 
     async fn rerun_job(&self, job_id: u64) -> Result<(), ForgeError> {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use aoctl_api::issuesource::IssueSourceSpec;
-use aoctl_scm::{Issue, IssueList};
+use aoctl_forge_types::{Issue, IssueList};
 
 use super::{Forge, ForgeError};
 

@@ -7,7 +7,7 @@
 
 use aoctl_api::project::Project;
 use aoctl_api::session::ReviewState;
-use aoctl_scm::{last_applied_by, Issue, LabelEvent, Reviews, Standing};
+use aoctl_forge_types::{last_applied_by, Issue, LabelEvent, Reviews, Standing};
 
 use super::{Forge, ForgeError, Hub, Tracker};
 
@@ -161,7 +161,7 @@ pub(crate) enum Vouch {
 mod tests {
     use super::*;
     use aoctl_api::project::TrustSpec;
-    use aoctl_scm::{Review, ReviewComment};
+    use aoctl_forge_types::{Review, ReviewComment};
 
     fn github() -> crate::forges::GitHub {
         let client = aoctl_github::Client::new("http://127.0.0.1:9", None).unwrap();
@@ -216,7 +216,7 @@ mod tests {
             url: String::new(),
             labels: vec![],
             open: true,
-            author: author.map(|(login, role)| aoctl_scm::IssueAuthor {
+            author: author.map(|(login, role)| aoctl_forge_types::IssueAuthor {
                 login: login.into(),
                 id: None,
                 standing: Some(Standing::github(Some(role))),

@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 
 use super::{objects, sessions, AppError, AppState};
 use crate::agent_token::SessionCaller;
-use crate::notify;
+use crate::notifiers;
 
 /// The label a follow-up session carries: the session that handed work off to it.
 pub(crate) const HANDOFF_FROM_LABEL: &str = "ao.dev/handoff-from";
@@ -178,8 +178,8 @@ pub(super) async fn ask(
         let title = format!("session {} asks: {}", s.metadata.name, first_line(&question));
         let message = format!("{question}\n\nAnswer with: aoctl answer {} TEXT", s.metadata.name);
         let key = format!("{uid}:ask-human:{asked_at}");
-        if let Some(n) = notify::record(key, "ask-human", title, message, None, false, &notifiers) {
-            notify::enqueue(&mut s.status.notifications, n);
+        if let Some(n) = notifiers::record(key, "ask-human", title, message, None, false, &notifiers) {
+            notifiers::enqueue(&mut s.status.notifications, n);
         }
         Ok(())
     })

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use tokio::sync::{Notify, Semaphore};
 
 use super::{unsettled, Handoff, Outbox, Worker};
-use crate::notify;
+use crate::notifiers;
 
 /// One request the receiver got: its path, `Idempotency-Key` and JSON body.
 #[derive(Clone, Debug)]
@@ -144,7 +144,7 @@ impl World {
     async fn add(&self, name: &str, keys: &[&str]) -> Session {
         let mut s: Session = self.store.get_typed(name).await.unwrap();
         for k in keys {
-            notify::enqueue(&mut s.status.notifications, record(k, false));
+            notifiers::enqueue(&mut s.status.notifications, record(k, false));
         }
         self.store.update_status_typed(&s).await.unwrap()
     }
@@ -168,8 +168,16 @@ fn record(key: &str, escalated: bool) -> NotificationRecord {
         url: Some("http://unused".into()),
         command: vec![],
     }];
-    notify::record(key.into(), "agent-needs-input", format!("title of {key}"), String::new(), None, escalated, &targets)
-        .unwrap()
+    notifiers::record(
+        key.into(),
+        "agent-needs-input",
+        format!("title of {key}"),
+        String::new(),
+        None,
+        escalated,
+        &targets,
+    )
+    .unwrap()
 }
 
 fn rec<'a>(s: &'a Session, key: &str) -> &'a NotificationRecord {
@@ -186,7 +194,7 @@ async fn a_pass_sends_what_is_due_and_looks_again_when_the_backoff_ends() {
     w.rx.answer(503);
     let action = worker.pass::<Session>("s").await.unwrap();
     let after = action.requeue_after().expect("looked at again");
-    assert!(after > Duration::from_secs(1) && after <= notify::backoff(1), "{action:?}");
+    assert!(after > Duration::from_secs(1) && after <= notifiers::backoff(1), "{action:?}");
     let s = w.get("s").await;
     let r = rec(&s, "k1");
     assert_eq!((r.attempts, r.pending.as_slice()), (1, ["webhook#0".to_string()].as_slice()));
@@ -264,10 +272,10 @@ async fn escalations_and_given_up_targets_are_told_once_by_the_pass_that_records
     let worker = w.worker();
     w.session("s", &[]).await;
     let mut s = w.get("s").await;
-    notify::enqueue(&mut s.status.notifications, record("up", true));
+    notifiers::enqueue(&mut s.status.notifications, record("up", true));
     let mut last = record("last", false);
-    last.attempts = notify::MAX_ATTEMPTS - 1;
-    notify::enqueue(&mut s.status.notifications, last);
+    last.attempts = notifiers::MAX_ATTEMPTS - 1;
+    notifiers::enqueue(&mut s.status.notifications, last);
     w.store.update_status_typed(&s).await.unwrap();
 
     // Both fail: the escalation reaches no one yet, and the last try of the other is given up.
@@ -282,7 +290,7 @@ async fn escalations_and_given_up_targets_are_told_once_by_the_pass_that_records
 
     // An escalation whose first attempt reaches its target is told as `Escalated`.
     let mut s = w.get("s").await;
-    notify::enqueue(&mut s.status.notifications, record("first", true));
+    notifiers::enqueue(&mut s.status.notifications, record("first", true));
     w.store.update_status_typed(&s).await.unwrap();
     w.rx.answer(200);
     worker.pass::<Session>("s").await.unwrap();
@@ -310,7 +318,7 @@ async fn a_worker_started_on_a_store_delivers_what_nobody_handed_over_and_what_i
     w.store.update_status_typed(&done).await.unwrap();
     w.session("quiet", &[]).await;
     let mut p: Project = w.store.get_typed("demo").await.unwrap();
-    notify::enqueue(&mut p.status.notifications, record("k-project", false));
+    notifiers::enqueue(&mut p.status.notifications, record("k-project", false));
     w.store.update_status_typed(&p).await.unwrap();
     assert_eq!(unsettled(&w.store).await, ["Project/demo", "Session/pending"]);
 

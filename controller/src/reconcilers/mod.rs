@@ -17,13 +17,13 @@ pub(crate) enum Error {
     #[error(transparent)]
     Runtime(#[from] aoctl_runtimes::RuntimeError),
     #[error(transparent)]
-    Workspace(#[from] aoctl_runtimes::workspace::WorkspaceError),
+    Workspace(#[from] aoctl_git::workspace::WorkspaceError),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("background task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
     #[error(transparent)]
-    Git(#[from] aoctl_runtimes::git::GitError),
+    Git(#[from] aoctl_git::repository::GitError),
     #[error(transparent)]
     Forge(#[from] crate::forges::ForgeError),
 }

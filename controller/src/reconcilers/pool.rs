@@ -9,7 +9,7 @@ use std::time::Duration;
 use aoctl_api::finalizers::{self, WORKSPACE_POOL};
 use aoctl_api::project::WorkspacePoolStatus;
 use aoctl_api::Project;
-use aoctl_runtimes::workspace::PoolRequest;
+use aoctl_git::workspace::PoolRequest;
 
 use super::Error;
 use crate::machine::Machine;

@@ -12,11 +12,11 @@ use std::time::Duration;
 use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::{Condition, ConditionStatus, EventType, Project, ProjectStatus, Time};
 use aoctl_engine::Action;
-use aoctl_runtimes::git::GitError;
+use aoctl_git::repository::GitError;
 
 use super::Error;
 use crate::machine::Branches;
-use crate::notify;
+use crate::notifiers;
 use crate::recorder::Recorder;
 
 /// Name of this controller in metrics and events.
@@ -214,7 +214,7 @@ pub(crate) async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Resul
         let since = condition::find(&status.conditions, types::BUDGET_SPENT).map(|c| c.last_transition_time);
         let uid = project.metadata.uid.as_deref().unwrap_or(&project.metadata.name);
         let key = format!("{uid}:budget-spent:{}:notify", since.unwrap_or_else(Time::now));
-        let n = notify::record(
+        let n = notifiers::record(
             key,
             "budget-spent",
             format!("the budget of project {} is spent", project.metadata.name),
@@ -224,7 +224,7 @@ pub(crate) async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Resul
             &project.spec.notifiers,
         );
         if let Some(n) = n {
-            notify::enqueue(&mut status.notifications, n);
+            notifiers::enqueue(&mut status.notifications, n);
         }
     }
     let mut written = (*project).clone();

@@ -2,11 +2,12 @@
 //! built from a `LaunchSpec` with no engine call, so all of it is unit-tested. Host paths in the
 //! command and environment are rewritten by [`PathMap`] to where their folder is mounted.
 //!
-//! A sandboxed workspace (see `workspace::sandbox`) adds its git folder G at `/aoctl/git`, with
-//! G's `config`, `hooks/`, `info/` and `objects/info/` and the gitfile `/workspace/.git` mounted
-//! read-only over themselves (a mount point can be neither written, renamed nor unlinked), and the
-//! main repository's objects folder read-only at its own path for G's alternates. The engine
-//! mounts parents before children (it sorts by the destination's depth), whatever the order here.
+//! A sandboxed workspace (made by `aoctl_git::workspace`, see its `sandbox.rs`) adds its git
+//! folder G at `/aoctl/git`, with G's `config`, `hooks/`, `info/` and `objects/info/` and the
+//! gitfile `/workspace/.git` mounted read-only over themselves (a mount point can be neither
+//! written, renamed nor unlinked), and the main repository's objects folder read-only at its own
+//! path for G's alternates. The engine mounts parents before children (it sorts by the
+//! destination's depth), whatever the order here.
 //! Nothing else of the main repository is mounted.
 
 use std::collections::{BTreeMap, HashMap};
@@ -17,7 +18,7 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 
 use super::{start_failed, RUNTIME};
 use crate::runtime::{LaunchSpec, RuntimeError};
-use crate::workspace::{Sandbox, CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
+use aoctl_git::workspace::{Sandbox, CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
 
 /// Where the workspace is mounted in every container, and the agent's working directory.
 pub(super) const WORKSPACE: &str = "/workspace";
@@ -455,7 +456,7 @@ mod tests {
         );
     }
 
-    /// A sandboxed checkout laid out as `workspace::sandbox` makes it: W, G and the main objects.
+    /// A sandboxed checkout laid out as `aoctl_git::workspace` makes it: W, G and the main objects.
     fn sandbox_layout(dir: &Path) -> (PathBuf, Sandbox) {
         let work = dir.join("ws/demo/fix-login");
         let git = dir.join("ws/demo/fix-login.git");

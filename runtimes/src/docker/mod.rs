@@ -52,6 +52,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aoctl_agents::InputStyle;
 use aoctl_api::session::RuntimeKind;
 use bollard::errors::Error as EngineError;
 use bollard::models::{ContainerState, ContainerStateStatusEnum, ContainerSummaryStateEnum};
@@ -62,7 +63,7 @@ use bollard::query_parameters::{
 use bollard::{Docker, API_DEFAULT_VERSION};
 use parking_lot::Mutex;
 
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
+use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use crate::tmux::delivery;
 use container::{Meta, LABEL_MANAGED_BY, LABEL_OWNER, LABEL_PROJECT, LABEL_SESSION, MANAGED_BY};
 use stream::Agent;

@@ -106,7 +106,7 @@ fn ensure_image() {
 struct Bench {
     runtime: DockerRuntime,
     dir: tempfile::TempDir,
-    sessions: std::sync::Mutex<Vec<String>>,
+    sessions: parking_lot::Mutex<Vec<String>>,
     _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
@@ -134,7 +134,7 @@ impl Bench {
     /// A unique session name, cleaned up with the bench.
     fn session(&self, label: &str) -> String {
         let name = format!("dt{}-{label}", std::process::id());
-        self.sessions.lock().unwrap().push(name.clone());
+        self.sessions.lock().push(name.clone());
         name
     }
 
@@ -170,7 +170,7 @@ impl Bench {
 
 impl Drop for Bench {
     fn drop(&mut self) {
-        for session in self.sessions.lock().unwrap().iter() {
+        for session in self.sessions.lock().iter() {
             let _ = docker(&["rm", "-f", &self.runtime.container_name(session)]);
         }
     }
@@ -414,9 +414,9 @@ async fn docker_sandbox_is_mounted_read_only_where_the_agent_must_not_write() {
     std::fs::write(main.join("README"), "hi\n").unwrap();
     git(&main, &["add", "README"]);
     git(&main, &["commit", "-q", "-m", "first"]);
-    let workspaces = crate::workspace::Workspaces::new(bench.dir.path().join("workspaces"));
+    let workspaces = aoctl_git::workspace::Workspaces::new(bench.dir.path().join("workspaces"));
     let session = bench.session("sandbox");
-    let req = crate::workspace::WorkspaceRequest {
+    let req = aoctl_git::workspace::WorkspaceRequest {
         project: "demo".into(),
         session: session.clone(),
         repo: main.clone(),

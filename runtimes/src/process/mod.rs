@@ -32,11 +32,12 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aoctl_agents::InputStyle;
 use aoctl_api::session::RuntimeKind;
 use parking_lot::Mutex;
 use portable_pty::{Child, CommandBuilder, MasterPty, PtySize};
 
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
+use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use crate::terminal::key_bytes;
 use crate::tmux::delivery::{self, Screen, Terminal};
 use crate::view::{self, Emulator};

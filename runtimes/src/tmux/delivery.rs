@@ -25,7 +25,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::runtime::{InputStyle, RuntimeError};
+use aoctl_agents::InputStyle;
+
+use crate::runtime::RuntimeError;
 
 /// How often the screen is read while waiting.
 const POLL: Duration = Duration::from_millis(40);

@@ -31,10 +31,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aoctl_agents::InputStyle;
 use aoctl_api::session::RuntimeKind;
 use tokio::io::AsyncWriteExt;
 
-use crate::runtime::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
+use crate::runtime::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use crate::view::TypingLocks;
 use delivery::{Screen, Terminal};
 use panes::Panes;

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use aoctl_agents::Adapter;
 use aoctl_api::condition::types;
 use aoctl_api::session::{AgentRef, RuntimeKind};
 use aoctl_api::{Kind, Project, Session};
-use aoctl_runtimes::agents::{self, Adapter};
 use aoctl_runtimes::docker::DockerRuntime;
 use aoctl_runtimes::program::output_of;
 use futures::StreamExt;
@@ -50,7 +50,7 @@ const TMUX_MIN: (u64, u64) = (3, 2);
 /// merge conflicts, an option that came in git 2.29.
 const GIT_MIN: (u64, u64) = (2, 29);
 /// From this git on, checkouts are written by git with parallel checkout instead of libgit2
-/// (runtimes/src/workspace/checkout.rs).
+/// (runtimes/git/src/workspace/checkout.rs).
 const GIT_PARALLEL_CHECKOUT: (u64, u64) = (2, 32);
 /// A rate window with less than this share left is a warning.
 const LOW_BUDGET: f64 = 0.10;
@@ -594,7 +594,7 @@ fn builtin(name: &str) -> AgentRef {
 /// The CLI and the login of each agent used here (every row with `all`), in the table's order.
 async fn agent_checks(fleet: Option<&Fleet>, all: bool) -> Vec<Check> {
     let used = local_agents(fleet);
-    let rows: Vec<&'static Adapter> = agents::all().iter().filter(|a| all || used.contains(a.name)).collect();
+    let rows: Vec<&'static Adapter> = aoctl_agents::all().iter().filter(|a| all || used.contains(a.name)).collect();
     if rows.is_empty() {
         return vec![Check::skip("agents", "agents: every session runs its agent in a container")];
     }

@@ -49,19 +49,20 @@ fn text_and_json_reports() {
     assert_eq!(doc["checks"][3]["status"], "skip");
 }
 
-fn row(install: Option<agents::Install>, login: agents::Login) -> Adapter {
-    let mut a = *agents::builtin("codex").unwrap();
+fn row(install: Option<aoctl_agents::Install>, login: aoctl_agents::Login) -> Adapter {
+    let mut a = *aoctl_agents::builtin("codex").unwrap();
     a.install = install;
     a.login = login;
     a
 }
 
 /// A login with these credentials; other fields (which rows may grow) as codex's.
-fn login(how: &'static str, env: &'static [&'static str], files: &'static [&'static str]) -> agents::Login {
-    agents::Login { screens: &[], how, env, files, ..agents::builtin("codex").unwrap().login }
+fn login(how: &'static str, env: &'static [&'static str], files: &'static [&'static str]) -> aoctl_agents::Login {
+    aoctl_agents::Login { screens: &[], how, env, files, ..aoctl_agents::builtin("codex").unwrap().login }
 }
 
-const PINNED: agents::Install = agents::Install { registry: "npm", package: "@openai/codex", version: "0.171.0" };
+const PINNED: aoctl_agents::Install =
+    aoctl_agents::Install { registry: "npm", package: "@openai/codex", version: "0.171.0" };
 
 #[test]
 fn agent_versions_against_the_pin() {

@@ -369,7 +369,7 @@ async fn reviews_and_comments() {
         vec![ReviewComment {
             id: 10,
             user: "octocat".into(),
-            standing: aoctl_scm::Standing { role: "NONE".into(), writes: false },
+            standing: aoctl_forge_types::Standing { role: "NONE".into(), writes: false },
             path: "file1.txt".into(),
             line: Some(2),
             original_line: Some(2),

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use aoctl_api::decode::{decode_manifests, AnyObject, DecodeError};
 use aoctl_api::Kind;
-use aoctl_runtimes::git::source::{ManifestFile, SourceError};
+use aoctl_git::repository::source::{ManifestFile, SourceError};
 
 /// Why a revision cannot be applied as it is: the first problem, shown as `file:line: message`.
 #[derive(Debug, thiserror::Error)]

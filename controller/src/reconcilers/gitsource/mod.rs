@@ -26,7 +26,7 @@ use aoctl_api::gitsource::{conditions as c, GitRef, GitSourceStatus};
 use aoctl_api::source;
 use aoctl_api::{Condition, ConditionStatus, EventType, GitSource, Kind, Time};
 use aoctl_engine::Action;
-use aoctl_runtimes::git::source::{
+use aoctl_git::repository::source::{
     fetch, read_manifests, FetchLimits, FetchRequest, Fetched, ManifestFile, ReadLimits, SourceError, SourceRef,
 };
 use aoctl_store::{Store, StoreError, Write, WriteOptions};

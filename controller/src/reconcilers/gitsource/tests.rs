@@ -9,7 +9,7 @@ use aoctl_api::gitsource::{conditions as c, GitSourceSpec, InventoryEntry};
 use aoctl_api::reactions::{Reaction, ReactionAction, Reactions};
 use aoctl_api::source::{LAST_APPLIED_FIELDS, MANAGED_BY, RECONCILE, REQUESTED_AT};
 use aoctl_api::{GitSource, ObjectMeta, Project, Session};
-use aoctl_runtimes::git::source::ManifestFile;
+use aoctl_git::repository::source::ManifestFile;
 
 use super::manifests::decode;
 use super::plan::{plan, Plan, Refusal};

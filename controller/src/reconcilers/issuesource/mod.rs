@@ -30,7 +30,7 @@ use aoctl_api::{
     API_VERSION,
 };
 use aoctl_engine::Action;
-use aoctl_scm::Issue;
+use aoctl_forge_types::Issue;
 use aoctl_store::{Deleted, Store, StoreError};
 
 use super::Error;

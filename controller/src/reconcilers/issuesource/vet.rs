@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use aoctl_api::issuesource::{conditions, HeldIssue};
 use aoctl_api::{EventType, IssueSource, Project, Session};
-use aoctl_scm::Issue;
+use aoctl_forge_types::Issue;
 
 use super::Context;
 use crate::forges::{ForgeError, Tracker, Trust, Vouch};

@@ -17,13 +17,13 @@
 
 use std::time::{Duration, Instant};
 
+use aoctl_agents::{limits, usage, Launch, Screen};
 use aoctl_api::condition::{self, types};
 use aoctl_api::project::Project;
 use aoctl_api::reactions::Reactions;
 use aoctl_api::session::{reasons, ActivityState, ActivityStatus, RuntimeKind};
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_engine::Action;
-use aoctl_runtimes::agents::{self, limits, usage, Launch, Screen};
 use aoctl_runtimes::{Handle, Runtime};
 use chrono::{DateTime, Offset, Utc};
 use sha2::{Digest, Sha256};
@@ -98,7 +98,7 @@ impl Reconcile<'_> {
             exited: None,
         };
         let stuck_after = stuck_after(s, project);
-        let (mut state, mut evidence) = agents::classify(launch.adapter, &view, stuck_after);
+        let (mut state, mut evidence) = aoctl_agents::classify(launch.adapter, &view, stuck_after);
         let logged_out = super::login::login_condition(s, ctx, st, launch, &screen).await;
         if logged_out {
             return Ok(Action::requeue(super::login::LOGIN_LOOK));

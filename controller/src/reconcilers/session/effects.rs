@@ -89,11 +89,11 @@ fn finish(m: &mut MergeStatus, result: &str, message: String) {
     m.done_at = Some(Time::now());
 }
 
-fn forge_method(m: MergeMethod) -> aoctl_scm::MergeMethod {
+fn forge_method(m: MergeMethod) -> aoctl_forge_types::MergeMethod {
     match m {
-        MergeMethod::Merge => aoctl_scm::MergeMethod::Merge,
-        MergeMethod::Squash => aoctl_scm::MergeMethod::Squash,
-        MergeMethod::Rebase => aoctl_scm::MergeMethod::Rebase,
+        MergeMethod::Merge => aoctl_forge_types::MergeMethod::Merge,
+        MergeMethod::Squash => aoctl_forge_types::MergeMethod::Squash,
+        MergeMethod::Rebase => aoctl_forge_types::MergeMethod::Rebase,
     }
 }
 

@@ -4,15 +4,15 @@ use std::ops::ControlFlow::{Break, Continue};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aoctl_agents::{Launch, RenderInput};
 use aoctl_api::condition::{self, types};
 use aoctl_api::session::{
     reasons, ActivityState, ActivityStatus, Permissions, RestartPolicy, RuntimeKind, RuntimeStatus,
 };
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_engine::Action;
+use aoctl_git::workspace::WorkspaceInfo;
 use aoctl_runtimes::agent_env;
-use aoctl_runtimes::agents::{self, Launch, RenderInput};
-use aoctl_runtimes::workspace::WorkspaceInfo;
 use aoctl_runtimes::{Handle, LaunchSpec, Probe, Runtime};
 
 use super::{cond, typed_agent, Context, Error, Reconcile, Step};
@@ -126,7 +126,7 @@ impl Reconcile<'_> {
             running_as_root: running_as_root(),
             mcp: ctx.session_keys.as_ref().and_then(|k| k.mcp_command()),
         };
-        let launch = match agents::render(&input) {
+        let launch = match aoctl_agents::render(&input) {
             Ok(l) => l,
             Err(e) => {
                 let r = reasons::AGENT_CONFIG_INVALID;
@@ -153,7 +153,7 @@ impl Reconcile<'_> {
             if !resumable {
                 return launch;
             }
-            match agents::render_resume(&input) {
+            match aoctl_agents::render_resume(&input) {
                 Ok(Some(resume)) => resume,
                 _ => launch,
             }
@@ -327,7 +327,7 @@ impl Reconcile<'_> {
             files.typing(name).forget_runtime().await;
         }
         if let Some(adapter) = launch.adapter {
-            if let Err(e) = agents::prepare_own_home(adapter, ctx.machine.workspaces().root(), &ws.path) {
+            if let Err(e) = aoctl_agents::prepare_own_home(adapter, ctx.machine.workspaces().root(), &ws.path) {
                 tracing::warn!(error = %e, session = %name, "could not prepare the agent's settings");
             }
         }
@@ -470,7 +470,7 @@ impl Reconcile<'_> {
         if text.is_none() && files.retyping() {
             // Given on its command line and used up by its login screen: typed now instead.
             let prompt = ctx.machine.files().read_prompt(name).await?;
-            text = Some(agents::prepare_text(launch.adapter, &prompt)).filter(|t| !t.trim().is_empty());
+            text = Some(aoctl_agents::prepare_text(launch.adapter, &prompt)).filter(|t| !t.trim().is_empty());
         }
         if text.is_some() && keyboard.recover().await?.is_some() && files.prompt_done() {
             return Ok(Continue(()));
@@ -487,7 +487,7 @@ impl Reconcile<'_> {
             if super::login::login_condition(s, ctx, st, launch, &screen).await {
                 return Ok(Break(Action::requeue(super::login::LOGIN_LOOK)));
             }
-            if !agents::is_ready(adapter, &screen) {
+            if !aoctl_agents::is_ready(adapter, &screen) {
                 if text.is_none() {
                     // Nothing to type: its activity is looked at meanwhile (a login screen, say),
                     // and what `aoctl send` queued waits until its prompt shows.
@@ -548,7 +548,7 @@ impl Reconcile<'_> {
             .is_some_and(|c| c.reason == reasons::AGENT_NOT_LOGGED_IN);
         if at_login || adapter.is_some_and(|a| !a.login.screens.is_empty()) {
             let screen = rt.capture(&h).await?;
-            if at_login || adapter.and_then(|a| agents::logged_out(a, &screen)).is_some() {
+            if at_login || adapter.and_then(|a| aoctl_agents::logged_out(a, &screen)).is_some() {
                 return Ok(());
             }
         }
@@ -637,7 +637,7 @@ async fn agent_environment(
 }
 
 /// How to get a missing agent program: its row's pinned install command.
-fn install_hint(adapter: Option<&agents::Adapter>) -> String {
+fn install_hint(adapter: Option<&aoctl_agents::Adapter>) -> String {
     match adapter {
         Some(a) => match a.install {
             Some(i) => format!("install {} with `{}`", a.name, i.command()),
@@ -692,10 +692,10 @@ pub(super) async fn answer_dialog(
     ctx: &Context,
     rt: &dyn Runtime,
     h: &Handle,
-    adapter: &agents::Adapter,
+    adapter: &aoctl_agents::Adapter,
     screen: &str,
 ) -> Result<bool, Error> {
-    let Some(answer) = agents::answer_dialog(adapter, screen) else { return Ok(false) };
+    let Some(answer) = aoctl_agents::answer_dialog(adapter, screen) else { return Ok(false) };
     rt.keys(h, &answer.keys).await?;
     let dialog = answer.dialog;
     if answer.submits {

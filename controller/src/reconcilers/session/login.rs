@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
+use aoctl_agents::Launch;
 use aoctl_api::condition::{self, types};
 use aoctl_api::session::{reasons, ActivityState, ActivityStatus};
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
-use aoctl_runtimes::agents::{self, Launch};
 
 use super::cond;
 
@@ -27,7 +27,7 @@ pub(super) async fn login_condition(
     let Some(adapter) = launch.adapter else { return false };
     let was =
         condition::find(&st.conditions, types::AGENT_READY).is_some_and(|c| c.reason == reasons::AGENT_NOT_LOGGED_IN);
-    let Some(line) = agents::logged_out(adapter, screen) else {
+    let Some(line) = aoctl_agents::logged_out(adapter, screen) else {
         if was {
             let msg = "the agent left its login screen";
             cond(st, s, types::AGENT_READY, ConditionStatus::True, reasons::AGENT_FOUND, msg);

@@ -43,7 +43,7 @@ use aoctl_api::project::{Project, ProjectStatus};
 use aoctl_api::session::{reasons, ActivityState, Phase, RuntimeKind, Usage, WorkspaceKind, WorkspaceStatus};
 use aoctl_api::{Condition, ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_engine::Action;
-use aoctl_runtimes::workspace::{WorkspaceInfo, WorkspaceRequest};
+use aoctl_git::workspace::{WorkspaceInfo, WorkspaceRequest};
 use aoctl_store::StoreError;
 
 use super::Error;

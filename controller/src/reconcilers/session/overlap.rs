@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use aoctl_api::condition::types;
 use aoctl_api::session::{reasons, ChangedFiles, Overlap, Phase};
 use aoctl_api::ConditionStatus;
-use aoctl_runtimes::git::GitError;
-use aoctl_runtimes::workspace::WorkspaceInfo;
+use aoctl_git::repository::GitError;
+use aoctl_git::workspace::WorkspaceInfo;
 use serde_json::Value;
 
 use super::{cond, pr, Error, Reconcile};

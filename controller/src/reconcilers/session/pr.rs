@@ -20,9 +20,9 @@ use aoctl_api::project::Project;
 use aoctl_api::session::{reasons, ChecksState, PullRequestState, ReviewState};
 use aoctl_api::source::REQUESTED_AT;
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
-use aoctl_runtimes::git::GitError;
-use aoctl_runtimes::workspace::WorkspaceInfo;
-use aoctl_scm::{flaky_cause, Checks, FailingCheck, Issue, PullRequest, Reviews};
+use aoctl_forge_types::{flaky_cause, Checks, FailingCheck, Issue, PullRequest, Reviews};
+use aoctl_git::repository::GitError;
+use aoctl_git::workspace::WorkspaceInfo;
 
 use super::state::{ConflictsUnknown, Facts, LogTail, PrMemo};
 use super::{cond, messages, Context, Error, Reconcile};

@@ -22,15 +22,15 @@ use aoctl_api::session::{
     reasons, ActivityState, ChecksState, HeldComment, PullRequestState, ReactionStatus, ReviewState,
 };
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
+use aoctl_forge_types::FailingCheck;
 use aoctl_runtimes::Handle;
-use aoctl_scm::FailingCheck;
 use sha2::{Digest, Sha256};
 
 use super::effects::MERGED;
 use super::pr::{log_tail, Tracked};
 use super::state::Facts;
 use super::{messages, typed_agent, Context as Ctx, Error, Reconcile};
-use crate::notify;
+use crate::notifiers;
 use crate::typing::{How, Keyboard, Typed, What};
 
 /// One reaction whose condition holds now.
@@ -461,7 +461,7 @@ impl Reconcile<'_> {
             ReactionAction::SendToAgent => self.send(tracked, d, cfg).await,
             ReactionAction::Notify => {
                 let kind = format!("notify-{}", rs.attempts + 1);
-                let n = notify::record(
+                let n = notifiers::record(
                     event_key(s, d.key, rs, &kind),
                     d.key,
                     d.title.clone(),
@@ -471,7 +471,7 @@ impl Reconcile<'_> {
                     &self.project.spec.notifiers,
                 );
                 if let Some(n) = n {
-                    notify::enqueue(&mut self.st.notifications, n);
+                    notifiers::enqueue(&mut self.st.notifications, n);
                 }
                 Ok(true)
             }
@@ -509,7 +509,7 @@ impl Reconcile<'_> {
         let event = event_key(s, key, rs, "escalation");
         self.tally.add(key, "notify", "escalated");
         let evidence = d.map(|d| d.evidence.clone()).unwrap_or_default();
-        let n = notify::record(
+        let n = notifiers::record(
             event,
             key,
             escalation_title(s, key, d, why),
@@ -519,7 +519,7 @@ impl Reconcile<'_> {
             &self.project.spec.notifiers,
         );
         if let Some(n) = n {
-            notify::enqueue(&mut st.notifications, n);
+            notifiers::enqueue(&mut st.notifications, n);
         }
     }
 
@@ -682,7 +682,7 @@ fn refused_merge(s: &Session, st: &mut SessionStatus) {
 /// event: the outbox's key names the event).
 fn notify_reaction_waits_for_person(s: &Session, project: &Project, st: &mut SessionStatus, d: &Due, why: &str) {
     let uid = s.metadata.uid.as_deref().unwrap_or(&s.metadata.name);
-    let n = notify::record(
+    let n = notifiers::record(
         format!("{uid}:{}:{}:waits-for-person", d.key, d.fingerprint),
         d.key,
         format!("session {} waits for an answer before the {} message", s.metadata.name, d.key),
@@ -692,7 +692,7 @@ fn notify_reaction_waits_for_person(s: &Session, project: &Project, st: &mut Ses
         &project.spec.notifiers,
     );
     if let Some(n) = n {
-        notify::enqueue(&mut st.notifications, n);
+        notifiers::enqueue(&mut st.notifications, n);
     }
 }
 

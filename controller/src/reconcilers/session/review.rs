@@ -25,7 +25,7 @@ use aoctl_api::review::{
 use aoctl_api::session::{ActivityState, PullRequestState, ReviewState, SessionSpec};
 use aoctl_api::API_VERSION;
 use aoctl_api::{ConditionStatus, EventType, Kind, ObjectMeta, OwnerReference, Session, Time};
-use aoctl_scm::{NewComment, ReviewEvent};
+use aoctl_forge_types::{NewComment, ReviewEvent};
 use aoctl_store::{StoreError, WriteOptions};
 
 use super::pr::Tracked;

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use aoctl_runtimes::git::GitError;
+use aoctl_git::repository::GitError;
 
 use crate::forges::ForgeError;
 
@@ -78,10 +78,10 @@ pub(crate) enum ConflictsUnknown {
 /// What the forge said about the session's pull request at the last poll.
 #[derive(Debug)]
 pub(crate) struct Facts {
-    pub pr: aoctl_scm::PullRequest,
-    pub checks: aoctl_scm::Checks,
+    pub pr: aoctl_forge_types::PullRequest,
+    pub checks: aoctl_forge_types::Checks,
     /// The reviews and comments of authors the project trusts (see `forges::Trust`).
-    pub reviews: aoctl_scm::Reviews,
+    pub reviews: aoctl_forge_types::Reviews,
     /// The reviews and comments of everyone else, as held back from the agent.
     pub held: Vec<aoctl_api::session::HeldComment>,
     /// For a pull request with conflicts: the files that conflict with its base, or why they
@@ -114,7 +114,7 @@ pub(super) struct Memory {
     /// Per session: when its agent's usage records were last read.
     pub usage_read: HashMap<String, UsageRead>,
     /// Per session: its tracker issue and when it was read.
-    pub issues: HashMap<String, (Instant, Arc<aoctl_scm::Issue>)>,
+    pub issues: HashMap<String, (Instant, Arc<aoctl_forge_types::Issue>)>,
     /// Per session: the log tails of its failing jobs, by job id.
     pub log_tails: HashMap<String, HashMap<u64, LogTail>>,
     /// Per session: the engine it was placed on (`None`: taken off a lost one), until and after

@@ -8,15 +8,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aoctl_agents::InputStyle;
 use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::session::{ChecksState, PullRequestState, ReviewState, RuntimeKind};
 use aoctl_api::{Condition, ConditionStatus, Kind, Project, Session, Time};
 use aoctl_engine::Action;
-use aoctl_runtimes::workspace::{
+use aoctl_forge_types::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
+use aoctl_git::workspace::{
     PoolReport, PoolRequest, WorkspaceDiff, WorkspaceError, WorkspaceInfo, WorkspaceRecord, WorkspaceRequest,
 };
-use aoctl_runtimes::{Handle, InputStyle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
-use aoctl_scm::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
+use aoctl_runtimes::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use aoctl_store::{Store, StoreError, WriteOptions};
 use serde_json::{json, Value};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aoctl_api::session::{ChecksState, ReviewState};
-use aoctl_scm::{
+use aoctl_forge_types::{
     CheckKind, Checks, FailingCheck, Issue, IssueList, LabelEvent, MergeMethod, NewComment, PullRequest, Review,
     ReviewComment, ReviewEvent, Reviews, Standing,
 };

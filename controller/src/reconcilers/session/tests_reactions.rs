@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use aoctl_api::reactions::Reactions;
 use aoctl_api::session::{ChecksState, PullRequestState, ReactionStatus, ReviewState};
 use aoctl_api::{Session, SessionStatus, Time};
-use aoctl_scm::{CheckKind, Checks, FailingCheck, PullRequest, Review, ReviewComment, Reviews, Standing};
+use aoctl_forge_types::{CheckKind, Checks, FailingCheck, PullRequest, Review, ReviewComment, Reviews, Standing};
 
 use super::super::pr::Tracked;
 use super::super::state::Facts;

@@ -26,15 +26,42 @@ mod tests_render;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use aoctl_api::session::{AgentRef, Permissions};
-
-use crate::runtime::InputStyle;
 
 pub use activity::{answer_dialog, classify, is_ready, logged_out, DialogAnswer, Screen};
 pub use adapter::{Adapter, Cues, Dialog, HomeEdit, Input, Install, JsonLit, Login, PromptVia};
 pub use home::{prepare_home, prepare_own_home};
 pub use table::{all, builtin};
+
+/// How text is typed into an agent: what its adapter says ([`Adapter::input_style`]), which every
+/// runtime follows when it delivers a message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputStyle {
+    /// Multi-line text goes in as one bracketed paste so the agent receives one message.
+    pub bracketed_paste: bool,
+    /// Pause between the text and the submitting key (some agents turn an immediate Enter into a newline).
+    pub submit_delay: Duration,
+    /// The key that submits, in tmux key syntax (`Enter`, `C-m`).
+    pub submit_key: String,
+    /// How long delivery is checked before the submit key is sent again.
+    pub verify_timeout: Duration,
+    /// How many times the submit key is retried.
+    pub retries: u32,
+}
+
+impl Default for InputStyle {
+    fn default() -> Self {
+        InputStyle {
+            bracketed_paste: true,
+            submit_delay: Duration::from_millis(150),
+            submit_key: "Enter".into(),
+            verify_timeout: Duration::from_secs(2),
+            retries: 3,
+        }
+    }
+}
 
 /// What rendering an agent's launch command needs.
 #[derive(Clone, Copy, Debug)]

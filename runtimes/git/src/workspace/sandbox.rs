@@ -26,11 +26,11 @@ use super::checkout::{checked_out_at, remove_tree, resolve_base};
 use super::{WorkspaceError, WorkspaceRequest};
 
 /// Where a sandbox's git folder is mounted in its container; `W/.git` names it.
-pub(crate) const CONTAINER_GIT_DIR: &str = "/aoctl/git";
+pub const CONTAINER_GIT_DIR: &str = "/aoctl/git";
 /// The whole content of `W/.git`.
-pub(crate) const GITFILE: &str = "gitdir: /aoctl/git\n";
+pub const GITFILE: &str = "gitdir: /aoctl/git\n";
 /// The parts of G a container gets read-only, mounted over themselves.
-pub(crate) const READ_ONLY_PARTS: [&str; 4] = ["config", "hooks", "info", "objects/info"];
+pub const READ_ONLY_PARTS: [&str; 4] = ["config", "hooks", "info", "objects/info"];
 
 /// The largest ref file or `packed-refs` the host reads from G.
 const MAX_REF_FILE: u64 = 4096;
@@ -40,10 +40,10 @@ const MAX_PACKED_REFS: u64 = 64 << 20;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sandbox {
     /// G, the session's own git folder, mounted at [`CONTAINER_GIT_DIR`].
-    pub(crate) git_dir: PathBuf,
+    pub git_dir: PathBuf,
     /// The main repository's objects folder, mounted read-only at its own path so that G's
     /// alternates resolve; `None` when G has its own copy (`workspace: clone`).
-    pub(crate) objects: Option<PathBuf>,
+    pub objects: Option<PathBuf>,
     /// The main repository, which the controller moves the branch to and pushes from.
     pub repo: PathBuf,
 }
@@ -56,7 +56,7 @@ fn failed(path: &Path, branch: &str, message: impl Into<String>) -> WorkspaceErr
 pub(super) fn objects_dir(repo: &Path) -> Result<PathBuf, WorkspaceError> {
     let main = Repository::open(repo).map_err(|e| failed(repo, "", e.message()))?;
     let objects = main.commondir().join("objects");
-    crate::git::canonicalize(&objects).map_err(WorkspaceError::io(&objects))
+    crate::repository::canonicalize(&objects).map_err(WorkspaceError::io(&objects))
 }
 
 /// Makes W and G for `req`: the branch in the main repository at its tip, else made at the base

@@ -37,8 +37,7 @@ use serde::{Deserialize, Serialize};
 
 pub use diff::{WorkspaceDiff, DIFF_LIMIT};
 pub use pool::{PoolReport, PoolRequest};
-pub use sandbox::Sandbox;
-pub(crate) use sandbox::{CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
+pub use sandbox::{Sandbox, CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
 
 /// How long one setup command may run before it is killed.
 pub(crate) const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(10 * 60);

@@ -391,7 +391,7 @@ mod tests {
 
     #[test]
     fn detects_limits_at_the_bottom_of_the_screen() {
-        let claude = super::super::builtin("claude-code");
+        let claude = crate::builtin("claude-code");
         let s = screen(&[
             "● Working on it",
             "  ⎿  Claude usage limit reached. Your limit will reset at 3pm (America/New_York).",
@@ -409,7 +409,7 @@ mod tests {
             screen(&["Claude usage limit reached. Your limit will reset", "     at 3pm (America/Santiago).", ">"]);
         assert_eq!(detect(None, &wrapped, now(), utc()).unwrap().resets_at.to_rfc3339(), "2025-10-09T18:00:00+00:00");
 
-        let codex = super::super::builtin("codex");
+        let codex = crate::builtin("codex");
         let s = screen(&["■ You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or try again in 2 days 3 hours 12", "minutes.", "› "]);
         assert_eq!(detect(codex, &s, now(), utc()).unwrap().resets_at.to_rfc3339(), "2025-10-11T15:12:00+00:00");
     }
@@ -425,7 +425,7 @@ mod tests {
 
     #[test]
     fn api_rate_limits_the_agent_retries_are_marked() {
-        let aider = super::super::builtin("aider");
+        let aider = crate::builtin("aider");
         let s = screen(&[
             "litellm.RateLimitError: VertexAIException - Resource has been exhausted (e.g. check quota).",
             "Retrying in 2.0 seconds...",
@@ -433,14 +433,14 @@ mod tests {
         let l = detect(aider, &s, now(), utc()).expect("a limit");
         assert!(l.agent_retries && l.reset_known);
         assert_eq!(l.resets_at, now() + chrono::Duration::seconds(2));
-        let claude = super::super::builtin("claude-code");
+        let claude = crate::builtin("claude-code");
         let s = r#"  ⎿  API Error: 429 {"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your account's rate limit. Please try again later."}}"#;
         assert!(detect(claude, s, now(), utc()).is_some());
     }
 
     #[test]
     fn no_limit_in_ordinary_screens_warnings_or_old_scrollback() {
-        let claude = super::super::builtin("claude-code");
+        let claude = crate::builtin("claude-code");
         assert_eq!(detect(claude, "● Done.\n> \n  ? for shortcuts", now(), utc()), None);
         assert_eq!(detect(claude, "Approaching usage limit · resets at 2am\n>", now(), utc()), None, "a warning");
         let resumed = screen(&[
@@ -456,7 +456,7 @@ mod tests {
         scrolled.extend((0..20).map(|i| format!("line {i}")));
         assert_eq!(detect(claude, &scrolled.join("\n"), now(), utc()), None, "far above the bottom");
         // Codex's adapter does not read Claude's wording, a custom command reads every family's.
-        let codex = super::super::builtin("codex");
+        let codex = crate::builtin("codex");
         assert_eq!(detect(codex, "5-hour limit reached ∙ resets 3pm", now(), utc()), None);
         assert!(detect(None, "5-hour limit reached ∙ resets 3pm", now(), utc()).is_some());
     }

@@ -6,8 +6,10 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use super::*;
 
@@ -443,7 +445,7 @@ fn serve_one(
             body.resize(len, 0);
             reader.read_exact(&mut body)?;
         }
-        seen.lock().unwrap().push((request.clone(), header("authorization")));
+        seen.lock().push((request.clone(), header("authorization")));
         if header("authorization").as_deref() != Some(want) {
             let text = "authentication required\n";
             write!(
@@ -521,7 +523,7 @@ fn fetches_over_smart_http_with_a_token_in_the_authorization_header() {
     assert_eq!(err.reason(), "AuthRefused", "{err}");
     assert!(!err.to_string().contains("wrong-token"), "{err}");
 
-    let seen = server.seen.lock().unwrap().clone();
+    let seen = server.seen.lock().clone();
     assert!(seen.iter().any(|(_, auth)| auth.as_deref().is_some_and(|a| a.starts_with("Basic "))), "{seen:?}");
     assert!(seen.iter().all(|(line, _)| !line.contains(token) && !line.contains("wrong-token")), "{seen:?}");
 }

@@ -175,7 +175,7 @@ fn write(path: &Path, doc: &Value) -> Result<(), AgentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::builtin;
+    use crate::builtin;
 
     #[test]
     fn claude_trust_merges_keeps_keys_and_is_idempotent() {

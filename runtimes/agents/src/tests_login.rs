@@ -17,7 +17,7 @@ const READY_WHEN_LOGGED_OUT: &[&str] = &["claude-code", "copilot", "kimi"];
 
 /// The screens captured in `screens/`: file name and text, in name order.
 fn fixtures() -> Vec<(String, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/agents/screens");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/screens");
     let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| {

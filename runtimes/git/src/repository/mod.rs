@@ -5,7 +5,7 @@
 pub mod source;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 
 use git2::{BranchType, ErrorCode, Repository};
 
@@ -321,23 +321,42 @@ fn parse_version(text: &str) -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
+/// Why a run of the git program (`run_in`) did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RunError {
+    /// It could not be started or waited for, or was killed at its time limit.
+    #[error("{}: {source}", .program.display())]
+    Run { program: PathBuf, source: std::io::Error },
+    /// It ran and failed; its standard error says why (its exit status when that is empty).
+    #[error("{}", failure_text(.program, .status, .stderr))]
+    Failed { program: PathBuf, status: ExitStatus, stderr: String },
+}
+
+/// What a failed run of git says: its standard error, else the program and its exit status.
+fn failure_text(program: &Path, status: &ExitStatus, stderr: &str) -> String {
+    if stderr.is_empty() {
+        format!("{} {status}", program.display())
+    } else {
+        stderr.to_string()
+    }
+}
+
 /// Runs the git program `program` in `dir` with `args`, with no input, no prompt and none of the
 /// variables that point git elsewhere; killed after `timeout`. On Linux it also dies with the
 /// thread that waits for it, so a killed controller leaves no git writing into a folder that
-/// the next attempt clears and makes again. The error is git's standard error, or why it could
-/// not run.
-pub(crate) fn run_in(program: &Path, dir: &Path, args: &[&str], timeout: std::time::Duration) -> Result<(), String> {
+/// the next attempt clears and makes again.
+pub(crate) fn run_in(program: &Path, dir: &Path, args: &[&str], timeout: std::time::Duration) -> Result<(), RunError> {
     let mut cmd = Command::new(program);
     cmd.arg("-C").arg(dir).args(args).env("GIT_TERMINAL_PROMPT", "0");
     for var in REPO_ENV {
         cmd.env_remove(var);
     }
-    let out = run_bounded(cmd, timeout).map_err(|e| format!("{}: {e}", program.display()))?;
+    let out = run_bounded(cmd, timeout).map_err(|source| RunError::Run { program: program.to_path_buf(), source })?;
     if out.status.success() {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    Err(if stderr.is_empty() { format!("{} {}", program.display(), out.status) } else { stderr })
+    Err(RunError::Failed { program: program.to_path_buf(), status: out.status, stderr })
 }
 
 /// Runs `cmd` with no input and its output captured, killing it after `timeout`.
@@ -518,9 +537,12 @@ mod tests {
         run_in(Path::new("git"), tmp.path(), &["init", "-q", "-b", "trunk"], secs).unwrap();
         assert!(tmp.path().join(".git/HEAD").is_file());
         let err = run_in(Path::new("git"), tmp.path(), &["rev-parse", "--verify", "nope"], secs).unwrap_err();
-        assert!(err.contains("nope") || err.contains("fatal"), "{err}");
+        assert!(matches!(err, RunError::Failed { ref status, .. } if !status.success()), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains("nope") || text.contains("fatal"), "{text}");
         let err = run_in(Path::new("/nonexistent/git"), tmp.path(), &["status"], secs).unwrap_err();
-        assert!(err.starts_with("/nonexistent/git: "), "{err}");
+        assert!(matches!(err, RunError::Run { .. }), "{err:?}");
+        assert!(err.to_string().starts_with("/nonexistent/git: "), "{err}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::path::Path;
 use git2::{Diff, DiffDelta, DiffFile, DiffFormat, DiffOptions, Index, Oid};
 
 use super::{check_name, checkout, sandbox, WorkspaceError, WorkspaceRecord, Workspaces};
-use crate::git;
+use crate::repository;
 
 /// The largest diff the API answers with; a longer one is cut.
 pub const DIFF_LIMIT: usize = 8 << 20;
@@ -105,7 +105,7 @@ fn failed(path: &Path) -> impl Fn(git2::Error) -> WorkspaceError + Copy + '_ {
 /// The commit of the base branch in the repository at `root`.
 fn base_commit(root: &Path, base_ref: &str) -> Result<Oid, WorkspaceError> {
     let not_found = || WorkspaceError::BaseRefNotFound { repo: root.to_path_buf(), base_ref: base_ref.to_string() };
-    if let Ok(sha) = git::resolve_branch(root, base_ref) {
+    if let Ok(sha) = repository::resolve_branch(root, base_ref) {
         return Oid::from_str(&sha).map_err(|_| not_found());
     }
     // A full commit id names where an earlier review stopped: the diff then holds what came since.

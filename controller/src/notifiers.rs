@@ -155,7 +155,7 @@ pub(crate) enum DeliveryError {
     #[error("{url} answered {status}")]
     Refused { url: String, status: reqwest::StatusCode },
     #[error(transparent)]
-    Program(#[from] aoctl_runtimes::notify::NotifyError),
+    Program(#[from] aoctl_runtimes::notification_programs::NotifyError),
     #[error("the notifier task ended: {0}")]
     Task(#[from] tokio::task::JoinError),
 }
@@ -183,12 +183,14 @@ pub(crate) async fn deliver(target: &Notifier, n: &Notification) -> Result<(), D
         NotifierType::Discord => post(discord_body(n)).await,
         NotifierType::Desktop => {
             let (title, body, key) = (n.title.clone(), n.message.clone(), n.idempotency_key.clone());
-            Ok(tokio::task::spawn_blocking(move || aoctl_runtimes::notify::desktop(&title, &body, &key)).await??)
+            Ok(tokio::task::spawn_blocking(move || aoctl_runtimes::notification_programs::desktop(&title, &body, &key))
+                .await??)
         }
         NotifierType::Command => {
             let argv = target.command.clone();
             let json = serde_json::to_vec(n).expect("notifications serialise");
-            Ok(tokio::task::spawn_blocking(move || aoctl_runtimes::notify::command(&argv, &json)).await??)
+            Ok(tokio::task::spawn_blocking(move || aoctl_runtimes::notification_programs::command(&argv, &json))
+                .await??)
         }
     }
 }

@@ -26,7 +26,7 @@ pub(super) struct Context<'a> {
 
 /// Copies, links, then runs the commands; the first failure stops the setup.
 pub(super) fn run(spec: &SetupSpec, ctx: &Context<'_>) -> Result<(), WorkspaceError> {
-    let main = crate::git::canonicalize(ctx.main).map_err(WorkspaceError::io(ctx.main))?;
+    let main = crate::repository::canonicalize(ctx.main).map_err(WorkspaceError::io(ctx.main))?;
     for rel in &spec.copy {
         let src = source(&main, rel, "copy")?;
         let dst = ctx.workspace.join(rel);

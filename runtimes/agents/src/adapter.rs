@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::runtime::InputStyle;
+use crate::InputStyle;
 
 /// How the first prompt reaches the agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -77,7 +77,7 @@ fn a_session_claims_a_ready_worktree_and_the_pool_fills_again() {
     assert_eq!(git(&info.path, &["status", "--porcelain", "--untracked-files=no"]), "");
     assert_eq!(fs::read_to_string(info.path.join("README.md")).unwrap(), "hello\n");
     let paths = worktree_paths(&f);
-    assert!(paths.iter().any(|p| Path::new(p) == crate::git::canonicalize(&info.path).unwrap()), "{paths:?}");
+    assert!(paths.iter().any(|p| Path::new(p) == crate::repository::canonicalize(&info.path).unwrap()), "{paths:?}");
     assert_eq!(fs::read_to_string(&count).unwrap().lines().count(), 2, "the claim ran no setup");
     let rec = f.ws.get("demo", "s1").unwrap();
     assert!(rec.setup_done && rec.is_checkout_done() && rec.pool_entry.is_none());
@@ -218,9 +218,9 @@ fn a_claim_cut_short_before_the_move_gives_the_entry_back() {
         assert_eq!(f.branches(), ["demo/s", "main"]);
         let paths = worktree_paths(&f);
         assert_eq!(paths.len(), 2, "steps {steps}: {paths:?}");
-        let admin = crate::git::canonicalize(&f.repo).unwrap().join(".git/worktrees").join(&entry.worktree_name);
+        let admin = crate::repository::canonicalize(&f.repo).unwrap().join(".git/worktrees").join(&entry.worktree_name);
         let gitdir = fs::read_to_string(admin.join("gitdir")).unwrap();
-        assert_eq!(Path::new(gitdir.trim()), crate::git::canonicalize(&info.path).unwrap().join(".git"));
+        assert_eq!(Path::new(gitdir.trim()), crate::repository::canonicalize(&info.path).unwrap().join(".git"));
     }
 }
 
@@ -232,7 +232,7 @@ fn a_claim_cut_short_after_the_move_is_finished_never_shared() {
     // The pool side neither takes it back nor prunes its worktree entry: the folder moved.
     let r = f.ws.tend_pool(&f.pool(1)).unwrap();
     assert_eq!(r.ready, 0);
-    let admin = crate::git::canonicalize(&f.repo).unwrap().join(".git/worktrees").join(&entry.worktree_name);
+    let admin = crate::repository::canonicalize(&f.repo).unwrap().join(".git/worktrees").join(&entry.worktree_name);
     assert!(admin.is_dir());
     let info = f.ws.ensure(&f.pooled_req("s")).unwrap();
     assert!(info.created && info.pooled);

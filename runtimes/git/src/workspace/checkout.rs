@@ -4,15 +4,16 @@
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{OnceLock, RwLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use aoctl_api::session::WorkspaceKind;
 use git2::build::{CheckoutBuilder, RepoBuilder};
 use git2::{BranchType, Oid, Repository, WorktreePruneOptions};
+use parking_lot::RwLock;
 
 use super::{WorkspaceError, WorkspaceRecord, WorkspaceRequest};
-use crate::git;
+use crate::repository;
 
 /// Held to read while a worktree is added or an added one's branch is deleted again, and to
 /// write while a folder under `.git/worktrees/` is deleted. libgit2 (1.9) takes a worktree that is
@@ -74,7 +75,7 @@ pub(super) fn open_checkout(rec: &WorkspaceRecord, path: &Path) -> Option<Reposi
 
 /// The canonical form of a path whose last part may not exist.
 fn loose_canonical(path: &Path) -> PathBuf {
-    match (path.parent().and_then(|p| crate::git::canonicalize(p).ok()), path.file_name()) {
+    match (path.parent().and_then(|p| crate::repository::canonicalize(p).ok()), path.file_name()) {
         (Some(parent), Some(name)) => parent.join(name),
         _ => path.to_path_buf(),
     }
@@ -175,7 +176,7 @@ fn remove_admin_dir(common: &Path, name: &str, path: &Path) -> Result<(), Worksp
         }
     }
     tracing::warn!(dir = %dir.display(), "removing the worktree entry a killed workspace creation left");
-    let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+    let _deleting = ADMIN.write();
     remove_tree(&dir)
 }
 
@@ -219,7 +220,7 @@ fn make_writable(dir: &Path) {
 /// Failures are logged; a stale entry only blocks the branch.
 pub(super) fn prune_stale(rec: &WorkspaceRecord, path: &Path, name: Option<&str>) {
     let Ok(repo) = Repository::open(&rec.repo) else { return };
-    let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+    let _deleting = ADMIN.write();
     let named: Vec<&str> = rec.worktree_name.as_deref().into_iter().chain(name).collect();
     let listed;
     let names: Vec<&str> = if !named.is_empty() {
@@ -278,13 +279,13 @@ pub(super) fn create_worktree(
     }
     let commit = branch.get().peel_to_commit().map_err(|e| failed(e.message().into()))?.id();
     let head = format!("ref: refs/heads/{}\n", req.branch);
-    if let Err(message) = add_linked(&repo, path, name, &head, commit) {
+    if let Err(e) = add_linked(&repo, path, name, &head, commit) {
         // `add_linked` removed what it made; a branch made just now goes too.
         if made {
-            let _adding = ADMIN.read().unwrap_or_else(|e| e.into_inner());
+            let _adding = ADMIN.read();
             let _ = repo.find_branch(&req.branch, BranchType::Local).and_then(|mut b| b.delete());
         }
-        return Err(failed(message));
+        return Err(failed(e.to_string()));
     }
     Ok(())
 }
@@ -312,7 +313,7 @@ pub(super) fn checkout_git() -> Option<PathBuf> {
 }
 
 fn usable_git(program: &Path) -> Option<PathBuf> {
-    let version = git::version(program)?;
+    let version = repository::version(program)?;
     (version >= GIT_MIN_VERSION).then(|| program.to_path_buf())
 }
 
@@ -338,7 +339,7 @@ pub(super) fn with_checkout_git<T>(program: Option<&Path>, f: impl FnOnce() -> T
 /// the way, and `HEAD` is left alone. git (`read-tree --reset -u`, with its parallel checkout)
 /// writes them when it is installed, libgit2 when it is not or when git fails. Both write the
 /// index last, once every file is written, so a new checkout cut short has none.
-fn write_files(path: &Path, commit: Oid) -> Result<(), String> {
+fn write_files(path: &Path, commit: Oid) -> Result<(), git2::Error> {
     if let Some(program) = checkout_git() {
         let sha = commit.to_string();
         let args = [
@@ -355,16 +356,16 @@ fn write_files(path: &Path, commit: Oid) -> Result<(), String> {
             "-u",
             &sha,
         ];
-        match git::run_in(&program, path, &args, GIT_CHECKOUT_TIMEOUT) {
+        match repository::run_in(&program, path, &args, GIT_CHECKOUT_TIMEOUT) {
             Ok(()) => return Ok(()),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "git cannot write the checkout; libgit2 writes it")
             }
         }
     }
-    let repo = Repository::open(path).map_err(|e| e.message().to_string())?;
-    let target = repo.find_commit(commit).map_err(|e| e.message().to_string())?;
-    repo.checkout_tree(target.as_object(), Some(CheckoutBuilder::new().force())).map_err(|e| e.message().to_string())
+    let repo = Repository::open(path)?;
+    let target = repo.find_commit(commit)?;
+    repo.checkout_tree(target.as_object(), Some(CheckoutBuilder::new().force()))
 }
 
 /// A path as git writes it into `gitdir` files: with `/` between its parts on Windows too, where
@@ -378,22 +379,33 @@ fn link_text(path: &Path) -> String {
     }
 }
 
-/// The message of an error about `path`.
-fn at(path: &Path) -> impl FnOnce(io::Error) -> String + '_ {
-    move |e| format!("{}: {e}", path.display())
+/// Why a linked worktree could not be added.
+#[derive(Debug, thiserror::Error)]
+enum AddError {
+    /// A folder or admin file of it could not be made or written.
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: io::Error },
+    /// libgit2 could not write its files and index.
+    #[error("{}", .0.message())]
+    Checkout(#[from] git2::Error),
+}
+
+/// The error of an IO step on `path`.
+fn at(path: &Path) -> impl FnOnce(io::Error) -> AddError + '_ {
+    move |source| AddError::Io { path: path.to_path_buf(), source }
 }
 
 /// Adds the linked worktree `name` of `main` at `path`, laid out as `git worktree add` lays it
 /// out: the folder `<common>/worktrees/<name>` with `commondir`, `HEAD` (the text `head`) and
 /// `gitdir`, and `<path>/.git` pointing at it; then writes the files and the index at `commit`.
 /// `path` must not exist, and its parent must. On failure what it made is removed again.
-fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oid) -> Result<(), String> {
+fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oid) -> Result<(), AddError> {
     let admin = main.commondir().join("worktrees").join(name);
     let mut made_admin = false;
     let mut made_path = false;
-    let mut add = || -> Result<(), String> {
+    let mut add = || -> Result<(), AddError> {
         {
-            let _adding = ADMIN.read().unwrap_or_else(|e| e.into_inner());
+            let _adding = ADMIN.read();
             // Made when missing, and never removed: another creation may be using it.
             let parent = admin.parent().unwrap_or(&admin);
             fs::create_dir_all(parent).map_err(at(parent))?;
@@ -402,14 +414,14 @@ fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oi
         }
         fs::create_dir(path).map_err(at(path))?;
         made_path = true;
-        let abs_path = git::canonicalize(path).map_err(at(path))?;
-        let abs_admin = git::canonicalize(&admin).map_err(at(&admin))?;
+        let abs_path = repository::canonicalize(path).map_err(at(path))?;
+        let abs_admin = repository::canonicalize(&admin).map_err(at(&admin))?;
         let write = |file: &Path, text: String| fs::write(file, text).map_err(at(file));
         write(&admin.join("commondir"), "../..\n".into())?;
         write(&admin.join("HEAD"), head.to_string())?;
         write(&admin.join("gitdir"), format!("{}\n", link_text(&abs_path.join(".git"))))?;
         write(&path.join(".git"), format!("gitdir: {}\n", link_text(&abs_admin)))?;
-        write_files(path, commit)
+        Ok(write_files(path, commit)?)
     };
     let result = add();
     if result.is_err() {
@@ -417,7 +429,7 @@ fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oi
             let _ = remove_tree(path);
         }
         if made_admin {
-            let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+            let _deleting = ADMIN.write();
             let _ = remove_tree(&admin);
         }
     }
@@ -427,7 +439,7 @@ fn add_linked(main: &Repository, path: &Path, name: &str, head: &str, commit: Oi
 /// The commit of `base_ref`: a local branch, `origin/<base_ref>`, or any revision git understands.
 pub(super) fn resolve_base(repo: &Repository, req: &WorkspaceRequest) -> Result<Oid, WorkspaceError> {
     let root = repo.workdir().unwrap_or(repo.path());
-    git::resolve_branch(root, &req.base_ref)
+    repository::resolve_branch(root, &req.base_ref)
         .ok()
         .and_then(|sha| Oid::from_str(&sha).ok())
         .or_else(|| repo.revparse_single(&req.base_ref).ok()?.peel_to_commit().ok().map(|c| c.id()))
@@ -448,7 +460,7 @@ fn prune_gone_holders(repo: &Repository, branch: &str) {
         if !holds || locked || fs::symlink_metadata(wt.path()).is_ok() {
             continue;
         }
-        let _deleting = ADMIN.write().unwrap_or_else(|e| e.into_inner());
+        let _deleting = ADMIN.write();
         match wt.prune(Some(WorktreePruneOptions::new().valid(true))) {
             Ok(()) => {
                 tracing::info!(worktree = name, path = %wt.path().display(), branch, "pruned a worktree entry whose folder is gone")
@@ -501,7 +513,7 @@ fn clone_into(req: &WorkspaceRequest, path: &Path) -> Result<(), WorkspaceError>
         Err(_) => resolve_base(&main, req)?,
     };
     let source = main.workdir().unwrap_or(main.path());
-    let source = crate::git::canonicalize(source).unwrap_or_else(|_| source.components().collect());
+    let source = crate::repository::canonicalize(source).unwrap_or_else(|_| source.components().collect());
     let url = source.to_str().ok_or_else(|| failed("the repository path is not UTF-8"))?;
     // Checking out happens once, below, on the session's branch.
     let mut none = CheckoutBuilder::new();
@@ -520,7 +532,7 @@ fn clone_into(req: &WorkspaceRequest, path: &Path) -> Result<(), WorkspaceError>
         clone.branch(&req.branch, &commit, false).map_err(|e| failed(e.message()))?;
     }
     clone.set_head(&format!("refs/heads/{}", req.branch)).map_err(|e| failed(e.message()))?;
-    write_files(path, target).map_err(|e| failed(&e))?;
+    write_files(path, target).map_err(|e| failed(e.message()))?;
 
     let origin = main.find_remote("origin").ok().and_then(|r| r.url().map(str::to_string));
     if let Some(origin) = origin {
@@ -541,7 +553,7 @@ pub(super) fn add_detached_worktree(repo: &Path, path: &Path, name: &str, commit
     };
     let main = Repository::open(repo).map_err(|e| failed(format!("{}: {}", repo.display(), e.message())))?;
     main.find_commit(commit).map_err(|e| failed(e.message().to_string()))?;
-    add_linked(&main, path, name, &format!("{commit}\n"), commit).map_err(failed)
+    add_linked(&main, path, name, &format!("{commit}\n"), commit).map_err(|e| failed(e.to_string()))
 }
 
 /// Moves a detached worktree at `path` to `commit` in place: only the tracked files that differ
@@ -554,7 +566,7 @@ pub(super) fn move_detached(path: &Path, commit: Oid) -> Result<(), WorkspaceErr
     };
     let wt = Repository::open(path).map_err(|e| failed(e.message().to_string()))?;
     wt.find_commit(commit).map_err(|e| failed(e.message().to_string()))?;
-    write_files(path, commit).map_err(failed)?;
+    write_files(path, commit).map_err(|e| failed(e.message().to_string()))?;
     wt.set_head_detached(commit).map_err(|e| failed(e.message().to_string()))
 }
 
@@ -569,7 +581,7 @@ pub(super) fn adopt_worktree(repo: &Path, name: &str, path: &Path, branch: Optio
     };
     let main = Repository::open(repo).map_err(|e| failed(format!("{}: {}", repo.display(), e.message())))?;
     let admin = main.commondir().join("worktrees").join(name);
-    let abs_path = git::canonicalize(path).map_err(|e| failed(format!("{}: {e}", path.display())))?;
+    let abs_path = repository::canonicalize(path).map_err(|e| failed(format!("{}: {e}", path.display())))?;
     let replace = |file: &str, text: String| {
         let tmp = admin.join(format!("{file}.aoctl-tmp"));
         fs::write(&tmp, text)
