@@ -268,6 +268,16 @@ mod tests {
 
     /// `main` with a text file of 20 numbered lines, a file to delete, an ignore rule and a binary
     /// file.
+    /// A scratch folder holding a repository (`repo`, see [`repo`]) and the workspaces' root.
+    fn fixture() -> (tempfile::TempDir, std::path::PathBuf, Workspaces) {
+        let tmp = tempfile::tempdir().unwrap();
+        let main = tmp.path().join("repo");
+        std::fs::create_dir_all(&main).unwrap();
+        repo(&main);
+        let workspaces = Workspaces::new(tmp.path().join("workspaces"));
+        (tmp, main, workspaces)
+    }
+
     fn repo(dir: &Path) {
         git(dir, &["init", "-q", "-b", "main"]);
         let lines: String = (1..=20).map(|i| format!("line {i}\n")).collect();
@@ -338,11 +348,7 @@ mod tests {
 
     #[test]
     fn a_worktree_shows_its_commits_its_uncommitted_work_and_its_untracked_files() {
-        let tmp = tempfile::tempdir().unwrap();
-        let main = tmp.path().join("repo");
-        std::fs::create_dir_all(&main).unwrap();
-        repo(&main);
-        let workspaces = Workspaces::new(tmp.path().join("workspaces"));
+        let (_tmp, main, workspaces) = fixture();
         let info = workspaces.ensure(&request(&main, "s1", false)).unwrap();
         let fresh = workspaces.diff("p", "s1", "main", DIFF_LIMIT).unwrap();
         assert!(fresh.patch.is_empty() && !fresh.truncated, "{}", String::from_utf8_lossy(&fresh.patch));
@@ -367,11 +373,7 @@ mod tests {
 
     #[test]
     fn a_sandboxed_checkout_is_read_without_its_git_folders_index() {
-        let tmp = tempfile::tempdir().unwrap();
-        let main = tmp.path().join("repo");
-        std::fs::create_dir_all(&main).unwrap();
-        repo(&main);
-        let workspaces = Workspaces::new(tmp.path().join("workspaces"));
+        let (_tmp, main, workspaces) = fixture();
         let info = workspaces.ensure(&request(&main, "s2", true)).unwrap();
         let git_dir = workspaces.git_dir_of("p", "s2");
         // What the agent does in its container: git with the sandbox's git folder.
@@ -402,11 +404,7 @@ mod tests {
 
     #[test]
     fn a_commit_id_as_base_shows_only_what_came_after_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let main = tmp.path().join("repo");
-        std::fs::create_dir_all(&main).unwrap();
-        repo(&main);
-        let workspaces = Workspaces::new(tmp.path().join("workspaces"));
+        let (_tmp, main, workspaces) = fixture();
         let info = workspaces.ensure(&request(&main, "s3", false)).unwrap();
         write(&info.path, "first.txt", b"reviewed already\n");
         commit_all(&info.path, "first");
@@ -424,11 +422,7 @@ mod tests {
 
     #[test]
     fn a_long_diff_is_cut_at_a_line_with_a_last_line_saying_so() {
-        let tmp = tempfile::tempdir().unwrap();
-        let main = tmp.path().join("repo");
-        std::fs::create_dir_all(&main).unwrap();
-        repo(&main);
-        let workspaces = Workspaces::new(tmp.path().join("workspaces"));
+        let (_tmp, main, workspaces) = fixture();
         let info = workspaces.ensure(&request(&main, "s3", false)).unwrap();
         for n in 0..40 {
             let lines: String = (0..100).map(|i| format!("added line {n}.{i}\n")).collect();
@@ -472,11 +466,7 @@ mod tests {
 
     #[test]
     fn no_workspace_and_no_base_are_errors() {
-        let tmp = tempfile::tempdir().unwrap();
-        let main = tmp.path().join("repo");
-        std::fs::create_dir_all(&main).unwrap();
-        repo(&main);
-        let workspaces = Workspaces::new(tmp.path().join("workspaces"));
+        let (_tmp, main, workspaces) = fixture();
         assert_eq!(workspaces.diff("p", "none", "main", DIFF_LIMIT).unwrap_err().reason(), "WorkspaceNotFound");
         workspaces.ensure(&request(&main, "s4", false)).unwrap();
         assert_eq!(workspaces.diff("p", "s4", "nope", DIFF_LIMIT).unwrap_err().reason(), "BaseRefNotFound");
@@ -486,11 +476,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_fifo_in_the_work_tree_is_skipped() {
-        let tmp = tempfile::tempdir().unwrap();
-        let main = tmp.path().join("repo");
-        std::fs::create_dir_all(&main).unwrap();
-        repo(&main);
-        let workspaces = Workspaces::new(tmp.path().join("workspaces"));
+        let (_tmp, main, workspaces) = fixture();
         let info = workspaces.ensure(&request(&main, "s5", false)).unwrap();
         let fifo = std::ffi::CString::new(info.path.join("pipe").to_str().unwrap()).unwrap();
         // SAFETY: a valid NUL-terminated path.
