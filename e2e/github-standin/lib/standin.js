@@ -1383,8 +1383,12 @@ class StandIn {
     };
 
     // A user's permission on the repository: `admin` for its owner, `write` for a collaborator,
-    // `read` for anyone else (the stand-in's repositories are public).
-    h['GET /repos/{owner}/{repo}/collaborators/{username}/permission'] = async ({ repo, params }) => {
+    // `read` for anyone else (the stand-in's repositories are public). Only a caller who may push
+    // to the repository may ask.
+    h['GET /repos/{owner}/{repo}/collaborators/{username}/permission'] = async ({ repo, params, login: caller }) => {
+      if (!['OWNER', 'COLLABORATOR'].includes(this.render.association(repo, caller))) {
+        return new Reply(403, { message: 'Must have push access to view collaborator permission.', documentation_url: `${DOCS}/collaborators/collaborators#get-repository-permissions-for-a-user` });
+      }
       const login = String(params.username);
       const association = this.render.association(repo, login);
       const permission = association === 'OWNER' ? 'admin' : association === 'COLLABORATOR' ? 'write' : 'read';

@@ -635,6 +635,10 @@ test("an issue's label events name who applied each label; a user's permission f
   const p = await permission('outsider');
   assert.deepEqual([p.permission, p.role_name, p.user.login], ['write', 'write', 'outsider']);
   await control('DELETE', '/collaborators', { login: 'outsider' });
+  // Only someone who may push asks: the reviewer's identity is no collaborator here.
+  r = await get(`/repos/octo/demo/collaborators/${OWNER}/permission`, { auth: `Bearer ${REVIEWER_TOKEN}` });
+  assert.equal(r.status, 403, r.text);
+  assert.equal(r.json.message, 'Must have push access to view collaborator permission.');
 });
 
 test('pagination with Link headers', async () => {
