@@ -5,8 +5,8 @@
 # the session ends its processes and removes the worktree, and `aoctl down` stops the server
 # through its stop event. Every step is bounded; the first failure ends the run with its reason.
 #
-# Usage: e2e/windows/e2e.sh (CARGO and AOCTL_WINE_DIR may be set; the latter defaults to
-# target/wine).
+# Usage: e2e/windows/e2e.sh (CARGO, CARGO_TARGET_DIR and AOCTL_WINE_DIR may be set; the last
+# defaults to target/wine).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -16,7 +16,7 @@ wine_dir=${AOCTL_WINE_DIR:-$root/target/wine}
 target=x86_64-pc-windows-gnu
 
 "$cargo" build --quiet --target "$target" -p aoctl
-exe=$root/target/$target/debug/aoctl.exe
+exe=${CARGO_TARGET_DIR:-$root/target}/$target/debug/aoctl.exe
 eval "$(e2e/windows/wine.sh prefix "$wine_dir")"
 
 mkdir -p "$wine_dir"
