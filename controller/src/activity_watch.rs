@@ -209,8 +209,9 @@ fn handle(fleet: &Fleet, wake: &impl Wake, debounce: &mut Debounce, event: &Even
 
 #[cfg(test)]
 mod tests {
-    use parking_lot::Mutex;
     use std::io::Write;
+
+    use parking_lot::Mutex;
 
     use crate::machine::Machine;
 

@@ -6,7 +6,6 @@
 //! `aoctl_sessions` is counted at each scrape on the store's stored objects, which are shared,
 //! not copied or decoded: a few pointer reads per Session.
 
-use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ use aoctl_api::session::Phase;
 use aoctl_api::session::RuntimeKind;
 use aoctl_api::Kind;
 use aoctl_store::{Selector, Store, StoreError};
+use parking_lot::Mutex;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{

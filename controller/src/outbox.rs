@@ -16,7 +16,6 @@
 //! again on the next pass with the same idempotency key. Each term of leadership runs its own
 //! worker on the term's store ([`Outbox::run`]), which stops with the term.
 
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -27,6 +26,7 @@ use aoctl_api::project::Notifier;
 use aoctl_api::{EventType, Kind, Project, Resource, Session, Time};
 use aoctl_engine::{Action, Config, Controller, Trigger};
 use aoctl_store::{Selector, Store, StoreError};
+use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -3,11 +3,11 @@
 //! adds one past that deletes the oldest in the same transaction. Events also expire after the
 //! server's `--event-ttl` (`event_expiry.rs`).
 
-use parking_lot::Mutex;
 use std::collections::HashMap;
 
 use aoctl_api::{Event, EventType, InvolvedObject, Kind, Resource, Time};
 use aoctl_store::{Selector, Store, StoreError, Write, WriteOptions, Written};
+use parking_lot::Mutex;
 use serde_json::Value;
 
 /// How many recent events the recorder remembers for folding repeats.

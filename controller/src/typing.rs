@@ -43,7 +43,6 @@
 //! `crate::input::send_or_queue` is `aoctl send`: the rules of what may be typed into a session
 //! now, what waits in its inbox, and what is refused.
 
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -54,6 +53,7 @@ pub(crate) use aoctl_runtimes::session_files::{
     inbox_message_of, FilesError, Journal, Outcome, TypingFiles as Files, What,
 };
 use aoctl_runtimes::{Handle, Runtime, RuntimeError};
+use parking_lot::Mutex;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::metrics::Metrics;

@@ -5,7 +5,6 @@
 //! that fails panics with the page's URL, its console errors and failed requests, and the path of
 //! a screenshot taken at that moment.
 
-use parking_lot::Mutex;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -13,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 /// Where Chromium is; Debian's `chromium` package puts it there.

@@ -1,7 +1,6 @@
 //! Logs, end to end: `serve --log-format json` writes JSON lines with one span per reconcile, and
 //! never the GitHub token, which a fake GitHub receives.
 
-use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
@@ -9,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -4,13 +4,13 @@
 //! (a request held open while the controller that sent it is killed), or 200 once told (a slow
 //! receiver that answers in the end).
 
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::watch;
 

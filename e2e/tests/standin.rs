@@ -3,7 +3,6 @@
 //! scripted agent and a clone of it as the project's path, an aoctl server that has the token and
 //! the webhook secret, a local receiver for webhook notifications, signing, and metric reads.
 
-use parking_lot::Mutex;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -13,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

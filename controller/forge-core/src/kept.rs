@@ -1,10 +1,11 @@
 //! Answers a client keeps for a while so that asking again costs no request: who may write to a
 //! repository or project changes rarely, and is asked per author.
 
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 /// Answers by key, each believed for `keep_for`; at most `max` are kept (past it the oldest is
 /// forgotten). Shared between clones of a client through an `Arc`.

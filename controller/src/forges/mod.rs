@@ -18,13 +18,13 @@ mod linear;
 mod tracker;
 mod trust;
 
-use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
 
 use aoctl_api::project::Project;
 use aoctl_forge_core::{Budget, BudgetKey, Observer, RequestRecord, Service};
+use parking_lot::Mutex;
 use prometheus::{IntCounterVec, IntGauge};
 
 use crate::metrics::Metrics;

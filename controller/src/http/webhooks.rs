@@ -12,7 +12,6 @@
 //! fails when it exists, so a replay after a restart, or to another replica, is ignored for as
 //! long as the event lives: the `--event-ttl`, and at most the newest 100 deliveries per object.
 
-use parking_lot::Mutex;
 use std::collections::{HashSet, VecDeque};
 
 use aoctl_api::wire::WebhookAnswer;
@@ -25,6 +24,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
+use parking_lot::Mutex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 

@@ -3,7 +3,6 @@
 //! during a pass (409), the events a pass publishes once, and a worker that starts on outboxes
 //! nobody handed over (a restart).
 
-use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +12,7 @@ use aoctl_api::{Event, Kind, Project, Session, Time};
 use aoctl_engine::Action;
 use aoctl_store::{Selector, Store, WriteOptions};
 use axum::http::{HeaderMap, StatusCode};
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::sync::{Notify, Semaphore};
 

@@ -25,7 +25,6 @@ mod watch;
 mod wire;
 mod write;
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +34,7 @@ use aoctl_api::Kind;
 use aoctl_store::tx::{Op, Reply};
 use aoctl_store::{ObjectStore, Snapshot, StoreError, StoredObject, Watch, WriteOptions};
 use async_trait::async_trait;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::task::JoinHandle;
 
 pub use crate::election::{Election, Term, MIN_TTL};

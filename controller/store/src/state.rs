@@ -1,13 +1,13 @@
 //! The state shared by readers, watches and the writer: the sled database, the published cache,
 //! counters and whether the disk takes writes.
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use aoctl_api::Kind;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde_json::Value;
 
 use crate::backend::StoredObject;

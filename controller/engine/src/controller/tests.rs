@@ -3,13 +3,13 @@
 mod errors;
 mod metrics;
 
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use prometheus::proto::MetricType;
 use prometheus::Registry;
 use tokio::sync::oneshot;

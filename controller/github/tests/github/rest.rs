@@ -1,13 +1,13 @@
 //! The REST operations against the stand-in, with fixtures taken from GitHub's published REST
 //! description (`@octokit/openapi` examples), adjusted per test.
 
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 
 use aoctl_api::session::{ChecksState, PullRequestState, ReviewState};
 use aoctl_github::{Budget, CheckKind, Client, ErrorKind, FailingCheck, IssueStateFilter, MergeMethod, ReviewComment};
 use chrono::{TimeZone, Utc};
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::fixture;

@@ -2,7 +2,6 @@
 //! conditional requests (`If-None-Match` → 304, without the body or `Link`), and a log of what it
 //! was sent.
 
-use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +12,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use parking_lot::Mutex;
 use serde_json::Value;
 
 /// One canned answer.

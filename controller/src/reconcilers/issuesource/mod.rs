@@ -14,7 +14,6 @@
 //! the source's labels (docs/security.md). Each issue's verdict is kept until the issue changes,
 //! or ten minutes.
 
-use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +31,7 @@ use aoctl_api::{
 use aoctl_engine::Action;
 use aoctl_forge_types::Issue;
 use aoctl_store::{Deleted, Store, StoreError};
+use parking_lot::Mutex;
 
 use super::Error;
 use crate::admission::{self, AdmissionError};

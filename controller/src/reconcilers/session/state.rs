@@ -4,12 +4,12 @@
 //! taken on docker engines. It lives as long as this controller: a restarted one starts with
 //! nothing remembered.
 
-use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use aoctl_git::repository::GitError;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::forges::ForgeError;
 

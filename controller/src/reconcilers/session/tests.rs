@@ -2,7 +2,6 @@
 //! reconciler's own logic, with fakes of the machine side (a runtime that records what it is asked,
 //! workspaces that are plain folders).
 
-use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,6 +18,7 @@ use aoctl_git::workspace::{
 };
 use aoctl_runtimes::{Handle, LaunchSpec, Owned, Probe, Runtime, RuntimeError, TerminalView};
 use aoctl_store::{Store, StoreError, WriteOptions};
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::state::Facts;

@@ -2,7 +2,6 @@
 //! member down and back, revisions compacted away, a transaction too big for etcd, and one whose
 //! answer was lost after etcd applied it.
 
-use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,6 +9,7 @@ use std::time::{Duration, Instant};
 use aoctl_api::Kind;
 use aoctl_store::{EventKind, Selector, StoreError, WriteOptions};
 use aoctl_store_etcd::EtcdConfig;
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
