@@ -42,7 +42,7 @@ bench:
 	$(CARGO) build --release -p aoctl
 	e2e/bench.sh
 
-## Fuzz the manifest and request-body decoders and the webhook parser with cargo fuzz (nightly),
+## Fuzz the manifest and request-body decoders and the webhook parsers with cargo fuzz (nightly),
 ## FUZZ_SECONDS per target; installs cargo-fuzz if missing. `make fuzz-ci` is CI's short run.
 FUZZ_SECONDS ?= 300
 

@@ -178,7 +178,8 @@ fn the_controller_reads_only_configuration_variables() {
     // Each file that reads the controller's environment, and the configuration it reads: a
     // variable a resource names, read when it is used so that a rotated secret needs no restart.
     let allowed = [
-        // The forge and tracker tokens: the defaults and a Project's or IssueSource's `tokenEnv`.
+        // A Project's forge and tracker tokens and webhook secrets: its `tokenEnv`,
+        // `webhookSecretEnv` and `webhookTokenEnv`, else the defaults.
         "controller/src/forges/mod.rs",
         // A GitSource's push webhook secret, its `webhookSecretEnv`.
         "controller/src/http/webhooks.rs",
@@ -377,7 +378,8 @@ fn no_crate_has_an_import_circle() {
 /// the Session kind (`list_typed::<Session>`, `list_stored(Kind::Session, …)`,
 /// `list(Kind::Session, …)`) whose selector is everything (`Selector::everything()`, or a name
 /// bound to it) is caught, statement by statement. The index lists them to build itself; the
-/// IssueSource reconciler is the one left.
+/// GitSource reconciler's plan lists every object of each kind it may declare, by a kind this
+/// check does not see.
 #[test]
 fn no_reconciler_lists_every_session() {
     /// The statements of `code` (cut at each `;`, `{` and `}`, spaces dropped) that list every Session.

@@ -1,5 +1,7 @@
 //! The aoctl controller: reconcilers, the HTTP API, metrics, and `serve`, which wires them to
-//! the store and the engine.
+//! the store and the engine. Its modules are private; it exports what the `aoctl` binary uses
+//! (`serve`, `restore`, the token file's name, the forges' default variables, the agent and
+//! container a session resolves to) and the build's `VERSION`.
 
 mod activity_watch;
 mod admission;

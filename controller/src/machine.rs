@@ -1,5 +1,6 @@
-//! The machine side as the session reconciler sees it: runtimes by kind, the workspaces, the
-//! per-session files the controller keeps and the typing locks. [`crate::fleet::Fleet`] is the
+//! The machine side as the reconcilers see it: runtimes by kind, the workspaces (and the project
+//! reconciler's warm pools), the per-session files the controller keeps, the typing locks and the
+//! git asked of a repository ([`Branches`]). [`crate::fleet::Fleet`] is the
 //! real one; tests give the reconciler fakes. Nothing here knows any reconciler.
 
 use std::path::{Path, PathBuf};

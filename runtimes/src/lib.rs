@@ -1,8 +1,10 @@
 //! The runtimes agents run in (tmux, a PTY the controller owns, ConPTY on Windows, a docker
-//! container), and what else touches the machine on a session's behalf: its files, the agent's
-//! environment, notification programs and background processes. Git repositories and workspaces
-//! are `aoctl-git`, the agent adapter table `aoctl-agents` (both beside this crate, in
-//! `runtimes/`); only the crates of `runtimes/` spawn processes.
+//! container), and what else touches the machine on a session's or the controller's behalf: a
+//! session's files, the agent's environment, finding an agent's program, notification programs,
+//! the private data folder and its token and node id files, and the background server of
+//! `aoctl up`. Git repositories and workspaces are `aoctl-git`, the agent adapter table
+//! `aoctl-agents` (both beside this crate, in `runtimes/`); only the crates of `runtimes/` spawn
+//! processes.
 pub mod agent_env;
 #[cfg(test)]
 mod contract_tests;

@@ -1,7 +1,7 @@
 //! The node id file of a data folder: `node-id`, made at the folder's first start as
 //! `<host name>-<random suffix>` (or the host name alone in a folder an earlier version ran in),
 //! and read at every later start. The controller decides which node a replica is
-//! (`aoctl_controller::node`); the file and the host name are read here.
+//! (the controller's `node.rs`); the file and the host name are read here.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,5 +1,5 @@
 //! How a request reaches a service: the [`Transport`] a client hands the core (octocrab for
-//! GitHub's REST API, reqwest for the others), taking an `http::Request` and giving back the
+//! GitHub's REST and GraphQL APIs, reqwest for the others), taking an `http::Request` and giving back the
 //! answer's head and a body to read frame by frame.
 
 use std::error::Error as StdError;

@@ -1,6 +1,7 @@
 //! The interface of a store backend ([`ObjectStore`]) and the types it speaks: stored objects,
-//! watch events and watches. The sled store implements it; another backend (etcd, say) implements
-//! the same methods with the same rules and passes the same contract suite (`contract`).
+//! watch events and watches. The sled store and the etcd store (`aoctl-store-etcd`) implement it:
+//! each its reads, watches and one write, `submit`, from which the trait builds the others, so
+//! both follow the same rules and pass the same contract suite (`contract`).
 
 use std::sync::Arc;
 

@@ -1,10 +1,12 @@
 //! The durable object store of aoctl: objects of every kind with the apiserver's rules (uid,
 //! resourceVersion, generation, finalizers, cascading deletion) and gap-free watches.
 //!
-//! [`ObjectStore`] is what a backend implements; [`SledStore`] keeps the objects in sled on the
-//! local disk. Callers hold a [`Store`], a cheap handle on one backend that adds the reads of
-//! plain values and the typed helpers. [`tx`] holds the rules of every write, which every backend
-//! runs over a view of its objects. The `contract` module (with the `contract` feature) is the
+//! [`ObjectStore`] is what a backend implements: its reads, watches and one write, `submit`, from
+//! which the trait builds create, update, the status and finalizer writes, delete and
+//! `apply_all`; [`SledStore`] keeps the objects in sled on the local disk. Callers hold a
+//! [`Store`], a cheap handle on one backend that adds the reads of plain values and the typed
+//! helpers. [`tx`] holds the rules of every write, which every backend runs over a view of its
+//! objects. The `contract` module (with the `contract` feature) is the
 //! test suite every backend passes.
 
 mod backend;

@@ -1,6 +1,8 @@
-//! Agent adapters: one table of data for the built-in agent CLIs (`table.rs`), one generic
-//! adapter that renders launch commands from a row (here), reads the screen (`activity.rs`) and
-//! prepares the agent's own configuration (`home.rs`).
+//! Agent adapters: one table of data for the built-in agent CLIs (`table.rs`, rows of the shape in
+//! `adapter.rs`), one generic adapter that renders launch commands from a row (here), reads the
+//! screen (`activity.rs`) and prepares the agent's own configuration (`home.rs`); the usage and
+//! rate limits agents print ([`limits`]) and the token and cost records Claude Code and Codex
+//! write ([`usage`]).
 //!
 //! A launch command is an argument vector, never a shell string:
 //! `binary, args…, bypass args…, prompt args…, agentArgs…`. `agentArgs` always come last, for

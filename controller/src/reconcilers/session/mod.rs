@@ -1,8 +1,9 @@
 //! Session reconciler. One reconcile is a list of steps, in order: finalizer → not held by another
-//! node → project → queue slot → budget → placement on a docker engine → workspace → changed files
-//! and overlaps → stopped → first prompt's text → runtime → first prompt → queued messages →
-//! activity, then for a reviewer its review file, for a worker pull request → reviewer rounds →
-//! reactions; then the status is written, handed to the notification worker, and effects run.
+//! node → project → the effective agent recorded → queue slot → budget → placement on a docker
+//! engine → workspace → changed files and overlaps → stopped → first prompt's text → runtime →
+//! first prompt → queued messages → activity, then for a reviewer its review file, for a worker
+//! pull request → reviewer rounds → reactions; then the status is written, handed to the
+//! notification worker, and effects run.
 //! Each step either goes on or ends the reconcile with an [`Action`]; the runtime → activity steps
 //! end only the agent's part, so the pull request and reactions are looked at whatever the agent
 //! does.

@@ -1,6 +1,7 @@
-//! Reading git repositories (root, default branch, head, origin) with git2, cloning, and running
-//! the git program (its version, a command in a folder within a time limit);
-//! [`source`] fetches and reads a GitSource's repository.
+//! Reading git repositories (root, default branch, head, origin, how far a branch is ahead) and
+//! finding the files two commits conflict in or one changes, with git2; cloning, pushing and
+//! fetching with the git program; and running the git program (its version, a command in a folder
+//! within a time limit). [`source`] fetches and reads a GitSource's repository.
 
 pub mod source;
 
