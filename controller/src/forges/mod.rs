@@ -46,9 +46,9 @@ pub const DEFAULT_GITLAB_TOKEN_ENV: &str = "GITLAB_TOKEN";
 /// The webhook token variable of a GitLab project that names none.
 pub const DEFAULT_GITLAB_WEBHOOK_TOKEN_ENV: &str = "AOCTL_GITLAB_WEBHOOK_TOKEN";
 /// The API key variable of a Linear project that names none.
-pub const DEFAULT_LINEAR_TOKEN_ENV: &str = "LINEAR_API_KEY";
+pub(crate) const DEFAULT_LINEAR_TOKEN_ENV: &str = "LINEAR_API_KEY";
 /// The webhook secret variable of a Linear project that names none.
-pub const DEFAULT_LINEAR_WEBHOOK_SECRET_ENV: &str = "AOCTL_LINEAR_WEBHOOK_SECRET";
+pub(crate) const DEFAULT_LINEAR_WEBHOOK_SECRET_ENV: &str = "AOCTL_LINEAR_WEBHOOK_SECRET";
 
 /// The metrics of one forge: requests by endpoint and code, what they cost by project, and the
 /// lowest budget left.

@@ -145,7 +145,7 @@ async fn shutdown_signal() {
 ///
 /// Every replica serves the API and its watches; the reconcilers run while the replica leads
 /// (always, on sled; for a term of the etcd election otherwise, see [`crate::leader`]).
-pub async fn serve_on(
+pub(crate) async fn serve_on(
     listener: TcpListener,
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
