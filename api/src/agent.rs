@@ -131,9 +131,59 @@ string_enum!(
     RuntimeKind { Tmux = "tmux", Process = "process", Docker = "docker" }
 );
 string_enum!(
-    /// How the session's checkout is made.
-    WorkspaceKind { Worktree = "worktree", Clone = "clone" }
+    /// How the session's checkout is made: a git worktree (`worktree`) or a clone (`clone`) on the
+    /// session's own branch; a checkout of the base at no branch whose changes are discarded
+    /// (`readonly`); or an empty folder (`none`). The last two have no branch and no pull request.
+    WorkspaceKind { Worktree = "worktree", Clone = "clone", Readonly = "readonly", None = "none" }
 );
+
+impl WorkspaceKind {
+    /// Whether a session of this kind works on a branch of its own (and, with a forge, opens a
+    /// pull request from it).
+    pub fn has_branch(self) -> bool {
+        matches!(self, WorkspaceKind::Worktree | WorkspaceKind::Clone)
+    }
+}
+
+/// A session's checkout, `spec.workspace`: `{kind: worktree}`. The string form of earlier
+/// versions (`workspace: worktree`) is read as the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkspaceSpec {
+    pub kind: WorkspaceKind,
+}
+
+impl WorkspaceSpec {
+    pub fn of(kind: WorkspaceKind) -> WorkspaceSpec {
+        WorkspaceSpec { kind }
+    }
+}
+
+impl<'de> Deserialize<'de> for WorkspaceSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<WorkspaceSpec, D::Error> {
+        /// The object form, as declared.
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct Object {
+            kind: WorkspaceKind,
+        }
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = WorkspaceSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object `{kind: worktree | clone | readonly | none}`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<WorkspaceSpec, E> {
+                WorkspaceKind::deserialize(serde::de::value::StrDeserializer::<E>::new(v)).map(WorkspaceSpec::of)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<WorkspaceSpec, A::Error> {
+                let o = Object::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(WorkspaceSpec::of(o.kind))
+            }
+        }
+        d.deserialize_any(Either)
+    }
+}
 string_enum!(
     /// When an exited agent is started again.
     RestartPolicy { Never = "Never", OnFailure = "OnFailure", Always = "Always" }

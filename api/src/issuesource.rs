@@ -7,7 +7,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{AgentRef, DockerSpec, Permissions, RestartPolicy, RuntimeKind, WorkspaceKind};
+use crate::agent::{AgentRef, DockerSpec, Permissions, RestartPolicy, RuntimeKind, WorkspaceSpec};
 use crate::condition::Condition;
 use crate::duration::Duration;
 use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta};
@@ -173,7 +173,7 @@ pub struct SessionTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<RuntimeKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<WorkspaceKind>,
+    pub workspace: Option<WorkspaceSpec>,
     /// The first message, with `{{number}}`, `{{reference}}` (`#42`, `ENG-42`), `{{title}}`,
     /// `{{body}}`, `{{labels}}` and `{{url}}` replaced by the issue's. The issue's title and body join the first prompt anyway (as for
     /// any session with `spec.issue`), fenced as text from the tracker.

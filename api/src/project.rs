@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{check_agent, check_docker, AgentRef, DockerSpec, RuntimeKind, WorkspaceKind};
+use crate::agent::{check_agent, check_docker, AgentRef, DockerSpec, RuntimeKind, WorkspaceSpec};
 use crate::condition::Condition;
 use crate::duration::Duration;
 use crate::meta::{check_kind, de_api_version, default_api_version, resource_impl, Kind, ObjectMeta, Time};
@@ -297,8 +297,9 @@ pub struct SessionDefaults {
     /// The runtime of sessions that name none; unset, `tmux` (`process` on Windows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<RuntimeKind>,
+    /// The checkout of sessions that name none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<WorkspaceKind>,
+    pub workspace: Option<WorkspaceSpec>,
 }
 
 /// What is prepared in each new workspace.

@@ -163,6 +163,51 @@ async fn delete_leaves_nothing_but_the_branch() {
     cleanup.finish();
 }
 
+/// A `readonly` session reads the repository at the base: the agent runs in a checkout at no
+/// branch, its commit reaches no branch, no pull request step runs, and deleting it leaves the
+/// repository as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readonly_session_leaves_no_branch_and_no_change() {
+    let server = Server::start().await;
+    let cleanup = Cleanup::new(&server);
+    let repo = agent_repo(server.tmp.path(), "scout");
+    let refs = || git(&repo, &["for-each-ref", "--format=%(refname) %(objectname)"]);
+    let (head, before) = (git(&repo, &["rev-parse", "HEAD"]), refs());
+    let tok = token("survey");
+    server.create("projects", &project("scout", &repo, json!({}))).await;
+    let s = session("survey", "scout", &tok, json!({"workspace": {"kind": "readonly"}}));
+    let created = server.create("sessions", &s).await;
+    assert_eq!(created["spec"]["workspace"], json!({"kind": "readonly"}));
+    let obj = wait_all(&server, &["survey"], READY, "Ready", ready).await.remove(0);
+    let ws = workspace(&server, "scout", "survey");
+    let at =
+        condition(&obj, "WorkspaceReady").expect("WorkspaceReady")["message"].as_str().unwrap_or_default().to_string();
+    assert!(at.starts_with(&format!("readonly at {} at no branch (", ws.display())), "{at}");
+    assert_eq!(obj["status"]["workspace"]["branch"], "", "{obj:#}");
+    // The scripted agent commits its note where it runs: in the checkout, on no branch.
+    eventually(READY, "the agent's note committed in the checkout", || {
+        let subject = git(&ws, &["log", "-1", "--format=%s"]);
+        (subject == "survey: Task of survey").then_some(()).ok_or(subject)
+    })
+    .await;
+    assert_eq!(git(&ws, &["branch", "--show-current"]), "", "the checkout is on no branch");
+    assert_eq!(refs(), before, "no branch or ref of the repository moved");
+    assert!(condition(&obj, "PullRequestOpen").is_none(), "no pull request step: {obj:#}");
+
+    server.aoctl(&["delete", "session", "survey", "--wait"]).ok();
+    assert!(!ws.exists(), "the checkout is gone");
+    assert_eq!(worktrees(&repo), vec![(repo.clone(), "main".to_string())], "git forgot the worktree");
+    assert_eq!((refs(), git(&repo, &["rev-parse", "HEAD"])), (before, head), "the repository is as it was");
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+
+    // A branch is no part of such a session, so naming one is refused, naming the field.
+    let bad = session("named", "scout", &tok, json!({"workspace": {"kind": "none"}, "branch": "x"}));
+    let out = server.json("POST", &format!("{API}/sessions"), &bad).await;
+    assert_eq!(out.code, 422, "{}", out.text());
+    assert!(out.text().contains("spec.branch: a `none` workspace has no branch"), "{}", out.text());
+    cleanup.finish();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_session_keeps_its_workspace_and_resumes() {
     let server = Server::start().await;

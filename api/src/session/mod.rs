@@ -9,7 +9,7 @@ mod validate;
 
 pub use crate::agent::{
     derived_label, AgentRef, DockerHost, DockerSpec, Permissions, RestartPolicy, RuntimeKind, WorkspaceKind,
-    BUILTIN_AGENTS,
+    WorkspaceSpec, BUILTIN_AGENTS,
 };
 pub use crate::feedback::{FeedbackStatus, HeldComment, JobRerun};
 pub use crate::review::ReviewState;
@@ -78,8 +78,10 @@ pub struct SessionSpec {
     /// (`process` on Windows, which has no tmux).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<RuntimeKind>,
+    /// The session's checkout, `{kind: worktree | clone | readonly | none}`; a worktree when
+    /// neither the session nor its project's defaults name one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<WorkspaceKind>,
+    pub workspace: Option<WorkspaceSpec>,
     /// The first message typed into the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,

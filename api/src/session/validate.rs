@@ -3,7 +3,7 @@
 use crate::agent::{check_agent, check_docker};
 use crate::review::check_review;
 use crate::validate::forges::linear_identifier;
-use crate::validate::{dns1123_label, env_name, git_ref, validate_meta, Errors, FieldError, Validate};
+use crate::validate::{dns1123_label, env_name, git_ref, validate_meta, Errors, FieldError, Invalid, Validate};
 
 use super::Session;
 
@@ -60,6 +60,23 @@ impl Validate for Session {
                 e.check("spec.reviewOf", Err("a session cannot review itself".into()));
             }
         }
+        if let Some(kind) = s.workspace.map(|w| w.kind).filter(|k| !k.has_branch()) {
+            let none = |what: &str| -> Result<(), Invalid> {
+                Err(format!("a `{kind}` workspace has no branch, so {what}").into())
+            };
+            if s.branch.is_some() {
+                e.check("spec.branch", none("it names none"));
+            }
+            if s.pull_request.is_some() {
+                e.check("spec.pullRequest", none("no pull request is opened"));
+            }
+            if s.review.is_some() {
+                e.check("spec.review", none("there is no pull request to review"));
+            }
+            if s.review_of.is_some() {
+                e.check("spec.reviewOf", none("it cannot hold a reviewer's checkout of a pull request"));
+            }
+        }
         e.0
     }
 }
@@ -100,5 +117,41 @@ mod tests {
         assert_eq!(fields(s.validate()), ["spec.reviewOf: a session cannot review itself"]);
         s.spec.review_of = Some("Not_A_Name".into());
         assert!(fields(s.validate())[0].starts_with("spec.reviewOf: "), "{:?}", s.validate());
+    }
+
+    #[test]
+    fn a_workspace_is_an_object_and_the_string_form_is_read_too() {
+        use crate::agent::{WorkspaceKind, WorkspaceSpec};
+        let spec = |v: serde_json::Value| serde_json::from_value::<WorkspaceSpec>(v);
+        assert_eq!(spec(serde_json::json!({"kind": "readonly"})).unwrap(), WorkspaceSpec::of(WorkspaceKind::Readonly));
+        assert_eq!(spec(serde_json::json!("clone")).unwrap(), WorkspaceSpec::of(WorkspaceKind::Clone));
+        assert_eq!(
+            serde_json::to_value(WorkspaceSpec::of(WorkspaceKind::None)).unwrap(),
+            serde_json::json!({"kind": "none"})
+        );
+        let unknown = spec(serde_json::json!({"kind": "shallow"})).unwrap_err().to_string();
+        assert!(unknown.contains("unknown variant `shallow`") && unknown.contains("readonly"), "{unknown}");
+        assert!(spec(serde_json::json!({"kind": "clone", "depth": 1})).unwrap_err().to_string().contains("depth"));
+        assert!(spec(serde_json::json!(7)).unwrap_err().to_string().contains("an object `{kind:"));
+    }
+
+    #[test]
+    fn a_branchless_workspace_names_no_branch_pull_request_or_review() {
+        use crate::agent::{WorkspaceKind, WorkspaceSpec};
+        let mut s = Session::new("triage", "p", "sort the new issues");
+        s.spec.workspace = Some(WorkspaceSpec::of(WorkspaceKind::Readonly));
+        assert!(s.validate().is_empty(), "{:?}", s.validate());
+        s.spec.branch = Some("triage".into());
+        s.spec.review_of = Some("w".into());
+        let fields: Vec<String> = s.validate().into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.branch: a `readonly` workspace has no branch, so it names none",
+                "spec.reviewOf: a `readonly` workspace has no branch, so it cannot hold a reviewer's checkout of a pull request"
+            ]
+        );
+        s.spec.workspace = Some(WorkspaceSpec::of(WorkspaceKind::Clone));
+        assert!(s.validate().is_empty());
     }
 }

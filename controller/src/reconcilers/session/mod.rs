@@ -184,6 +184,8 @@ pub(super) struct Reconcile<'a> {
     st: &'a mut SessionStatus,
     /// The runtime the session asks for (its own, else its project's default).
     runtime_kind: RuntimeKind,
+    /// The checkout the session asks for (its own, else its project's default, else a worktree).
+    workspace_kind: WorkspaceKind,
     /// Whether a rate-limited session whose limit reset may take a slot again.
     slot_free: bool,
     /// The reactions recorded, counted in the metrics once the status is written.
@@ -205,7 +207,20 @@ impl<'a> Reconcile<'a> {
         let defaults = project.spec.defaults.as_ref();
         let runtime_kind =
             s.spec.runtime.or(defaults.and_then(|d| d.runtime)).unwrap_or(aoctl_runtimes::DEFAULT_RUNTIME);
-        Reconcile { s, ctx, project, st, runtime_kind, slot_free: true, tally, host: None, host_check: None }
+        let workspace_kind =
+            s.spec.workspace.or(defaults.and_then(|d| d.workspace)).map_or(WorkspaceKind::Worktree, |w| w.kind);
+        Reconcile {
+            s,
+            ctx,
+            project,
+            st,
+            runtime_kind,
+            workspace_kind,
+            slot_free: true,
+            tally,
+            host: None,
+            host_check: None,
+        }
     }
 
     /// The branch the session's work is compared with: `spec.baseRef`, else the project's default.
@@ -224,8 +239,11 @@ impl<'a> Reconcile<'a> {
         step!(self.budget().await);
         step!(self.place().await);
         let ws = step!(self.workspace().await);
-        // Before the stop: a stopped session's branch still overlaps its siblings'.
-        self.overlap(&ws).await?;
+        let branched = self.workspace_kind.has_branch();
+        if branched {
+            // Before the stop: a stopped session's branch still overlaps its siblings'.
+            self.overlap(&ws).await?;
+        }
         step!(self.stopped().await);
         let prompt = step!(self.first_prompt_text().await);
         let agent = earliest(self.agent(&ws, &prompt).await?, self.host_check);
@@ -233,6 +251,10 @@ impl<'a> Reconcile<'a> {
             // A reviewer opens no pull request and reacts to none: it writes its review file.
             let again = self.read_review_file().await?;
             return Ok(earliest(agent, again));
+        }
+        if !branched {
+            // No branch, so no pull request to open, review or react to.
+            return Ok(agent);
         }
         let tracked = self.pull_request(&ws).await?;
         let reviews = self.review(&tracked).await?;
@@ -287,16 +309,12 @@ impl<'a> Reconcile<'a> {
         let base_ref = self.base_ref();
         let (s, ctx, project) = (self.s, self.ctx, &self.project);
         let st = &mut *self.st;
-        let kind = s
-            .spec
-            .workspace
-            .or(project.spec.defaults.as_ref().and_then(|d| d.workspace))
-            .unwrap_or(WorkspaceKind::Worktree);
+        let kind = self.workspace_kind;
         let req = WorkspaceRequest {
             project: project.metadata.name.clone(),
             session: s.metadata.name.clone(),
             repo: project.spec.path.clone().into(),
-            branch: branch_of(s, project),
+            branch: if kind.has_branch() { branch_of(s, project) } else { String::new() },
             base_ref,
             kind,
             setup: project.spec.setup.clone(),
@@ -334,7 +352,7 @@ impl<'a> Reconcile<'a> {
         };
         if ws.created {
             let from = if ws.pooled { " (from the warm pool)" } else { "" };
-            let msg = format!("{} on branch {}{from}", ws.path.display(), ws.branch);
+            let msg = format!("{} {}{from}", ws.path.display(), on_branch(kind, &ws));
             ctx.recorder.publish(s, EventType::Normal, "WorkspaceCreated", &msg).await;
             if pooling {
                 let result = if ws.pooled { "claimed" } else { "missed" };
@@ -344,7 +362,7 @@ impl<'a> Reconcile<'a> {
         if let Some(e) = &ws.sync_error {
             ctx.recorder.publish(s, EventType::Warning, "BranchNotMoved", e).await;
         }
-        let msg = format!("{} at {} on branch {}", kind.as_str(), ws.path.display(), ws.branch);
+        let msg = format!("{} at {} {}", kind.as_str(), ws.path.display(), on_branch(kind, &ws));
         cond(st, s, types::WORKSPACE_READY, ConditionStatus::True, "WorkspaceReady", msg);
         st.workspace = Some(WorkspaceStatus {
             path: ws.path.display().to_string(),
@@ -445,6 +463,19 @@ pub(crate) struct Account {
     pub retired: Usage,
     /// What was counted for each stored session, by uid (`status.sessionUsage`).
     pub counted: BTreeMap<String, Usage>,
+}
+
+/// Where a checkout stands, for messages: `on branch demo/fix`, `at no branch (a1b2c3d)`, or
+/// `outside git` for an empty folder.
+fn on_branch(kind: WorkspaceKind, ws: &WorkspaceInfo) -> String {
+    match kind {
+        WorkspaceKind::None => "outside git".to_string(),
+        _ if !kind.has_branch() => {
+            let sha = ws.head_sha.as_deref().map_or("", |s| &s[..s.len().min(7)]);
+            format!("at no branch ({sha})")
+        }
+        _ => format!("on branch {}", ws.branch),
+    }
 }
 
 /// The usage of `project` from its stored sessions and what its status counted before: a

@@ -65,11 +65,12 @@ pub(super) fn open_checkout(rec: &WorkspaceRecord, path: &Path) -> Option<Reposi
         return None;
     }
     match rec.kind {
-        WorkspaceKind::Worktree => {
+        WorkspaceKind::Worktree | WorkspaceKind::Readonly => {
             let main = Repository::open(&rec.repo).ok()?;
             (repo.is_worktree() && same_path(repo.commondir(), main.commondir())).then_some(repo)
         }
         WorkspaceKind::Clone => (!repo.is_worktree()).then_some(repo),
+        WorkspaceKind::None => None,
     }
 }
 
@@ -99,14 +100,7 @@ pub(super) fn clear_broken(path: &Path, req: &WorkspaceRequest) -> Result<(), Wo
         return fs::remove_dir(path).map_err(WorkspaceError::io(path));
     }
     let message = "the folder exists but is not the expected git checkout; remove the session to start over".into();
-    Err(match req.kind {
-        WorkspaceKind::Worktree => {
-            WorkspaceError::WorktreeFailed { path: path.to_path_buf(), branch: req.branch.clone(), message }
-        }
-        WorkspaceKind::Clone => {
-            WorkspaceError::CloneFailed { repo: req.repo.clone(), path: path.to_path_buf(), message }
-        }
-    })
+    Err(cannot_make(req, path, message))
 }
 
 /// Removes what a creation that never finished left, all of it ours by the record: the folder,
@@ -127,7 +121,7 @@ pub(super) fn clear_interrupted(
     if let Some(git_dir) = git_dir {
         remove_tree(git_dir)?;
     }
-    if rec.kind != WorkspaceKind::Worktree && git_dir.is_none() {
+    if !super::linked(rec.kind) && git_dir.is_none() {
         return Ok(());
     }
     let Ok(repo) = Repository::open(&rec.repo) else { return Ok(()) };
@@ -554,6 +548,26 @@ pub(super) fn add_detached_worktree(repo: &Path, path: &Path, name: &str, commit
     let main = Repository::open(repo).map_err(|e| failed(format!("{}: {}", repo.display(), e.message())))?;
     main.find_commit(commit).map_err(|e| failed(e.message().to_string()))?;
     add_linked(&main, path, name, &format!("{commit}\n"), commit).map_err(|e| failed(e.to_string()))
+}
+
+/// Why the checkout a request asks for cannot be made at `path`, in the words of its kind.
+pub(super) fn cannot_make(req: &WorkspaceRequest, path: &Path, message: String) -> WorkspaceError {
+    match req.kind {
+        WorkspaceKind::Clone => {
+            WorkspaceError::CloneFailed { repo: req.repo.clone(), path: path.to_path_buf(), message }
+        }
+        WorkspaceKind::Worktree | WorkspaceKind::Readonly | WorkspaceKind::None => {
+            WorkspaceError::WorktreeFailed { path: path.to_path_buf(), branch: req.branch.clone(), message }
+        }
+    }
+}
+
+/// A `readonly` checkout: a linked worktree of the main repository at the base, on no branch.
+/// What the agent changes or commits there reaches no branch and goes with the workspace.
+pub(super) fn create_readonly(req: &WorkspaceRequest, path: &Path, name: &str) -> Result<(), WorkspaceError> {
+    let main = Repository::open(&req.repo).map_err(|e| cannot_make(req, path, e.message().to_string()))?;
+    let commit = resolve_base(&main, req)?;
+    add_detached_worktree(&req.repo, path, name, commit)
 }
 
 /// Moves a detached worktree at `path` to `commit` in place: only the tracked files that differ

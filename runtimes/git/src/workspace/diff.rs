@@ -10,6 +10,7 @@
 
 use std::path::Path;
 
+use aoctl_api::session::WorkspaceKind;
 use git2::{Diff, DiffDelta, DiffFile, DiffFormat, DiffOptions, Index, Oid};
 
 use super::{check_name, checkout, sandbox, WorkspaceError, WorkspaceRecord, Workspaces};
@@ -47,6 +48,10 @@ impl Workspaces {
         let path = self.path_of(project, session);
         let missing = || WorkspaceError::NoWorkspace { path: path.clone() };
         let rec = self.read_record(project, session)?.filter(|r| r.is_checkout_done()).ok_or_else(missing)?;
+        if rec.kind == WorkspaceKind::None {
+            // An empty folder outside git: nothing to compare.
+            return Ok(WorkspaceDiff { patch: vec![], truncated: false, merge_base: String::new() });
+        }
         if rec.sandbox {
             sandboxed(&rec, &self.git_dir_of(project, session), base_ref, limit)
         } else {

@@ -15,8 +15,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use aoctl_api::session::WorkspaceKind;
-
 use super::{sandbox, Sandbox, WorkspaceInfo, WorkspaceRecord};
 
 /// The identity of a file or folder: replaced, recreated or rewritten means different.
@@ -102,7 +100,7 @@ impl Memo {
         }
         let dot_git = Stamp::read(&self.rec.path.join(".git"))?;
         // A worktree's or sandbox's `.git` is a file that never changes; a clone's is its folder.
-        let unchanged = if self.sandbox.is_some() || self.rec.kind == WorkspaceKind::Worktree {
+        let unchanged = if self.sandbox.is_some() || super::linked(self.rec.kind) {
             dot_git == self.dot_git
         } else {
             dot_git.same_object(&self.dot_git)

@@ -39,6 +39,12 @@ pub use diff::{WorkspaceDiff, DIFF_LIMIT};
 pub use pool::{PoolReport, PoolRequest};
 pub use sandbox::{Sandbox, CONTAINER_GIT_DIR, GITFILE, READ_ONLY_PARTS};
 
+/// Whether a checkout of `kind` is a linked worktree of the main repository (with an entry in
+/// its `.git/worktrees/`).
+pub(crate) fn linked(kind: WorkspaceKind) -> bool {
+    matches!(kind, WorkspaceKind::Worktree | WorkspaceKind::Readonly)
+}
+
 /// How long one setup command may run before it is killed.
 pub(crate) const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
@@ -49,8 +55,9 @@ pub struct WorkspaceRequest {
     pub session: String,
     /// The project's main checkout.
     pub repo: PathBuf,
+    /// The session's branch; empty for a kind without one (`readonly`, `none`).
     pub branch: String,
-    /// Where the branch starts when it does not exist yet.
+    /// Where the branch starts when it does not exist yet (a `readonly` checkout's commit).
     pub base_ref: String,
     pub kind: WorkspaceKind,
     pub setup: Option<SetupSpec>,
@@ -312,10 +319,19 @@ impl Workspaces {
     fn ensure_checkout(&self, req: &WorkspaceRequest) -> Result<WorkspaceInfo, WorkspaceError> {
         check_name(&req.project)?;
         check_name(&req.session)?;
-        if git2::Branch::name_is_valid(&req.branch) != Ok(true) {
+        let branch_ok = if req.kind.has_branch() {
+            git2::Branch::name_is_valid(&req.branch) == Ok(true)
+        } else {
+            req.branch.is_empty()
+        };
+        if !branch_ok {
             return Err(WorkspaceError::InvalidName {
                 name: req.branch.clone(),
-                message: "not a valid branch name".into(),
+                message: if req.kind.has_branch() {
+                    "not a valid branch name".into()
+                } else {
+                    format!("a `{}` workspace has no branch", req.kind)
+                },
             });
         }
         let key = (req.project.clone(), req.session.clone());
@@ -333,6 +349,10 @@ impl Workspaces {
         let dir = self.root.join(&req.project);
         fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
         let path = self.path_of(&req.project, &req.session);
+        if req.sandbox && !req.kind.has_branch() {
+            let message = format!("a `{}` workspace is not available with runtime docker", req.kind);
+            return Err(WorkspaceError::SandboxFailed { path, branch: req.branch.clone(), message });
+        }
         let git_dir = self.git_dir_of(&req.project, &req.session);
         let mut rec = self.claim(req, &path)?;
         // Unique per session in the main repository's `.git/worktrees/`: labels hold no dots.
@@ -349,7 +369,9 @@ impl Workspaces {
             return Err(WorkspaceError::LayoutChanged { path, made, wanted, needs });
         }
         let healthy = |rec: &WorkspaceRecord| {
-            if rec.sandbox {
+            if rec.kind == WorkspaceKind::None {
+                path.is_dir()
+            } else if rec.sandbox {
                 sandbox::healthy(&path, &git_dir) || sandbox::restore_index(&rec.repo, &path, &git_dir, &rec.branch)
             } else {
                 checkout::open_healthy(rec, &path).is_some() || checkout::restore_index(rec, &path)
@@ -383,7 +405,12 @@ impl Workspaces {
             message: "the checkout vanished while it was being prepared".into(),
         };
         let record_file = self.record_path(&rec.project, &rec.session);
-        let (branch, head_sha, sandbox) = if rec.sandbox {
+        let (branch, head_sha, sandbox) = if rec.kind == WorkspaceKind::None {
+            if !path.is_dir() {
+                return Err(vanished());
+            }
+            (String::new(), None, None)
+        } else if rec.sandbox {
             if !sandbox::healthy(&path, &git_dir) {
                 return Err(vanished());
             }
@@ -448,7 +475,7 @@ impl Workspaces {
             // so ensure never returned the folder: nothing in it is anyone's work.
             checkout::clear_interrupted(rec, path, rec.sandbox.then_some(git_dir), name)?;
         }
-        if rec.kind == WorkspaceKind::Worktree && !rec.sandbox {
+        if linked(rec.kind) && !rec.sandbox {
             checkout::prune_stale(rec, path, Some(name));
         }
         rec.repo = req.repo.clone();
@@ -456,7 +483,7 @@ impl Workspaces {
         rec.base_ref = req.base_ref.clone();
         rec.kind = req.kind;
         rec.sandbox = req.sandbox;
-        rec.worktree_name = (req.kind == WorkspaceKind::Worktree && !req.sandbox).then(|| name.to_string());
+        rec.worktree_name = (linked(req.kind) && !req.sandbox).then(|| name.to_string());
         rec.setup_done = false;
         rec.checkout_done = Some(false);
         rec.branch_made_at = None;
@@ -474,6 +501,8 @@ impl Workspaces {
             (true, kind) => sandbox::create(req, path, git_dir, kind == WorkspaceKind::Worktree, made_at)?,
             (false, WorkspaceKind::Worktree) => checkout::create_worktree(req, path, name, made_at)?,
             (false, WorkspaceKind::Clone) => checkout::create_clone(req, path)?,
+            (false, WorkspaceKind::Readonly) => checkout::create_readonly(req, path, name)?,
+            (false, WorkspaceKind::None) => fs::create_dir_all(path).map_err(WorkspaceError::io(path))?,
         }
         rec.checkout_done = Some(true);
         self.write_record(rec)?;
@@ -507,7 +536,7 @@ impl Workspaces {
             checkout::remove_tree(&git_dir)?;
         }
         checkout::remove_tree(&path)?;
-        if rec.kind == WorkspaceKind::Worktree && !rec.sandbox {
+        if linked(rec.kind) && !rec.sandbox {
             checkout::prune_stale(&rec, &path, None);
         }
         let dir = self.root.join(project);
@@ -600,14 +629,7 @@ impl Workspaces {
         }
         if fs::symlink_metadata(path).is_ok() {
             let message = "the folder exists but has no aoctl record; move it away".to_string();
-            return Err(match req.kind {
-                WorkspaceKind::Worktree => {
-                    WorkspaceError::WorktreeFailed { path: path.to_path_buf(), branch: req.branch.clone(), message }
-                }
-                WorkspaceKind::Clone => {
-                    WorkspaceError::CloneFailed { repo: req.repo.clone(), path: path.to_path_buf(), message }
-                }
-            });
+            return Err(checkout::cannot_make(req, path, message));
         }
         let port = self.take_port(path)?;
         let rec = WorkspaceRecord {

@@ -731,3 +731,57 @@ fn detached_worktrees_are_added_and_moved_by_either_writer() {
         });
     }
 }
+
+#[test]
+fn a_readonly_checkout_is_the_base_on_no_branch_and_goes_without_a_trace() {
+    let f = fixture();
+    let head = git(&f.repo, &["rev-parse", "HEAD"]);
+    let branches = git(&f.repo, &["branch", "--list"]);
+    let req = WorkspaceRequest { kind: WorkspaceKind::Readonly, branch: String::new(), ..f.req("triage") };
+    let info = f.ws.ensure(&req).unwrap();
+    assert!(info.created);
+    assert_eq!((info.branch.as_str(), info.head_sha.as_deref()), ("", Some(head.as_str())));
+    assert_eq!(git(&info.path, &["branch", "--show-current"]), "", "detached");
+    assert_eq!(fs::read_to_string(info.path.join("README.md")).unwrap(), "hello\n");
+    // What the agent writes and even commits there reaches no branch of the repository.
+    fs::write(info.path.join("notes.md"), "a report\n").unwrap();
+    git(&info.path, &["add", "notes.md"]);
+    git(&info.path, &["commit", "-q", "-m", "scratch"]);
+    let again = f.ws.ensure(&req).unwrap();
+    assert!(!again.created, "a healthy readonly checkout is kept");
+    assert_eq!(git(&f.repo, &["branch", "--list"]), branches);
+    assert_eq!(git(&f.repo, &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+    assert!(f.ws.diff("demo", "triage", "main", 1 << 20).unwrap().patch.starts_with(b"diff --git"));
+
+    assert!(f.ws.remove("demo", "triage").unwrap());
+    assert!(!info.path.exists());
+    assert_eq!(f.worktree_list().matches("worktree ").count(), 1, "the worktree entry goes too");
+    assert_eq!(git(&f.repo, &["branch", "--list"]), branches);
+}
+
+#[test]
+fn a_none_workspace_is_an_empty_folder_outside_git() {
+    let f = fixture();
+    let req = WorkspaceRequest { kind: WorkspaceKind::None, branch: String::new(), ..f.req("research") };
+    let info = f.ws.ensure(&req).unwrap();
+    assert_eq!((info.created, info.branch.as_str(), info.head_sha.as_deref()), (true, "", None));
+    assert_eq!(fs::read_dir(&info.path).unwrap().count(), 0);
+    fs::write(info.path.join("report.md"), "findings\n").unwrap();
+    let again = f.ws.ensure(&req).unwrap();
+    assert!(!again.created && again.path.join("report.md").is_file(), "its content stays while it lives");
+    assert!(f.ws.diff("demo", "research", "main", 1 << 20).unwrap().patch.is_empty());
+    assert_eq!(f.worktree_list().matches("worktree ").count(), 1);
+    assert!(f.ws.remove("demo", "research").unwrap());
+    assert!(!info.path.exists());
+}
+
+#[test]
+fn a_branchless_workspace_is_refused_in_a_container() {
+    let f = fixture();
+    let req =
+        WorkspaceRequest { kind: WorkspaceKind::Readonly, sandbox: true, branch: String::new(), ..f.req("boxed") };
+    let e = f.ws.ensure(&req).unwrap_err();
+    assert!(e.to_string().contains("`readonly` workspace is not available with runtime docker"), "{e}");
+    assert!(!f.ws.path_of("demo", "boxed").exists());
+}
