@@ -21,6 +21,7 @@ mod bad_input;
 mod cli;
 mod dashboard_login;
 mod dashboard_serving;
+mod dashboard_streams;
 mod doctor;
 mod durability;
 mod etcd_store;
