@@ -95,7 +95,9 @@ pub(crate) struct Hub {
     linear_metrics: ForgeMetrics,
     /// Projects whose webhooks have been heard from since this controller started.
     webhooks_heard: Mutex<HashSet<String>>,
-    /// Forges given by name of project in place of the one its spec names (tests).
+    /// Forges given by name of project in place of the one its spec names (tests only, so a
+    /// production lookup takes no lock for it).
+    #[cfg(test)]
     given: Mutex<HashMap<String, SharedForge>>,
 }
 
@@ -133,6 +135,7 @@ impl Hub {
             linear: Clients::new(),
             linear_metrics: counted(Service::Linear, &metrics.linear_requests, &metrics.linear_ratelimit_remaining),
             webhooks_heard: Mutex::default(),
+            #[cfg(test)]
             given: Mutex::default(),
         }
     }
@@ -150,6 +153,7 @@ impl Hub {
     /// The forge of a project's changes: GitLab for `spec.gitlab`, GitHub for `spec.repo`;
     /// `None` when it has neither.
     pub(crate) fn forge(&self, project: &Project) -> Result<Option<SharedForge>, ForgeError> {
+        #[cfg(test)]
         if let Some(f) = self.given.lock().get(&project.metadata.name) {
             return Ok(Some(f.clone()));
         }

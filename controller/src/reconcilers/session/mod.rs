@@ -470,11 +470,11 @@ pub(crate) struct Account {
 fn on_branch(kind: WorkspaceKind, ws: &WorkspaceInfo) -> String {
     match kind {
         WorkspaceKind::None => "outside git".to_string(),
-        _ if !kind.has_branch() => {
+        WorkspaceKind::Readonly => {
             let sha = ws.head_sha.as_deref().map_or("", |s| &s[..s.len().min(7)]);
             format!("at no branch ({sha})")
         }
-        _ => format!("on branch {}", ws.branch),
+        WorkspaceKind::Worktree | WorkspaceKind::Clone => format!("on branch {}", ws.branch),
     }
 }
 
