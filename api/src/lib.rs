@@ -17,6 +17,7 @@ mod invalid;
 pub mod issuesource;
 pub mod meta;
 pub mod notification;
+pub mod orchestrator;
 pub mod project;
 pub mod quantity;
 pub mod reactions;

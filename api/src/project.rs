@@ -111,6 +111,10 @@ pub struct ProjectSpec {
     /// docs/security.md#who-may-speak-to-an-agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust: Option<TrustSpec>,
+    /// An agent that runs the project's fleet from a goal: it spawns and directs workers through
+    /// its tools, within its limits (see docs/orchestrator.md). Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orchestrator: Option<crate::orchestrator::OrchestratorSpec>,
 }
 
 /// How many sessions a project's agents may have handed off (`handoff`) that still exist: past
@@ -400,6 +404,9 @@ impl Validate for Project {
             e.check("spec.path", Err(format!("`{}` must be an absolute path", s.path).into()));
         }
         check_forges(s, &mut e);
+        if let Some(o) = &s.orchestrator {
+            crate::orchestrator::check_orchestrator(&self.metadata.name, o, s.budget.is_some(), &mut e);
+        }
         if let Some(b) = &s.default_branch {
             e.check("spec.defaultBranch", git_ref(b));
         }

@@ -1,10 +1,13 @@
 //! Admission: what an object gets between its validation and the store, the same whether it came
 //! through the API or from a source. A Session's project must exist and owns it (deleting the
 //! Project deletes its Sessions), and a new Session holds the cleanup finalizer from the start;
-//! an IssueSource is owned by its project too.
+//! an IssueSource is owned by its project too. A project's orchestrator Session needs the
+//! project's `spec.orchestrator`, and a worker's orchestrator label names its own project's.
 
 use aoctl_api::decode::AnyObject;
-use aoctl_api::{finalizers, FieldError, Kind, OwnerReference, Project, API_VERSION};
+use aoctl_api::orchestrator::{orchestrator_name, ORCHESTRATOR_LABEL};
+use aoctl_api::session::SessionRole;
+use aoctl_api::{finalizers, FieldError, Kind, ObjectMeta, OwnerReference, Project, Session, API_VERSION};
 use aoctl_store::{Store, StoreError};
 
 /// Why an object was not admitted.
@@ -30,8 +33,16 @@ pub(crate) async fn admit(
         AnyObject::IssueSource(i) => (Kind::IssueSource, i.spec.project.clone()),
         AnyObject::Project(_) | AnyObject::GitSource(_) => return Ok(()),
     };
-    let uid = match owner_uid(store, &project, staged).await? {
-        Some(uid) => uid,
+    let uid = match owner(store, &project, staged).await? {
+        Some(p) => {
+            if let AnyObject::Session(s) = obj {
+                let errors = orchestration(s, &p);
+                if !errors.is_empty() {
+                    return Err(AdmissionError::Invalid { kind, name: s.metadata.name.clone(), errors });
+                }
+            }
+            p.metadata.uid.unwrap_or_default()
+        }
         None => {
             return Err(AdmissionError::Invalid {
                 kind,
@@ -60,22 +71,53 @@ pub(crate) async fn admit(
     Ok(())
 }
 
-/// The uid to name project `name` by: its own when stored, empty (filled in by the store) when it
-/// is only among `staged`, `None` when it is nowhere.
-async fn owner_uid(store: &Store, name: &str, staged: &[AnyObject]) -> Result<Option<String>, StoreError> {
+/// Project `name`: stored, else among `staged` (without a uid yet, which the store fills in), else
+/// `None`.
+async fn owner(store: &Store, name: &str, staged: &[AnyObject]) -> Result<Option<Project>, StoreError> {
     match store.get_typed::<Project>(name).await {
-        Ok(p) => Ok(Some(p.metadata.uid.unwrap_or_default())),
-        Err(StoreError::NotFound { .. }) => {
-            let staged = staged.iter().any(|o| matches!(o, AnyObject::Project(p) if p.metadata.name == name));
-            Ok(staged.then(String::new))
-        }
+        Ok(p) => Ok(Some(p)),
+        Err(StoreError::NotFound { .. }) => Ok(staged.iter().find_map(|o| match o {
+            AnyObject::Project(p) if p.metadata.name == name => {
+                Some(Project { metadata: ObjectMeta { uid: None, ..p.metadata.clone() }, ..p.clone() })
+            }
+            _ => None,
+        })),
         Err(e) => Err(e),
     }
 }
 
+/// What a Session's orchestration says that its project must agree with: an orchestrator needs
+/// the project's `spec.orchestrator`; a worker's orchestrator label names the project's own.
+fn orchestration(s: &Session, project: &Project) -> Vec<FieldError> {
+    let mut errors = vec![];
+    let name = orchestrator_name(&project.metadata.name);
+    if s.spec.role == SessionRole::Orchestrator && project.spec.orchestrator.is_none() {
+        errors.push(FieldError::new(
+            "spec.role",
+            format!(
+                "project \"{}\" has no spec.orchestrator; set it, or run aoctl up --orchestrator",
+                project.metadata.name
+            ),
+        ));
+    }
+    if let Some(o) = s.metadata.labels.get(ORCHESTRATOR_LABEL).filter(|o| **o != name) {
+        errors.push(FieldError::new(
+            format!("metadata.labels.{ORCHESTRATOR_LABEL}"),
+            format!("`{o}` is not the orchestrator of project {}, which is `{name}`", project.metadata.name),
+        ));
+    }
+    if s.spec.role == SessionRole::Orchestrator && s.metadata.labels.contains_key(ORCHESTRATOR_LABEL) {
+        errors.push(FieldError::new(
+            format!("metadata.labels.{ORCHESTRATOR_LABEL}"),
+            "an orchestrator is no one's worker",
+        ));
+    }
+    errors
+}
+
 #[cfg(test)]
 mod tests {
-    use aoctl_api::{Session, SessionSpec};
+    use aoctl_api::SessionSpec;
 
     use super::*;
 
@@ -108,5 +150,32 @@ mod tests {
         admit(&store, &mut s, false, &[]).await.unwrap();
         assert_eq!(s.meta().owner_references[0].uid, p.metadata.uid.unwrap());
         assert!(s.meta().finalizers.is_empty(), "an update adds no finalizer");
+    }
+
+    #[tokio::test]
+    async fn an_orchestrator_needs_its_projects_say_and_a_mark_points_at_its_own_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.create_typed(&Project::new("demo", "/src/demo")).await.unwrap();
+        let mut o = Session::new("demo-orchestrator", "demo", "goal");
+        o.spec.role = SessionRole::Orchestrator;
+        let err = admit(&store, &mut AnyObject::Session(o.clone()), true, &[]).await.unwrap_err();
+        assert!(err.to_string().contains("spec.role: project \"demo\" has no spec.orchestrator"), "{err}");
+        let mut p = Project::new("demo", "/src/demo");
+        p.spec.orchestrator = Some(Default::default());
+        admit(&store, &mut AnyObject::Session(o), true, &[AnyObject::Project(p)]).await.unwrap_err();
+        let mut with = store.get_typed::<Project>("demo").await.unwrap();
+        with.spec.orchestrator = Some(Default::default());
+        store.update_typed(&with).await.unwrap();
+        let mut o = Session::new("demo-orchestrator", "demo", "goal");
+        o.spec.role = SessionRole::Orchestrator;
+        admit(&store, &mut AnyObject::Session(o), true, &[]).await.unwrap();
+
+        let mut w = Session::new("w", "demo", "task");
+        w.metadata.labels.insert(ORCHESTRATOR_LABEL.into(), "other-orchestrator".into());
+        let err = admit(&store, &mut AnyObject::Session(w.clone()), true, &[]).await.unwrap_err();
+        assert!(err.to_string().contains("`other-orchestrator` is not the orchestrator of project demo"), "{err}");
+        w.metadata.labels.insert(ORCHESTRATOR_LABEL.into(), "demo-orchestrator".into());
+        admit(&store, &mut AnyObject::Session(w), true, &[]).await.unwrap();
     }
 }

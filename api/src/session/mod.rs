@@ -11,6 +11,7 @@ pub use crate::agent::{
     derived_label, AgentRef, DockerHost, DockerSpec, Permissions, RestartPolicy, RuntimeKind, WorkspaceKind,
     WorkspaceSpec, BUILTIN_AGENTS,
 };
+pub use crate::orchestrator::SessionRole;
 pub use crate::feedback::{FeedbackStatus, HeldComment, JobRerun};
 pub use crate::review::ReviewState;
 pub use status::*;
@@ -115,6 +116,10 @@ pub struct SessionSpec {
     /// worker's head, opens no pull request, and writes its review to `$AOCTL_REVIEW_FILE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_of: Option<String>,
+    /// `worker` (the default) or `orchestrator`: the project's orchestrator, which the project
+    /// reconciler makes from `Project.spec.orchestrator`; it has no branch of its own.
+    #[serde(default, skip_serializing_if = "SessionRole::is_worker")]
+    pub role: SessionRole,
 }
 
 /// Whether and how the session's pull request is opened.

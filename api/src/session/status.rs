@@ -126,6 +126,12 @@ pub struct SessionStatus {
     /// `claude-code`; a custom agent as `custom:<program>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effective_agent: Option<String>,
+    /// A worker an orchestrator spawned: what it has for its orchestrator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<crate::orchestrator::UpstreamStatus>,
+    /// An orchestrator: what it had of its workers, and the batch being typed into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orchestrator: Option<crate::orchestrator::OrchestratorStatus>,
 }
 
 /// What an agent reported about itself through the agent API (`aoctl mcp`).
@@ -148,6 +154,9 @@ pub struct AgentReport {
     /// The review the agent asked for last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_requested: Option<ReviewRequest>,
+    /// When the agent's `aoctl mcp` last connected: its tools are there from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_at: Option<Time>,
 }
 
 /// A question an agent asked a person.

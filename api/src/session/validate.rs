@@ -1,11 +1,44 @@
 //! A Session's own validation rules; the shared checks are in `crate::validate`.
 
-use crate::agent::{check_agent, check_docker};
+use crate::agent::{check_agent, check_docker, WorkspaceKind};
+use crate::orchestrator::orchestrator_name;
 use crate::review::check_review;
 use crate::validate::forges::linear_identifier;
 use crate::validate::{dns1123_label, env_name, git_ref, validate_meta, Errors, FieldError, Invalid, Validate};
 
-use super::Session;
+use super::{Session, SessionRole};
+
+/// An orchestrator is its project's one (by name), reads the repository without a branch, and is
+/// not a reviewer, nor reviewed, nor given an issue of its own.
+fn check_orchestrator_session(session: &Session, e: &mut Errors) {
+    let s = &session.spec;
+    let name = orchestrator_name(&s.project);
+    if !s.project.is_empty() && session.metadata.name != name {
+        e.check(
+            "metadata.name",
+            Err(format!("an orchestrator of project {} is named `{name}`: one per project", s.project).into()),
+        );
+    }
+    let not = |what: &str| -> Result<(), Invalid> { Err(format!("an orchestrator {what}").into()) };
+    if s.review_of.is_some() {
+        e.check("spec.reviewOf", not("reviews no one"));
+    }
+    if s.review.is_some() {
+        e.check("spec.review", not("has no pull request to review"));
+    }
+    if s.issue.is_some() {
+        e.check("spec.issue", not("works on a goal, not an issue; its workers take issues"));
+    }
+    if s.reactions.is_some() {
+        e.check("spec.reactions", not("has no pull request to react to"));
+    }
+    if let Some(kind) = s.workspace.map(|w| w.kind).filter(|k| k.has_branch()) {
+        e.check(
+            "spec.workspace.kind",
+            Err(format!("an orchestrator reads the repository: `readonly` or `none`, not `{kind}`").into()),
+        );
+    }
+}
 
 impl Validate for Session {
     fn validate(&self) -> Vec<FieldError> {
@@ -60,7 +93,11 @@ impl Validate for Session {
                 e.check("spec.reviewOf", Err("a session cannot review itself".into()));
             }
         }
-        if let Some(kind) = s.workspace.map(|w| w.kind).filter(|k| !k.has_branch()) {
+        if s.role == SessionRole::Orchestrator {
+            check_orchestrator_session(self, &mut e);
+        }
+        let orchestrator_default = (s.role == SessionRole::Orchestrator).then_some(WorkspaceKind::Readonly);
+        if let Some(kind) = s.workspace.map(|w| w.kind).or(orchestrator_default).filter(|k| !k.has_branch()) {
             let none = |what: &str| -> Result<(), Invalid> {
                 Err(format!("a `{kind}` workspace has no branch, so {what}").into())
             };
@@ -133,6 +170,53 @@ mod tests {
         assert!(unknown.contains("unknown variant `shallow`") && unknown.contains("readonly"), "{unknown}");
         assert!(spec(serde_json::json!({"kind": "clone", "depth": 1})).unwrap_err().to_string().contains("depth"));
         assert!(spec(serde_json::json!(7)).unwrap_err().to_string().contains("an object `{kind:"));
+    }
+
+    #[test]
+    fn an_orchestrator_is_its_projects_one_and_has_no_branch_issue_or_reviews() {
+        let mut s = Session::new("p-orchestrator", "p", "split the goal");
+        s.spec.role = SessionRole::Orchestrator;
+        assert!(s.validate().is_empty(), "{:?}", s.validate());
+        s.metadata.name = "boss".into();
+        s.spec.issue = Some("42".into());
+        s.spec.branch = Some("boss".into());
+        s.spec.workspace = Some(crate::agent::WorkspaceSpec::of(WorkspaceKind::Worktree));
+        let fields: Vec<String> = s.validate().into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            fields,
+            [
+                "metadata.name: an orchestrator of project p is named `p-orchestrator`: one per project",
+                "spec.issue: an orchestrator works on a goal, not an issue; its workers take issues",
+                "spec.workspace.kind: an orchestrator reads the repository: `readonly` or `none`, not `worktree`"
+            ]
+        );
+        s.spec.workspace = None;
+        let fields: Vec<String> = s.validate().into_iter().map(|e| e.to_string()).collect();
+        assert!(fields.contains(&"spec.branch: a `readonly` workspace has no branch, so it names none".to_string()));
+        let role = serde_json::to_value(&s.spec).unwrap();
+        assert_eq!(role["role"], "orchestrator");
+        assert!(serde_json::to_value(&Session::new("w", "p", "x").spec).unwrap().get("role").is_none());
+    }
+
+    #[test]
+    fn a_projects_orchestrator_limits_are_checked() {
+        use crate::orchestrator::{OrchestratorLimits, OrchestratorSpec};
+        let mut p = Project::new("p", "/repo");
+        p.spec.orchestrator = Some(OrchestratorSpec::default());
+        assert!(p.validate().is_empty(), "{:?}", p.validate());
+        p.spec.orchestrator = Some(OrchestratorSpec {
+            env: [("BAD NAME".to_string(), "x".to_string())].into(),
+            limits: OrchestratorLimits { max_sessions: Some(51), budget_percent: Some(50), ..Default::default() },
+            ..Default::default()
+        });
+        let fields: Vec<String> = p.validate().into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(fields.len(), 3, "{fields:?}");
+        assert!(fields[0].starts_with("spec.orchestrator.env.BAD NAME: "), "{fields:?}");
+        assert_eq!(fields[1], "spec.orchestrator.limits.maxSessions: 51 is more than 50");
+        assert_eq!(fields[2], "spec.orchestrator.limits.budgetPercent: needs spec.budget, the budget it is a share of");
+        p.metadata.name = "p".repeat(51);
+        p.spec.orchestrator = Some(OrchestratorSpec::default());
+        assert!(p.validate()[0].to_string().contains("at most 50 characters"), "{:?}", p.validate());
     }
 
     #[test]
