@@ -4,7 +4,8 @@
 It speaks three wire formats, each as the real service streams it:
 
 - Anthropic Messages (`POST /v1/messages`, SSE: message_start, content_block_start/delta/stop,
-  message_delta, message_stop; tool_use blocks), which Claude Code speaks;
+  message_delta, message_stop; tool_use blocks, their input streamed as input_json_delta), which
+  Claude Code speaks;
 - OpenAI Responses (`POST /v1/responses` or `/responses`, SSE: response.created,
   response.output_item.added/done, response.output_text.delta, response.completed), which Codex
   speaks;
@@ -15,19 +16,48 @@ Each turn is decided from the newest user text of the request (see `decide`):
 
 - `create-file PATH WORD` answers with a tool call that writes WORD into PATH, using the agent's
   own tool from the request's `tools` (Claude Code's `Write`, Codex's `apply_patch` or `shell`) or,
-  for aider, which has no tools, a file in its "whole" edit format; after the tool result it
-  answers `created PATH`;
-- `call-tool NAME` (Anthropic Messages only) answers with a call, without arguments, of the tool
-  of the request's `tools` named NAME or ending in `__NAME` (an MCP server's tool, as Claude Code
-  names them: `mcp__SERVER__NAME`);
+  for aider, which has no tools, a file in its "whole" edit format;
+- `call-tool NAME` (Anthropic Messages only) answers with a call of the tool of the request's
+  `tools` named NAME or ending in `__NAME` (an MCP server's tool, as Claude Code names them:
+  `mcp__SERVER__NAME`), without arguments; `call-tool NAME {"key": "value"}` passes the JSON
+  object that follows the name on its line as the arguments (JSON that is not an object, or does
+  not parse, gives no arguments and a `call-tool-error` line in the log);
 - `slow SECONDS` streams its answer over that many seconds;
-- anything else gets a short answer at once.
+- anything else gets a short answer at once;
+- once the newest user content is a tool result, the answer is `The file is written.`
 
-Every request is appended to the log file (one JSON object a line: `{"n", "event": "request",
-"api", "path", "t", "body"}` when it arrives and `{"n", "event": "done", "t"}` when its answer is
-complete), so a test can assert what arrived and when the model was streaming.
+Rules (Anthropic Messages only, `--rules FILE`) script longer turns. The file is read again on
+every request, so a test may write it (best atomically, by a rename) before or while the agent
+runs; while it is missing there are no rules, and while it does not parse there are none either
+and each main request (see below) logs a `rules-error` line. It holds a JSON array of rules:
 
-Usage: standin.py --log FILE [--port N]. It prints `listening PORT` once it accepts connections.
+    [{"when": REGEX, "calls": [{"tool": NAME, "input": {...}}, ...], "then": TEXT}, ...]
+
+(`calls` defaults to none, a call's `input` to `{}`, `then` to `done`). They apply to a main
+request, one whose `tools` is not empty (not a side request for a title or the like). Its text is
+that of the newest user message holding text once `<system-reminder>` blocks are taken out (all
+its text blocks joined by newlines: a message typed while the agent was busy is appended to the
+same content; a message of tool results alone does not count), and its step k is the number of
+tool_use blocks the assistant sent after that message. The first rule whose `when` matches the
+text (re.search, DOTALL) decides: while k is below the number of its calls, call k is made (of the
+tool named NAME or ending in `__NAME` among the request's `tools`; when there is none the answer is
+the text `no tool NAME offered`); after them the answer is the text `then`. When no rule matches,
+the commands above decide.
+
+Every request is appended to the log file, one JSON object a line:
+- `{"n", "event": "request", "api", "path", "t", "body"}` when it arrives;
+- `{"n", "event": "rule", "rule", "step", "tool", "called", "text"}` when a rule decided the
+  answer: `rule` is the rule's index in the file, `step` is k, `tool` the NAME of call k (null once
+  the calls are done), `called` the name of the tool called (null when none was), `text` the text
+  answered (null when a tool is called); the line of a call also holds its `input`;
+- `{"n", "event": "rules-error", "file", "error"}` when the rules file does not parse (or is no
+  array of rules of the shape above) as a main request reads it;
+- `{"n", "event": "call-tool-error", "tool", "error"}` when `call-tool`'s arguments are no object;
+- `{"n", "event": "done", "t"}` when its answer is complete;
+so a test can assert what arrived, what the model did and when it was streaming.
+
+Usage: standin.py --log FILE [--rules FILE] [--port N]. It prints `listening PORT` once it accepts
+connections.
 """
 
 import argparse
@@ -41,6 +71,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOCK = threading.Lock()
 COUNTER = [0]
 LOG_PATH = [None]
+RULES_PATH = [None]
 MODEL = "standin-model"
 
 
@@ -109,6 +140,9 @@ def chat_turn(body):
     return content or "", False
 
 
+CALL_TOOL = re.compile(r"\bcall-tool (\w+)")
+
+
 def decide(text, after_tool):
     """The scripted answer: ("tool", path, word) | ("text", answer, seconds)."""
     if after_tool:
@@ -121,7 +155,7 @@ def decide(text, after_tool):
             last_create = m
     if last_create:
         return ("tool", last_create.group(1), last_create.group(2))
-    m = re.search(r"\bcall-tool (\w+)", text)
+    m = CALL_TOOL.search(text)
     if m:
         return ("call", m.group(1), 0)
     m = re.search(r"\bslow (\d+(?:\.\d+)?)\b", text)
@@ -129,6 +163,167 @@ def decide(text, after_tool):
         return ("text", "Streaming this answer slowly. " * 20 + "Done.", float(m.group(1)))
     first = lines[0][:40] if lines else ""
     return ("text", "ack " + first, 0)
+
+
+def call_tool_input(text, n):
+    """The arguments of the text's `call-tool NAME {json}`: the JSON object after the name on its
+    line, `{}` without one; JSON that does not parse or is no object is logged and gives `{}`."""
+    m = CALL_TOOL.search(text)
+    if not m:
+        return {}
+    rest = text[m.end():]
+    start = len(rest) - len(rest.lstrip(" \t"))
+    if not rest[start:].startswith("{"):
+        return {}
+    try:
+        value, _ = json.JSONDecoder().raw_decode(rest, start)
+    except ValueError as e:
+        record({"n": n, "event": "call-tool-error", "tool": m.group(1), "error": str(e)})
+        return {}
+    if not isinstance(value, dict):
+        record({"n": n, "event": "call-tool-error", "tool": m.group(1), "error": "the arguments are no JSON object"})
+        return {}
+    return value
+
+
+def offered(tools, name):
+    """The tool of the request's `tools` named `name` or ending in `__name`, or None."""
+    found = [t for t in tools if t == name or (t or "").endswith("__" + name)]
+    return found[0] if found else None
+
+
+# --- rules (Anthropic Messages) -----------------------------------------------------------------
+
+
+def parse_rules(raw):
+    """The rules of the file's text: [(index, compiled when, [(tool, input)], then)]; ValueError
+    when it is not the documented shape."""
+    doc = json.loads(raw)
+    if not isinstance(doc, list):
+        raise ValueError("the rules are no JSON array")
+    rules = []
+    for i, rule in enumerate(doc):
+        if not isinstance(rule, dict):
+            raise ValueError(f"rule {i} is no JSON object")
+        when = rule.get("when")
+        if not isinstance(when, str):
+            raise ValueError(f"rule {i} has no `when` string")
+        try:
+            pattern = re.compile(when, re.S)
+        except re.error as e:
+            raise ValueError(f"rule {i}: `when` is no regular expression: {e}") from None
+        calls = rule.get("calls", [])
+        if not isinstance(calls, list):
+            raise ValueError(f"rule {i}: `calls` is no JSON array")
+        steps = []
+        for j, call in enumerate(calls):
+            if not isinstance(call, dict) or not isinstance(call.get("tool"), str):
+                raise ValueError(f"rule {i}, call {j}: no `tool` string")
+            args = call.get("input", {})
+            if not isinstance(args, dict):
+                raise ValueError(f"rule {i}, call {j}: `input` is no JSON object")
+            steps.append((call["tool"], args))
+        then = rule.get("then", "done")
+        if not isinstance(then, str):
+            raise ValueError(f"rule {i}: `then` is no string")
+        rules.append((i, pattern, steps, then))
+    return rules
+
+
+def load_rules(n):
+    """The rules file as it is now: no rules while it is missing or does not parse (then logged)."""
+    path = RULES_PATH[0]
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as e:
+        record({"n": n, "event": "rules-error", "file": path, "error": str(e)})
+        return []
+    try:
+        return parse_rules(raw)
+    except ValueError as e:
+        record({"n": n, "event": "rules-error", "file": path, "error": str(e)})
+        return []
+
+
+def user_text(content):
+    """A user message's text: its text blocks without `<system-reminder>` blocks, joined by newlines."""
+    if isinstance(content, str):
+        return strip_reminders(content)
+    texts = [strip_reminders(b.get("text") or "") for b in content or []
+             if isinstance(b, dict) and b.get("type") == "text"]
+    return "\n".join(t for t in texts if t)
+
+
+def anthropic_rule_turn(body):
+    """(the newest user message's text, the number of tool_use blocks the assistant sent after it),
+    or None when no user message holds text."""
+    msgs = body.get("messages") or []
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].get("role") != "user":
+            continue
+        text = user_text(msgs[i].get("content"))
+        if not text:
+            continue
+        calls = 0
+        for m in msgs[i + 1:]:
+            if m.get("role") == "assistant" and isinstance(m.get("content"), list):
+                calls += sum(1 for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use")
+        return text, calls
+    return None
+
+
+def rule_plan(body, tools, n):
+    """The plan of the first rule matching a main request, logged, or None when no rule matches."""
+    rules = load_rules(n)
+    if not rules:
+        return None
+    turn = anthropic_rule_turn(body)
+    if turn is None:
+        return None
+    text, step = turn
+    for i, pattern, steps, then in rules:
+        if not pattern.search(text):
+            continue
+        entry = {"n": n, "event": "rule", "rule": i, "step": step, "tool": None, "called": None, "text": None}
+        if step < len(steps):
+            name, args = steps[step]
+            entry["tool"] = name
+            called = offered(tools, name)
+            if called:
+                record(dict(entry, called=called, input=args))
+                return ("tool", called, args, f"Calling {name}.")
+            answer = f"no tool {name} offered"
+        else:
+            answer = then
+        record(dict(entry, text=answer))
+        return ("text", answer, 0)
+    return None
+
+
+def anthropic_plan(body, n):
+    """("tool", name, input, preamble) | ("text", answer, seconds) for an Anthropic request."""
+    tools = [t.get("name") for t in body.get("tools") or []]
+    if tools:
+        plan = rule_plan(body, tools, n)
+        if plan:
+            return plan
+    text, after_tool = anthropic_turn(body)
+    plan = decide(text, after_tool)
+    if plan[0] == "tool":
+        if "Write" not in tools:
+            return ("text", "I have no Write tool.", 0)
+        return ("tool", "Write", {"file_path": plan[1], "content": plan[2] + "\n"}, "Writing the file.")
+    if plan[0] == "call":
+        found = offered(tools, plan[1])
+        if not found:
+            return ("text", f"I have no {plan[1]} tool.", 0)
+        return ("tool", found, call_tool_input(text, n), "Writing the file.")
+    return plan
 
 
 def chunks(text, n):
@@ -215,24 +410,11 @@ class Handler(BaseHTTPRequestHandler):
 
     # Anthropic Messages.
     def wire_anthropic(self, body, n):
-        text, after_tool = anthropic_turn(body)
-        plan = decide(text, after_tool)
-        tools = [t.get("name") for t in body.get("tools") or []]
-        if plan[0] == "tool" and "Write" not in tools:
-            plan = ("text", "I have no Write tool.", 0)
-        tool_name, tool_input = "Write", {}
-        if plan[0] == "tool":
-            tool_input = {"file_path": plan[1], "content": plan[2] + "\n"}
-        if plan[0] == "call":
-            found = [t for t in tools if t == plan[1] or (t or "").endswith("__" + plan[1])]
-            if found:
-                plan, tool_name = ("tool", "", ""), found[0]
-            else:
-                plan = ("text", f"I have no {plan[1]} tool.", 0)
+        plan = anthropic_plan(body, n)
         usage = {"input_tokens": 100, "output_tokens": 1}
         if not body.get("stream"):
             if plan[0] == "tool":
-                content = [{"type": "tool_use", "id": f"toolu_{n}", "name": tool_name, "input": tool_input}]
+                content = [{"type": "tool_use", "id": f"toolu_{n}", "name": plan[1], "input": plan[2]}]
                 stop = "tool_use"
             else:
                 content = [{"type": "text", "text": plan[1]}]
@@ -248,11 +430,11 @@ class Handler(BaseHTTPRequestHandler):
             self.event("content_block_start", {"type": "content_block_start", "index": 0,
                                                "content_block": {"type": "text", "text": ""}})
             self.event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                               "delta": {"type": "text_delta", "text": "Writing the file."}})
+                                               "delta": {"type": "text_delta", "text": plan[3]}})
             self.event("content_block_stop", {"type": "content_block_stop", "index": 0})
-            args = json.dumps(tool_input)
+            args = json.dumps(plan[2])
             self.event("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {
-                "type": "tool_use", "id": f"toolu_{n}", "name": tool_name, "input": {}}})
+                "type": "tool_use", "id": f"toolu_{n}", "name": plan[1], "input": {}}})
             for part in chunks(args, 3):
                 self.event("content_block_delta", {"type": "content_block_delta", "index": 1,
                                                    "delta": {"type": "input_json_delta", "partial_json": part}})
@@ -376,8 +558,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", required=True)
+    parser.add_argument("--rules", help="a JSON file of rules, read again on every request (see above)")
     args = parser.parse_args()
     LOG_PATH[0] = args.log
+    RULES_PATH[0] = args.rules
     open(args.log, "a").close()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
