@@ -112,7 +112,7 @@ e2e/browser/install.sh >/dev/null
 # the real aoctl serve (charts/check/check.sh; helm and kubernetes-validate go into the cache).
 CARGO="$CARGO" timeout 1800 charts/check/check.sh
 
-# The stand-ins' own tests: GitHub's, GitLab's and Linear's (their packages first when missing or
+# The stand-ins' own tests: GitHub's, GitLab's, Linear's and the model's (their packages first when missing or
 # older than the lock file).
 for standin in e2e/github-standin e2e/gitlab-standin e2e/linear-standin; do
   if [ ! -d "$standin/node_modules" ] || [ "$standin/package-lock.json" -nt "$standin/node_modules" ]; then
@@ -120,6 +120,8 @@ for standin in e2e/github-standin e2e/gitlab-standin e2e/linear-standin; do
   fi
   (cd "$standin" && timeout 300 npm test --silent)
 done
+# The model stand-in's (standard library only).
+timeout 300 python3 e2e/model-standin/test_standin.py
 
 "$CARGO" test --workspace --all-targets --no-fail-fast
 

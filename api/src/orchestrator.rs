@@ -325,9 +325,9 @@ mod tests {
     fn a_record_is_kept_once_per_key_and_trimmed_once_had() {
         let mut u = UpstreamStatus { orchestrator: "p-orchestrator".into(), ..Default::default() };
         let at = Time::now();
-        assert!(u.record(UpstreamKind::Merged, "merged:12".into(), at.clone(), "PR #12 was merged"));
-        assert!(!u.record(UpstreamKind::Merged, "merged:12".into(), at.clone(), "PR #12 was merged"));
-        assert!(u.record(UpstreamKind::Report, "report:1".into(), at.clone(), "done"));
+        assert!(u.record(UpstreamKind::Merged, "merged:12".into(), at, "PR #12 was merged"));
+        assert!(!u.record(UpstreamKind::Merged, "merged:12".into(), at, "PR #12 was merged"));
+        assert!(u.record(UpstreamKind::Report, "report:1".into(), at, "done"));
         assert_eq!(u.pending.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(u.top(), 2);
         assert!(u.trim(1));
@@ -342,11 +342,11 @@ mod tests {
     fn long_texts_are_clipped_and_an_overflow_says_so() {
         let mut u = UpstreamStatus::default();
         let at = Time::now();
-        u.record(UpstreamKind::Report, "k".into(), at.clone(), &"x".repeat(MAX_RECORD_TEXT + 10));
+        u.record(UpstreamKind::Report, "k".into(), at, &"x".repeat(MAX_RECORD_TEXT + 10));
         assert_eq!(u.pending[0].text.chars().count(), MAX_RECORD_TEXT + 1);
         assert!(u.pending[0].text.ends_with('…'));
         for i in 0..MAX_PENDING {
-            u.record(UpstreamKind::Report, format!("r{i}"), at.clone(), "r");
+            u.record(UpstreamKind::Report, format!("r{i}"), at, "r");
         }
         assert_eq!(u.pending.len(), MAX_PENDING);
         assert_eq!(u.pending[0].seq, 2);
