@@ -1,10 +1,12 @@
 //! `aoctl mcp`: a Model Context Protocol server on stdin and stdout (JSON-RPC 2.0, one message a
 //! line, protocol versions 2024-11-05 to 2025-11-25) that a session's agent runs. It offers the agent API's calls
 //! as tools, with the session's own token from `AOCTL_SESSION_TOKEN`, against `AOCTL_SERVER`
-//! (docs/mcp.md). Arguments are checked here first: a malformed call is answered with the
+//! (docs/mcp.md): a worker session's tools, or the project orchestrator's when the token is an
+//! orchestrator's. Arguments are checked here first: a malformed call is answered with the
 //! JSON-RPC error `-32602` (invalid params) and nothing reaches the server.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
@@ -21,104 +23,350 @@ const PARSE_ERROR: i64 = -32700;
 const NOT_ALLOWED: i64 = -32001;
 /// How long one call to the agent API may take (typing into an agent is verified, so it may be slow).
 const CALL_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long the `hello` call, made once the client is initialized, may take.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A tool: its name, description, the arguments it takes (name, required, description) and the
-/// agent API call it makes.
+/// What an argument holds, as `check_args` checks it and the tool's schema tells the agent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    /// A string; a required one must not be blank.
+    Str,
+    /// A JSON integer from `min` to `max`, both included.
+    Int { min: i64, max: i64 },
+    /// A JSON object whose keys are not blank and whose values are strings.
+    StrMap,
+}
+
+/// One argument of a tool.
+struct Arg {
+    name: &'static str,
+    kind: Kind,
+    required: bool,
+    description: &'static str,
+}
+
+/// A required string argument.
+const fn required(name: &'static str, description: &'static str) -> Arg {
+    Arg { name, kind: Kind::Str, required: true, description }
+}
+
+/// An optional string argument.
+const fn optional(name: &'static str, description: &'static str) -> Arg {
+    Arg { name, kind: Kind::Str, required: false, description }
+}
+
+/// What a successful call shows the agent as text (the whole answer is its structured content).
+#[derive(Clone, Copy)]
+enum Shows {
+    /// The answer's `message`.
+    Message,
+    /// The whole answer, as pretty JSON.
+    Json,
+    /// The answer's string field of that name; the whole answer as pretty JSON when it has none.
+    Field(&'static str),
+}
+
+/// A tool: its name, description, the arguments it takes and the agent API call it makes. `path`
+/// is relative to `/agent/v1/`; a `{session}` in it is filled from the `session` argument, which is
+/// then not sent otherwise. A POST sends the other arguments as a JSON object; a GET or DELETE sends
+/// them in the query string.
 struct Tool {
     name: &'static str,
     description: &'static str,
-    args: &'static [(&'static str, bool, &'static str)],
+    args: &'static [Arg],
     method: &'static str,
     path: &'static str,
+    shows: Shows,
 }
 
-const TOOLS: &[Tool] = &[
-    Tool {
-        name: "status",
-        description: "This session's state as the aoctl controller sees it: phase, activity, branch, pull request \
-                      (its checks and review) and what was reported.",
-        args: &[],
-        method: "GET",
-        path: "status",
-    },
-    Tool {
-        name: "report",
-        description: "Report progress and/or a summary of the work; shown in the session's status and recorded \
-                      as an event.",
-        args: &[
-            ("progress", false, "What is being done now, in a sentence."),
-            ("summary", false, "A summary of the work so far."),
-        ],
-        method: "POST",
-        path: "report",
-    },
-    Tool {
-        name: "ask_human",
-        description: "Ask a person a question. The session shows that it needs input and the project's \
-                      notifiers are told; this returns at once. The person's answer is typed into this \
-                      conversation as a new message when they give it (aoctl answer). Ask one question at a time.",
-        args: &[("question", true, "The question, with what the person needs to answer it.")],
-        method: "POST",
-        path: "ask",
-    },
-    Tool {
-        name: "send",
-        description: "Send a message to another session of the same project; it is typed into that session's \
-                      agent, marked as coming from this session.",
-        args: &[("session", true, "The other session's name."), ("text", true, "The message.")],
-        method: "POST",
-        path: "send",
-    },
-    Tool {
-        name: "handoff",
-        description: "Create a follow-up session in the same project with a prompt; it is named after this \
-                      session, labelled with it, and waits for a slot or budget like any session.",
-        args: &[("prompt", true, "The follow-up session's first prompt.")],
-        method: "POST",
-        path: "handoff",
-    },
-    Tool {
-        name: "request_review",
-        description: "Ask for a review of this session's work. The request is recorded (as an event and in the \
-                      session's status); when the session or its project has reviewers, a review round starts and \
-                      their verdicts and comments come back to you. The answer says which.",
-        args: &[("note", false, "What to look at.")],
-        method: "POST",
-        path: "review",
-    },
-];
+/// The tools offered to one kind of token, and what `initialize` says of them.
+struct ToolSet {
+    instructions: &'static str,
+    tools: &'static [Tool],
+}
+
+/// An orchestrator's token starts with this; a worker session's with `aos1.`.
+const ORCHESTRATOR_TOKEN_PREFIX: &str = "aoo1.";
+
+const STATUS: Tool = Tool {
+    name: "status",
+    description: "This session's state as the aoctl controller sees it: phase, activity, branch, pull request \
+                  (its checks and review) and what was reported.",
+    args: &[],
+    method: "GET",
+    path: "status",
+    shows: Shows::Json,
+};
+
+const REPORT: Tool = Tool {
+    name: "report",
+    description: "Report progress and/or a summary of the work; shown in the session's status and recorded \
+                  as an event.",
+    args: &[
+        optional("progress", "What is being done now, in a sentence."),
+        optional("summary", "A summary of the work so far."),
+    ],
+    method: "POST",
+    path: "report",
+    shows: Shows::Message,
+};
+
+const ASK_HUMAN: Tool = Tool {
+    name: "ask_human",
+    description: "Ask a person a question. The session shows that it needs input and the project's \
+                  notifiers are told; this returns at once. The person's answer is typed into this \
+                  conversation as a new message when they give it (aoctl answer). Ask one question at a time.",
+    args: &[required("question", "The question, with what the person needs to answer it.")],
+    method: "POST",
+    path: "ask",
+    shows: Shows::Message,
+};
+
+/// The tools of a worker session's agent.
+static WORKER_TOOLS: ToolSet = ToolSet {
+    instructions: "Tools of the aoctl controller that runs this session: report progress, ask a \
+                   person a question, hand work to a new session, message another session.",
+    tools: &[
+        STATUS,
+        REPORT,
+        ASK_HUMAN,
+        Tool {
+            name: "send",
+            description: "Send a message to another session of the same project; it is typed into that session's \
+                          agent, marked as coming from this session.",
+            args: &[required("session", "The other session's name."), required("text", "The message.")],
+            method: "POST",
+            path: "send",
+            shows: Shows::Message,
+        },
+        Tool {
+            name: "handoff",
+            description: "Create a follow-up session in the same project with a prompt; it is named after this \
+                          session, labelled with it, and waits for a slot or budget like any session.",
+            args: &[required("prompt", "The follow-up session's first prompt.")],
+            method: "POST",
+            path: "handoff",
+            shows: Shows::Message,
+        },
+        Tool {
+            name: "request_review",
+            description: "Ask for a review of this session's work. The request is recorded (as an event and in the \
+                          session's status); when the session or its project has reviewers, a review round starts \
+                          and their verdicts and comments come back to you. The answer says which.",
+            args: &[optional("note", "What to look at.")],
+            method: "POST",
+            path: "review",
+            shows: Shows::Message,
+        },
+    ],
+};
+
+/// The worker session named by a `{session}` path.
+const SESSION: Arg = required("session", "The session's name.");
+
+/// The tools of a project's orchestrator.
+static ORCHESTRATOR_TOOLS: ToolSet = ToolSet {
+    instructions: "Tools of the aoctl controller for the project's orchestrator: spawn worker sessions, follow \
+                   them, message, stop, resume or delete them, request reviews, merge when the project allows.",
+    tools: &[
+        STATUS,
+        REPORT,
+        ASK_HUMAN,
+        Tool {
+            name: "spawn",
+            description: "Create a worker session in this project with a prompt. It is bounded by the project's \
+                          orchestrator limits: past them the call fails and nothing is created.",
+            args: &[
+                required("prompt", "The worker's first prompt."),
+                optional("agent", "A built-in agent's name; the project's agent when absent."),
+                optional("issue", "The issue the worker works on."),
+                Arg {
+                    kind: Kind::StrMap,
+                    ..optional("labels", "Labels for the worker, name to value; none under ao.dev/.")
+                },
+                optional("name", "The worker's name, a DNS label; generated when absent."),
+            ],
+            method: "POST",
+            path: "orchestrator/spawn",
+            shows: Shows::Message,
+        },
+        Tool {
+            name: "list_sessions",
+            description: "Every session of this project with its phase, activity, pull request, checks, review, \
+                          what it reported and whether this orchestrator created it; and the project's \
+                          orchestrator limits.",
+            args: &[],
+            method: "GET",
+            path: "orchestrator/sessions",
+            shows: Shows::Json,
+        },
+        Tool {
+            name: "read_transcript",
+            description: "The last lines of a session's transcript.",
+            args: &[
+                SESSION,
+                Arg {
+                    kind: Kind::Int { min: 1, max: 500 },
+                    ..optional("lines", "How many lines, from 1 to 500; 100 when absent.")
+                },
+            ],
+            method: "GET",
+            path: "orchestrator/sessions/{session}/transcript",
+            shows: Shows::Field("text"),
+        },
+        Tool {
+            name: "read_diff",
+            description: "The diff of a session's work.",
+            args: &[SESSION],
+            method: "GET",
+            path: "orchestrator/sessions/{session}/diff",
+            shows: Shows::Field("diff"),
+        },
+        Tool {
+            name: "send",
+            description: "Send a message to a session of this project; it is typed into that session's agent, \
+                          marked as coming from the orchestrator.",
+            args: &[SESSION, required("text", "The message.")],
+            method: "POST",
+            path: "orchestrator/sessions/{session}/send",
+            shows: Shows::Message,
+        },
+        Tool {
+            name: "stop",
+            description: "Stop a worker session this orchestrator created.",
+            args: &[SESSION],
+            method: "POST",
+            path: "orchestrator/sessions/{session}/stop",
+            shows: Shows::Message,
+        },
+        Tool {
+            name: "resume",
+            description: "Resume a stopped worker session this orchestrator created. It is bounded by the \
+                          project's orchestrator limits like spawn: past them the call fails.",
+            args: &[SESSION],
+            method: "POST",
+            path: "orchestrator/sessions/{session}/resume",
+            shows: Shows::Message,
+        },
+        Tool {
+            name: "delete",
+            description: "Delete a worker session this orchestrator created: the session and its workspace are \
+                          removed; its branch stays.",
+            args: &[SESSION],
+            method: "DELETE",
+            path: "orchestrator/sessions/{session}",
+            shows: Shows::Message,
+        },
+        Tool {
+            name: "request_review",
+            description: "Ask for a review of a session's work. The request is recorded; when the session or its \
+                          project has reviewers, a review round starts. The answer says which.",
+            args: &[SESSION, optional("note", "What to look at.")],
+            method: "POST",
+            path: "orchestrator/sessions/{session}/review",
+            shows: Shows::Message,
+        },
+        Tool {
+            name: "merge",
+            description: "Merge a worker's pull request once it is approved and its checks pass, when the project \
+                          lets the orchestrator merge.",
+            args: &[SESSION],
+            method: "POST",
+            path: "orchestrator/sessions/{session}/merge",
+            shows: Shows::Message,
+        },
+        Tool {
+            name: "answer",
+            description: "Answer a worker's question (asked with its ask_human tool); the answer is typed into its \
+                          agent. Only when the project lets the orchestrator answer questions.",
+            args: &[SESSION, required("text", "The answer.")],
+            method: "POST",
+            path: "orchestrator/sessions/{session}/answer",
+            shows: Shows::Message,
+        },
+    ],
+};
+
+/// The tools a token gets: an orchestrator's token the orchestrator's, any other a worker's (the
+/// server decides what a token may do; this only picks what to offer).
+fn tool_set(token: &str) -> &'static ToolSet {
+    if token.starts_with(ORCHESTRATOR_TOKEN_PREFIX) {
+        &ORCHESTRATOR_TOOLS
+    } else {
+        &WORKER_TOOLS
+    }
+}
 
 fn schema(tool: &Tool) -> Value {
     let properties: Map<String, Value> = tool
         .args
         .iter()
-        .map(|(name, _, description)| (name.to_string(), json!({ "type": "string", "description": description })))
+        .map(|a| {
+            let property = match a.kind {
+                Kind::Str => json!({ "type": "string", "description": a.description }),
+                Kind::Int { min, max } => {
+                    json!({ "type": "integer", "minimum": min, "maximum": max, "description": a.description })
+                }
+                Kind::StrMap => json!({
+                    "type": "object",
+                    "additionalProperties": { "type": "string" },
+                    "description": a.description,
+                }),
+            };
+            (a.name.to_string(), property)
+        })
         .collect();
-    let required: Vec<&str> = tool.args.iter().filter(|(_, r, _)| *r).map(|(n, _, _)| *n).collect();
+    let required: Vec<&str> = tool.args.iter().filter(|a| a.required).map(|a| a.name).collect();
     json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
 }
 
-/// The arguments of a call, checked against the tool's: strings, the required ones not blank,
-/// no others; otherwise an invalid-params error.
+/// The arguments of a call, checked against the tool's: each of its kind (a string; an integer
+/// within bounds; an object of strings with keys that are not blank), the required ones present and
+/// not blank, no others; otherwise an invalid-params error.
 fn check_args(tool: &Tool, args: Option<&Value>) -> Result<Map<String, Value>, RpcError> {
     let args = match args {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err(err(INVALID_PARAMS, "arguments must be an object")),
     };
+    let name = tool.name;
     for (k, v) in &args {
-        if !tool.args.iter().any(|(n, _, _)| n == k) {
-            return Err(err(INVALID_PARAMS, format!("{}: unknown argument `{k}`", tool.name)));
-        }
-        if !v.is_string() {
-            return Err(err(INVALID_PARAMS, format!("{}: argument `{k}` must be a string", tool.name)));
+        let Some(arg) = tool.args.iter().find(|a| a.name == k) else {
+            return Err(err(INVALID_PARAMS, format!("{name}: unknown argument `{k}`")));
+        };
+        match arg.kind {
+            Kind::Str if !v.is_string() => {
+                return Err(err(INVALID_PARAMS, format!("{name}: argument `{k}` must be a string")));
+            }
+            Kind::Int { min, max } if v.as_i64().is_none_or(|i| i < min || i > max) => {
+                return Err(err(
+                    INVALID_PARAMS,
+                    format!("{name}: argument `{k}` must be an integer from {min} to {max}"),
+                ));
+            }
+            Kind::StrMap => {
+                let ok = v.as_object().is_some_and(|m| m.iter().all(|(k, v)| !k.trim().is_empty() && v.is_string()));
+                if !ok {
+                    let what = "an object whose keys are not blank and whose values are strings";
+                    return Err(err(INVALID_PARAMS, format!("{name}: argument `{k}` must be {what}")));
+                }
+            }
+            _ => {}
         }
     }
-    for (name, required, _) in tool.args {
-        let blank = args.get(*name).and_then(Value::as_str).is_none_or(|s| s.trim().is_empty());
-        if *required && blank {
-            return Err(err(INVALID_PARAMS, format!("{}: argument `{name}` is required", tool.name)));
+    for arg in tool.args.iter().filter(|a| a.required) {
+        let missing = match (arg.kind, args.get(arg.name)) {
+            (_, None) => true,
+            (Kind::Str, Some(v)) => v.as_str().is_none_or(|s| s.trim().is_empty()),
+            _ => false,
+        };
+        if missing {
+            return Err(err(INVALID_PARAMS, format!("{name}: argument `{}` is required", arg.name)));
         }
+    }
+    // A dot segment would be resolved away by the URL, and the call would reach another path.
+    if tool.path.contains("{session}") && matches!(args.get("session").and_then(Value::as_str), Some("." | "..")) {
+        return Err(err(INVALID_PARAMS, format!("{name}: `session` is not a session's name")));
     }
     if tool.name == "report" && args.values().all(|v| v.as_str().is_none_or(|s| s.trim().is_empty())) {
         return Err(err(INVALID_PARAMS, "report: give progress, summary or both"));
@@ -126,7 +374,88 @@ fn check_args(tool: &Tool, args: Option<&Value>) -> Result<Map<String, Value>, R
     Ok(args)
 }
 
+/// One call of the agent API.
+#[derive(Debug, PartialEq)]
+struct ApiCall {
+    method: Method,
+    url: String,
+    /// The JSON body, for a POST: always an object.
+    body: Option<Value>,
+}
+
+/// The agent API call a tool call makes against the server at `base`, from its checked arguments:
+/// `{session}` in the path filled from the `session` argument (percent-encoded as a path segment),
+/// the other arguments as a POST's JSON body or a GET's or DELETE's query string.
+fn api_call(base: &str, tool: &Tool, mut args: Map<String, Value>) -> ApiCall {
+    let mut path = tool.path.to_string();
+    if path.contains("{session}") {
+        let session = args.remove("session");
+        path = path.replace("{session}", &percent_encode(session.as_ref().and_then(Value::as_str).unwrap_or("")));
+    }
+    let method = Method::from_bytes(tool.method.as_bytes()).expect("the tools' methods are valid");
+    let mut url = format!("{}/agent/v1/{path}", base.trim_end_matches('/'));
+    if method == Method::POST {
+        return ApiCall { method, url, body: Some(Value::Object(args)) };
+    }
+    // In the tool's order of arguments, so the same call makes the same URL.
+    let query: Vec<String> = tool
+        .args
+        .iter()
+        .filter_map(|a| {
+            let value = match args.get(a.name)? {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                other => other.to_string(),
+            };
+            Some(format!("{}={}", percent_encode(a.name), percent_encode(&value)))
+        })
+        .collect();
+    if !query.is_empty() {
+        url.push('?');
+        url.push_str(&query.join("&"));
+    }
+    ApiCall { method, url, body: None }
+}
+
+/// `s` with every byte but the unreserved ones (letters, digits, `-._~`) percent-encoded: fit for a
+/// path segment or a query string's name or value.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// What the agent is told of the agent API's answer (its status and JSON body) to a tool's call: a
+/// tool result, with `isError` when the server could not carry the call out now, or a JSON-RPC error
+/// when it refused the arguments (400, 422) or the token (401, 403).
+fn outcome(tool: &Tool, status: StatusCode, body: Value) -> Result<Value, RpcError> {
+    let message = body.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
+    match status {
+        c if c.is_success() => {
+            let pretty = |body: &Value| serde_json::to_string_pretty(body).unwrap_or_default();
+            let text = match tool.shows {
+                Shows::Message => message,
+                Shows::Json => pretty(&body),
+                Shows::Field(field) => {
+                    body.get(field).and_then(Value::as_str).map_or_else(|| pretty(&body), str::to_string)
+                }
+            };
+            Ok(json!({ "content": [{ "type": "text", "text": text }], "structuredContent": body, "isError": false }))
+        }
+        StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => Err(err(INVALID_PARAMS, message)),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(err(NOT_ALLOWED, format!("{status}: {message}"))),
+        _ => Ok(tool_error(format!("{status}: {message}"))),
+    }
+}
+
 /// A JSON-RPC error.
+#[derive(Debug)]
 struct RpcError {
     code: i64,
     message: String,
@@ -140,39 +469,49 @@ struct Server {
     http: reqwest::Client,
     base: String,
     token: String,
+    /// The tools this token is offered.
+    set: &'static ToolSet,
+    /// Whether `hello` was called already.
+    said_hello: AtomicBool,
 }
 
 impl Server {
+    fn new(base: String, token: String) -> Self {
+        let set = tool_set(&token);
+        Server { http: reqwest::Client::new(), base, token, set, said_hello: AtomicBool::new(false) }
+    }
+
     /// Calls the agent API; a tool result, or a JSON-RPC error when it refused the call.
     async fn call(&self, tool: &Tool, args: Map<String, Value>) -> Result<Value, RpcError> {
-        let url = format!("{}/agent/v1/{}", self.base.trim_end_matches('/'), tool.path);
-        let method = Method::from_bytes(tool.method.as_bytes()).expect("the tools' methods are valid");
-        let mut req = self.http.request(method.clone(), &url).bearer_auth(&self.token).timeout(CALL_TIMEOUT);
-        if method == Method::POST {
-            req = req.json(&Value::Object(args));
+        let call = api_call(&self.base, tool, args);
+        let mut req = self.http.request(call.method, &call.url).bearer_auth(&self.token).timeout(CALL_TIMEOUT);
+        if let Some(body) = call.body {
+            req = req.json(&body);
         }
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => return Ok(tool_error(format!("cannot reach the aoctl server at {}: {e}", self.base))),
         };
-        let code = resp.status();
+        let status = resp.status();
         let body: Value = resp.json().await.unwrap_or(Value::Null);
-        let message = body.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
-        match code {
-            c if c.is_success() => {
-                let text = if tool.name == "status" {
-                    serde_json::to_string_pretty(&body).unwrap_or_default()
-                } else {
-                    message
-                };
-                Ok(
-                    json!({ "content": [{ "type": "text", "text": text }], "structuredContent": body, "isError": false }),
-                )
-            }
-            StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => Err(err(INVALID_PARAMS, message)),
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(err(NOT_ALLOWED, format!("{code}: {message}"))),
-            _ => Ok(tool_error(format!("{code}: {message}"))),
+        outcome(tool, status, body)
+    }
+
+    /// Tells the controller, once, that the agent's tools are connected (`POST /agent/v1/hello`).
+    /// The call runs on its own task, so reading goes on; its failure is ignored.
+    fn hello(&self) {
+        if self.said_hello.swap(true, Ordering::Relaxed) {
+            return;
         }
+        let req = self
+            .http
+            .post(format!("{}/agent/v1/hello", self.base.trim_end_matches('/')))
+            .bearer_auth(&self.token)
+            .timeout(HELLO_TIMEOUT)
+            .json(&json!({}));
+        tokio::spawn(async move {
+            let _ = req.send().await;
+        });
     }
 }
 
@@ -190,13 +529,14 @@ async fn answer(server: &Server, method: &str, params: Option<&Value>) -> Result
                 "protocolVersion": version,
                 "capabilities": { "tools": { "listChanged": false } },
                 "serverInfo": { "name": "aoctl", "version": env!("CARGO_PKG_VERSION") },
-                "instructions": "Tools of the aoctl controller that runs this session: report progress, ask a \
-                                 person a question, hand work to a new session, message another session.",
+                "instructions": server.set.instructions,
             }))
         }
         "ping" => Ok(json!({})),
         "tools/list" => {
-            let tools: Vec<Value> = TOOLS
+            let tools: Vec<Value> = server
+                .set
+                .tools
                 .iter()
                 .map(|t| json!({ "name": t.name, "description": t.description, "inputSchema": schema(t) }))
                 .collect();
@@ -204,7 +544,7 @@ async fn answer(server: &Server, method: &str, params: Option<&Value>) -> Result
         }
         "tools/call" => {
             let name = params.and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or("");
-            let Some(tool) = TOOLS.iter().find(|t| t.name == name) else {
+            let Some(tool) = server.set.tools.iter().find(|t| t.name == name) else {
                 return Err(err(INVALID_PARAMS, format!("unknown tool `{name}`")));
             };
             let args = check_args(tool, params.and_then(|p| p.get("arguments")))?;
@@ -226,6 +566,9 @@ async fn handle(server: &Server, line: &str) -> Option<Value> {
         // A notification (no id), or a response to nothing we asked.
         if msg.get("jsonrpc") != Some(&json!("2.0")) || (msg.get("method").is_none() && msg.get("id").is_none()) {
             return Some(error_reply(Value::Null, err(INVALID_REQUEST, "not a JSON-RPC 2.0 message")));
+        }
+        if method == Some("notifications/initialized") && msg.get("id").is_none() {
+            server.hello();
         }
         return None;
     };
@@ -251,7 +594,8 @@ pub(crate) async fn run() -> anyhow::Result<ExitCode> {
             "AOCTL_SESSION_TOKEN is not set: aoctl mcp runs inside a session's agent, which gets it at launch"
         )
     })?;
-    let server = Server { http: reqwest::Client::new(), base, token };
+    // The token picks the tools: an orchestrator's (`aoo1.`) or a worker session's.
+    let server = Server::new(base, token);
     // Standard input is read on a thread of its own, a line at a time; requests are answered in order.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<String>>(16);
     std::thread::spawn(move || {
@@ -280,9 +624,31 @@ pub(crate) async fn run() -> anyhow::Result<ExitCode> {
 mod tests {
     use super::*;
 
+    /// A server of a worker session's token.
     fn server() -> Server {
         // Nothing listens there: a call that got past the checks would answer "cannot reach".
-        Server { http: reqwest::Client::new(), base: "http://127.0.0.1:9".into(), token: "t".into() }
+        Server::new("http://127.0.0.1:9".into(), "aos1.w.u.m".into())
+    }
+
+    fn orchestrator() -> Server {
+        Server::new("http://127.0.0.1:9".into(), "aoo1.p.u.m".into())
+    }
+
+    fn names(set: &ToolSet) -> Vec<&'static str> {
+        set.tools.iter().map(|t| t.name).collect()
+    }
+
+    fn tool(set: &'static ToolSet, name: &str) -> &'static Tool {
+        set.tools.iter().find(|t| t.name == name).unwrap()
+    }
+
+    fn call(name: &str, arguments: Value) -> String {
+        json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": name, "arguments": arguments } })
+            .to_string()
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
     }
 
     #[tokio::test]
@@ -323,5 +689,286 @@ mod tests {
         let unreachable =
             handle(&s, r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"status"}}"#).await.unwrap();
         assert_eq!(unreachable["result"]["isError"], true, "{unreachable}");
+    }
+
+    #[tokio::test]
+    async fn the_token_picks_the_tools() {
+        assert!(std::ptr::eq(tool_set("aos1.w.u.m"), &WORKER_TOOLS));
+        assert!(std::ptr::eq(tool_set("anything"), &WORKER_TOOLS));
+        assert!(std::ptr::eq(tool_set("aoo1.p.u.m"), &ORCHESTRATOR_TOOLS));
+        assert_eq!(names(&WORKER_TOOLS), ["status", "report", "ask_human", "send", "handoff", "request_review"]);
+        assert_eq!(
+            names(&ORCHESTRATOR_TOOLS),
+            [
+                "status",
+                "report",
+                "ask_human",
+                "spawn",
+                "list_sessions",
+                "read_transcript",
+                "read_diff",
+                "send",
+                "stop",
+                "resume",
+                "delete",
+                "request_review",
+                "merge",
+                "answer"
+            ]
+        );
+
+        let o = orchestrator();
+        let init = handle(&o, r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#).await.unwrap();
+        assert!(init["result"]["instructions"].as_str().unwrap().contains("orchestrator"), "{init}");
+        let init = handle(&server(), r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#).await.unwrap();
+        assert!(!init["result"]["instructions"].as_str().unwrap().contains("orchestrator"), "{init}");
+        let list = handle(&o, r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#).await.unwrap();
+        let listed: Vec<&str> =
+            list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(listed, names(&ORCHESTRATOR_TOOLS));
+
+        // Each set's tools only.
+        let r = handle(&o, &call("handoff", json!({ "prompt": "p" }))).await.unwrap();
+        assert_eq!(r["error"]["code"], INVALID_PARAMS, "{r}");
+        assert!(r["error"]["message"].as_str().unwrap().contains("unknown tool"), "{r}");
+        let r = handle(&server(), &call("spawn", json!({ "prompt": "p" }))).await.unwrap();
+        assert_eq!(r["error"]["code"], INVALID_PARAMS, "{r}");
+        // A good call of the orchestrator's gets past the checks (and finds no server).
+        let r = handle(&o, &call("spawn", json!({ "prompt": "p", "labels": { "team": "a" } }))).await.unwrap();
+        assert_eq!(r["result"]["isError"], true, "{r}");
+    }
+
+    #[test]
+    fn the_tools_are_consistent() {
+        for set in [&WORKER_TOOLS, &ORCHESTRATOR_TOOLS] {
+            for t in set.tools {
+                let method = Method::from_bytes(t.method.as_bytes()).unwrap();
+                assert!([Method::GET, Method::POST, Method::DELETE].contains(&method), "{}", t.name);
+                if t.path.contains("{session}") {
+                    let session = t.args.iter().find(|a| a.name == "session");
+                    assert!(session.is_some_and(|a| a.required && a.kind == Kind::Str), "{}", t.name);
+                }
+                if method != Method::POST {
+                    assert!(t.args.iter().all(|a| a.kind != Kind::StrMap), "{}: no object in a query", t.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn arguments_are_checked_by_kind() {
+        let spawn = tool(&ORCHESTRATOR_TOOLS, "spawn");
+        let transcript = tool(&ORCHESTRATOR_TOOLS, "read_transcript");
+        let refused = |t: &Tool, v: Value, what: &str| {
+            let e = check_args(t, Some(&v)).unwrap_err();
+            assert_eq!(e.code, INVALID_PARAMS, "{v}");
+            assert!(e.message.contains(t.name) && e.message.contains(what), "{v}: {}", e.message);
+        };
+        refused(spawn, json!({ "prompt": "p", "labels": "team=a" }), "`labels`");
+        refused(spawn, json!({ "prompt": "p", "labels": ["a"] }), "`labels`");
+        refused(spawn, json!({ "prompt": "p", "labels": { "team": 1 } }), "`labels`");
+        refused(spawn, json!({ "prompt": "p", "labels": { "": "a" } }), "`labels`");
+        refused(spawn, json!({ "prompt": "p", "name": 3 }), "`name`");
+        refused(spawn, json!({ "labels": { "team": "a" } }), "`prompt`");
+        refused(spawn, json!({ "prompt": "p", "branch": "x" }), "`branch`");
+        refused(transcript, json!({ "session": "w", "lines": 0 }), "`lines`");
+        refused(transcript, json!({ "session": "w", "lines": 501 }), "`lines`");
+        refused(transcript, json!({ "session": "w", "lines": -3 }), "`lines`");
+        refused(transcript, json!({ "session": "w", "lines": "20" }), "`lines`");
+        refused(transcript, json!({ "session": "w", "lines": 2.5 }), "`lines`");
+        refused(transcript, json!({ "lines": 20 }), "`session`");
+        refused(transcript, json!({ "session": " " }), "`session`");
+        refused(transcript, json!({ "session": ".." }), "`session`");
+        refused(tool(&ORCHESTRATOR_TOOLS, "delete"), json!({}), "`session`");
+        refused(tool(&ORCHESTRATOR_TOOLS, "send"), json!({ "session": "w" }), "`text`");
+
+        let ok = |t: &Tool, v: Value| check_args(t, Some(&v)).unwrap_or_else(|e| panic!("{v}: {}", e.message));
+        ok(spawn, json!({ "prompt": "p" }));
+        ok(spawn, json!({ "prompt": "p", "labels": {}, "agent": "codex", "issue": "12", "name": "w-1" }));
+        ok(spawn, json!({ "prompt": "p", "labels": { "team": "a", "area": "" } }));
+        ok(transcript, json!({ "session": "w" }));
+        ok(transcript, json!({ "session": "w", "lines": 1 }));
+        ok(transcript, json!({ "session": "w", "lines": 500 }));
+        ok(tool(&ORCHESTRATOR_TOOLS, "list_sessions"), json!({}));
+        check_args(tool(&ORCHESTRATOR_TOOLS, "list_sessions"), None).unwrap();
+    }
+
+    #[test]
+    fn schemas_tell_the_kinds() {
+        let spawn = schema(tool(&ORCHESTRATOR_TOOLS, "spawn"));
+        assert_eq!(spawn["required"], json!(["prompt"]));
+        assert_eq!(spawn["properties"]["prompt"]["type"], "string");
+        assert_eq!(spawn["properties"]["labels"]["type"], "object");
+        assert_eq!(spawn["properties"]["labels"]["additionalProperties"], json!({ "type": "string" }));
+        let transcript = schema(tool(&ORCHESTRATOR_TOOLS, "read_transcript"));
+        assert_eq!(transcript["required"], json!(["session"]));
+        assert_eq!(transcript["properties"]["lines"]["type"], "integer");
+        assert_eq!(transcript["properties"]["lines"]["minimum"], 1);
+        assert_eq!(transcript["properties"]["lines"]["maximum"], 500);
+        assert_eq!(transcript["additionalProperties"], false);
+        let list = schema(tool(&ORCHESTRATOR_TOOLS, "list_sessions"));
+        assert_eq!(list["properties"], json!({}));
+    }
+
+    #[test]
+    fn api_calls_fill_the_path_and_the_query_or_body() {
+        let base = "http://h:1/";
+        let o = |name: &str, v: Value| api_call(base, tool(&ORCHESTRATOR_TOOLS, name), args(v));
+        assert_eq!(
+            o("read_transcript", json!({ "session": "a b/c", "lines": 20 })),
+            ApiCall {
+                method: Method::GET,
+                url: "http://h:1/agent/v1/orchestrator/sessions/a%20b%2Fc/transcript?lines=20".into(),
+                body: None
+            }
+        );
+        assert_eq!(
+            o("read_transcript", json!({ "session": "w-1" })).url,
+            "http://h:1/agent/v1/orchestrator/sessions/w-1/transcript"
+        );
+        assert_eq!(
+            o("read_diff", json!({ "session": "w" })),
+            ApiCall { method: Method::GET, url: "http://h:1/agent/v1/orchestrator/sessions/w/diff".into(), body: None }
+        );
+        assert_eq!(
+            o("list_sessions", json!({})),
+            ApiCall { method: Method::GET, url: "http://h:1/agent/v1/orchestrator/sessions".into(), body: None }
+        );
+        assert_eq!(
+            o("send", json!({ "session": "w", "text": "hi" })),
+            ApiCall {
+                method: Method::POST,
+                url: "http://h:1/agent/v1/orchestrator/sessions/w/send".into(),
+                body: Some(json!({ "text": "hi" }))
+            }
+        );
+        assert_eq!(
+            o("stop", json!({ "session": "w" })),
+            ApiCall {
+                method: Method::POST,
+                url: "http://h:1/agent/v1/orchestrator/sessions/w/stop".into(),
+                body: Some(json!({}))
+            }
+        );
+        assert_eq!(
+            o("delete", json!({ "session": "w" })),
+            ApiCall { method: Method::DELETE, url: "http://h:1/agent/v1/orchestrator/sessions/w".into(), body: None }
+        );
+        let labels = json!({ "prompt": "p", "labels": { "team": "a" }, "name": "w" });
+        assert_eq!(
+            o("spawn", labels.clone()),
+            ApiCall { method: Method::POST, url: "http://h:1/agent/v1/orchestrator/spawn".into(), body: Some(labels) }
+        );
+        // A worker's `send` names the other session in the body, as before.
+        let w = api_call(base, tool(&WORKER_TOOLS, "send"), args(json!({ "session": "x", "text": "t" })));
+        assert_eq!(
+            w,
+            ApiCall {
+                method: Method::POST,
+                url: "http://h:1/agent/v1/send".into(),
+                body: Some(json!({ "session": "x", "text": "t" }))
+            }
+        );
+        assert_eq!(percent_encode("a-b_c.d~e"), "a-b_c.d~e");
+        assert_eq!(percent_encode("a b?&=é"), "a%20b%3F%26%3D%C3%A9");
+    }
+
+    #[test]
+    fn outcomes_follow_the_status() {
+        let text = |r: &Value| r["content"][0]["text"].as_str().unwrap().to_string();
+        let status = json!({ "phase": "Running", "message": "m" });
+        let ok = outcome(tool(&ORCHESTRATOR_TOOLS, "status"), StatusCode::OK, status.clone()).unwrap();
+        assert_eq!(text(&ok), serde_json::to_string_pretty(&status).unwrap());
+        assert_eq!(ok["isError"], false);
+        assert_eq!(ok["structuredContent"], status);
+        let list = outcome(tool(&ORCHESTRATOR_TOOLS, "list_sessions"), StatusCode::OK, json!({ "sessions": [] }));
+        assert_eq!(text(&list.unwrap()), serde_json::to_string_pretty(&json!({ "sessions": [] })).unwrap());
+        let transcript = json!({ "session": "w", "text": "line 1\nline 2" });
+        let r = outcome(tool(&ORCHESTRATOR_TOOLS, "read_transcript"), StatusCode::OK, transcript).unwrap();
+        assert_eq!(text(&r), "line 1\nline 2");
+        let diff = json!({ "diff": "--- a\n+++ b\n" });
+        assert_eq!(
+            text(&outcome(tool(&ORCHESTRATOR_TOOLS, "read_diff"), StatusCode::OK, diff).unwrap()),
+            "--- a\n+++ b\n"
+        );
+        let no_field = json!({ "other": 1 });
+        let r = outcome(tool(&ORCHESTRATOR_TOOLS, "read_diff"), StatusCode::OK, no_field.clone()).unwrap();
+        assert_eq!(text(&r), serde_json::to_string_pretty(&no_field).unwrap());
+        let r = outcome(tool(&ORCHESTRATOR_TOOLS, "spawn"), StatusCode::CREATED, json!({ "message": "created w" }));
+        assert_eq!(text(&r.unwrap()), "created w");
+
+        let spawn = tool(&ORCHESTRATOR_TOOLS, "spawn");
+        for (code, shown) in [
+            (StatusCode::CONFLICT, "409 Conflict: at the limit"),
+            (StatusCode::TOO_MANY_REQUESTS, "429 Too Many Requests: at the limit"),
+            (StatusCode::INTERNAL_SERVER_ERROR, "500 Internal Server Error: at the limit"),
+            (StatusCode::NOT_FOUND, "404 Not Found: at the limit"),
+        ] {
+            let r = outcome(spawn, code, json!({ "message": "at the limit" })).unwrap();
+            assert_eq!(r["isError"], true, "{code}");
+            assert_eq!(text(&r), shown);
+        }
+        let e = outcome(spawn, StatusCode::BAD_REQUEST, json!({ "message": "bad name" })).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (INVALID_PARAMS, "bad name"));
+        assert_eq!(outcome(spawn, StatusCode::UNPROCESSABLE_ENTITY, Value::Null).unwrap_err().code, INVALID_PARAMS);
+        assert_eq!(
+            outcome(spawn, StatusCode::FORBIDDEN, json!({ "message": "not yours" })).unwrap_err().code,
+            NOT_ALLOWED
+        );
+        assert_eq!(outcome(spawn, StatusCode::UNAUTHORIZED, Value::Null).unwrap_err().code, NOT_ALLOWED);
+    }
+
+    #[tokio::test]
+    async fn calls_reach_the_agent_api_and_hello_is_said_once() {
+        type Seen = Arc<parking_lot::Mutex<Vec<(String, String, String, String)>>>;
+        use std::sync::Arc;
+        let seen: Seen = Arc::default();
+        let record = seen.clone();
+        let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+            let record = record.clone();
+            async move {
+                let (parts, body) = req.into_parts();
+                let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+                let auth = parts.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+                let body = String::from_utf8_lossy(&body).into_owned();
+                record.lock().push((parts.method.to_string(), parts.uri.to_string(), auth, body));
+                axum::Json(json!({ "message": "ok", "text": "line 1\nline 2" }))
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+
+        let s = Server::new(base, "aoo1.p.u.m".into());
+        for _ in 0..2 {
+            assert!(handle(&s, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await.is_none());
+        }
+        let r = handle(&s, &call("read_transcript", json!({ "session": "a b", "lines": 7 }))).await.unwrap();
+        assert_eq!(r["result"]["content"][0]["text"], "line 1\nline 2", "{r}");
+        let r = handle(&s, &call("delete", json!({ "session": "w" }))).await.unwrap();
+        assert_eq!(r["result"]["content"][0]["text"], "ok", "{r}");
+
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !seen.lock().iter().any(|(_, uri, _, _)| uri == "/agent/v1/hello") {
+            assert!(tokio::time::Instant::now() < deadline, "no hello: {:?}", seen.lock());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let seen = seen.lock().clone();
+        let hellos: Vec<_> = seen.iter().filter(|(_, uri, _, _)| uri == "/agent/v1/hello").collect();
+        assert_eq!(hellos.len(), 1, "{seen:?}");
+        assert_eq!((hellos[0].0.as_str(), hellos[0].3.as_str()), ("POST", "{}"));
+        assert!(seen.iter().all(|(_, _, auth, _)| auth == "Bearer aoo1.p.u.m"), "{seen:?}");
+        let others: Vec<(&str, &str, &str)> = seen
+            .iter()
+            .filter(|(_, uri, _, _)| uri != "/agent/v1/hello")
+            .map(|(m, uri, _, body)| (m.as_str(), uri.as_str(), body.as_str()))
+            .collect();
+        assert_eq!(
+            others,
+            [
+                ("GET", "/agent/v1/orchestrator/sessions/a%20b/transcript?lines=7", ""),
+                ("DELETE", "/agent/v1/orchestrator/sessions/w", "")
+            ]
+        );
     }
 }
