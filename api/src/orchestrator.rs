@@ -131,10 +131,7 @@ pub(crate) fn check_orchestrator(project: &str, o: &OrchestratorSpec, has_budget
         }
     }
     if let Some(n) = o.limits.max_sessions.filter(|n| *n > MAX_SESSIONS_CEILING) {
-        e.check(
-            "spec.orchestrator.limits.maxSessions",
-            Err(format!("{n} is more than {MAX_SESSIONS_CEILING}").into()),
-        );
+        e.check("spec.orchestrator.limits.maxSessions", Err(format!("{n} is more than {MAX_SESSIONS_CEILING}").into()));
     }
     if let Some(p) = o.limits.budget_percent {
         let r: Result<(), Invalid> = if !(1..=100).contains(&p) {

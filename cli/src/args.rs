@@ -303,6 +303,10 @@ pub(crate) struct UpArgs {
     /// A local repository path, or a git URL to clone into the data directory.
     #[arg(default_value = ".", value_name = "PATH|URL")]
     pub target: String,
+    /// Give the project an orchestrator agent (`spec.orchestrator`), with PROMPT as its goal when
+    /// given; an orchestrator the project has already is left as it is.
+    #[arg(long, value_name = "PROMPT", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub orchestrator: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -1,11 +1,12 @@
 //! `aoctl up` and `aoctl down`: a background server on the `--server` address with its pid file
-//! in the data dir, a Project for the repository, reuse of a running server, and a clean stop.
+//! in the data dir, a Project for the repository, reuse of a running server, and a clean stop;
+//! `up --orchestrator` gives the project its orchestrator Session.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::harness::{command, free_port, git_repo, run, Out, API};
 
@@ -54,6 +55,34 @@ impl Env {
         let resp = req.send().await.ok()?;
         let code = resp.status().as_u16();
         Some((code, resp.json().await.unwrap_or_default()))
+    }
+
+    /// A JSON merge patch of the object at `path`, with the server's token.
+    async fn merge_patch(&self, path: &str, patch: Value) -> (u16, Value) {
+        let token = std::fs::read_to_string(self.data_dir().join("token")).expect("the server's token");
+        let resp = reqwest::Client::new()
+            .patch(format!("{}{path}", self.server))
+            .bearer_auth(token.trim())
+            .header("content-type", "application/merge-patch+json")
+            .body(patch.to_string())
+            .send()
+            .await
+            .expect("the server answers");
+        let code = resp.status().as_u16();
+        (code, resp.json().await.unwrap_or_default())
+    }
+
+    /// Waits until the object at `path` passes `done` (`None`: it is not there), for at most 20 s.
+    async fn until(&self, path: &str, what: &str, done: impl Fn(Option<&Value>) -> bool) -> Option<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let got = self.get(path).await.filter(|(code, _)| *code == 200).map(|(_, v)| v);
+            if done(got.as_ref()) {
+                return got;
+            }
+            assert!(Instant::now() < deadline, "{what}: {got:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }
 
@@ -146,4 +175,47 @@ async fn up_starts_a_background_server_and_down_stops_it() {
     let out = env.aoctl(&["up", repo_arg]);
     out.ok();
     assert!(out.stdout.contains("project/my-widgets unchanged"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_with_orchestrator_gives_the_project_its_orchestrator_session() {
+    let env = Env::new();
+    let repo = git_repo(env.tmp.path(), "fleet", "main");
+    let repo_arg = repo.to_str().expect("UTF-8 path");
+    env.aoctl(&["up", repo_arg]).ok();
+    // Its agent waits quietly, so nothing reaches a model.
+    let agent = json!({"spec": {"defaults": {"agent": {"command": ["sleep", "600"]}}}});
+    let (code, p) = env.merge_patch(&format!("{API}/projects/fleet"), agent).await;
+    assert_eq!(code, 200, "{p}");
+
+    let out = env.aoctl(&["up", repo_arg, "--orchestrator=Ship the rate limiter"]);
+    out.ok();
+    assert!(out.stdout.contains("project/fleet configured"), "{out}");
+    assert!(out.stdout.contains("session \"fleet-orchestrator\" is the project's orchestrator"), "{out}");
+    let path = format!("{API}/sessions/fleet-orchestrator");
+    let s = env
+        .until(&path, "the orchestrator Session is made", |s| {
+            s.is_some_and(|s| s["status"]["workspace"]["path"].is_string())
+        })
+        .await
+        .unwrap();
+    assert_eq!(s["spec"]["role"], "orchestrator", "{s}");
+    assert_eq!(s["spec"]["prompt"], "Ship the rate limiter", "{s}");
+    assert_eq!(s["spec"]["workspace"]["kind"], "readonly", "{s}");
+    assert_eq!(s["status"]["workspace"].get("branch").and_then(Value::as_str).unwrap_or(""), "", "{s}");
+    assert_eq!(s["metadata"]["ownerReferences"][0]["name"], "fleet", "{s}");
+    let checkout = PathBuf::from(s["status"]["workspace"]["path"].as_str().unwrap());
+    assert!(checkout.join("README.md").exists() || checkout.read_dir().is_ok_and(|mut d| d.next().is_some()));
+
+    // An orchestrator the project has stays as it is.
+    let again = env.aoctl(&["up", repo_arg, "--orchestrator=Another goal"]);
+    assert!(again.ok().stdout.contains("project/fleet unchanged"), "{again}");
+    let (_, p) = env.get(&format!("{API}/projects/fleet")).await.unwrap();
+    assert_eq!(p["spec"]["orchestrator"]["prompt"], "Ship the rate limiter", "{p}");
+
+    // Taking spec.orchestrator away removes the Session, and with it its agent and checkout.
+    let (code, p) = env.merge_patch(&format!("{API}/projects/fleet"), json!({"spec": {"orchestrator": null}})).await;
+    assert_eq!(code, 200, "{p}");
+    env.until(&path, "the orchestrator Session is removed", |s| s.is_none()).await;
+    assert!(!checkout.exists(), "its checkout is removed");
 }

@@ -11,8 +11,8 @@ pub use crate::agent::{
     derived_label, AgentRef, DockerHost, DockerSpec, Permissions, RestartPolicy, RuntimeKind, WorkspaceKind,
     WorkspaceSpec, BUILTIN_AGENTS,
 };
-pub use crate::orchestrator::SessionRole;
 pub use crate::feedback::{FeedbackStatus, HeldComment, JobRerun};
+pub use crate::orchestrator::SessionRole;
 pub use crate::review::ReviewState;
 pub use status::*;
 

@@ -1,5 +1,6 @@
 //! `aoctl up`: register a repository (a path, or a URL cloned into the data directory) as a
-//! Project, first starting `aoctl serve` in the background when no server answers.
+//! Project, first starting `aoctl serve` in the background when no server answers; with
+//! `--orchestrator`, the project gets an orchestrator agent too.
 
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -8,6 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
+use aoctl_api::orchestrator::{orchestrator_name, OrchestratorSpec};
 use aoctl_api::{AnyObject, Kind, Project};
 use aoctl_git::repository;
 use aoctl_runtimes::daemon;
@@ -43,9 +45,20 @@ pub(crate) async fn run(g: &Global, a: UpArgs) -> anyhow::Result<ExitCode> {
     let mut project = Project::new(&name, root);
     project.spec.default_branch = info.default_branch.clone();
     project.spec.repo = info.github_repo.clone();
+    if let Some(prompt) = &a.orchestrator {
+        let prompt = (!prompt.trim().is_empty()).then(|| prompt.clone());
+        project.spec.orchestrator = Some(OrchestratorSpec { prompt, ..Default::default() });
+    }
     let outcome = register(&client, &name, project).await?;
     emit(&format!("{} {outcome}\n", object::reference(Kind::Project, &name)));
-    emit(&format!("next: aoctl spawn --project {name} \"describe the task\"\n"));
+    if a.orchestrator.is_some() {
+        let o = orchestrator_name(&name);
+        emit(&format!(
+            "session \"{o}\" is the project's orchestrator: talk to it with aoctl send {o} TEXT, or on the dashboard\n"
+        ));
+    } else {
+        emit(&format!("next: aoctl spawn --project {name} \"describe the task\"\n"));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -226,10 +239,10 @@ async fn register(client: &Client, name: &str, project: Project) -> anyhow::Resu
     Ok(Outcome::Configured)
 }
 
-/// The spec fields `up` detected that the live project does not set.
+/// The spec fields `up` detected (or was asked for) that the live project does not set.
 fn missing_fields(body: &Value, live: &Value) -> Map<String, Value> {
     let mut patch = Map::new();
-    for key in ["defaultBranch", "repo"] {
+    for key in ["defaultBranch", "repo", "orchestrator"] {
         let ours = body.pointer(&format!("/spec/{key}")).filter(|v| !v.is_null());
         let theirs = live.pointer(&format!("/spec/{key}")).filter(|v| !v.is_null());
         if let (Some(v), None) = (ours, theirs) {
@@ -279,5 +292,10 @@ mod tests {
         let body = json!({"spec": {"path": "/p", "defaultBranch": "main", "repo": "a/b"}});
         let live = json!({"spec": {"path": "/p", "defaultBranch": "develop"}});
         assert_eq!(Value::Object(missing_fields(&body, &live)), json!({"repo": "a/b"}));
+        let body = json!({"spec": {"path": "/p", "orchestrator": {"prompt": "new goal"}}});
+        let live = json!({"spec": {"path": "/p", "orchestrator": {"prompt": "old goal"}}});
+        assert!(missing_fields(&body, &live).is_empty(), "an orchestrator the project has stays as it is");
+        let live = json!({"spec": {"path": "/p"}});
+        assert_eq!(Value::Object(missing_fields(&body, &live)), json!({"orchestrator": {"prompt": "new goal"}}));
     }
 }

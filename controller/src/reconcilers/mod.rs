@@ -3,6 +3,7 @@
 
 pub(crate) mod gitsource;
 pub(crate) mod issuesource;
+mod orchestrator;
 mod pool;
 pub(crate) mod project;
 pub(crate) mod session;

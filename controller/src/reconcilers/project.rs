@@ -3,7 +3,8 @@
 //! up its sessions' usage into `status.usage` and, with a `budget`, sets `BudgetSpent` and tells
 //! the notifiers once when it becomes spent (recorded in `status.notifications`, then delivered);
 //! keeps its warm pool of worktrees (`pool`); and shows the rate budget of its forge's token and
-//! what it spent of it in the last hour (`status.forgeBudget`, looked at every minute).
+//! what it spent of it in the last hour (`status.forgeBudget`, looked at every minute); and keeps
+//! its orchestrator Session in line with `spec.orchestrator` (`orchestrator`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -240,6 +241,7 @@ pub(crate) async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Resul
             ctx.recorder.publish(&*project, EventType::Warning, "BudgetSpent", &msg).await;
         }
     }
+    super::orchestrator::keep(&project, seen.ready == ConditionStatus::True, &ctx.store, &ctx.recorder).await?;
     let budget_after = written.status.forge_budget.as_ref().map(|_| BUDGET_EVERY);
     // Its notifications go out from their own worker, off this reconcile.
     ctx.outbox.hand(&written);

@@ -41,7 +41,9 @@ use std::time::Duration;
 
 use aoctl_api::condition::{self, set_condition, types};
 use aoctl_api::project::{Project, ProjectStatus};
-use aoctl_api::session::{reasons, ActivityState, Phase, RuntimeKind, Usage, WorkspaceKind, WorkspaceStatus};
+use aoctl_api::session::{
+    reasons, ActivityState, Phase, RuntimeKind, SessionRole, Usage, WorkspaceKind, WorkspaceStatus,
+};
 use aoctl_api::{Condition, ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_engine::Action;
 use aoctl_git::workspace::{WorkspaceInfo, WorkspaceRequest};
@@ -207,8 +209,18 @@ impl<'a> Reconcile<'a> {
         let defaults = project.spec.defaults.as_ref();
         let runtime_kind =
             s.spec.runtime.or(defaults.and_then(|d| d.runtime)).unwrap_or(aoctl_runtimes::DEFAULT_RUNTIME);
-        let workspace_kind =
-            s.spec.workspace.or(defaults.and_then(|d| d.workspace)).map_or(WorkspaceKind::Worktree, |w| w.kind);
+        // An orchestrator reads the repository: its project's default checkout is a workers'.
+        let default_workspace = match s.spec.role {
+            SessionRole::Orchestrator => None,
+            SessionRole::Worker => defaults.and_then(|d| d.workspace),
+        };
+        let workspace_kind = s.spec.workspace.or(default_workspace).map_or(
+            match s.spec.role {
+                SessionRole::Orchestrator => WorkspaceKind::Readonly,
+                SessionRole::Worker => WorkspaceKind::Worktree,
+            },
+            |w| w.kind,
+        );
         Reconcile {
             s,
             ctx,
@@ -431,7 +443,7 @@ fn earliest(a: Action, b: Option<Duration>) -> Action {
 /// A stopped session holds no slot and waits for none: its agent is stopped at once.
 async fn queue_rank(s: &Session, project: &Project, ctx: &Context) -> Result<Option<usize>, Error> {
     let Some(max) = project.spec.max_concurrent_sessions else { return Ok(None) };
-    if s.spec.stopped {
+    if s.spec.stopped || s.spec.role == SessionRole::Orchestrator {
         return Ok(None);
     }
     let (project, name) = (&project.metadata.name, &s.metadata.name);
@@ -526,10 +538,14 @@ pub(crate) fn account_of<'a>(
     Account { total, retired, counted }
 }
 
-/// Whether a stored Session holds or waits for a slot under `maxConcurrentSessions`: it is not
-/// stopped, not being deleted, not finished and not rate-limited (an agent waiting for its usage
-/// limit to reset does no work; it takes a slot again when it is resumed).
+/// Whether a stored Session holds or waits for a slot under `maxConcurrentSessions`: it is a
+/// worker (the orchestrator directs them and takes none of their slots), not stopped, not being
+/// deleted, not finished and not rate-limited (an agent waiting for its usage limit to reset does
+/// no work; it takes a slot again when it is resumed).
 pub(crate) fn holds_slot(o: &serde_json::Value) -> bool {
+    if o.pointer("/spec/role").and_then(|v| v.as_str()) == Some("orchestrator") {
+        return false;
+    }
     let stopped = o.pointer("/spec/stopped").and_then(|v| v.as_bool()).unwrap_or(false);
     let deleting = o.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
     let phase = o.pointer("/status/phase").and_then(|p| p.as_str()).unwrap_or_default();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use aoctl_agents::InputStyle;
 use aoctl_api::condition::{self, set_condition, types};
-use aoctl_api::session::{ChecksState, PullRequestState, ReviewState, RuntimeKind};
+use aoctl_api::session::{ChecksState, PullRequestState, ReviewState, RuntimeKind, WorkspaceKind};
 use aoctl_api::{Condition, ConditionStatus, Kind, Project, Session, Time};
 use aoctl_engine::Action;
 use aoctl_forge_types::{CheckKind, Checks, FailingCheck, PullRequest, Reviews};
@@ -140,7 +140,7 @@ impl Runtime for FakeRuntime {
 /// Workspaces that are empty folders under a root, with no git behind them.
 struct FakeWorkspaces {
     root: PathBuf,
-    made: Mutex<HashMap<(String, String), WorkspaceRecord>>,
+    made: Arc<Mutex<HashMap<(String, String), WorkspaceRecord>>>,
 }
 
 impl WorkspaceStore for FakeWorkspaces {
@@ -270,6 +270,7 @@ pub(super) struct World {
     pub(super) ctx: Arc<Context>,
     pub(super) runtime: Arc<FakeRuntime>,
     down: Arc<Mutex<std::collections::HashSet<String>>>,
+    made: Arc<Mutex<HashMap<(String, String), WorkspaceRecord>>>,
 }
 
 impl World {
@@ -278,10 +279,11 @@ impl World {
         let store = Store::open(&dir.path().join("store")).unwrap();
         let runtime = Arc::new(FakeRuntime::default());
         let down = Arc::new(Mutex::new(std::collections::HashSet::new()));
+        let made = Arc::new(Mutex::new(HashMap::new()));
         let machine = FakeMachine {
             down: down.clone(),
             runtime: runtime.clone(),
-            workspaces: FakeWorkspaces { root: dir.path().join("workspaces"), made: Default::default() },
+            workspaces: FakeWorkspaces { root: dir.path().join("workspaces"), made: made.clone() },
             files: SessionFiles::new(dir.path().join("sessions")),
             typing: Typing::default(),
         };
@@ -298,7 +300,7 @@ impl World {
             session_keys: Some(crate::agent_token::SessionKeys::new("t0ken", "127.0.0.1:7420".parse().unwrap())),
             outbox: crate::outbox::Handoff::unattended(),
         });
-        World { dir, ctx, runtime, down }
+        World { dir, ctx, runtime, down, made }
     }
 
     /// A Ready project named `demo`, with `spec` merged over its path.
@@ -344,6 +346,11 @@ impl World {
         }
         let files = self.ctx.machine.files().typing(name);
         assert!(files.prompt_done(), "the first prompt of {name} is delivered");
+    }
+
+    /// The checkout each session's workspace was made as.
+    fn made_kinds(&self) -> HashMap<String, WorkspaceKind> {
+        self.made.lock().iter().map(|((_, s), r)| (s.clone(), r.kind)).collect()
     }
 
     fn started(&self) -> Vec<String> {
@@ -406,6 +413,29 @@ async fn a_third_session_waits_in_the_queue_under_max_concurrent_sessions() {
     w.reconcile("a").await;
     w.reconcile("c").await;
     assert_eq!(w.started(), ["a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn an_orchestrator_holds_no_slot_and_gets_a_checkout_without_a_branch() {
+    let w = World::new().await;
+    w.project(json!({"maxConcurrentSessions": 1, "orchestrator": {}, "defaults": {"workspace": "clone"}})).await;
+    w.session("a", json!({})).await;
+    w.session("demo-orchestrator", json!({"role": "orchestrator"})).await;
+    w.session("b", json!({})).await;
+    for _ in 0..3 {
+        for name in ["a", "demo-orchestrator", "b"] {
+            w.reconcile(name).await;
+        }
+    }
+    assert_eq!(w.started(), ["a", "demo-orchestrator"], "the orchestrator runs beside the one worker");
+    assert_eq!(reason(&w.get("b").await, types::READY), "Queued");
+    let o = w.get("demo-orchestrator").await;
+    let ws = o.status.workspace.expect("a checkout");
+    assert_eq!(ws.branch, "", "no branch of its own");
+    let made = w.made_kinds();
+    assert_eq!(made.get("demo-orchestrator"), Some(&WorkspaceKind::Readonly), "not the project's default clone");
+    assert_eq!(made.get("a"), Some(&WorkspaceKind::Clone));
+    assert!(o.status.pull_request.is_none());
 }
 
 /// Moves the stored start of the session's agent back, as if it had run for a minute.
