@@ -286,6 +286,30 @@ pub struct AgentReviewRequest {
     pub note: Option<String>,
 }
 
+/// The body of `POST /agent/v1/orchestrator/spawn`: a worker for the project's orchestrator.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrchestratorSpawnRequest {
+    pub prompt: String,
+    /// A built-in agent's name; the project's default when absent.
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub issue: Option<String>,
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The worker's name; generated from the orchestrator's when absent.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// The body of `POST /agent/v1/orchestrator/sessions/{name}/send` and `…/answer`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrchestratorTextRequest {
+    pub text: String,
+}
+
 /// The `/version` document.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

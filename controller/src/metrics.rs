@@ -40,6 +40,8 @@ pub(crate) struct Metrics {
     pub runtime_ops: IntCounterVec,
     /// Reactions by key, action and result.
     pub reactions: IntCounterVec,
+    /// The orchestrators' tool calls, by tool and result (`ok`, `refused`, `limited`, `error`).
+    pub orchestrator_calls: IntCounterVec,
     /// From the event (webhook arrival, or detection when polling) to its message in the agent.
     pub feedback_latency: prometheus::HistogramVec,
     pub github_requests: IntCounterVec,
@@ -171,6 +173,11 @@ impl Metrics {
                 }
             }
         }
+        let orchestrator_calls = IntCounterVec::new(
+            Opts::new("aoctl_orchestrator_calls_total", "Orchestrators' tool calls, by tool and result."),
+            &["tool", "result"],
+        )?;
+        registry.register(Box::new(orchestrator_calls.clone()))?;
         let feedback_latency = prometheus::HistogramVec::new(
             HistogramOpts::new(
                 "aoctl_feedback_latency_seconds",
@@ -257,6 +264,7 @@ impl Metrics {
             spawn_duration,
             runtime_ops,
             reactions,
+            orchestrator_calls,
             feedback_latency,
             github_requests,
             github_ratelimit_remaining,

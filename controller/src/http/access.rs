@@ -18,6 +18,8 @@ use crate::agent_token::{SessionCaller, SessionKeys};
 
 /// The agent API's paths start with this; only a session token opens them.
 pub(super) const AGENT_PREFIX: &str = "/agent/v1/";
+/// The orchestrator's tools: only an orchestrator's token opens them.
+pub(super) const ORCHESTRATOR_PREFIX: &str = "/agent/v1/orchestrator/";
 
 /// Paths answered without the bearer token: liveness, readiness, the version, and the webhooks
 /// (which prove themselves with their HMAC signature instead).
@@ -159,6 +161,10 @@ fn refusal(access: &Access, req: &Request, authority: Option<&str>) -> Result<Op
     if path.starts_with(AGENT_PREFIX) {
         // A session's token, and only that: the bearer token and the cookie speak for no session.
         return match access.session_caller(req.headers()) {
+            Some(caller) if path.starts_with(ORCHESTRATOR_PREFIX) && !caller.orchestrator => {
+                let why = "the orchestrator's tools take the project's orchestrator token; this is a worker's";
+                Err(Box::new(AppError::Forbidden(why.into()).into_response()))
+            }
             Some(caller) => Ok(Some(caller)),
             None => Err(Box::new(AppError::SessionUnauthorized.into_response())),
         };
@@ -376,6 +382,24 @@ mod tests {
             .body(axum::body::Body::from("x"))
             .unwrap();
         assert_eq!(refusal(&a, &plain, Some("127.0.0.1:7420")).unwrap_err().status(), 415);
+    }
+
+    #[test]
+    fn only_an_orchestrators_token_opens_the_orchestrators_tools() {
+        let a = access();
+        let worker = a.sessions.token("fix-1", "uid-1");
+        let orchestrator = a.sessions.orchestrator_token("demo-orchestrator", "uid-2");
+        let spawn = "/agent/v1/orchestrator/spawn";
+        assert_eq!(verdict(&a, Method::POST, spawn, Some(&worker)), Err(403));
+        assert_eq!(verdict(&a, Method::POST, spawn, Some(&orchestrator)), Ok(Some("demo-orchestrator".into())));
+        assert_eq!(
+            verdict(&a, Method::POST, "/agent/v1/report", Some(&orchestrator)),
+            Ok(Some("demo-orchestrator".into()))
+        );
+        for path in ["/apis/ao.dev/v1alpha1/sessions", "/metrics", "/"] {
+            assert_eq!(verdict(&a, Method::GET, path, Some(&orchestrator)), Err(401), "GET {path}");
+        }
+        assert_eq!(verdict(&a, Method::POST, spawn, Some("t0ken")), Err(401), "nor does the bearer token");
     }
 
     #[test]

@@ -8,10 +8,12 @@
 //! precondition, read again and retried on a conflict, so a reconcile's status write and these
 //! never overwrite each other. `send` types through the same serialized, verified delivery as
 //! `aoctl send`; `handoff` creates a Session through the same admission as the API's create. None
-//! writes a spec.
+//! writes a spec. A `report` of a worker an orchestrator spawned is also kept for the orchestrator
+//! (`status.upstream`) in the same write; `hello` records that the agent's tools are connected.
 
 use aoctl_api::decode::{decode_json, AnyObject};
 use aoctl_api::meta::{Kind, ObjectMeta, Time};
+use aoctl_api::orchestrator::{UpstreamKind, UpstreamStatus, ORCHESTRATOR_LABEL};
 use aoctl_api::project::HandoffLimits;
 use aoctl_api::session::{AgentQuestion, AgentReport, ReviewRequest, SessionSpec};
 use aoctl_api::wire::{AgentAskRequest, AgentHandoffRequest, AgentReportRequest, AgentReviewRequest, AgentSendRequest};
@@ -37,7 +39,7 @@ const CAS_TRIES: usize = 8;
 
 /// The calling session, if it still is the one the token was made for (a session deleted and
 /// created again under its name has a new uid).
-async fn caller_session(state: &AppState, caller: &SessionCaller) -> Result<Session, AppError> {
+pub(super) async fn caller_session(state: &AppState, caller: &SessionCaller) -> Result<Session, AppError> {
     let s: Session = match state.store.get_typed(&caller.name).await {
         Ok(s) => s,
         Err(StoreError::NotFound { .. }) => return Err(AppError::SessionUnauthorized),
@@ -49,7 +51,7 @@ async fn caller_session(state: &AppState, caller: &SessionCaller) -> Result<Sess
     Ok(s)
 }
 
-fn text_field(field: &str, text: &str) -> Result<String, AppError> {
+pub(super) fn text_field(field: &str, text: &str) -> Result<String, AppError> {
     let t = text.trim();
     if t.is_empty() {
         return Err(AppError::BadRequest(format!("{field}: must not be empty")));
@@ -62,7 +64,7 @@ fn text_field(field: &str, text: &str) -> Result<String, AppError> {
 
 /// Changes the caller's status with `change`, with its resourceVersion as precondition, reading
 /// it again after a conflict; `change` answers `Err` to refuse and write nothing.
-async fn change_status(
+pub(super) async fn change_status(
     state: &AppState,
     caller: &SessionCaller,
     change: impl Fn(&mut Session) -> Result<(), AppError>,
@@ -83,11 +85,11 @@ async fn change_status(
     Err(last.map_or_else(|| AppError::Internal("no status write was tried".into()), AppError::from))
 }
 
-async fn record(state: &AppState, s: &Session, reason: &str, message: &str) {
+pub(super) async fn record(state: &AppState, s: &Session, reason: &str, message: &str) {
     state.recorder.publish(s, EventType::Normal, reason, message).await;
 }
 
-fn done(message: impl Into<String>, details: Value) -> Response {
+pub(super) fn done(message: impl Into<String>, details: Value) -> Response {
     Json(json!({ "message": message.into(), "details": details })).into_response()
 }
 
@@ -103,7 +105,7 @@ pub(super) async fn status(
 }
 
 /// What `status` answers about a session.
-fn view(s: &Session) -> Value {
+pub(super) fn view(s: &Session) -> Value {
     let st = &s.status;
     json!({
         "session": s.metadata.name,
@@ -131,7 +133,13 @@ pub(super) async fn report(
     if progress.is_none() && summary.is_none() {
         return Err(AppError::BadRequest("give progress, a summary or both".into()));
     }
+    let words: Vec<String> = [("progress", &progress), ("summary", &summary)]
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}: {v}")))
+        .collect();
+    let words = words.join("; ");
     let s = change_status(&state, &caller, |s| {
+        let at = Time::now();
         let a = s.status.agent.get_or_insert_with(AgentReport::default);
         if let Some(p) = &progress {
             a.progress = p.clone();
@@ -139,16 +147,36 @@ pub(super) async fn report(
         if let Some(p) = &summary {
             a.summary = p.clone();
         }
-        a.reported_at = Some(Time::now());
+        a.reported_at = Some(at);
+        // A worker an orchestrator spawned keeps the report for it, in the same write.
+        if let Some(o) = s.metadata.labels.get(ORCHESTRATOR_LABEL).cloned() {
+            let up = s.status.upstream.get_or_insert_with(|| UpstreamStatus { orchestrator: o, ..Default::default() });
+            // Each call is its own report (two in one second too); a retried write reads again.
+            let key = format!("report:{}", up.next.max(1));
+            up.record(UpstreamKind::Report, key, at, &words);
+        }
         Ok(())
     })
     .await?;
-    let words: Vec<String> = [("progress", &progress), ("summary", &summary)]
-        .iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}: {v}")))
-        .collect();
-    record(&state, &s, "AgentReported", &words.join("; ")).await;
+    record(&state, &s, "AgentReported", &words).await;
+    if let Some(up) = &s.status.upstream {
+        state.sessions.trigger(&up.orchestrator);
+    }
     Ok(done("reported", json!({ "agent": s.status.agent })))
+}
+
+/// `POST /agent/v1/hello`: the agent's `aoctl mcp` is connected, so its tools are there from now
+/// on (`status.agent.toolsAt`); an orchestrator's first prompt waits for it.
+pub(super) async fn hello(
+    State(state): State<AppState>,
+    Extension(caller): Extension<SessionCaller>,
+) -> Result<Response, AppError> {
+    let s = change_status(&state, &caller, |s| {
+        s.status.agent.get_or_insert_with(AgentReport::default).tools_at = Some(Time::now());
+        Ok(())
+    })
+    .await?;
+    Ok(done("hello", json!({ "session": s.metadata.name })))
 }
 
 /// `POST /agent/v1/ask`: a question for a person. The session shows `needs-input` with the

@@ -51,6 +51,9 @@ pub(crate) enum AppError {
     NotWebSocket { code: u16, message: String },
     #[error(transparent)]
     Runtime(#[from] aoctl_runtimes::RuntimeError),
+    /// A call past a bound the caller is held to (an orchestrator's limits): nothing was done.
+    #[error("{0}")]
+    LimitReached(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -78,6 +81,7 @@ impl AppError {
                 aoctl_runtimes::RuntimeError::NotDelivered { .. } => (504, "Timeout"),
                 _ => (500, "InternalError"),
             },
+            AppError::LimitReached(_) => (429, "TooManyRequests"),
             AppError::Internal(_) => (500, "InternalError"),
         }
     }

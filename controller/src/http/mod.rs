@@ -10,6 +10,7 @@ pub(crate) mod error;
 mod login;
 mod objects;
 mod openapi;
+mod orchestrator;
 mod params;
 pub(crate) mod patch;
 mod sessions;
@@ -89,6 +90,18 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/agent/v1/send", axum::routing::post(agent::send))
         .route("/agent/v1/handoff", axum::routing::post(agent::handoff))
         .route("/agent/v1/review", axum::routing::post(agent::review))
+        .route("/agent/v1/hello", axum::routing::post(agent::hello))
+        .route("/agent/v1/orchestrator/spawn", axum::routing::post(orchestrator::spawn))
+        .route("/agent/v1/orchestrator/sessions", get(orchestrator::list))
+        .route("/agent/v1/orchestrator/sessions/{name}", axum::routing::delete(orchestrator::delete))
+        .route("/agent/v1/orchestrator/sessions/{name}/transcript", get(orchestrator::transcript))
+        .route("/agent/v1/orchestrator/sessions/{name}/diff", get(orchestrator::diff))
+        .route("/agent/v1/orchestrator/sessions/{name}/send", axum::routing::post(orchestrator::send))
+        .route("/agent/v1/orchestrator/sessions/{name}/stop", axum::routing::post(orchestrator::stop))
+        .route("/agent/v1/orchestrator/sessions/{name}/resume", axum::routing::post(orchestrator::resume))
+        .route("/agent/v1/orchestrator/sessions/{name}/review", axum::routing::post(orchestrator::review))
+        .route("/agent/v1/orchestrator/sessions/{name}/merge", axum::routing::post(orchestrator::merge))
+        .route("/agent/v1/orchestrator/sessions/{name}/answer", axum::routing::post(orchestrator::answer))
         .route("/apis/ao.dev/v1alpha1/sessions/{name}/terminal", get(terminal::terminal))
         .route("/apis/ao.dev/v1alpha1/sessions/{name}/diff", get(sessions::diff))
         .route("/readyz", get(system::readyz))

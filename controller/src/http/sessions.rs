@@ -272,8 +272,16 @@ pub(super) fn follow(
 }
 
 pub(super) async fn diff(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, AppError> {
+    let patch = diff_patch(&state, &name).await?;
+    Ok(([(header::CONTENT_TYPE, "text/x-diff; charset=utf-8")], patch).into_response())
+}
+
+/// Session `name`'s work against its merge base with its base branch, as a patch (cut at
+/// `DIFF_LIMIT`). 409 while it has no workspace.
+pub(super) async fn diff_patch(state: &AppState, name: &str) -> Result<Vec<u8>, AppError> {
+    let name = name.to_string();
     let s: Session = state.store.get_typed(&name).await?;
-    on_this_node(&state, &s)?;
+    on_this_node(state, &s)?;
     let no_workspace = || AppError::Conflict(format!("session \"{name}\" has no workspace yet"));
     if s.status.workspace.is_none() {
         return Err(no_workspace());
@@ -285,7 +293,7 @@ pub(super) async fn diff(State(state): State<AppState>, Path(name): Path<String>
         .await
         .map_err(|e| AppError::Internal(e.to_string()))?;
     match diff {
-        Ok(d) => Ok(([(header::CONTENT_TYPE, "text/x-diff; charset=utf-8")], d.patch).into_response()),
+        Ok(d) => Ok(d.patch),
         Err(WorkspaceError::NoWorkspace { .. }) => Err(no_workspace()),
         Err(e @ WorkspaceError::BaseRefNotFound { .. }) => Err(AppError::Conflict(format!("session \"{name}\": {e}"))),
         Err(e) => Err(AppError::Internal(e.to_string())),

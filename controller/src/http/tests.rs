@@ -241,3 +241,122 @@ async fn a_webhook_is_taken_only_signed_with_the_projects_secret_and_only_once()
     assert_eq!(again.status, StatusCode::OK);
     assert!(again.json.to_string().contains("already received"), "a replay is ignored: {:#}", again.json);
 }
+
+/// The token of stored session `name`: its orchestrator's when `orchestrator`.
+async fn token_of(api: &Api, name: &str, orchestrator: bool) -> String {
+    let s = api.state.store.get_typed::<Session>(name).await.unwrap();
+    let uid = s.metadata.uid.unwrap_or_default();
+    let keys = &api.state.access.sessions;
+    if orchestrator {
+        keys.orchestrator_token(name, &uid)
+    } else {
+        keys.token(name, &uid)
+    }
+}
+
+#[tokio::test]
+async fn the_orchestrators_tools_are_bounded_confined_to_its_project_and_closed_to_workers() {
+    let api = api().await;
+    api.project_and_session().await;
+    let mut p = api.state.store.get_typed::<aoctl_api::Project>("p").await.unwrap();
+    let o = json!({"env": {"MODEL_URL": "http://model"}, "limits": {"maxSessions": 2}});
+    p.spec.orchestrator = Some(serde_json::from_value(o).unwrap());
+    api.state.store.update_typed(&p).await.unwrap();
+    let orch = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": "p-orchestrator"},
+        "spec": {"project": "p", "role": "orchestrator", "prompt": "GOAL"}});
+    api.ok(Method::POST, &format!("{OBJECTS}/sessions"), Some(orch)).await;
+    let q = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Project", "metadata": {"name": "q"},
+        "spec": {"path": "/elsewhere"}});
+    api.ok(Method::POST, &format!("{OBJECTS}/projects"), Some(q)).await;
+    let other = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": "other"},
+        "spec": {"project": "q", "prompt": "x"}});
+    api.ok(Method::POST, &format!("{OBJECTS}/sessions"), Some(other)).await;
+    let (o, w) = (token_of(&api, "p-orchestrator", true).await, token_of(&api, "s", false).await);
+    let spawn = "/agent/v1/orchestrator/spawn";
+
+    // A worker's token opens none of the tools; the orchestrator's opens nothing else.
+    let a = api.send(Method::POST, spawn, Some(&w), Some(json!({"prompt": "x"}))).await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "{:#}", a.json);
+    let a = api.send(Method::GET, &format!("{OBJECTS}/sessions"), Some(&o), None).await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+
+    // Within the limit, workers are made with its label and environment; past it, nothing is.
+    let bad = api.send(Method::POST, spawn, Some(&o), Some(json!({"prompt": "x", "labels": {"ao.dev/x": "y"}}))).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{:#}", bad.json);
+    let bad = api.send(Method::POST, spawn, Some(&o), Some(json!({"prompt": "x", "agent": "rm-rf"}))).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{:#}", bad.json);
+    for name in ["w-a", "w-b"] {
+        let a = api
+            .send(
+                Method::POST,
+                spawn,
+                Some(&o),
+                Some(json!({"prompt": "TASK", "name": name, "labels": {"team": "api"}})),
+            )
+            .await;
+        assert_eq!(a.status, StatusCode::CREATED, "{:#}", a.json);
+    }
+    let wa = api.state.store.get_typed::<Session>("w-a").await.unwrap();
+    assert_eq!(wa.metadata.labels["ao.dev/orchestrator"], "p-orchestrator");
+    assert_eq!(wa.metadata.labels["team"], "api");
+    assert_eq!(wa.spec.env["MODEL_URL"], "http://model");
+    let past = api.send(Method::POST, spawn, Some(&o), Some(json!({"prompt": "TASK", "name": "w-c"}))).await;
+    assert_eq!(past.status, StatusCode::TOO_MANY_REQUESTS, "{:#}", past.json);
+    assert!(past.json["message"].as_str().unwrap().contains("maxSessions"), "{:#}", past.json);
+    assert!(api.state.store.get_typed::<Session>("w-c").await.is_err(), "nothing is stored past the limit");
+
+    let list = api.send(Method::GET, "/agent/v1/orchestrator/sessions", Some(&o), None).await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert_eq!(list.json["limits"]["alive"], 2, "{:#}", list.json);
+    let names: Vec<(&str, bool)> = list.json["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["session"].as_str().unwrap(), s["mine"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(names, [("s", false), ("w-a", true), ("w-b", true)], "its project only, itself left out");
+
+    // Only its own workers may be stopped, deleted or merged; only its project's sessions reached.
+    let stop = |n: &str| format!("/agent/v1/orchestrator/sessions/{n}/stop");
+    assert_eq!(api.send(Method::POST, &stop("s"), Some(&o), Some(json!({}))).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(api.send(Method::POST, &stop("other"), Some(&o), Some(json!({}))).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        api.send(Method::POST, &stop("nobody"), Some(&o), Some(json!({}))).await.status,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(api.send(Method::POST, &stop("w-a"), Some(&o), Some(json!({}))).await.status, StatusCode::OK);
+    assert!(api.state.store.get_typed::<Session>("w-a").await.unwrap().spec.stopped);
+    let send = json!({"text": "hi"});
+    let a = api.send(Method::POST, "/agent/v1/orchestrator/sessions/other/send", Some(&o), Some(send)).await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    let merge = api.send(Method::POST, "/agent/v1/orchestrator/sessions/w-a/merge", Some(&o), Some(json!({}))).await;
+    assert_eq!(merge.status, StatusCode::CONFLICT, "merge is off: {:#}", merge.json);
+    let answer = json!({"text": "yes"});
+    let a = api.send(Method::POST, "/agent/v1/orchestrator/sessions/w-a/answer", Some(&o), Some(answer)).await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "answering is off: {:#}", a.json);
+
+    // A stopped worker still counts; a deleted one does not.
+    let del = api.send(Method::DELETE, "/agent/v1/orchestrator/sessions/w-b", Some(&o), None).await;
+    assert_eq!(del.status, StatusCode::OK, "{:#}", del.json);
+    let (one, two) = tokio::join!(
+        api.send(Method::POST, spawn, Some(&o), Some(json!({"prompt": "TASK", "name": "w-d"}))),
+        api.send(Method::POST, spawn, Some(&o), Some(json!({"prompt": "TASK", "name": "w-e"}))),
+    );
+    let mut codes = [one.status.as_u16(), two.status.as_u16()];
+    codes.sort();
+    assert_eq!(codes, [201, 429], "two spawns at once for one place: {:#} {:#}", one.json, two.json);
+
+    // A report of one of its workers is kept for it, once per report.
+    let wa = token_of(&api, "w-a", false).await;
+    for summary in ["A-DONE", "A-DONE"] {
+        let a = api.send(Method::POST, "/agent/v1/report", Some(&wa), Some(json!({"summary": summary}))).await;
+        assert!(a.status.is_success());
+    }
+    let up = api.state.store.get_typed::<Session>("w-a").await.unwrap().status.upstream.unwrap();
+    assert_eq!(up.orchestrator, "p-orchestrator");
+    assert_eq!(up.pending.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2], "two reports, two records");
+    assert!(up.pending[0].text.contains("A-DONE"));
+    let s = api.send(Method::POST, "/agent/v1/report", Some(&w), Some(json!({"summary": "x"}))).await;
+    assert!(s.status.is_success());
+    assert!(api.state.store.get_typed::<Session>("s").await.unwrap().status.upstream.is_none(), "not a worker of it");
+}

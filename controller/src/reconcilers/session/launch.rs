@@ -336,7 +336,7 @@ impl Reconcile<'_> {
         set.extend(s.spec.env.clone());
         // Last, so that no spec can hand the agent another session's identity.
         if let (Some(keys), Some(uid)) = (&ctx.session_keys, s.metadata.uid.as_deref()) {
-            set.extend(keys.env(name, uid));
+            set.extend(keys.env(name, uid, s.spec.role == aoctl_api::session::SessionRole::Orchestrator));
         }
         let container = container_of(s, Some(&self.project));
         let env = agent_environment(ctx, &self.project, &launch, container.is_none(), &set).await;
