@@ -61,7 +61,8 @@ pub(super) async fn route_changes(
 /// holding a slot under `maxConcurrentSessions` or a place on a docker engine of
 /// `spec.docker.hosts` frees it for them; when the files it publishes as changed
 /// (`status.changedFiles`, see `session::overlap`) change, the siblings that publish a file it
-/// took up or let go of are triggered, so each words its own overlap.
+/// took up or let go of are triggered, so each words its own overlap; and a worker that keeps a
+/// new record for its orchestrator (`status.upstream`), or goes, triggers the orchestrator.
 pub(super) struct Router {
     projects: Trigger,
     sessions: Trigger,
@@ -81,6 +82,8 @@ pub(super) struct Router {
     published: HashMap<String, serde_json::Value>,
     /// Per project, the live sessions that published each file.
     sharing: HashMap<String, HashMap<String, BTreeSet<String>>>,
+    /// The newest record each orchestrator's worker kept for it when last seen.
+    upstream: HashMap<String, u64>,
 }
 
 impl Router {
@@ -96,6 +99,7 @@ impl Router {
             places: HashMap::new(),
             published: HashMap::new(),
             sharing: HashMap::new(),
+            upstream: HashMap::new(),
         }
     }
 
@@ -188,6 +192,21 @@ impl Router {
                     }
                     if sharing.is_empty() {
                         self.sharing.remove(project);
+                    }
+                }
+                // A worker that keeps a new record for its orchestrator, or goes, wakes it.
+                let orchestrator = obj
+                    .pointer("/metadata/labels")
+                    .and_then(|l| l.get(aoctl_api::orchestrator::ORCHESTRATOR_LABEL))
+                    .and_then(|v| v.as_str());
+                if let Some(o) = orchestrator {
+                    let top = if type_ == EventKind::Deleted { None } else { Some(session::upstream_top(obj)) };
+                    let had = match top {
+                        Some(t) => self.upstream.insert(name.clone(), t),
+                        None => self.upstream.remove(&name),
+                    };
+                    if top.is_none() || top.is_some_and(|t| t > 0 && had != Some(t)) {
+                        self.sessions.trigger(o);
                     }
                 }
                 // Many sessions changing at once make one recount of their project, not one each.

@@ -115,6 +115,10 @@ struct Entry {
     live: bool,
     /// The source that made it (`ao.dev/managed-by`).
     managed_by: Option<String>,
+    /// The orchestrator that spawned it (label `ao.dev/orchestrator`).
+    orchestrator: Option<String>,
+    /// The number of the newest record it keeps for its orchestrator (`status.upstream`), 0 when none.
+    upstream_top: u64,
 }
 
 impl Entry {
@@ -136,8 +140,29 @@ impl Entry {
                 .and_then(|a| a.get(aoctl_api::source::MANAGED_BY))
                 .and_then(Value::as_str)
                 .map(str::to_string),
+            orchestrator: o
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(aoctl_api::orchestrator::ORCHESTRATOR_LABEL))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            upstream_top: upstream_top(o),
         }
     }
+}
+
+/// The number of the newest record a stored Session keeps for its orchestrator, 0 when none.
+pub(crate) fn upstream_top(o: &Value) -> u64 {
+    let pending = o.pointer("/status/upstream/pending").and_then(Value::as_array);
+    pending.and_then(|p| p.last()).and_then(|r| r.get("seq")).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// A worker of an orchestrator, as the index knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Worker {
+    pub name: String,
+    pub uid: Option<String>,
+    /// The newest record it keeps for its orchestrator.
+    pub top: u64,
 }
 
 /// What the index holds of one project's sessions.
@@ -165,6 +190,8 @@ pub(crate) struct Index {
     reviewers: HashMap<String, BTreeSet<String>>,
     /// The sessions each source made (by its `ao.dev/managed-by` value), by name.
     managed: HashMap<String, BTreeSet<String>>,
+    /// The workers each orchestrator spawned (label `ao.dev/orchestrator`), by name.
+    orchestrated: HashMap<String, BTreeSet<String>>,
 }
 
 /// What the index tells of one stored Session to whoever needs them all (the orphan collector).
@@ -206,6 +233,9 @@ impl Index {
         if let Some(source) = e.managed_by {
             self.managed.entry(source).or_default().insert(name.to_string());
         }
+        if let Some(o) = e.orchestrator {
+            self.orchestrated.entry(o).or_default().insert(name.to_string());
+        }
         let p = self.projects.entry(e.project).or_default();
         p.count += 1;
         p.names.insert(name.to_string());
@@ -224,7 +254,12 @@ impl Index {
     }
 
     fn forget(&mut self, name: &str, e: Entry) {
-        for (by, key) in [(&mut self.reviewers, &e.review_of), (&mut self.managed, &e.managed_by)] {
+        let links = [
+            (&mut self.reviewers, &e.review_of),
+            (&mut self.managed, &e.managed_by),
+            (&mut self.orchestrated, &e.orchestrator),
+        ];
+        for (by, key) in links {
             if let Some(names) = key.as_ref().and_then(|k| by.get_mut(k)) {
                 names.remove(name);
                 if names.is_empty() {
@@ -310,6 +345,17 @@ impl Index {
     /// by name.
     pub(crate) fn managed_by(&self, mark: &str) -> BTreeSet<String> {
         self.managed.get(mark).cloned().unwrap_or_default()
+    }
+
+    /// The workers orchestrator `name` spawned, by name.
+    pub(crate) fn workers(&self, orchestrator: &str) -> Vec<Worker> {
+        let names = self.orchestrated.get(orchestrator).into_iter().flatten();
+        names
+            .filter_map(|n| {
+                let e = self.sessions.get(n)?;
+                Some(Worker { name: n.clone(), uid: e.uid.clone(), top: e.upstream_top })
+            })
+            .collect()
     }
 
     /// The sessions that review `worker` (`spec.reviewOf`), by name.
@@ -425,6 +471,13 @@ mod tests {
         if rng.below(3) > 0 {
             o["metadata"]["annotations"] = json!({"ao.dev/managed-by": format!("issuesource/{}", rng.below(3))});
         }
+        if rng.below(3) > 0 {
+            o["metadata"]["labels"] = json!({"ao.dev/orchestrator": format!("o{}", rng.below(2))});
+            if rng.below(2) == 0 {
+                let pending: Vec<Value> = (1..=rng.below(3)).map(|seq| json!({"seq": seq})).collect();
+                o["status"]["upstream"] = json!({"orchestrator": "o", "pending": pending});
+            }
+        }
         match rng.below(4) {
             0 => o["status"]["runtime"] = json!({"kind": "tmux", "handle": "t"}),
             1 | 2 => {
@@ -518,6 +571,18 @@ mod tests {
                     .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
                     .collect();
                 assert_eq!(index.managed_by(&mark), made, "step {step}: made by {mark}");
+            }
+            for o in ["o0", "o1"] {
+                let workers: Vec<Worker> = all
+                    .iter()
+                    .filter(|s| s["metadata"]["labels"]["ao.dev/orchestrator"] == o)
+                    .map(|s| Worker {
+                        name: s["metadata"]["name"].as_str().unwrap().to_string(),
+                        uid: s["metadata"]["uid"].as_str().map(str::to_string),
+                        top: upstream_top(s),
+                    })
+                    .collect();
+                assert_eq!(index.workers(o), workers, "step {step}: workers of {o}");
             }
         }
         assert!(index.sessions("p") > 0 && index.contenders("p") > 0, "the mix exercises every part");

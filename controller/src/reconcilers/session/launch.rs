@@ -7,7 +7,7 @@ use std::time::Duration;
 use aoctl_agents::{Launch, RenderInput};
 use aoctl_api::condition::{self, types};
 use aoctl_api::session::{
-    reasons, ActivityState, ActivityStatus, Permissions, RestartPolicy, RuntimeKind, RuntimeStatus,
+    reasons, ActivityState, ActivityStatus, Permissions, RestartPolicy, RuntimeKind, RuntimeStatus, SessionRole,
 };
 use aoctl_api::{ConditionStatus, EventType, Session, SessionStatus, Time};
 use aoctl_engine::Action;
@@ -35,6 +35,8 @@ const LOOK_AGAIN: Duration = Duration::from_secs(60);
 const AT_START: Duration = Duration::from_secs(20);
 /// How long a custom agent that prints nothing is waited for before its first prompt is typed.
 const SILENT_START: Duration = Duration::from_secs(10);
+/// How long an orchestrator's first prompt waits for its agent's tools to connect.
+const TOOLS_WAIT: Duration = Duration::from_secs(60);
 /// How many of an exited agent's last lines its conditions quote.
 const LAST_LINES: usize = 8;
 
@@ -115,9 +117,12 @@ impl Reconcile<'_> {
         let files = ctx.machine.files();
         let prompt_file = files.prompt(name);
         let agent = agent_of(s, Some(project));
+        // An orchestrator's first turn must have its tools: its prompt is typed once its
+        // `aoctl mcp` said hello (see `first_prompt`), never given on its command line.
+        let orchestrator = s.spec.role == SessionRole::Orchestrator;
         let input = RenderInput {
             agent: &agent,
-            prompt,
+            prompt: if orchestrator { None } else { prompt },
             prompt_file: &prompt_file,
             agent_args: &s.spec.agent_args,
             permissions: s.spec.permissions.unwrap_or(Permissions::Bypass),
@@ -127,6 +132,11 @@ impl Reconcile<'_> {
             mcp: ctx.session_keys.as_ref().and_then(|k| k.mcp_command()),
         };
         let launch = match aoctl_agents::render(&input) {
+            Ok(mut l) if orchestrator => {
+                let typed = prompt.filter(|p| !p.trim().is_empty());
+                l.initial_input = typed.map(|p| aoctl_agents::prepare_text(l.adapter, p));
+                l
+            }
             Ok(l) => l,
             Err(e) => {
                 let r = reasons::AGENT_CONFIG_INVALID;
@@ -512,6 +522,24 @@ impl Reconcile<'_> {
             files.mark_prompt_done().await?;
             return Ok(Continue(()));
         };
+        if s.spec.role == SessionRole::Orchestrator {
+            let started = st.runtime.as_ref().and_then(|r| r.started_at);
+            let tools_at = st.agent.as_ref().and_then(|a| a.tools_at);
+            let connected = tools_at.is_some_and(|t| started.is_none_or(|s| t >= s));
+            let waited = started.map(|t| (chrono::Utc::now() - t.0).to_std().unwrap_or_default()).unwrap_or_default();
+            if !connected && waited < TOOLS_WAIT {
+                let msg = "waiting for the agent's tools (aoctl mcp) before its first prompt";
+                cond(st, s, types::READY, ConditionStatus::False, "WaitingForTools", msg);
+                return Ok(Break(Action::requeue(Duration::from_millis(500))));
+            }
+            if !connected {
+                let msg = format!(
+                    "the agent's aoctl mcp did not connect within {}s; its first prompt is typed without its tools",
+                    TOOLS_WAIT.as_secs()
+                );
+                ctx.recorder.publish(s, EventType::Warning, "ToolsNotConnected", &msg).await;
+            }
+        }
         // Prepared with the rest of the launch.
         let event = Some("the first prompt was typed and submitted".to_string());
         let how = How { prepare: false, event, ..How::of(What::Prompt) };

@@ -27,12 +27,14 @@ pub(crate) mod overlap;
 pub(crate) mod placement;
 pub(crate) mod pr;
 mod reactions;
+mod reports;
 mod review;
 mod state;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_forge;
+mod upstream;
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow::{self, Break, Continue};
@@ -51,7 +53,7 @@ use aoctl_store::StoreError;
 
 use super::Error;
 pub(crate) use context::Context;
-pub(crate) use index::SessionIndex;
+pub(crate) use index::{upstream_top, SessionIndex};
 pub(crate) use state::State;
 
 /// Name of this controller in metrics and events.
@@ -266,12 +268,15 @@ impl<'a> Reconcile<'a> {
         }
         if !branched {
             // No branch, so no pull request to open, review or react to.
-            return Ok(agent);
+            let up = self.upstream().await?;
+            return Ok(earliest(agent, up));
         }
         let tracked = self.pull_request(&ws).await?;
         let reviews = self.review(&tracked).await?;
         let timers = self.reactions(&tracked).await?;
-        Ok(earliest(earliest(earliest(agent, tracked.next), timers), reviews))
+        // After the reactions, whose escalations it tells the orchestrator of.
+        let up = self.upstream().await?;
+        Ok(earliest(earliest(earliest(earliest(agent, tracked.next), timers), reviews), up))
     }
 
     /// The agent's part: when it ends early, the pull request and reactions are still looked at.
@@ -279,7 +284,11 @@ impl<'a> Reconcile<'a> {
         let agent = step!(self.runtime(ws, prompt).await);
         step!(self.first_prompt(&agent).await);
         self.queued_messages().await?;
-        self.activity(&agent.launch).await
+        let reports = match self.s.spec.role {
+            SessionRole::Orchestrator => self.deliver_reports().await?,
+            SessionRole::Worker => None,
+        };
+        Ok(earliest(self.activity(&agent.launch).await?, reports))
     }
 
     /// A slot under `maxConcurrentSessions`. A rate-limited session holds none: it skips the

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use aoctl_agents::InputStyle;
 use aoctl_api::condition::{self, set_condition, types};
+use aoctl_api::orchestrator::{UpstreamKind, UpstreamStatus};
 use aoctl_api::session::{ChecksState, PullRequestState, ReviewState, RuntimeKind, WorkspaceKind};
 use aoctl_api::{Condition, ConditionStatus, Kind, Project, Session, Time};
 use aoctl_engine::Action;
@@ -436,6 +437,125 @@ async fn an_orchestrator_holds_no_slot_and_gets_a_checkout_without_a_branch() {
     assert_eq!(made.get("demo-orchestrator"), Some(&WorkspaceKind::Readonly), "not the project's default clone");
     assert_eq!(made.get("a"), Some(&WorkspaceKind::Clone));
     assert!(o.status.pull_request.is_none());
+}
+
+/// The project's orchestrator, started, its tools connected and its first prompt typed; and two
+/// workers of it, each keeping a report for it that arrived `ago` seconds ago.
+async fn orchestrated(ago: i64) -> World {
+    let w = World::new().await;
+    w.project(json!({"orchestrator": {}})).await;
+    w.session("demo-orchestrator", json!({"role": "orchestrator", "prompt": "GOAL"})).await;
+    for _ in 0..3 {
+        w.reconcile("demo-orchestrator").await;
+    }
+    assert_eq!(reason(&w.get("demo-orchestrator").await, types::READY), "WaitingForTools");
+    assert!(w.runtime.typed().is_empty(), "nothing is typed before its tools are there");
+    let mut o = w.get("demo-orchestrator").await;
+    o.status.agent.get_or_insert_with(Default::default).tools_at = Some(Time::now());
+    w.ctx.store.update_status_typed(&o).await.unwrap();
+    w.running("demo-orchestrator").await;
+    assert_eq!(w.runtime.typed().len(), 1, "the goal is typed once its tools are there");
+    let at = Time(chrono::Utc::now() - chrono::Duration::seconds(ago));
+    for (name, text) in [("w-a", "A-DONE"), ("w-b", "B-DONE")] {
+        let s = json!({"metadata": {"name": name, "labels": {"ao.dev/orchestrator": "demo-orchestrator"}},
+            "spec": {"project": "demo", "prompt": "task", "agent": {"command": ["agent"]}}});
+        w.ctx.store.create(Kind::Session, s, WriteOptions::default()).await.unwrap();
+        let mut s = w.get(name).await;
+        let mut up = UpstreamStatus { orchestrator: "demo-orchestrator".into(), ..Default::default() };
+        up.record(UpstreamKind::Report, "report:1".into(), at, text);
+        s.status.upstream = Some(up);
+        w.ctx.store.update_status_typed(&s).await.unwrap();
+    }
+    w
+}
+
+fn reports_typed(w: &World) -> Vec<String> {
+    w.runtime.typed().into_iter().filter(|t| t.contains("[aoctl:reports:")).collect()
+}
+
+#[tokio::test]
+async fn two_reports_together_reach_the_orchestrator_as_one_message_once() {
+    let w = orchestrated(10).await;
+    for _ in 0..4 {
+        w.reconcile("demo-orchestrator").await;
+    }
+    let typed = reports_typed(&w);
+    assert_eq!(typed.len(), 1, "{typed:?}");
+    assert!(
+        typed[0].contains("A-DONE") && typed[0].contains("B-DONE") && typed[0].contains("2 messages"),
+        "{}",
+        typed[0]
+    );
+    let o = w.get("demo-orchestrator").await.status.orchestrator.unwrap();
+    assert!(o.in_flight.is_none());
+    assert_eq!((o.batches, o.delivered["w-a"].seq, o.delivered["w-b"].seq), (1, 1, 1));
+    // Each worker trims what its orchestrator had, and nothing is typed again.
+    for _ in 0..3 {
+        w.reconcile("w-a").await;
+    }
+    assert!(w.get("w-a").await.status.upstream.unwrap().pending.is_empty());
+    for _ in 0..3 {
+        w.reconcile("demo-orchestrator").await;
+    }
+    assert_eq!(reports_typed(&w).len(), 1);
+}
+
+#[tokio::test]
+async fn reports_wait_for_a_quiet_moment() {
+    let w = orchestrated(0).await;
+    let action = w.reconcile("demo-orchestrator").await;
+    assert!(reports_typed(&w).is_empty(), "a report that just arrived waits for others");
+    let after = action.requeue_after().expect("it looks again");
+    assert!(after <= Duration::from_secs(3), "{after:?}");
+}
+
+#[tokio::test]
+async fn a_batch_written_but_not_typed_is_typed_once_and_one_typed_before_a_crash_is_not_typed_again() {
+    let w = orchestrated(10).await;
+    // The pass that forms the batch writes it and types nothing: a crash here loses nothing.
+    w.reconcile("demo-orchestrator").await;
+    let o = w.get("demo-orchestrator").await;
+    let batch = o.status.orchestrator.as_ref().and_then(|o| o.in_flight.clone()).expect("a batch in flight");
+    assert!(reports_typed(&w).is_empty());
+    // A controller that typed it and was killed before it recorded so: its marker is in the
+    // transcript, so it is not typed again; the cursors move all the same.
+    let transcript = w.ctx.machine.files().transcript("demo-orchestrator");
+    std::fs::write(&transcript, format!("> {}\n", batch.text)).unwrap();
+    w.reconcile("demo-orchestrator").await;
+    assert!(reports_typed(&w).is_empty(), "found typed before: not typed again");
+    let o = w.get("demo-orchestrator").await.status.orchestrator.unwrap();
+    assert!(o.in_flight.is_none() && o.delivered["w-a"].seq == 1, "{o:?}");
+}
+
+#[tokio::test]
+async fn a_worker_that_exits_keeps_it_for_its_orchestrator_once_and_a_stopped_one_keeps_none() {
+    let w = World::new().await;
+    w.project(json!({"orchestrator": {}})).await;
+    let s = json!({"metadata": {"name": "w-a", "labels": {"ao.dev/orchestrator": "demo-orchestrator"}},
+        "spec": {"project": "demo", "prompt": "task", "agent": {"command": ["agent", "{prompt}"]}}});
+    w.ctx.store.create(Kind::Session, s, WriteOptions::default()).await.unwrap();
+    w.running("w-a").await;
+    w.runtime.exit("w-a", 1);
+    for _ in 0..3 {
+        w.reconcile("w-a").await;
+    }
+    let up = w.get("w-a").await.status.upstream.expect("kept for its orchestrator");
+    let kinds: Vec<UpstreamKind> = up.pending.iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, [UpstreamKind::Exited], "one exit, one record");
+    assert!(up.pending[0].text.starts_with("its agent exited"), "{}", up.pending[0].text);
+    // A worker stopped on purpose keeps no exit for its orchestrator.
+    let s = json!({"metadata": {"name": "w-b", "labels": {"ao.dev/orchestrator": "demo-orchestrator"}},
+        "spec": {"project": "demo", "prompt": "task", "agent": {"command": ["agent", "{prompt}"]}}});
+    w.ctx.store.create(Kind::Session, s, WriteOptions::default()).await.unwrap();
+    w.running("w-b").await;
+    let mut b = w.get("w-b").await;
+    b.spec.stopped = true;
+    w.ctx.store.update_typed(&b).await.unwrap();
+    for _ in 0..3 {
+        w.reconcile("w-b").await;
+    }
+    let kept = w.get("w-b").await.status.upstream.map(|u| u.pending.len()).unwrap_or(0);
+    assert_eq!(kept, 0, "stopping is no exit");
 }
 
 /// Moves the stored start of the session's agent back, as if it had run for a minute.
