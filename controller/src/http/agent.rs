@@ -191,6 +191,10 @@ pub(super) async fn ask(
     let question = text_field("question", &req.question)?;
     let s = caller_session(&state, &caller).await?;
     let project: Option<Project> = state.store.get_typed(&s.spec.project).await.ok();
+    // A worker of an orchestrator its project lets answer asks it, not a person.
+    let answers =
+        project.as_ref().and_then(|p| p.spec.orchestrator.as_ref()).is_some_and(|o| o.limits.answer_questions);
+    let orchestrator = s.metadata.labels.get(ORCHESTRATOR_LABEL).filter(|_| answers).cloned();
     let notifiers = project.map(|p| p.spec.notifiers).unwrap_or_default();
     let asked_at = Time::now();
     let s = change_status(&state, &caller, |s| {
@@ -202,6 +206,15 @@ pub(super) async fn ask(
         }
         let a = s.status.agent.get_or_insert_with(AgentReport::default);
         a.question = Some(AgentQuestion { text: question.clone(), asked_at });
+        if let Some(o) = &orchestrator {
+            let up = s
+                .status
+                .upstream
+                .get_or_insert_with(|| UpstreamStatus { orchestrator: o.clone(), ..Default::default() });
+            let text = format!("asks: {question} (answer with the answer tool)");
+            up.record(UpstreamKind::Question, format!("question:{asked_at}"), asked_at, &text);
+            return Ok(());
+        }
         let uid = s.metadata.uid.clone().unwrap_or_default();
         let title = format!("session {} asks: {}", s.metadata.name, first_line(&question));
         let message = format!("{question}\n\nAnswer with: aoctl answer {} TEXT", s.metadata.name);
@@ -213,6 +226,13 @@ pub(super) async fn ask(
     })
     .await?;
     record(&state, &s, "AgentAsked", &question).await;
+    if let Some(o) = &orchestrator {
+        state.sessions.trigger(o);
+        return Ok(done(
+            format!("the question was asked of your orchestrator {o}; its answer is typed into this session"),
+            json!({ "question": question, "orchestrator": o }),
+        ));
+    }
     let told = if notifiers.is_empty() { "no notifier is configured" } else { "the project's notifiers are told" };
     Ok(done(
         format!("the question was asked; {told}; the answer is typed into this session when a person gives it"),

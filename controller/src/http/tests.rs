@@ -360,3 +360,34 @@ async fn the_orchestrators_tools_are_bounded_confined_to_its_project_and_closed_
     assert!(s.status.is_success());
     assert!(api.state.store.get_typed::<Session>("s").await.unwrap().status.upstream.is_none(), "not a worker of it");
 }
+
+#[tokio::test]
+async fn a_workers_question_goes_to_its_orchestrator_when_the_project_lets_it_answer() {
+    let api = api().await;
+    api.project_and_session().await;
+    let mut p = api.state.store.get_typed::<aoctl_api::Project>("p").await.unwrap();
+    p.spec.orchestrator = Some(serde_json::from_value(json!({"limits": {"answerQuestions": true}})).unwrap());
+    api.state.store.update_typed(&p).await.unwrap();
+    let orch = json!({"apiVersion": "ao.dev/v1alpha1", "kind": "Session", "metadata": {"name": "p-orchestrator"},
+        "spec": {"project": "p", "role": "orchestrator"}});
+    api.ok(Method::POST, &format!("{OBJECTS}/sessions"), Some(orch)).await;
+    let o = token_of(&api, "p-orchestrator", true).await;
+    let a = api
+        .send(Method::POST, "/agent/v1/orchestrator/spawn", Some(&o), Some(json!({"prompt": "T", "name": "w-a"})))
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{:#}", a.json);
+    let w = token_of(&api, "w-a", false).await;
+    let a = api.send(Method::POST, "/agent/v1/ask", Some(&w), Some(json!({"question": "which port?"}))).await;
+    assert!(a.status.is_success(), "{:#}", a.json);
+    assert!(a.json["message"].as_str().unwrap().contains("orchestrator p-orchestrator"), "{:#}", a.json);
+    let s = api.state.store.get_typed::<Session>("w-a").await.unwrap();
+    assert!(s.status.notifications.is_empty(), "no person is told");
+    let up = s.status.upstream.unwrap();
+    assert_eq!(up.pending.len(), 1);
+    assert_eq!(up.pending[0].kind, aoctl_api::orchestrator::UpstreamKind::Question);
+    assert!(up.pending[0].text.contains("which port?"));
+    // The worker of a plain session asks a person as before.
+    let plain = token_of(&api, "s", false).await;
+    api.send(Method::POST, "/agent/v1/ask", Some(&plain), Some(json!({"question": "ok?"}))).await;
+    assert!(api.state.store.get_typed::<Session>("s").await.unwrap().status.upstream.is_none());
+}
