@@ -242,7 +242,15 @@ impl<'a> Reconcile<'a> {
         crate::machine::base_ref_of(self.s, Some(&self.project))
     }
 
+    /// The steps, then what a worker keeps for its orchestrator — whichever step ended the pass
+    /// (a merged pull request, a stop, an exit each end it early).
     async fn run(mut self) -> Result<Action, Error> {
+        let action = self.steps().await?;
+        let up = self.upstream().await?;
+        Ok(earliest(action, up))
+    }
+
+    async fn steps(&mut self) -> Result<Action, Error> {
         self.st.effective_agent = Some(match crate::machine::agent_of(self.s, Some(&self.project)) {
             aoctl_api::session::AgentRef::Builtin(name) => name,
             aoctl_api::session::AgentRef::Custom { command, .. } => {
@@ -268,15 +276,12 @@ impl<'a> Reconcile<'a> {
         }
         if !branched {
             // No branch, so no pull request to open, review or react to.
-            let up = self.upstream().await?;
-            return Ok(earliest(agent, up));
+            return Ok(agent);
         }
         let tracked = self.pull_request(&ws).await?;
         let reviews = self.review(&tracked).await?;
         let timers = self.reactions(&tracked).await?;
-        // After the reactions, whose escalations it tells the orchestrator of.
-        let up = self.upstream().await?;
-        Ok(earliest(earliest(earliest(earliest(agent, tracked.next), timers), reviews), up))
+        Ok(earliest(earliest(earliest(agent, tracked.next), timers), reviews))
     }
 
     /// The agent's part: when it ends early, the pull request and reactions are still looked at.
