@@ -187,8 +187,26 @@ fn status_section(kind: Kind, o: &Value, now: DateTime<Utc>) -> String {
             }
         }
         Kind::Session => {
+            if s("/spec/role").as_deref() == Some("orchestrator") {
+                let n = |k: &str| o.pointer(&format!("/status/orchestrator/{k}")).and_then(Value::as_u64).unwrap_or(0);
+                let mut line = format!("orchestrator of project {}", s("/spec/project").unwrap_or_default());
+                let _ = write!(line, ", {} batch(es) of its workers' messages typed in", n("batches"));
+                if o.pointer("/status/orchestrator/inFlight").is_some_and(|v| !v.is_null()) {
+                    line.push_str(", one being typed");
+                }
+                st.add("Role", &line);
+            }
+            if let Some(orch) = s("/metadata/labels/ao.dev~1orchestrator") {
+                let waiting = o.pointer("/status/upstream/pending").and_then(Value::as_array).map_or(0, Vec::len);
+                st.add("Orchestrator", &format!("{orch} ({waiting} message(s) for it not yet typed in)"));
+            }
             if let Some(path) = s("/status/workspace/path") {
-                let mut line = format!("{path} (branch {}", s("/status/workspace/branch").unwrap_or_default());
+                let branch = s("/status/workspace/branch").filter(|b| !b.is_empty());
+                let kind = s("/spec/workspace/kind").unwrap_or_else(|| "readonly".into());
+                let mut line = match branch {
+                    Some(b) => format!("{path} (branch {b}"),
+                    None => format!("{path} ({kind}, no branch"),
+                };
                 if let Some(h) = s("/status/workspace/headSha") {
                     let _ = write!(line, ", head {}", &h[..h.len().min(12)]);
                 }
@@ -436,6 +454,22 @@ mod tests {
         assert!(text.contains("  TYPE   STATUS  REASON   AGE"), "{text}");
         assert!(text.contains("  Normal  Started  0s (x2 over 30s)  session-controller  go\n"), "{text}");
         assert!(!text.contains("Overlaps"), "{text}");
+    }
+
+    #[test]
+    fn describes_an_orchestrator_and_its_worker() {
+        let o = json!({"kind": "Session", "metadata": {"name": "demo-orchestrator"},
+            "spec": {"project": "demo", "role": "orchestrator", "workspace": {"kind": "readonly"}},
+            "status": {"workspace": {"path": "/w", "branch": "", "headSha": "0123456789abcdef"},
+                "orchestrator": {"workers": 2, "batches": 3}}});
+        let text = describe(Kind::Session, &o, &[], Utc::now());
+        assert!(text.contains("Role:       orchestrator of project demo, 3 batch(es)"), "{text}");
+        assert!(text.contains("/w (readonly, no branch, head 0123456789ab)"), "{text}");
+        let w = json!({"kind": "Session", "metadata": {"name": "w", "labels": {"ao.dev/orchestrator": "demo-orchestrator"}},
+            "spec": {"project": "demo"}, "status": {"upstream": {"orchestrator": "demo-orchestrator",
+                "pending": [{"seq": 1, "kind": "report", "key": "k", "at": "2026-01-01T00:00:00Z", "text": "t"}]}}});
+        let text = describe(Kind::Session, &w, &[], Utc::now());
+        assert!(text.contains("Orchestrator:  demo-orchestrator (1 message(s) for it not yet typed in)"), "{text}");
     }
 
     #[test]
