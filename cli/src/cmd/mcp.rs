@@ -24,7 +24,7 @@ const NOT_ALLOWED: i64 = -32001;
 /// How long one call to the agent API may take (typing into an agent is verified, so it may be slow).
 const CALL_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long the `hello` call, made once the client is initialized, may take.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What an argument holds, as `check_args` checks it and the tool's schema tells the agent.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -497,9 +497,10 @@ impl Server {
         outcome(tool, status, body)
     }
 
-    /// Tells the controller, once, that the agent's tools are connected (`POST /agent/v1/hello`).
-    /// The call runs on its own task, so reading goes on; its failure is ignored.
-    fn hello(&self) {
+    /// Tells the controller, once, that the agent's tools are connected (`POST /agent/v1/hello`),
+    /// before the next request is read: a client that connects and leaves at once has still said
+    /// it. Its failure is ignored.
+    async fn hello(&self) {
         if self.said_hello.swap(true, Ordering::Relaxed) {
             return;
         }
@@ -509,9 +510,7 @@ impl Server {
             .bearer_auth(&self.token)
             .timeout(HELLO_TIMEOUT)
             .json(&json!({}));
-        tokio::spawn(async move {
-            let _ = req.send().await;
-        });
+        let _ = req.send().await;
     }
 }
 
@@ -568,7 +567,7 @@ async fn handle(server: &Server, line: &str) -> Option<Value> {
             return Some(error_reply(Value::Null, err(INVALID_REQUEST, "not a JSON-RPC 2.0 message")));
         }
         if method == Some("notifications/initialized") && msg.get("id").is_none() {
-            server.hello();
+            server.hello().await;
         }
         return None;
     };

@@ -166,11 +166,18 @@ pub(super) async fn report(
 }
 
 /// `POST /agent/v1/hello`: the agent's `aoctl mcp` is connected, so its tools are there from now
-/// on (`status.agent.toolsAt`); an orchestrator's first prompt waits for it.
+/// on (`status.agent.toolsAt`, written once per start of the agent); an orchestrator's first
+/// prompt waits for it.
 pub(super) async fn hello(
     State(state): State<AppState>,
     Extension(caller): Extension<SessionCaller>,
 ) -> Result<Response, AppError> {
+    let s = caller_session(&state, &caller).await?;
+    let started = s.status.runtime.as_ref().and_then(|r| r.started_at);
+    let known = s.status.agent.as_ref().and_then(|a| a.tools_at).is_some_and(|t| started.is_none_or(|s| t >= s));
+    if known {
+        return Ok(done("hello", json!({ "session": s.metadata.name })));
+    }
     let s = change_status(&state, &caller, |s| {
         s.status.agent.get_or_insert_with(AgentReport::default).tools_at = Some(Time::now());
         Ok(())
