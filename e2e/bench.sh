@@ -15,6 +15,7 @@ echo "watch fan-out: $(python3 e2e/bench/watch_fanout.py "$bin")"
 echo "gitsource: $(python3 e2e/bench/gitsource.py "$bin")"
 echo "forge budget: $(python3 e2e/bench/forge_budget.py "$bin")"
 echo "events: $(python3 e2e/bench/events.py "$bin")"
+echo "orchestrator: $(python3 e2e/bench/orchestrator.py "$bin")"
 if command -v etcd >/dev/null; then echo "store backends: $(python3 e2e/bench/store_backends.py "$bin")"; else echo "store backends: skipped (no \`etcd\`; make test installs etcd-server)"; fi
 # The dashboard in headless Chromium (Debian's, through the pinned playwright-core): three lines.
 if [ -x /usr/bin/chromium ] && core=$(e2e/browser/install.sh); then
