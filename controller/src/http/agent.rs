@@ -321,11 +321,14 @@ pub(super) async fn handoff(
         docker: me.spec.docker.clone(),
         ..Default::default()
     };
-    let meta = ObjectMeta {
-        generate_name: Some(format!("{prefix}-next-")),
-        labels: [(HANDOFF_FROM_LABEL.to_string(), me.metadata.name.clone())].into(),
-        ..Default::default()
-    };
+    let mut labels: std::collections::BTreeMap<String, String> =
+        [(HANDOFF_FROM_LABEL.to_string(), me.metadata.name.clone())].into();
+    // A follow-up of an orchestrator's worker is its worker too: it reports to it and counts
+    // against its maxSessions.
+    if let Some(o) = me.metadata.labels.get(ORCHESTRATOR_LABEL) {
+        labels.insert(ORCHESTRATOR_LABEL.to_string(), o.clone());
+    }
+    let meta = ObjectMeta { generate_name: Some(format!("{prefix}-next-")), labels, ..Default::default() };
     // One handoff at a time in this process, so that two at once cannot both pass the bounds.
     static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _one = ONE_AT_A_TIME.lock().await;

@@ -2,7 +2,7 @@
 //! orchestrator agent may do to the sessions of its project, with the orchestrator token that
 //! `access::guard` checked. Every call is made by the project's orchestrator Session (its role,
 //! its uid, its project's `spec.orchestrator`), acts only on sessions of that project — stop,
-//! resume, delete and merge only on the workers it created (label `ao.dev/orchestrator`) — is
+//! resume, delete, merge and answer only on the workers it created (label `ao.dev/orchestrator`) — is
 //! bounded by `spec.orchestrator.limits` (past them: 429 and nothing done), and is recorded as an
 //! Event on the orchestrator and counted in `aoctl_orchestrator_calls_total`.
 //!
@@ -93,7 +93,7 @@ impl Orchestrator {
         }
         if mine && !created_by(&t, self.name()) {
             return Err(AppError::Forbidden(format!(
-                "session \"{name}\" was not created by {}; it may stop, resume, delete or merge only its own workers",
+                "session \"{name}\" was not created by {}; it may stop, resume, delete, merge and answer only its own workers",
                 self.name()
             )));
         }
@@ -593,7 +593,8 @@ pub(super) async fn answer(
         }
         let req: OrchestratorTextRequest = decode_json(&body).map_err(AppError::Decode)?;
         let text = text_field("text", &req.text)?;
-        o.target(&state, &name, false).await?;
+        // Only its own workers ask it; the others' questions are a person's to answer.
+        o.target(&state, &name, true).await?;
         let body = Bytes::from(json!({ "text": format!("[from orchestrator {}] {text}", o.name()) }).to_string());
         sessions::answer(State(state.clone()), Path(name.clone()), body).await?;
         Ok(done(format!("the answer is typed into session \"{name}\""), json!({ "session": name })))
