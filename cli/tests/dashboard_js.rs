@@ -1,6 +1,7 @@
 //! The dashboard's own logic (its groups and title, label selectors, the diff parser, the stream's
 //! hub and the watches and transcript follows over it, how values
-//! read, the colours of phases and conditions, the Session its form posts) is plain JavaScript
+//! read, the colours of phases and conditions, the Session its form posts, a project's
+//! orchestrator and its workers) is plain JavaScript
 //! tested with `node:test` in controller/dashboard/test/; this runs those tests with the `node` on
 //! `PATH` and fails when any of them fails.
 

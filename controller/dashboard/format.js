@@ -1,5 +1,5 @@
-// How values read on the page: ages, token counts, dollars, the agent of a session and the last
-// event of each object. Pure functions, checked by test/format.test.mjs.
+// How values read on the page: ages, token counts, dollars, the agent of a session, its branch or
+// checkout, and the last event of each object. Pure functions, checked by test/format.test.mjs.
 
 /** `12s`, `5m`, `3h`, `2d` since `time` (an RFC 3339 string) at `now` (milliseconds). */
 export function age(time, now = Date.now()) {
@@ -41,6 +41,38 @@ export function branchOf(session, project) {
   if (session?.spec?.branch) return session.spec.branch;
   const prefix = project?.spec?.sessionPrefix ?? session?.spec?.project ?? '';
   return `${prefix}/${session?.metadata?.name ?? ''}`;
+}
+
+/**
+ * The kind of checkout a session has (`spec.workspace.kind`, else its project's default for
+ * workers): `worktree`, `clone`, `readonly` or `none`. An orchestrator reads, by default.
+ */
+export function workspaceKindOf(session, project) {
+  const kind = (w) => (typeof w === 'string' ? w : w?.kind);
+  const own = kind(session?.spec?.workspace);
+  if (own) return own;
+  if (session?.spec?.role === 'orchestrator') return 'readonly';
+  return kind(project?.spec?.defaults?.workspace) ?? 'worktree';
+}
+
+/** Whether a session works on a branch of its own (and so has a diff, a pull request to merge). */
+export function hasBranch(session, project) {
+  const k = workspaceKindOf(session, project);
+  return k === 'worktree' || k === 'clone';
+}
+
+/**
+ * Where a session works, as a person reads it: its branch, or for a branchless one
+ * `readonly checkout at 1a2b3c4` (its head, once it has one) or `no checkout`.
+ */
+export function checkoutOf(session, project) {
+  const kind = workspaceKindOf(session, project);
+  if (kind === 'none') return 'no checkout';
+  if (kind === 'readonly') {
+    const sha = session?.status?.workspace?.headSha;
+    return sha ? `readonly checkout at ${sha.slice(0, 7)}` : 'readonly checkout';
+  }
+  return branchOf(session, project);
 }
 
 /** The time an event last happened. */

@@ -1,6 +1,9 @@
 // What a session needs from a person, from its status alone: the overview's groups, in the order
 // they are shown, and the document title that counts them. Pure functions, no DOM, so that
-// node:test checks them (test/group.test.mjs); docs/dashboard.md explains each group.
+// node:test checks them (test/group.test.mjs); docs/dashboard.md explains each group. A project's
+// orchestrator has a strip of its own above the groups and joins them only when it needs input.
+
+import { isOrchestrator } from './orchestrator.js';
 
 /** The groups, most urgent first; the first five need a person. */
 export const GROUPS = [
@@ -64,10 +67,23 @@ export function groupOf(session) {
   return 'working';
 }
 
-/** Counts of sessions by group key, every group present. */
+/**
+ * The group whose rows show `session` on the overview, or null for none: its group, except that
+ * a project's orchestrator, shown in the overview's strip of orchestrators, is in a group only
+ * while it needs input (a person answers it there like any agent).
+ */
+export function overviewGroupOf(session) {
+  const group = groupOf(session);
+  return isOrchestrator(session) && group !== 'needs-input' ? null : group;
+}
+
+/** Counts of the overview's rows by group key, every group present. */
 export function countGroups(sessions) {
   const counts = Object.fromEntries(GROUPS.map((g) => [g.key, 0]));
-  for (const s of sessions) counts[groupOf(s)] += 1;
+  for (const s of sessions) {
+    const group = overviewGroupOf(s);
+    if (group) counts[group] += 1;
+  }
   return counts;
 }
 

@@ -1,11 +1,13 @@
-// The overview (`#/`): every session, grouped by what it needs from a person, attention first;
-// filtered by project and label selector in the page. A change to a session replaces its row
-// alone, moving it to its new group when that changed.
+// The overview (`#/`): the projects' orchestrators in a strip of their own, then every other
+// session, grouped by what it needs from a person, attention first; filtered by project and label
+// selector in the page. A change to a session replaces its row alone, moving it to its new group
+// when that changed; the strip is drawn again only when what it shows changed.
 
 import { h, replace } from './dom.js';
-import { GROUPS, groupOf, escalations } from './group.js';
+import { GROUPS, groupOf, overviewGroupOf, escalations } from './group.js';
 import { parseSelector, matches } from './labels.js';
-import { age, agentOf, branchOf } from './format.js';
+import { age, agentOf, checkoutOf } from './format.js';
+import { isOrchestrator, orchestratorOf, orchestratorSummary, workersLine } from './orchestrator.js';
 
 /** The colour family of a phase; the phase's name is always shown beside it. */
 export function toneOf(phase) {
@@ -78,12 +80,19 @@ export function activityOf(session) {
   ];
 }
 
+/** The mark of a worker an orchestrator spawned: words, not only a colour. */
+export function byOrchestratorChip(session) {
+  const orch = orchestratorOf(session);
+  return orch ? chip('busy', 'by orchestrator', { 'data-field': 'orchestrator', title: `spawned by ${orch}` }) : null;
+}
+
 /** One session as a row of the overview (and of a project's page). */
 export function sessionRow(session, store) {
   const name = session.metadata.name;
   const project = store.projects.get(session.spec?.project);
   const ev = store.latestEvent(name);
   const escalated = escalations(session);
+  const where = checkoutOf(session, project);
   return h(
     'a',
     { class: 'session', 'data-session': name, 'data-group': groupOf(session), href: `#/sessions/${encodeURIComponent(name)}` },
@@ -91,7 +100,13 @@ export function sessionRow(session, store) {
       'span',
       { class: 'cell who' },
       h('span', { class: 'name' }, name),
-      h('span', { class: 'agent', 'data-field': 'agent' }, agentOf(session, project)),
+      h(
+        'span',
+        { class: 'agent' },
+        byOrchestratorChip(session),
+        isOrchestrator(session) ? chip('busy', 'orchestrator', { 'data-field': 'role' }) : null,
+        h('span', { 'data-field': 'agent' }, agentOf(session, project)),
+      ),
     ),
     h('span', { class: 'cell phase' }, phaseChip(session)),
     h(
@@ -100,7 +115,7 @@ export function sessionRow(session, store) {
       activityOf(session),
       escalated.map((k) => chip('bad', `escalated: ${k}`)),
     ),
-    h('span', { class: 'cell branch', 'data-field': 'branch', title: branchOf(session, project) }, branchOf(session, project)),
+    h('span', { class: 'cell branch', 'data-field': 'branch', title: where }, where),
     h(
       'span',
       { class: 'cell pr', 'data-field': 'pr', 'data-checks': session.status?.pullRequest?.checks, 'data-review': session.status?.pullRequest?.review },
@@ -125,6 +140,39 @@ export function byAge(a, b) {
   const tb = b.metadata.creationTimestamp ?? '';
   if (ta !== tb) return ta < tb ? 1 : -1;
   return a.metadata.name < b.metadata.name ? -1 : 1;
+}
+
+/** A card of the overview's strip: one project's orchestrator. */
+export function orchestratorCard(orch, store) {
+  const project = store.projects.get(orch.spec?.project);
+  const sum = orchestratorSummary(orch, store.sessions.values(), project);
+  const link = (path) => `#/${path}/${encodeURIComponent(path === 'sessions' ? sum.name : sum.project)}`;
+  return h(
+    'article',
+    { class: 'orch-card', 'data-orchestrator': sum.name, 'data-project': sum.project, 'data-group': groupOf(orch) },
+    h(
+      'div',
+      { class: 'orch-title' },
+      h('a', { class: 'name', href: link('sessions'), 'data-field': 'name' }, sum.name),
+      phaseChip(orch),
+      sum.stopped && orch.status?.phase !== 'Stopped' ? chip('quiet', 'stopping', { 'data-field': 'stopped' }) : null,
+    ),
+    h('div', { class: 'activity-line', 'data-field': 'activity' }, activityOf(orch)),
+    h(
+      'div',
+      { class: 'orch-facts' },
+      h('span', { 'data-field': 'workers', title: 'its workers that are not merged, closed or failed, against limits.maxSessions' }, workersLine(sum)),
+      h('a', { href: link('projects'), 'data-field': 'project' }, `project ${sum.project}`),
+    ),
+  );
+}
+
+/** What a card shows, as one string: the card is drawn again only when it changes. */
+function cardKey(orch, store) {
+  const project = store.projects.get(orch.spec?.project);
+  const sum = orchestratorSummary(orch, store.sessions.values(), project);
+  const a = orch.status?.activity;
+  return JSON.stringify([sum, orch.status?.phase, a?.state, a?.evidence, groupOf(orch)]);
 }
 
 /** The filters the overview holds across visits. */
@@ -178,6 +226,14 @@ export class Overview {
       return section;
     });
     this.summary = h('div', { class: 'summary', 'aria-label': 'Sessions by group' });
+    this.cards = h('div', { class: 'orch-cards' });
+    this.strip = h(
+      'section',
+      { class: 'orchestrators', 'aria-label': 'Orchestrators', hidden: true },
+      h('h2', {}, 'Orchestrators'),
+      this.cards,
+    );
+    this.stripKey = null;
     replace(
       root,
       h(
@@ -187,6 +243,7 @@ export class Overview {
         this.summary,
         h('div', { class: 'filters', role: 'search' }, projectSelect, h('span', { class: 'label-filter' }, labels, this.labelsError)),
       ),
+      this.strip,
       h(
         'div',
         { class: 'columns', 'aria-hidden': 'true' },
@@ -217,6 +274,23 @@ export class Overview {
     return matches(this.requirements, session.metadata?.labels);
   }
 
+  /** Whether a session has a row: it passes the filters and is in a group. */
+  hasRow(session) {
+    return this.shows(session) && overviewGroupOf(session) !== null;
+  }
+
+  /** The strip of orchestrators, by project, following the project filter; drawn again only when it changed. */
+  renderStrip() {
+    const orchs = [...this.store.sessions.values()]
+      .filter((s) => isOrchestrator(s) && (!filters.project || s.spec?.project === filters.project))
+      .sort((a, b) => ((a.spec?.project ?? '') < (b.spec?.project ?? '') ? -1 : 1));
+    const key = orchs.map((o) => cardKey(o, this.store)).join('\n');
+    if (key === this.stripKey) return;
+    this.stripKey = key;
+    replace(this.cards, orchs.map((o) => orchestratorCard(o, this.store)));
+    this.strip.hidden = orchs.length === 0;
+  }
+
   /** Rebuilds every row for new filters (or a new list). */
   refilter() {
     const parsed = parseSelector(filters.labels);
@@ -225,15 +299,16 @@ export class Overview {
     this.labelsInput.setAttribute('aria-invalid', parsed.error ? 'true' : 'false');
     for (const { list } of this.sections.values()) list.replaceChildren();
     this.rows.clear();
-    const shown = [...this.store.sessions.values()].filter((s) => this.shows(s)).sort(byAge);
+    const shown = [...this.store.sessions.values()].filter((s) => this.hasRow(s)).sort(byAge);
     for (const s of shown) this.place(s);
     this.recount();
+    this.renderStrip();
   }
 
   /** Puts the row of `session` in its group, where its age sorts it. */
   place(session) {
     const row = sessionRow(session, this.store);
-    const { list } = this.sections.get(groupOf(session));
+    const { list } = this.sections.get(overviewGroupOf(session));
     const before = [...list.children].find((el) => {
       const other = this.store.sessions.get(el.dataset.session);
       return other && byAge(session, other) < 0;
@@ -282,17 +357,21 @@ export class Overview {
       this.refilter();
       return;
     }
-    if (change.kind === 'projects') return;
+    if (change.kind === 'projects') {
+      this.renderStrip();
+      return;
+    }
     const name = change.kind === 'events' ? change.obj?.involvedObject?.name : change.obj?.metadata?.name;
     if (change.kind === 'events' && change.obj?.involvedObject?.kind !== 'Session') return;
     this.refresh(name);
+    if (change.kind === 'sessions') this.renderStrip();
   }
 
   /** Re-renders the row of one session (or removes it), and the counts. */
   refresh(name) {
     const old = this.rows.get(name);
     const session = this.store.sessions.get(name);
-    const show = session && this.shows(session);
+    const show = session && this.hasRow(session);
     if (!show) {
       if (old) {
         old.remove();
@@ -301,7 +380,7 @@ export class Overview {
       }
       return;
     }
-    if (old && old.dataset.group === groupOf(session)) {
+    if (old && old.dataset.group === overviewGroupOf(session)) {
       const row = sessionRow(session, this.store);
       old.replaceWith(row);
       this.rows.set(name, row);

@@ -2,14 +2,18 @@
 // diff of its branch with clickable lines that send `path:line: text` to the agent, and the
 // buttons that send, stop, resume, delete and merge, and the answer box of a question the agent
 // asked (`ask_human`); each action's answer shows in #toast. On a session a GitSource manages, a
-// line under the buttons says which of a person's edits the source keeps (docs/gitops.md).
+// line under the buttons says which of a person's edits the source keeps (docs/gitops.md). A
+// worker names the orchestrator that spawned it; a session without a branch (a project's
+// orchestrator, on its readonly checkout) shows no diff and no merge, and an orchestrator is
+// stopped and resumed through its project, which the reconciler carries over.
 
 import { API, LogFollow, request, fetchText } from './api.js';
 import { h, replace, toast } from './dom.js';
 import { parseDiff } from './diff.js';
-import { age, agentOf, branchOf, questionOf, safeUrl, tokens, dollars } from './format.js';
+import { age, agentOf, checkoutOf, hasBranch, questionOf, safeUrl, tokens, dollars } from './format.js';
 import { groupOf, GROUPS } from './group.js';
 import { activityOf, chip, phaseChip, prChips } from './overview.js';
+import { isOrchestrator, orchestratorOf, orchestratorSummary, workersLine } from './orchestrator.js';
 import { TerminalView } from './terminal.js';
 
 /** The most transcript text kept on the page. */
@@ -53,6 +57,53 @@ export async function sendText(name, text) {
   const r = await request('POST', `${API}/${path(name, '/input')}`, { text });
   toast(r.message, r.ok);
   return r.ok;
+}
+
+/**
+ * Stops (`true`) or resumes project `project`'s orchestrator: a merge patch of the Project's
+ * `spec.orchestrator.stopped`, which the reconciler carries over to the Session (a patch of the
+ * Session itself would be undone). Whether it was taken.
+ */
+export async function setOrchestratorStopped(project, stopped) {
+  const patch = { spec: { orchestrator: { stopped } } };
+  const r = await request('PATCH', `${API}/projects/${encodeURIComponent(project)}`, patch, 'application/merge-patch+json');
+  const done = `project "${project}": its orchestrator ${stopped ? 'stops; its checkout is kept' : 'runs again'}`;
+  toast(r.ok ? done : r.message, r.ok);
+  return r.ok;
+}
+
+/** Appends `text` to the transcript `<pre>` `el`, keeping its last TRANSCRIPT_MAX characters and
+ * following the end when it was at the end. */
+export function appendTranscript(el, text) {
+  const atEnd = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+  let all = el.textContent + text;
+  if (all.length > TRANSCRIPT_MAX) all = all.slice(all.length - TRANSCRIPT_MAX);
+  el.textContent = all;
+  if (atEnd) el.scrollTop = el.scrollHeight;
+}
+
+/**
+ * Follows the transcript of session `name` into the `<pre>` `el` over the page's stream: its last
+ * 500 lines, then what the agent writes; `el.dataset.state` says whether it is live. The follow,
+ * to stop when the page is left.
+ */
+export function followTranscript(el, name) {
+  const log = new LogFollow(name, {
+    onText: (text, fresh) => {
+      if (fresh) el.textContent = '';
+      appendTranscript(el, text);
+    },
+    onState: (state, detail) => {
+      el.dataset.state = state;
+      el.title = detail;
+      if (state === 'offline' && !el.textContent) el.textContent = `(no transcript yet: ${detail})`;
+    },
+    onGone: (why) => {
+      if (!el.textContent) el.textContent = `(no transcript: ${why})`;
+    },
+  });
+  log.start();
+  return log;
 }
 
 export class SessionPage {
@@ -147,6 +198,21 @@ export class SessionPage {
       this.held,
     );
 
+    this.changesPanel = h(
+      'section',
+      { class: 'panel changes-panel', 'aria-label': 'Changes' },
+      h(
+        'div',
+        { class: 'panel-head' },
+        h('h2', {}, 'Changes'),
+        this.diffSummary,
+        h('span', { class: 'spacer' }),
+        h('button', { type: 'button', 'data-action': 'refresh-diff', onclick: () => this.loadDiff() }, 'Refresh'),
+      ),
+      h('p', { class: 'hint muted panel-note' }, 'Click a line to send a comment on it to the agent.'),
+      this.diff,
+    );
+
     this.root = h(
       'section',
       { id: 'session', 'data-session': name },
@@ -165,20 +231,7 @@ export class SessionPage {
             h('div', { class: 'panel-head' }, h('h2', {}, 'Terminal'), this.terminalState, h('span', { class: 'spacer' }), this.reconnectButton, this.typeButton),
             this.terminalBox,
           ),
-          h(
-            'section',
-            { class: 'panel changes-panel', 'aria-label': 'Changes' },
-            h(
-              'div',
-              { class: 'panel-head' },
-              h('h2', {}, 'Changes'),
-              this.diffSummary,
-              h('span', { class: 'spacer' }),
-              h('button', { type: 'button', 'data-action': 'refresh-diff', onclick: () => this.loadDiff() }, 'Refresh'),
-            ),
-            h('p', { class: 'hint muted panel-note' }, 'Click a line to send a comment on it to the agent.'),
-            this.diff,
-          ),
+          this.changesPanel,
         ),
         h(
           'div',
@@ -237,6 +290,8 @@ export class SessionPage {
       this.wasRunning = running;
     }
     if (change.kind === 'projects') this.render();
+    // An orchestrator's page counts its workers.
+    if (change.kind === 'sessions' && change.type !== 'RESET' && orchestratorOf(change.obj) === this.name) this.render();
   }
 
   render() {
@@ -259,26 +314,43 @@ export class SessionPage {
     const pr = s.status?.pullRequest;
     const prUrl = pr && safeUrl(pr.url);
     const group = GROUPS.find((g) => g.key === groupOf(s));
+    const branch = hasBranch(s, project);
+    const orchestrator = isOrchestrator(s);
+    const spawnedBy = orchestratorOf(s);
+    const summary = orchestrator ? orchestratorSummary(s, this.store.sessions.values(), project) : null;
     replace(
       this.header,
-      h('div', { class: 'title-line' }, h('h1', {}, s.metadata.name), phaseChip(s), group.attention ? h('span', { class: `group-tag group-${group.key}` }, group.title) : null),
+      h(
+        'div',
+        { class: 'title-line' },
+        h('h1', {}, s.metadata.name),
+        phaseChip(s),
+        orchestrator ? chip('busy', 'orchestrator', { 'data-field': 'role' }) : null,
+        group.attention ? h('span', { class: `group-tag group-${group.key}` }, group.title) : null,
+      ),
       h(
         'div',
         { class: 'sub-line' },
         h('span', {}, h('span', { class: 'muted' }, 'agent '), agentOf(s, project)),
         h('span', {}, h('span', { class: 'muted' }, 'project '), h('a', { href: `#/projects/${encodeURIComponent(s.spec.project)}` }, s.spec.project)),
-        h('span', { class: 'mono' }, branchOf(s, project)),
+        spawnedBy
+          ? h('span', { 'data-field': 'orchestrator' }, h('span', { class: 'muted' }, 'by orchestrator '), h('a', { href: `#/sessions/${encodeURIComponent(spawnedBy)}` }, spawnedBy))
+          : null,
+        h('span', { class: 'mono', 'data-field': 'checkout' }, checkoutOf(s, project)),
+        summary ? h('span', { 'data-field': 'workers' }, workersLine(summary)) : null,
         pr
           ? h('span', { class: 'pr' }, prUrl ? h('a', { href: prUrl, target: '_blank', rel: 'noopener noreferrer' }, `PR #${pr.number}`) : `PR #${pr.number}`, ' ', prChips(pr).slice(1))
-          : h('span', { class: 'muted' }, 'no pull request'),
+          : branch ? h('span', { class: 'muted' }, 'no pull request') : null,
         h('span', { class: 'muted', title: s.metadata.creationTimestamp }, `created ${age(s.metadata.creationTimestamp)} ago`),
       ),
       h('div', { class: 'activity-line' }, activityOf(s)),
     );
+    // A session without a branch has no diff to comment on and no pull request to merge.
+    this.changesPanel.hidden = !branch;
     const question = questionOf(s);
     this.question.hidden = !question;
     this.questionText.textContent = question ? question.text : '';
-    const stopped = !!s.spec.stopped;
+    const stopped = summary ? summary.stopped : !!s.spec.stopped;
     const deleting = !!s.metadata.deletionTimestamp;
     const mergeAuto = s.spec.reactions?.['approved-and-green'];
     const merging = mergeAuto?.auto === true && mergeAuto?.action === 'merge';
@@ -287,6 +359,8 @@ export class SessionPage {
     q('resume').disabled = !stopped || deleting;
     q('delete').disabled = deleting;
     q('merge').disabled = deleting || pr?.state === 'merged';
+    q('merge').hidden = !branch;
+    q('stop').title = orchestrator ? 'Stop the orchestrator (its project\'s spec.orchestrator.stopped); its checkout is kept' : 'Stop the agent; its workspace is kept';
     q('merge').setAttribute('aria-pressed', merging ? 'true' : 'false');
     q('merge').textContent = merging ? 'Merging when green' : 'Merge when green';
     this.renderSource(s);
@@ -408,6 +482,11 @@ export class SessionPage {
   }
 
   async setStopped(stopped) {
+    const s = this.session;
+    if (isOrchestrator(s)) {
+      await setOrchestratorStopped(s.spec.project, stopped);
+      return;
+    }
     const r = await request('PATCH', `${API}/${path(this.name)}`, { spec: { stopped } }, 'application/merge-patch+json');
     toast(r.body?.message ?? (r.ok ? `session "${this.name}": ${stopped ? 'stopping; its workspace is kept' : 'resuming'}` : r.message), r.ok);
   }
@@ -426,34 +505,13 @@ export class SessionPage {
 
   /** The transcript's last 500 lines, then what the agent writes, until the page is left. */
   followTranscript() {
-    this.log = new LogFollow(this.name, {
-      onText: (text, replace) => {
-        if (replace) this.transcript.textContent = '';
-        this.appendTranscript(text);
-      },
-      onState: (state, detail) => {
-        this.transcript.dataset.state = state;
-        this.transcript.title = detail;
-        if (state === 'offline' && !this.transcript.textContent) this.transcript.textContent = `(no transcript yet: ${detail})`;
-      },
-      onGone: (why) => {
-        if (!this.transcript.textContent) this.transcript.textContent = `(no transcript: ${why})`;
-      },
-    });
-    this.log.start();
-  }
-
-  appendTranscript(text) {
-    const el = this.transcript;
-    const atEnd = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
-    let all = el.textContent + text;
-    if (all.length > TRANSCRIPT_MAX) all = all.slice(all.length - TRANSCRIPT_MAX);
-    el.textContent = all;
-    if (atEnd) el.scrollTop = el.scrollHeight;
+    this.log = followTranscript(this.transcript, this.name);
   }
 
   async loadDiff() {
     if (this.store.loaded.sessions && !this.session) return;
+    const s = this.session;
+    if (s && !hasBranch(s, this.store.projects.get(s.spec?.project))) return;
     const r = await fetchText(path(this.name, '/diff'), 'text/x-diff');
     if (!r.ok) {
       this.diffSummary.textContent = '';

@@ -52,6 +52,7 @@ mod typing;
 mod browser;
 mod dashboard;
 mod dashboard_held;
+mod dashboard_orchestrator;
 
 mod docker_hosts;
 mod docker_sandbox;

@@ -1,7 +1,7 @@
-// How ages, figures, agents, branches, links and command lines read on the page.
+// How ages, figures, agents, branches and checkouts, links and command lines read on the page.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { age, tokens, dollars, agentOf, branchOf, latestEvents, questionOf, safeUrl, splitCommand } from '../format.js';
+import { age, tokens, dollars, agentOf, branchOf, checkoutOf, hasBranch, latestEvents, questionOf, safeUrl, splitCommand, workspaceKindOf } from '../format.js';
 
 test('ages', () => {
   const now = Date.parse('2025-01-02T00:00:00Z');
@@ -62,4 +62,22 @@ test('the question an agent asked, if one waits', () => {
   assert.equal(questionOf({ status: { agent: { question: { text: '  ' } } } }), null);
   assert.equal(questionOf({ status: {} }), null);
   assert.equal(questionOf(undefined), null);
+});
+
+test('the checkout of a session: a branch, or a readonly one at its head, or none', () => {
+  const project = { spec: { sessionPrefix: 'shop', defaults: { workspace: { kind: 'clone' } } } };
+  const orch = { metadata: { name: 'shop-orchestrator' }, spec: { project: 'shop', role: 'orchestrator' }, status: { workspace: { branch: '', headSha: 'a1b2c3d4e5f6' } } };
+  assert.equal(workspaceKindOf(orch, project), 'readonly', "an orchestrator reads: the project's default is its workers'");
+  assert.equal(hasBranch(orch, project), false);
+  assert.equal(checkoutOf(orch, project), 'readonly checkout at a1b2c3d');
+  assert.equal(checkoutOf({ ...orch, status: {} }, project), 'readonly checkout', 'no head yet');
+  const none = { metadata: { name: 'n' }, spec: { project: 'shop', workspace: { kind: 'none' } } };
+  assert.equal(checkoutOf(none, project), 'no checkout');
+  assert.equal(hasBranch(none, project), false);
+  const worker = { metadata: { name: 'w' }, spec: { project: 'shop' } };
+  assert.equal(workspaceKindOf(worker, project), 'clone');
+  assert.equal(workspaceKindOf(worker, undefined), 'worktree');
+  assert.equal(workspaceKindOf({ spec: { workspace: 'readonly' } }), 'readonly', 'the string form of earlier versions');
+  assert.equal(hasBranch(worker, project), true);
+  assert.equal(checkoutOf(worker, project), 'shop/w');
 });

@@ -1,7 +1,7 @@
 // The overview's groups and the document title, from session statuses as the API writes them.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { GROUPS, groupOf, countGroups, titleFor, escalations } from '../group.js';
+import { GROUPS, groupOf, overviewGroupOf, countGroups, titleFor, escalations } from '../group.js';
 
 const session = (status = {}, spec = {}, metadata = {}) => ({
   metadata: { name: 's', ...metadata },
@@ -104,4 +104,24 @@ test('the title counts the attention groups and names every non-empty group', ()
 test('counts hold every group, empty ones as 0', () => {
   const counts = countGroups([session({ phase: 'NeedsInput' }), session({ phase: 'Working' }), session({ phase: 'Working' })]);
   assert.deepEqual(counts, { 'needs-input': 1, stuck: 0, 'ci-failed': 0, 'changes-requested': 0, 'ready-to-merge': 0, working: 2, idle: 0, done: 0 });
+});
+
+test("a project's orchestrator has no row, nor a count, unless it needs input", () => {
+  const orch = (status, spec = {}) => session(status, { role: 'orchestrator', workspace: { kind: 'readonly' }, ...spec }, { name: 'p-orchestrator' });
+  const working = orch({ phase: 'Working', activity: activity('working') });
+  const asking = orch({ phase: 'NeedsInput', activity: activity('needs-input') });
+  assert.equal(groupOf(working), 'working', 'its own group, as its page shows it');
+  assert.equal(overviewGroupOf(working), null, 'the strip of orchestrators shows it');
+  for (const status of [{ phase: 'Idle' }, { phase: 'Stuck', activity: activity('stuck') }, { phase: 'Stopped' }]) {
+    assert.equal(overviewGroupOf(orch(status)), null, status.phase);
+  }
+  assert.equal(overviewGroupOf(orch({ phase: 'Working' }, { stopped: true })), null);
+  assert.equal(overviewGroupOf(asking), 'needs-input', 'a person answers it like any agent');
+  const worker = session({ phase: 'Working' }, {}, { name: 'w', labels: { 'ao.dev/orchestrator': 'p-orchestrator' } });
+  assert.equal(overviewGroupOf(worker), 'working', 'its workers are rows like any session');
+  const counts = countGroups([working, asking, worker]);
+  assert.equal(counts['needs-input'], 1);
+  assert.equal(counts.working, 1, 'the working orchestrator is not counted');
+  assert.equal(titleFor(countGroups([working])), 'aoctl', 'an orchestrator at work asks no one');
+  assert.equal(titleFor(countGroups([asking])), '(1) aoctl — 1 needs input');
 });

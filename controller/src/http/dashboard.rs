@@ -53,6 +53,7 @@ const ASSETS: &[Asset] = &[
     asset!("dom.js", JS, "dom.js"),
     asset!("format.js", JS, "format.js"),
     asset!("group.js", JS, "group.js"),
+    asset!("orchestrator.js", JS, "orchestrator.js"),
     asset!("notify.js", JS, "notify.js"),
     asset!("labels.js", JS, "labels.js"),
     asset!("diff.js", JS, "diff.js"),
