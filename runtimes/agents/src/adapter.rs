@@ -199,6 +199,11 @@ pub struct Adapter {
 }
 
 impl Adapter {
+    /// Whether its command line can give it `aoctl mcp` (so its tools connect on their own).
+    pub fn takes_mcp(&self) -> bool {
+        !self.mcp_args.is_empty()
+    }
+
     /// An empty row; table rows fill in what they need with `..Adapter::BASE`.
     pub(crate) const BASE: Adapter = Adapter {
         name: "",

@@ -50,6 +50,12 @@ pub(super) async fn engine(
     ctx.machine.runtime(kind, host).await
 }
 
+/// Whether the session's first prompt waits for its agent's tools: an orchestrator's, when its
+/// agent is given `aoctl mcp` (`mcp`: the server gives it to agents that take it).
+pub(super) fn waits_for_tools(s: &Session, adapter: Option<&aoctl_agents::Adapter>, mcp: bool) -> bool {
+    s.spec.role == SessionRole::Orchestrator && mcp && adapter.is_some_and(|a| a.takes_mcp())
+}
+
 fn running_as_root() -> bool {
     #[cfg(unix)]
     {
@@ -117,9 +123,15 @@ impl Reconcile<'_> {
         let files = ctx.machine.files();
         let prompt_file = files.prompt(name);
         let agent = agent_of(s, Some(project));
-        // An orchestrator's first turn must have its tools: its prompt is typed once its
-        // `aoctl mcp` said hello (see `first_prompt`), never given on its command line.
-        let orchestrator = s.spec.role == SessionRole::Orchestrator;
+        // An orchestrator's first turn must have its tools: for an agent given `aoctl mcp`, its
+        // prompt is typed once its `aoctl mcp` said hello (see `first_prompt`), never given on
+        // its command line.
+        let mcp = ctx.session_keys.as_ref().and_then(|k| k.mcp_command());
+        let adapter = match &agent {
+            aoctl_api::session::AgentRef::Builtin(name) => aoctl_agents::builtin(name),
+            aoctl_api::session::AgentRef::Custom { .. } => None,
+        };
+        let orchestrator = waits_for_tools(s, adapter, mcp.is_some());
         let input = RenderInput {
             agent: &agent,
             prompt: if orchestrator { None } else { prompt },
@@ -129,7 +141,7 @@ impl Reconcile<'_> {
             workdir: &ws.path,
             workspaces_root: ctx.machine.workspaces().root(),
             running_as_root: running_as_root(),
-            mcp: ctx.session_keys.as_ref().and_then(|k| k.mcp_command()),
+            mcp,
         };
         let launch = match aoctl_agents::render(&input) {
             Ok(mut l) if orchestrator => {
@@ -522,7 +534,8 @@ impl Reconcile<'_> {
             files.mark_prompt_done().await?;
             return Ok(Continue(()));
         };
-        if s.spec.role == SessionRole::Orchestrator {
+        let mcp = ctx.session_keys.as_ref().and_then(|k| k.mcp_command()).is_some();
+        if waits_for_tools(s, launch.adapter, mcp) {
             let started = st.runtime.as_ref().and_then(|r| r.started_at);
             let tools_at = st.agent.as_ref().and_then(|a| a.tools_at);
             let connected = tools_at.is_some_and(|t| started.is_none_or(|s| t >= s));

@@ -439,22 +439,13 @@ async fn an_orchestrator_holds_no_slot_and_gets_a_checkout_without_a_branch() {
     assert!(o.status.pull_request.is_none());
 }
 
-/// The project's orchestrator, started, its tools connected and its first prompt typed; and two
-/// workers of it, each keeping a report for it that arrived `ago` seconds ago.
+/// The project's orchestrator, started with its goal; and two workers of it, each keeping a
+/// report for it that arrived `ago` seconds ago.
 async fn orchestrated(ago: i64) -> World {
     let w = World::new().await;
     w.project(json!({"orchestrator": {}})).await;
     w.session("demo-orchestrator", json!({"role": "orchestrator", "prompt": "GOAL"})).await;
-    for _ in 0..3 {
-        w.reconcile("demo-orchestrator").await;
-    }
-    assert_eq!(reason(&w.get("demo-orchestrator").await, types::READY), "WaitingForTools");
-    assert!(w.runtime.typed().is_empty(), "nothing is typed before its tools are there");
-    let mut o = w.get("demo-orchestrator").await;
-    o.status.agent.get_or_insert_with(Default::default).tools_at = Some(Time::now());
-    w.ctx.store.update_status_typed(&o).await.unwrap();
     w.running("demo-orchestrator").await;
-    assert_eq!(w.runtime.typed().len(), 1, "the goal is typed once its tools are there");
     let at = Time(chrono::Utc::now() - chrono::Duration::seconds(ago));
     for (name, text) in [("w-a", "A-DONE"), ("w-b", "B-DONE")] {
         let s = json!({"metadata": {"name": name, "labels": {"ao.dev/orchestrator": "demo-orchestrator"}},
@@ -498,6 +489,21 @@ async fn two_reports_together_reach_the_orchestrator_as_one_message_once() {
         w.reconcile("demo-orchestrator").await;
     }
     assert_eq!(reports_typed(&w).len(), 1);
+}
+
+#[test]
+fn an_orchestrators_first_prompt_waits_for_the_tools_of_an_agent_given_them() {
+    use super::launch::waits_for_tools;
+    let mut s = Session::new("demo-orchestrator", "demo", "GOAL");
+    let claude = aoctl_agents::builtin("claude-code");
+    assert!(claude.is_some_and(|a| a.takes_mcp()));
+    assert!(!waits_for_tools(&s, claude, true), "a worker's does not");
+    s.spec.role = aoctl_api::session::SessionRole::Orchestrator;
+    assert!(waits_for_tools(&s, claude, true));
+    assert!(!waits_for_tools(&s, claude, false), "not when the server gives no agent aoctl mcp");
+    assert!(!waits_for_tools(&s, None, true), "not a program of its own, which may never connect");
+    let without = aoctl_agents::all().iter().find(|a| !a.takes_mcp()).expect("an agent that takes no MCP server");
+    assert!(!waits_for_tools(&s, Some(without), true), "not an agent that is given no tools");
 }
 
 #[tokio::test]
