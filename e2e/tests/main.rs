@@ -38,6 +38,7 @@ mod lifecycle;
 mod mcp;
 mod model_agents;
 mod newcomer;
+mod orchestrator;
 mod pool;
 mod quickstart;
 mod real_agent;

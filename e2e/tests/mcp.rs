@@ -27,11 +27,11 @@ const MCP_SDK_VERSION: &str = "2.3.0";
 /// How long one step may take.
 const STEP: Duration = Duration::from_secs(45);
 /// The JSON-RPC error codes `aoctl mcp` answers with.
-const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
 const NOT_ALLOWED: i64 = -32001;
 
 /// The python of a virtualenv holding `mcp==MCP_SDK_VERSION`, made first when missing.
-fn sdk_python() -> PathBuf {
+pub(crate) fn sdk_python() -> PathBuf {
     let venv = cache().join(format!("mcp-{MCP_SDK_VERSION}"));
     let python = venv.join("bin").join("python3");
     let ready = venv.join("bin").join("pip").exists()
@@ -50,30 +50,30 @@ fn sdk_python() -> PathBuf {
 }
 
 /// What the client answered: the protocol version, the tools, and one entry per call.
-struct Answer {
-    doc: Value,
+pub(crate) struct Answer {
+    pub(crate) doc: Value,
 }
 
 impl Answer {
-    fn call(&self, i: usize) -> &Value {
+    pub(crate) fn call(&self, i: usize) -> &Value {
         &self.doc["calls"][i]
     }
 
     /// The text of call `i`'s result; panics on an error or a tool error.
-    fn text(&self, i: usize) -> String {
+    pub(crate) fn text(&self, i: usize) -> String {
         let r = &self.call(i)["result"];
         assert_eq!(r["isError"], false, "call {i} failed: {:#}", self.doc);
         r["content"][0]["text"].as_str().unwrap_or_default().to_string()
     }
 
     /// The JSON-RPC error code of call `i`; panics when it succeeded.
-    fn error(&self, i: usize) -> i64 {
+    pub(crate) fn error(&self, i: usize) -> i64 {
         self.call(i)["error"]["code"].as_i64().unwrap_or_else(|| panic!("call {i} did not fail: {:#}", self.doc))
     }
 }
 
 /// Runs the client against `aoctl mcp` with the session's environment `env`, making `calls`.
-fn mcp(python: &Path, env: &[(String, String)], calls: Value) -> Answer {
+pub(crate) fn mcp(python: &Path, env: &[(String, String)], calls: Value) -> Answer {
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/mcp-client/client.py");
     let mut cmd = Command::new(python);
     cmd.arg(client).arg(BIN).env_remove("AOCTL_SERVER").env_remove("AOCTL_SESSION_TOKEN");
@@ -85,7 +85,7 @@ fn mcp(python: &Path, env: &[(String, String)], calls: Value) -> Answer {
 }
 
 /// The `AOCTL_*` variables the session's agent was started with, read from its process.
-fn agent_env(server: &Server, name: &str) -> Vec<(String, String)> {
+pub(crate) fn agent_env(server: &Server, name: &str) -> Vec<(String, String)> {
     let pid = Tmux::of(server).pane_pid(name).expect("the agent's pane");
     let raw = std::fs::read(format!("/proc/{pid}/environ")).expect("the agent's environment");
     raw.split(|b| *b == 0)
@@ -95,7 +95,7 @@ fn agent_env(server: &Server, name: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn var<'a>(env: &'a [(String, String)], key: &str) -> &'a str {
+pub(crate) fn var<'a>(env: &'a [(String, String)], key: &str) -> &'a str {
     env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str()).unwrap_or_else(|| panic!("{key} missing: {env:?}"))
 }
 

@@ -99,21 +99,37 @@ fn aider_cli(version: &str) -> PathBuf {
     bin
 }
 
-/// The scripted model endpoint, stopped when dropped.
-struct Standin {
+/// The scripted model endpoint, stopped when dropped. Its rules file (see standin.py) is
+/// `model-rules.json` next to its log; while the file is missing it has no rules.
+pub(crate) struct Standin {
     child: Child,
     log: PathBuf,
+    rules: PathBuf,
     port: u16,
+}
+
+/// A tool's result as a later request of the conversation carried it back to the model.
+#[derive(Clone, Debug)]
+pub(crate) struct ToolResult {
+    /// The tool called, as the model named it (`mcp__aoctl__spawn`), and the input it gave.
+    pub(crate) tool: String,
+    pub(crate) input: Value,
+    pub(crate) is_error: bool,
+    /// Its text blocks, joined by newlines.
+    pub(crate) text: String,
 }
 
 impl Standin {
     fn start(dir: &Path) -> Standin {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/model-standin/standin.py");
         let log = dir.join("model-requests.jsonl");
+        let rules = dir.join("model-rules.json");
         let mut child = Command::new("python3")
             .arg(script)
             .arg("--log")
             .arg(&log)
+            .arg("--rules")
+            .arg(&rules)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -128,11 +144,19 @@ impl Standin {
         });
         let line = rx.recv_timeout(Duration::from_secs(20)).expect("the stand-in says where it listens");
         let port = line.trim().strip_prefix("listening ").and_then(|p| p.parse().ok()).expect("listening PORT");
-        Standin { child, log, port }
+        Standin { child, log, rules, port }
     }
 
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Replaces the rules at once (a temporary file renamed over them): a request reads either
+    /// the old rules or the new ones, never a part.
+    pub(crate) fn rules(&self, rules: &Value) {
+        let tmp = self.rules.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(rules).expect("JSON")).expect("write the rules");
+        std::fs::rename(&tmp, &self.rules).expect("put the rules in place");
     }
 
     /// Everything recorded so far.
@@ -141,9 +165,47 @@ impl Standin {
         text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
     }
 
+    /// The results of the tools the model called, each once, in the order they came back: read
+    /// from the user messages of later requests, matched with the call by its id.
+    pub(crate) fn tool_results(&self) -> Vec<ToolResult> {
+        let mut calls: BTreeMap<String, (String, Value)> = BTreeMap::new();
+        let mut out: Vec<(String, ToolResult)> = vec![];
+        for r in self.main_requests() {
+            for m in r["body"]["messages"].as_array().into_iter().flatten() {
+                for b in m["content"].as_array().into_iter().flatten() {
+                    match (m["role"].as_str(), b["type"].as_str()) {
+                        (Some("assistant"), Some("tool_use")) => {
+                            let id = b["id"].as_str().unwrap_or_default().to_string();
+                            calls.insert(id, (b["name"].as_str().unwrap_or_default().to_string(), b["input"].clone()));
+                        }
+                        (Some("user"), Some("tool_result")) => {
+                            let id = b["tool_use_id"].as_str().unwrap_or_default().to_string();
+                            if out.iter().any(|(seen, _)| *seen == id) {
+                                continue;
+                            }
+                            let text = match &b["content"] {
+                                Value::String(s) => s.clone(),
+                                Value::Array(parts) => {
+                                    let texts: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+                                    texts.join("\n")
+                                }
+                                _ => String::new(),
+                            };
+                            let (tool, input) = calls.get(&id).cloned().unwrap_or_default();
+                            let is_error = b["is_error"].as_bool().unwrap_or(false);
+                            out.push((id, ToolResult { tool, input, is_error, text }));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        out.into_iter().map(|(_, r)| r).collect()
+    }
+
     /// The requests of the agent's main conversation, oldest first: not the side requests (titles,
     /// commit messages) the CLIs also send.
-    fn main_requests(&self) -> Vec<Value> {
+    pub(crate) fn main_requests(&self) -> Vec<Value> {
         self.entries().into_iter().filter(|e| e["event"] == "request" && is_main(e)).collect()
     }
 
@@ -169,6 +231,26 @@ impl Drop for Standin {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("==== model stand-in: requests (newest user text) and rules applied ====");
+            for e in self.entries() {
+                match e["event"].as_str() {
+                    Some("request") => {
+                        let text = user_texts(&e).last().cloned().unwrap_or_default();
+                        let text: String = text.chars().take(160).collect();
+                        let tools = e["body"]["tools"].as_array().map_or(0, Vec::len);
+                        eprintln!("#{} {} ({tools} tools): {text:?}", e["n"], e["api"]);
+                    }
+                    Some("done") => {}
+                    _ => {
+                        let mut e = e.clone();
+                        e.as_object_mut().map(|o| o.remove("t"));
+                        eprintln!("#{} {e}", e["n"]);
+                    }
+                }
+            }
+            eprintln!("==== end of the stand-in's log ====");
+        }
     }
 }
 
@@ -184,7 +266,7 @@ fn is_main(request: &Value) -> bool {
 }
 
 /// The user texts of a request's conversation, in order, one entry per text block.
-fn user_texts(request: &Value) -> Vec<String> {
+pub(crate) fn user_texts(request: &Value) -> Vec<String> {
     let body = &request["body"];
     let mut out = vec![];
     let text_of = |content: &Value, out: &mut Vec<String>| match content {
@@ -227,9 +309,12 @@ pub(crate) enum Kind {
     Aider,
 }
 
+/// Its fields are dropped in order: the stand-in, whose log is in the server's folder, first.
 pub(crate) struct Setup {
+    pub(crate) standin: Standin,
     pub(crate) server: Server,
-    standin: Standin,
+    /// The PATH the server was started with (`bin` first), for a restart to give it again.
+    pub(crate) path: OsString,
 }
 
 /// A server whose agents find `bin` first on PATH, a project, and the stand-in.
@@ -241,7 +326,7 @@ pub(crate) async fn setup(bin: &Path) -> Setup {
     let standin = Standin::start(server.tmp.path());
     let repo = git_repo(server.tmp.path(), "models", "main");
     server.create("projects", &project("models", &repo, json!({}))).await;
-    Setup { server, standin }
+    Setup { server, standin, path }
 }
 
 /// The session's spec for `kind`: environment and arguments that point it at the stand-in.
