@@ -50,10 +50,12 @@ pub(super) async fn engine(
     ctx.machine.runtime(kind, host).await
 }
 
-/// Whether the session's first prompt waits for its agent's tools: an orchestrator's, when its
-/// agent is given `aoctl mcp` (`mcp`: the server gives it to agents that take it).
+/// Whether the session's first prompt waits for its agent's tools: an orchestrator's, and that of
+/// a worker an orchestrator spawned (which reports to it with them), when its agent is given
+/// `aoctl mcp` (`mcp`: the server gives it to agents that take it).
 pub(super) fn waits_for_tools(s: &Session, adapter: Option<&aoctl_agents::Adapter>, mcp: bool) -> bool {
-    s.spec.role == SessionRole::Orchestrator && mcp && adapter.is_some_and(|a| a.takes_mcp())
+    let orchestrated = s.metadata.labels.contains_key(aoctl_api::orchestrator::ORCHESTRATOR_LABEL);
+    (s.spec.role == SessionRole::Orchestrator || orchestrated) && mcp && adapter.is_some_and(|a| a.takes_mcp())
 }
 
 fn running_as_root() -> bool {
@@ -123,18 +125,18 @@ impl Reconcile<'_> {
         let files = ctx.machine.files();
         let prompt_file = files.prompt(name);
         let agent = agent_of(s, Some(project));
-        // An orchestrator's first turn must have its tools: for an agent given `aoctl mcp`, its
-        // prompt is typed once its `aoctl mcp` said hello (see `first_prompt`), never given on
-        // its command line.
+        // An orchestrator's first turn, and its workers', must have their tools: for an agent
+        // given `aoctl mcp`, the prompt is typed once its `aoctl mcp` said hello (see
+        // `first_prompt`), never given on its command line.
         let mcp = ctx.session_keys.as_ref().and_then(|k| k.mcp_command());
         let adapter = match &agent {
             aoctl_api::session::AgentRef::Builtin(name) => aoctl_agents::builtin(name),
             aoctl_api::session::AgentRef::Custom { .. } => None,
         };
-        let orchestrator = waits_for_tools(s, adapter, mcp.is_some());
+        let deferred = waits_for_tools(s, adapter, mcp.is_some());
         let input = RenderInput {
             agent: &agent,
-            prompt: if orchestrator { None } else { prompt },
+            prompt: if deferred { None } else { prompt },
             prompt_file: &prompt_file,
             agent_args: &s.spec.agent_args,
             permissions: s.spec.permissions.unwrap_or(Permissions::Bypass),
@@ -144,7 +146,7 @@ impl Reconcile<'_> {
             mcp,
         };
         let launch = match aoctl_agents::render(&input) {
-            Ok(mut l) if orchestrator => {
+            Ok(mut l) if deferred => {
                 let typed = prompt.filter(|p| !p.trim().is_empty());
                 l.initial_input = typed.map(|p| aoctl_agents::prepare_text(l.adapter, p));
                 l

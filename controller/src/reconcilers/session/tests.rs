@@ -498,6 +498,9 @@ fn an_orchestrators_first_prompt_waits_for_the_tools_of_an_agent_given_them() {
     let claude = aoctl_agents::builtin("claude-code");
     assert!(claude.is_some_and(|a| a.takes_mcp()));
     assert!(!waits_for_tools(&s, claude, true), "a worker's does not");
+    let mut worker = s.clone();
+    worker.metadata.labels.insert("ao.dev/orchestrator".into(), "demo-orchestrator".into());
+    assert!(waits_for_tools(&worker, claude, true), "a worker of an orchestrator reports to it with its tools");
     s.spec.role = aoctl_api::session::SessionRole::Orchestrator;
     assert!(waits_for_tools(&s, claude, true));
     assert!(!waits_for_tools(&s, claude, false), "not when the server gives no agent aoctl mcp");
