@@ -207,14 +207,14 @@ async fn an_orchestrator_splits_a_goal_into_workers_and_acts_on_their_reports() 
     let cleanup = Cleanup::new(&s.server);
     let _failing = Unorchestrate::new(&s.server, PROJECT);
     let server = &s.server;
-    // A worker's prompt is on its command line, and Claude Code may take its first turn before
-    // its `aoctl mcp` is connected: each worker waits (in Bash) until the test saw its tools
-    // connect. And w-b reports only once w-a's report is stored: B-DONE never reaches the
-    // orchestrator before A-DONE, whether the two come in one message or in two.
-    let (gate_a, gate_b) = (server.tmp.path().join("gate-a"), server.tmp.path().join("gate-b"));
+    // A worker's first prompt is typed once its `aoctl mcp` is connected, so w-a reports in its
+    // first turn. w-b reports only once w-a's report is stored (it waits in Bash for a gate):
+    // B-DONE never reaches the orchestrator before A-DONE, whether the two come in one message or
+    // in two.
+    let gate_b = server.tmp.path().join("gate-b");
     s.standin.rules(&json!([
         rule("FOLLOW-A", json!([call("report", json!({"summary": "A-FOLLOWED"}))]), "followed"),
-        rule("TASK-A", json!([wait_for_gate(&gate_a), call("report", json!({"summary": "A-DONE"}))]), "a done"),
+        rule("TASK-A", json!([call("report", json!({"summary": "A-DONE"}))]), "a done"),
         rule("TASK-B", json!([wait_for_gate(&gate_b), call("report", json!({"summary": "B-DONE"}))]), "b done"),
         rule(
             r"(?s)\[aoctl:reports:.*B-DONE",
@@ -266,10 +266,8 @@ async fn an_orchestrator_splits_a_goal_into_workers_and_acts_on_their_reports() 
     eprintln!("workers spawned after {:?}: {}", began.elapsed(), spawned["message"]);
     let (adir, bdir) = (workdir(server, "w-a").await, workdir(server, "w-b").await);
 
-    // w-a reports; then w-b is let through and reports.
+    // w-a reports in its first turn; then w-b is let through and reports.
     let tools = |w: &Value| w.pointer("/status/agent/toolsAt").is_some();
-    server.wait_for("sessions", "w-a", STEP, tools).await;
-    std::fs::write(&gate_a, "").expect("open the gate");
     server.wait_for("sessions", "w-a", STEP, |w| w.pointer("/status/agent/summary") == Some(&json!("A-DONE"))).await;
     server.wait_for("sessions", "w-b", STEP, tools).await;
     std::fs::write(&gate_b, "").expect("open the gate");
