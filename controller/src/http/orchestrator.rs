@@ -132,11 +132,18 @@ impl Orchestrator {
         Ok(limits)
     }
 
-    /// Records the call as an Event on the orchestrator and counts it.
-    async fn record(&self, state: &AppState, tool: &str, described: Described) {
-        let (kind, outcome, reason, message) = described;
+    /// Records a call's outcome as an Event on the orchestrator and counts it; the outcome.
+    async fn answered(
+        &self,
+        state: &AppState,
+        tool: &str,
+        what: impl AsRef<str>,
+        result: Result<Response, AppError>,
+    ) -> Result<Response, AppError> {
+        let (kind, outcome, reason, message) = described(tool, &result, what.as_ref());
         state.metrics.orchestrator_calls.with_label_values(&[tool, outcome]).inc();
         state.recorder.publish(&self.me, kind, reason, &message).await;
+        result
     }
 }
 
@@ -248,9 +255,7 @@ pub(super) async fn spawn(
         Ok(_) => "created a worker".to_string(),
         Err(_) => "a worker".to_string(),
     };
-    let d = described("spawn", &result, &what);
-    o.record(&state, "spawn", d).await;
-    result
+    o.answered(&state, "spawn", what, result).await
 }
 
 async fn spawn_worker(state: &AppState, o: &Orchestrator, body: &[u8]) -> Result<Response, AppError> {
@@ -342,9 +347,7 @@ pub(super) async fn list(
         Ok::<_, AppError>(Json(json!({ "sessions": sessions, "limits": limits })).into_response())
     }
     .await;
-    let d = described("list_sessions", &result, "listed the project's sessions");
-    o.record(&state, "list_sessions", d).await;
-    result
+    o.answered(&state, "list_sessions", "listed the project's sessions", result).await
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -375,9 +378,7 @@ pub(super) async fn transcript(
             .into_response())
     }
     .await;
-    let d = described("read_transcript", &result, &format!("read the transcript of session {name}"));
-    o.record(&state, "read_transcript", d).await;
-    result
+    o.answered(&state, "read_transcript", format!("read the transcript of session {name}"), result).await
 }
 
 /// `GET /agent/v1/orchestrator/sessions/{name}/diff`: a session's work against its base.
@@ -395,9 +396,7 @@ pub(super) async fn diff(
         Ok(Json(json!({ "message": format!("the diff of session \"{name}\""), "diff": diff })).into_response())
     }
     .await;
-    let d = described("read_diff", &result, &format!("read the diff of session {name}"));
-    o.record(&state, "read_diff", d).await;
-    result
+    o.answered(&state, "read_diff", format!("read the diff of session {name}"), result).await
 }
 
 /// `POST /agent/v1/orchestrator/sessions/{name}/send`: a message typed into a session of the
@@ -418,9 +417,7 @@ pub(super) async fn send(
         Ok(done(answer, json!({ "session": name })))
     }
     .await;
-    let d = described("send", &result, &format!("sent session {name} a message"));
-    o.record(&state, "send", d).await;
-    result
+    o.answered(&state, "send", format!("sent session {name} a message"), result).await
 }
 
 /// `POST /agent/v1/orchestrator/sessions/{name}/stop`: stops a worker it created (its
@@ -474,9 +471,7 @@ async fn set_stopped(
         Ok(done(message, json!({ "session": name })))
     }
     .await;
-    let d = described(tool, &result, &format!("{tool} session {name}"));
-    o.record(&state, tool, d).await;
-    result
+    o.answered(&state, tool, format!("{tool} session {name}"), result).await
 }
 
 /// `DELETE /agent/v1/orchestrator/sessions/{name}`: deletes a worker it created; the session's
@@ -495,9 +490,7 @@ pub(super) async fn delete(
         Ok(done(format!("session \"{name}\" is being deleted; its branch stays"), json!({ "session": name })))
     }
     .await;
-    let d = described("delete", &result, &format!("deleted session {name}"));
-    o.record(&state, "delete", d).await;
-    result
+    o.answered(&state, "delete", format!("deleted session {name}"), result).await
 }
 
 /// `POST /agent/v1/orchestrator/sessions/{name}/review`: asks for a review round of a
@@ -531,9 +524,7 @@ pub(super) async fn review(
         Ok(done(message, json!({ "session": name, "note": note, "reviewers": reviewers })))
     }
     .await;
-    let d = described("request_review", &result, &format!("asked for a review of session {name}"));
-    o.record(&state, "request_review", d).await;
-    result
+    o.answered(&state, "request_review", format!("asked for a review of session {name}"), result).await
 }
 
 /// `POST /agent/v1/orchestrator/sessions/{name}/merge`: when the project lets its orchestrator
@@ -570,9 +561,7 @@ pub(super) async fn merge(
         ))
     }
     .await;
-    let d = described("merge", &result, &format!("asked to merge session {name} when green"));
-    o.record(&state, "merge", d).await;
-    result
+    o.answered(&state, "merge", format!("asked to merge session {name} when green"), result).await
 }
 
 /// `POST /agent/v1/orchestrator/sessions/{name}/answer`: when the project lets its
@@ -600,9 +589,7 @@ pub(super) async fn answer(
         Ok(done(format!("the answer is typed into session \"{name}\""), json!({ "session": name })))
     }
     .await;
-    let d = described("answer", &result, &format!("answered session {name}"));
-    o.record(&state, "answer", d).await;
-    result
+    o.answered(&state, "answer", format!("answered session {name}"), result).await
 }
 
 /// Changes worker `name` with `change` (which answers whether it changed anything), written
