@@ -10,39 +10,53 @@ It speaks three wire formats, each as the real service streams it:
   response.output_item.added/done, response.output_text.delta, response.completed), which Codex
   speaks;
 - OpenAI chat completions (`POST /v1/chat/completions` or `/chat/completions`, SSE chunks and
-  `data: [DONE]`), which aider speaks through litellm.
+  `data: [DONE]`; a tool call streamed as `tool_calls` deltas, its arguments in parts, ending in
+  finish_reason `tool_calls`), which aider speaks through litellm (without tools) and qwen-code
+  speaks (with function tools).
 
 Each turn is decided from the newest user text of the request (see `decide`):
 
 - `create-file PATH WORD` answers with a tool call that writes WORD into PATH, using the agent's
-  own tool from the request's `tools` (Claude Code's `Write`, Codex's `apply_patch` or `shell`) or,
-  for aider, which has no tools, a file in its "whole" edit format;
-- `call-tool NAME` (Anthropic Messages only) answers with a call of the tool of the request's
-  `tools` named NAME or ending in `__NAME` (an MCP server's tool, as Claude Code names them:
-  `mcp__SERVER__NAME`), without arguments; `call-tool NAME {"key": "value"}` passes the JSON
-  object that follows the name on its line as the arguments (JSON that is not an object, or does
-  not parse, gives no arguments and a `call-tool-error` line in the log);
+  own tool from the request's `tools`: Claude Code's `Write`; Codex's `apply_patch`, else
+  `shell_command`, `exec_command` or `shell`; on chat completions `write_file` (`{"file_path":
+  PATH, "content": WORD}`), else `run_shell_command` (`{"command": "printf %s WORD > PATH"}`, each
+  quoted for the shell where it needs it), as qwen-code offers them, else (aider, which offers no
+  tools) no call but the file in aider's "whole" edit format: PATH, then WORD in a fenced block;
+- `call-tool NAME` (Anthropic Messages and chat completions) answers with a call of the tool of
+  the request's `tools` named NAME or ending in `__NAME` (an MCP server's tool, as Claude Code
+  names them: `mcp__SERVER__NAME`), without arguments, or the text `I have no NAME tool.` when
+  there is none; `call-tool NAME {"key": "value"}` passes the JSON object that follows the name on
+  its line as the arguments (JSON that is not an object, or does not parse, gives no arguments and
+  a `call-tool-error` line in the log);
+- `rate-limit SECONDS` (all three formats) answers, not streamed, HTTP 429 with the header
+  `retry-after: SECONDS` and the service's error body: Anthropic's `{"type": "error", "error":
+  {"type": "rate_limit_error", "message": ...}}`, OpenAI's `{"error": {"message": ..., "type":
+  "requests", "param": null, "code": "rate_limit_exceeded"}}`. An agent retrying sends the same
+  newest user text, so each retry is refused too;
 - `slow SECONDS` streams its answer over that many seconds;
 - anything else gets a short answer at once;
-- once the newest user content is a tool result, the answer is `The file is written.`
+- once the newest user content is a tool result (on chat completions: the newest message is a
+  `tool` message), the answer is `The file is written.`
 
-Rules (Anthropic Messages only, `--rules FILE`) script longer turns. The file is read again on
-every request, so a test may write it (best atomically, by a rename) before or while the agent
-runs; while it is missing there are no rules, and while it does not parse there are none either
-and each main request (see below) logs a `rules-error` line. It holds a JSON array of rules:
+Rules (Anthropic Messages and chat completions, `--rules FILE`) script longer turns. The file is
+read again on every request, so a test may write it (best atomically, by a rename) before or while
+the agent runs; while it is missing there are no rules, and while it does not parse there are none
+either and each main request (see below) logs a `rules-error` line. It holds a JSON array of
+rules:
 
     [{"when": REGEX, "calls": [{"tool": NAME, "input": {...}}, ...], "then": TEXT}, ...]
 
 (`calls` defaults to none, a call's `input` to `{}`, `then` to `done`). They apply to a main
 request, one whose `tools` is not empty (not a side request for a title or the like). Its text is
 that of the newest user message holding text once `<system-reminder>` blocks are taken out (all
-its text blocks joined by newlines: a message typed while the agent was busy is appended to the
-same content; a message of tool results alone does not count), and its step k is the number of
-tool_use blocks the assistant sent after that message. The first rule whose `when` matches the
-text (re.search, DOTALL) decides: while k is below the number of its calls, call k is made (of the
-tool named NAME or ending in `__NAME` among the request's `tools`; when there is none the answer is
-the text `no tool NAME offered`); after them the answer is the text `then`. When no rule matches,
-the commands above decide.
+its text blocks, or text parts, joined by newlines: a message typed while the agent was busy is
+appended to the same content; a message of tool results alone does not count), and its step k is
+the number of tool calls the assistant made after that message (Anthropic's tool_use blocks, chat
+completions' `tool_calls` entries). The first rule whose `when` matches the text (re.search,
+DOTALL) decides: while k is below the number of its calls, call k is made (of the tool named NAME
+or ending in `__NAME` among the request's `tools`, with the call's `input` as its arguments; when
+there is none the answer is the text `no tool NAME offered`); after them the answer is the text
+`then`. When no rule matches, the commands above decide.
 
 Every request is appended to the log file, one JSON object a line:
 - `{"n", "event": "request", "api", "path", "t", "body"}` when it arrives;
@@ -53,6 +67,7 @@ Every request is appended to the log file, one JSON object a line:
 - `{"n", "event": "rules-error", "file", "error"}` when the rules file does not parse (or is no
   array of rules of the shape above) as a main request reads it;
 - `{"n", "event": "call-tool-error", "tool", "error"}` when `call-tool`'s arguments are no object;
+- `{"n", "event": "rate-limited", "seconds"}` when `rate-limit` refused it;
 - `{"n", "event": "done", "t"}` when its answer is complete;
 so a test can assert what arrived, what the model did and when it was streaming.
 
@@ -63,6 +78,7 @@ connections.
 import argparse
 import json
 import re
+import shlex
 import sys
 import threading
 import time
@@ -132,6 +148,8 @@ def responses_turn(body):
 
 def chat_turn(body):
     msgs = body.get("messages") or []
+    if msgs and msgs[-1].get("role") == "tool":
+        return "", True
     if not msgs or msgs[-1].get("role") != "user":
         return "", False
     content = msgs[-1].get("content")
@@ -144,9 +162,13 @@ CALL_TOOL = re.compile(r"\bcall-tool (\w+)")
 
 
 def decide(text, after_tool):
-    """The scripted answer: ("tool", path, word) | ("text", answer, seconds)."""
+    """The scripted answer: ("tool", path, word) | ("call", name, 0) | ("rate-limit", seconds) |
+    ("text", answer, seconds)."""
     if after_tool:
         return ("text", "The file is written.", 0)
+    m = re.search(r"\brate-limit (\d+)\b", text)
+    if m:
+        return ("rate-limit", int(m.group(1)))
     lines = [l for l in text.splitlines() if l.strip()]
     last_create = None
     for line in lines:
@@ -192,7 +214,7 @@ def offered(tools, name):
     return found[0] if found else None
 
 
-# --- rules (Anthropic Messages) -----------------------------------------------------------------
+# --- rules (Anthropic Messages, chat completions) -----------------------------------------------
 
 
 def parse_rules(raw):
@@ -277,12 +299,27 @@ def anthropic_rule_turn(body):
     return None
 
 
-def rule_plan(body, tools, n):
+def chat_rule_turn(body):
+    """(the newest user message's text, the number of tool calls the assistant made after it), or
+    None when no user message holds text; a chat request's counterpart of `anthropic_rule_turn`."""
+    msgs = body.get("messages") or []
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].get("role") != "user":
+            continue
+        text = user_text(msgs[i].get("content"))
+        if not text:
+            continue
+        calls = sum(len(m.get("tool_calls") or []) for m in msgs[i + 1:] if m.get("role") == "assistant")
+        return text, calls
+    return None
+
+
+def rule_plan(body, tools, n, turn_of=anthropic_rule_turn):
     """The plan of the first rule matching a main request, logged, or None when no rule matches."""
     rules = load_rules(n)
     if not rules:
         return None
-    turn = anthropic_rule_turn(body)
+    turn = turn_of(body)
     if turn is None:
         return None
     text, step = turn
@@ -326,6 +363,34 @@ def anthropic_plan(body, n):
     return plan
 
 
+def chat_plan(body, n):
+    """("tool", name, arguments, preamble) | ("text", answer, seconds) | ("rate-limit", seconds) for a
+    chat completions request. Without a tool to write with, `create-file` answers in aider's "whole"
+    edit format: the path, then the file's content fenced."""
+    tools = [(t.get("function") or {}).get("name") or t.get("name") for t in body.get("tools") or []
+             if isinstance(t, dict)]
+    if tools:
+        plan = rule_plan(body, tools, n, chat_rule_turn)
+        if plan:
+            return plan
+    text, after_tool = chat_turn(body)
+    plan = decide(text, after_tool)
+    if plan[0] == "tool":
+        path, word = plan[1], plan[2]
+        if "write_file" in tools:
+            return ("tool", "write_file", {"file_path": path, "content": word}, "Writing the file.")
+        if "run_shell_command" in tools:
+            return ("tool", "run_shell_command", {"command": f"printf %s {shlex.quote(word)} > {shlex.quote(path)}"},
+                    "Writing the file.")
+        return ("text", f"{path}\n```\n{word}\n```\n", 0)
+    if plan[0] == "call":
+        found = offered(tools, plan[1])
+        if not found:
+            return ("text", f"I have no {plan[1]} tool.", 0)
+        return ("tool", found, call_tool_input(text, n), "Writing the file.")
+    return plan
+
+
 def chunks(text, n):
     size = max(1, len(text) // n)
     return [text[i : i + size] for i in range(0, len(text), size)]
@@ -348,13 +413,26 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return {}
 
-    def send_json(self, code, value):
+    def send_json(self, code, value, headers=()):
         data = json.dumps(value).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, header in headers:
+            self.send_header(name, header)
         self.end_headers()
         self.wfile.write(data)
+
+    def rate_limited(self, api, seconds, n):
+        """The 429 the service answers a request over its rate limit, with its error body."""
+        record({"n": n, "event": "rate-limited", "seconds": seconds})
+        if api == "anthropic":
+            error = {"type": "error", "error": {"type": "rate_limit_error", "message":
+                                                "Number of request tokens has exceeded your per-minute rate limit"}}
+        else:
+            error = {"error": {"message": "Rate limit reached for requests", "type": "requests", "param": None,
+                               "code": "rate_limit_exceeded"}}
+        self.send_json(429, error, [("retry-after", str(seconds))])
 
     def start_sse(self):
         self.send_response(200)
@@ -411,6 +489,8 @@ class Handler(BaseHTTPRequestHandler):
     # Anthropic Messages.
     def wire_anthropic(self, body, n):
         plan = anthropic_plan(body, n)
+        if plan[0] == "rate-limit":
+            return self.rate_limited("anthropic", plan[1], n)
         usage = {"input_tokens": 100, "output_tokens": 1}
         if not body.get("stream"):
             if plan[0] == "tool":
@@ -460,6 +540,8 @@ class Handler(BaseHTTPRequestHandler):
     def wire_responses(self, body, n):
         text, after_tool = responses_turn(body)
         plan = decide(text, after_tool)
+        if plan[0] == "rate-limit":
+            return self.rate_limited("responses", plan[1], n)
         tools = {}
         for t in body.get("tools") or []:
             tools[t.get("name") or t.get("type")] = t.get("type")
@@ -520,36 +602,44 @@ class Handler(BaseHTTPRequestHandler):
 
     # OpenAI chat completions.
     def wire_chat(self, body, n):
-        text, _ = chat_turn(body)
-        plan = decide(text, False)
-        if plan[0] == "tool":
-            answer, seconds = f"{plan[1]}\n```\n{plan[2]}\n```\n", 0
-        else:
-            answer, seconds = plan[1], plan[2]
+        plan = chat_plan(body, n)
+        if plan[0] == "rate-limit":
+            return self.rate_limited("chat", plan[1], n)
         model = body.get("model", MODEL)
         created = int(time.time())
+        usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
 
         def chunk_of(delta, finish=None):
             return {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": created, "model": model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
+        if plan[0] == "tool":
+            name, args = plan[1], json.dumps(plan[2])
+            call = {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": args}}
+            message, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+        else:
+            answer, seconds = plan[1], plan[2]
+            message, finish = {"role": "assistant", "content": answer}, "stop"
         if not body.get("stream"):
             return self.send_json(200, {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": created,
-                                        "model": model, "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                            "role": "assistant", "content": answer}}],
-                                        "usage": {"prompt_tokens": 100, "completion_tokens": 20,
-                                                  "total_tokens": 120}})
+                                        "model": model, "choices": [{"index": 0, "finish_reason": finish,
+                                                                     "message": message}], "usage": usage})
         self.start_sse()
-        self.event(None, chunk_of({"role": "assistant", "content": ""}))
-        parts = chunks(answer, 40 if seconds else 1)
-        for part in parts:
-            self.event(None, chunk_of({"content": part}))
-            if seconds:
-                time.sleep(seconds / len(parts))
-        self.event(None, chunk_of({}, "stop"))
-        usage = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": created, "model": model,
-                 "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
-        self.event(None, usage)
+        if plan[0] == "tool":
+            self.event(None, chunk_of({"role": "assistant", "content": None, "tool_calls": [
+                {"index": 0, "id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": ""}}]}))
+            for part in chunks(args, 3):
+                self.event(None, chunk_of({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}))
+        else:
+            self.event(None, chunk_of({"role": "assistant", "content": ""}))
+            parts = chunks(answer, 40 if seconds else 1)
+            for part in parts:
+                self.event(None, chunk_of({"content": part}))
+                if seconds:
+                    time.sleep(seconds / len(parts))
+        self.event(None, chunk_of({}, finish))
+        self.event(None, {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": created,
+                          "model": model, "choices": [], "usage": usage})
         self.chunk("data: [DONE]\n\n")
         self.end_sse()
 

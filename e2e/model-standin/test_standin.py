@@ -1,5 +1,7 @@
-"""Tests of the scripted model endpoint (standin.py) in the Anthropic Messages format: its rules
-file, `call-tool` with arguments, and that without a matching rule it answers as before.
+"""Tests of the scripted model endpoint (standin.py): in the Anthropic Messages format its rules
+file, `call-tool` with arguments, and that without a matching rule it answers as before; in the
+chat completions format its tool calls (`create-file`, `call-tool`, rules) as qwen-code gets them
+and aider's whole-file answer without tools; `rate-limit` in all three formats.
 
 Run from the repository's root: python3 -m unittest e2e/model-standin/test_standin.py
 (or python3 e2e/model-standin/test_standin.py).
@@ -13,6 +15,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -48,6 +51,17 @@ class Standin:
             self.stop()
             raise RuntimeError(f"the stand-in did not say where it listens: {line!r}")
         self.port = int(line.split()[1])
+
+    def send(self, body, path):
+        """(status, headers, body text) of a request, whatever its status."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+                return resp.status, resp.headers, resp.read().decode()
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, e.headers, e.read().decode()
 
     def stop(self):
         if self.proc.poll() is None:
@@ -369,6 +383,224 @@ class NoRulesOptionTest(unittest.TestCase):
         [use] = tool_uses(s.post(main_request(user("create-file a.txt word"))))
         self.assertEqual((use["name"], use["input"]), ("Write", {"file_path": "a.txt", "content": "word\n"}))
         self.assertEqual(s.entries(event="rule") + s.entries(event="rules-error"), [])
+
+
+# --- requests as qwen-code (chat completions, with tools) and aider (without) send them ------------
+
+
+def function(name):
+    return {"type": "function", "function": {"name": name, "description": name, "parameters": {"type": "object"}}}
+
+
+QWEN_TOOLS = [function("read_file"), function("write_file"), function("run_shell_command"),
+              function("mcp__aoctl__spawn"), function("mcp__aoctl__status")]
+
+
+def chat_request(*messages, tools=QWEN_TOOLS, stream=True):
+    body = {"model": "qwen-x", "stream": stream, "messages": [{"role": "system", "content": "Be brief."}]
+            + list(messages)}
+    if tools is not None:
+        body["tools"] = tools
+    return body
+
+
+def chat_user(text):
+    return {"role": "user", "content": text}
+
+
+def chat_called(call_id, name, args):
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def chat_result(call_id):
+    return {"role": "tool", "tool_call_id": call_id, "content": "ok"}
+
+
+def chat_chunks(raw):
+    """The JSON chunks of a chat completions stream; asserts it ends in `data: [DONE]`."""
+    frames = [f for f in raw.split("\n\n") if f.strip()]
+    assert all(f.startswith("data: ") and "\n" not in f for f in frames), frames
+    assert frames[-1] == "data: [DONE]", frames[-1]
+    return [json.loads(f[len("data: "):]) for f in frames[:-1]]
+
+
+def chat_assemble(chunks, n):
+    """The message the chunks add up to, with its finish_reason; asserts the ids, the usage chunk
+    last and that only the last choice chunk finishes."""
+    assert all(c["id"] == f"chatcmpl-{n}" and c["object"] == "chat.completion.chunk" for c in chunks), chunks
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] == 120, chunks[-1]
+    choices = [c["choices"][0] for c in chunks[:-1]]
+    assert all(c["finish_reason"] is None for c in choices[:-1]) and choices[-1]["delta"] == {}, choices
+    message, calls = {"content": ""}, {}
+    for c in choices:
+        delta = c["delta"]
+        message["content"] += delta.get("content") or ""
+        for call in delta.get("tool_calls") or []:
+            whole = calls.setdefault(call["index"], {"id": None, "name": None, "arguments": ""})
+            whole["id"] = call.get("id", whole["id"])
+            whole["name"] = call.get("function", {}).get("name", whole["name"])
+            whole["arguments"] += call.get("function", {}).get("arguments", "")
+    message["tool_calls"] = [dict(c, arguments=json.loads(c["arguments"])) for _, c in sorted(calls.items())]
+    message["finish_reason"] = choices[-1]["finish_reason"]
+    return message
+
+
+class ChatTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Standin()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.stop()
+
+    def setUp(self):
+        self.s.remove_rules()
+        self.since = self.s.last_n()
+
+    def post(self, body):
+        """(the assembled message, the request's number, the raw chunks)."""
+        status, headers, raw = self.s.send(body, "/v1/chat/completions")
+        self.assertEqual((status, headers.get("Content-Type")), (200, "text/event-stream"))
+        n = self.s.last_n()
+        found = chat_chunks(raw)
+        return chat_assemble(found, n), n, found
+
+    def calls(self, message):
+        return [(c["name"], c["arguments"]) for c in message["tool_calls"]]
+
+    def test_create_file_calls_write_file_in_the_verified_shape(self):
+        message, n, found = self.post(chat_request(chat_user("create-file notes.txt hello")))
+        self.assertEqual(found[0]["choices"], [{"index": 0, "finish_reason": None, "delta": {
+            "role": "assistant", "content": None, "tool_calls": [{"index": 0, "id": f"call_{n}", "type": "function",
+                                                                  "function": {"name": "write_file",
+                                                                               "arguments": ""}}]}}])
+        parts = found[1:-2]
+        self.assertGreater(len(parts), 1)
+        for c in parts:
+            [call] = c["choices"][0]["delta"]["tool_calls"]
+            self.assertEqual((list(c["choices"][0]["delta"]), list(call), call["index"], list(call["function"])),
+                             (["tool_calls"], ["index", "function"], 0, ["arguments"]))
+        self.assertEqual(found[-2]["choices"][0]["finish_reason"], "tool_calls")
+        self.assertTrue(all(c["model"] == "qwen-x" and c["created"] == found[0]["created"] for c in found))
+        self.assertEqual((message["content"], message["finish_reason"]), ("", "tool_calls"))
+        self.assertEqual(message["tool_calls"], [{"id": f"call_{n}", "name": "write_file",
+                                                  "arguments": {"file_path": "notes.txt", "content": "hello"}}])
+
+    def test_create_file_with_only_a_shell_tool_runs_printf(self):
+        tools = [function("read_file"), function("run_shell_command")]
+        message, _, _ = self.post(chat_request(chat_user("create-file out/a.txt world"), tools=tools))
+        self.assertEqual(self.calls(message), [("run_shell_command", {"command": "printf %s world > out/a.txt"})])
+        self.assertEqual(message["finish_reason"], "tool_calls")
+
+    def test_create_file_without_tools_answers_in_aiders_whole_format(self):
+        for tools in (None, [], [function("read_file")]):
+            with self.subTest(tools=tools):
+                message, _, found = self.post(chat_request(chat_user("create-file notes.txt hello"), tools=tools))
+                self.assertEqual((message["content"], message["tool_calls"], message["finish_reason"]),
+                                 ("notes.txt\n```\nhello\n```\n", [], "stop"))
+                self.assertEqual(found[0]["choices"][0]["delta"], {"role": "assistant", "content": ""})
+
+    def test_call_tool_calls_the_offered_tool_with_its_arguments(self):
+        args = {"state": "working", "detail": "a {brace}"}
+        message, _, _ = self.post(chat_request(chat_user(f"call-tool status {json.dumps(args)}")))
+        self.assertEqual(self.calls(message), [("mcp__aoctl__status", args)])
+        message, _, _ = self.post(chat_request(chat_user("call-tool read_file")))
+        self.assertEqual(self.calls(message), [("read_file", {})])
+        message, _, _ = self.post(chat_request(chat_user("call-tool vanish")))
+        self.assertEqual((message["content"], message["tool_calls"]), ("I have no vanish tool.", []))
+
+    def test_after_a_tool_message_the_file_is_written(self):
+        history = [chat_user("create-file notes.txt hello"),
+                   chat_called("call_1", "write_file", {"file_path": "notes.txt", "content": "hello"}),
+                   chat_result("call_1")]
+        message, _, _ = self.post(chat_request(*history))
+        self.assertEqual((message["content"], message["tool_calls"], message["finish_reason"]),
+                         ("The file is written.", [], "stop"))
+
+    def test_rules_make_their_calls_in_turn_then_answer(self):
+        self.s.write_rules([{"when": "never", "then": "no"},
+                            {"when": r"spawn (\w+) workers", "then": "both are spawned",
+                             "calls": [{"tool": "spawn", "input": {"name": "a"}},
+                                       {"tool": "spawn", "input": {"name": "b", "labels": ["x"]}}]}])
+        ask = chat_user("please spawn two workers")
+        rules = lambda n: [{k: v for k, v in e.items() if k not in ("n", "event")} for e in self.s.entries(n, "rule")]
+
+        message, n, _ = self.post(chat_request(ask))
+        self.assertEqual(self.calls(message), [("mcp__aoctl__spawn", {"name": "a"})])
+        self.assertEqual(rules(n), [{"rule": 1, "step": 0, "tool": "spawn", "called": "mcp__aoctl__spawn",
+                                     "text": None, "input": {"name": "a"}}])
+
+        history = [ask, chat_called(f"call_{n}", "mcp__aoctl__spawn", {"name": "a"}), chat_result(f"call_{n}")]
+        message, n, _ = self.post(chat_request(*history))
+        self.assertEqual(self.calls(message), [("mcp__aoctl__spawn", {"name": "b", "labels": ["x"]})])
+        self.assertEqual(rules(n), [{"rule": 1, "step": 1, "tool": "spawn", "called": "mcp__aoctl__spawn",
+                                     "text": None, "input": {"name": "b", "labels": ["x"]}}])
+
+        history += [chat_called(f"call_{n}", "mcp__aoctl__spawn", {"name": "b"}), chat_result(f"call_{n}")]
+        message, n, _ = self.post(chat_request(*history))
+        self.assertEqual((message["content"], message["tool_calls"], message["finish_reason"]),
+                         ("both are spawned", [], "stop"))
+        self.assertEqual(rules(n), [{"rule": 1, "step": 2, "tool": None, "called": None, "text": "both are spawned"}])
+
+    def test_rules_count_the_text_parts_and_skip_requests_without_tools(self):
+        self.s.write_rules([{"when": "first.*second", "calls": [{"tool": "status"}]}])
+        ask = {"role": "user", "content": [{"type": "text", "text": "the first"}, {"type": "text", "text": "second"}]}
+        message, n, _ = self.post(chat_request(ask))
+        self.assertEqual(self.calls(message), [("mcp__aoctl__status", {})])
+        message, n, _ = self.post(chat_request(chat_user("first and second"), tools=None))
+        self.assertEqual(message["content"], "ack first and second")
+        self.assertEqual(self.s.entries(n, "rule"), [])
+
+    def test_a_tool_call_unstreamed(self):
+        status, _, raw = self.s.send(chat_request(chat_user("create-file a.txt b"), stream=False),
+                                     "/v1/chat/completions")
+        answer = json.loads(raw)
+        [choice] = answer["choices"]
+        self.assertEqual((status, choice["finish_reason"], choice["message"]["content"]), (200, "tool_calls", None))
+        [call] = choice["message"]["tool_calls"]
+        self.assertEqual((call["id"], call["type"], call["function"]["name"]),
+                         (f"call_{self.s.last_n()}", "function", "write_file"))
+        self.assertEqual(json.loads(call["function"]["arguments"]), {"file_path": "a.txt", "content": "b"})
+
+
+class RateLimitTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Standin()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.stop()
+
+    OPENAI_ERROR = {"error": {"message": "Rate limit reached for requests", "type": "requests", "param": None,
+                              "code": "rate_limit_exceeded"}}
+
+    def check(self, body, path, error):
+        for stream in (True, False):
+            with self.subTest(path=path, stream=stream):
+                status, headers, raw = self.s.send(dict(body, stream=stream), path)
+                n = self.s.last_n()
+                self.assertEqual((status, headers.get("retry-after"), headers.get("Content-Type")),
+                                 (429, "7", "application/json"))
+                self.assertEqual(json.loads(raw), error)
+                self.assertEqual([(e["event"], e.get("seconds")) for e in self.s.entries(n)],
+                                 [("request", None), ("rate-limited", 7), ("done", None)])
+
+    def test_anthropic_messages(self):
+        self.check(main_request(user("rate-limit 7 please")), "/v1/messages",
+                   {"type": "error", "error": {"type": "rate_limit_error", "message":
+                                               "Number of request tokens has exceeded your per-minute rate limit"}})
+
+    def test_openai_responses(self):
+        self.check({"model": "gpt-x", "input": [{"type": "message", "role": "user",
+                                                 "content": [{"type": "input_text", "text": "rate-limit 7"}]}]},
+                   "/v1/responses", self.OPENAI_ERROR)
+
+    def test_chat_completions(self):
+        self.check(chat_request(chat_user("rate-limit 7")), "/v1/chat/completions", self.OPENAI_ERROR)
+        self.check(chat_request(chat_user("rate-limit 7"), tools=None), "/chat/completions", self.OPENAI_ERROR)
 
 
 if __name__ == "__main__":
