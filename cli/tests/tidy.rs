@@ -1,6 +1,7 @@
 //! Rules of the code base that can be checked, checked over the whole workspace: every Rust file
 //! opens with a `//!` line; only the crates in `runtimes/` start processes (tests excepted); `api/`,
-//! the wire contract, does no IO and reads the clock only through `Time::now`; the controller
+//! the wire contract, does no IO and reads the clock only through `Time::now`;
+//! `runtimes/structured/`, the fold of the agents' protocols, does no IO and reads no clock; the controller
 //! does no file, process or git IO of its own (it goes through the machine side) and reads only
 //! configuration variables; the controller's machine side and HTTP handlers import no reconciler;
 //! reconcilers write no spec but the sources' writes of the objects they own, and list no Session
@@ -68,20 +69,21 @@ fn product_code(path: &Path) -> Option<String> {
     Some(lines[..end].join("\n"))
 }
 
-/// The lines of product code in the crates `among` that contain one of `patterns`, as `path:line: text`.
+/// The lines of product code in the folders `among` (a crate's, as `api`, or one inside it, as
+/// `runtimes/structured`) that contain one of `patterns`, as `path:line: text`.
 fn offending(among: &[&str], patterns: &[&str]) -> Vec<String> {
     let root = root();
     let mut found = vec![];
-    for (krate, files) in crates() {
-        if !among.contains(&krate) {
-            continue;
-        }
+    for (_, files) in crates() {
         for path in files {
+            let rel = path.strip_prefix(&root).unwrap_or(&path).to_string_lossy().into_owned();
+            if !among.iter().any(|folder| rel.starts_with(&format!("{folder}/"))) {
+                continue;
+            }
             let Some(code) = product_code(&path) else { continue };
             for (n, line) in code.lines().enumerate() {
                 let code_part = line.split("//").next().unwrap_or_default();
                 if patterns.iter().any(|p| code_part.contains(p)) {
-                    let rel = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
                     found.push(format!("{rel}:{}: {}", n + 1, line.trim()));
                 }
             }
@@ -123,12 +125,26 @@ fn only_runtimes_starts_processes() {
     assert!(!offending(&["runtimes"], &spawning).is_empty(), "runtimes/ starts processes, and the check sees them");
 }
 
+/// The folders whose code does no IO: `api/`, the wire contract, and `runtimes/structured/`, the
+/// fold of the agents' protocols (records and times come in as arguments).
+const NO_IO: [&str; 2] = ["api", "runtimes/structured"];
+
 #[test]
-fn api_does_no_io() {
+fn api_and_the_protocol_fold_do_no_io() {
     let io = ["std::fs", "tokio::", "std::net", "reqwest", "std::process", "std::env::var", "File::open", "sled::"];
-    let found = offending(&["api"], &io);
-    assert!(found.is_empty(), "api/ is the wire contract and does no IO; found:\n{}", found.join("\n"));
+    let found = offending(&NO_IO, &io);
+    assert!(
+        found.is_empty(),
+        "api/ (the wire contract) and runtimes/structured/ (the protocols' fold) do no IO; found:\n{}",
+        found.join("\n")
+    );
+    // The fold reads no clock either: `now` is an argument, `since` a record's time.
+    let clock = ["SystemTime::now", "Instant::now", "Utc::now", "Local::now"];
+    let found = offending(&["runtimes/structured"], &clock);
+    assert!(found.is_empty(), "runtimes/structured/ reads no clock; pass the time in:\n{}", found.join("\n"));
+    // The check sees what it looks for, and sees the fold's files.
     assert!(!offending(&["controller"], &io).is_empty(), "the controller does IO, and the check sees it");
+    assert!(!offending(&["runtimes/structured"], &["serde_json::"]).is_empty(), "the check sees runtimes/structured/");
 }
 
 /// What touches the machine's files, processes or git repositories directly.
