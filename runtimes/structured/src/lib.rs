@@ -1,7 +1,7 @@
 //! Structured control, pure: a session's protocol log as [`Record`]s, the codecs that read Claude
 //! Code's stream-json, Codex's app-server and ACP into protocol-neutral [`Event`]s, the fold of a
-//! log into a [`Conversation`], the lines the controller writes to an agent, and message ids. No
-//! IO: records and times come in as arguments.
+//! log into a [`Conversation`], the lines the controller writes to an agent, approval rules and
+//! message ids. No IO: records and times come in as arguments.
 
 pub mod acp;
 pub mod claude;
@@ -9,6 +9,7 @@ pub mod codex;
 pub mod fold;
 pub mod ids;
 pub mod outbound;
+pub mod rules;
 
 pub use fold::{Activity, Approval, Conversation, TurnEnd, Usage};
 

@@ -140,6 +140,10 @@ fn claude_can_use_tool_is_an_open_approval_until_answered() {
     let written = records("c6").into_iter().find(|r| r.src == Src::In && r.line["type"] == "control_response").unwrap();
     assert_eq!(answer, written.line);
 
+    // A rule over the recorded request answers it as a person would.
+    let allow = [aoctl_structured::rules::Rule::parse("Bash(touch *)").unwrap()];
+    assert_eq!(aoctl_structured::rules::decide(&allow, &[], a), aoctl_structured::rules::Verdict::Allow(0));
+
     let answered = claude("c6", 2_050);
     assert!(answered.approvals.is_empty());
     assert_eq!(state(&answered, 2_050).0, Activity::Working);
@@ -203,6 +207,24 @@ fn claude_known_uuid_is_accepted_without_a_turn() {
     let c = claude("c9", 4_300);
     assert_eq!(c.turns, 1);
     assert!((c.last_turn.as_ref().unwrap().cost.unwrap() - 0.0008).abs() < 1e-9);
+}
+
+#[test]
+fn claude_interrupt_ends_the_turn_without_refusing_its_message() {
+    let id = "d1111111-1111-4111-8111-111111111111";
+    let running = claude("c13", 2_000);
+    assert_eq!(state(&running, 2_000).0, Activity::Working);
+    let written = records("c13").into_iter().find(|r| r.src == Src::In && r.line["type"] == "control_request").unwrap();
+    assert_eq!(outbound::claude::interrupt("int-1"), written.line);
+    let c = claude("c13", 2_300);
+    let (s, evidence, _) = state(&c, 2_300);
+    assert_eq!(s, Activity::Idle);
+    assert!(evidence.starts_with("claude-code stream-json: result error_during_execution, turn 1 ("), "{evidence}");
+    let last = c.last_turn.as_ref().unwrap();
+    assert!(last.is_error);
+    assert!((last.cost.unwrap() - 0.0013).abs() < 1e-9, "what the interrupted turn cost: {:?}", last.cost);
+    assert!(c.is_accepted(id));
+    assert!(c.refused.is_empty(), "the model answered (in part): the message is not sent again");
 }
 
 #[test]
@@ -374,6 +396,7 @@ fn fold_of_a_log_is_the_fold_of_its_parts() {
         ("c1", Protocol::StreamJson),
         ("c3", Protocol::StreamJson),
         ("c6", Protocol::StreamJson),
+        ("c13", Protocol::StreamJson),
         ("c14", Protocol::StreamJson),
         ("x2", Protocol::AppServer),
         ("x6", Protocol::AppServer),
