@@ -36,7 +36,7 @@ fn inbound(v: &Value) -> Vec<Event> {
             let mut out = vec![Event::Requested { id: id.clone(), method: method.to_string() }];
             if method == "session/prompt" {
                 let text = prompt_text(v.get("params").and_then(|p| p.get("prompt")));
-                out.push(Event::Sent { id: Some(id.clone()), text });
+                out.push(Event::Sent { id: Some(id.clone()), text, request: Some(id.clone()) });
                 out.push(Event::TurnStarted { turn: Some(id.clone()), message: Some(id) });
             }
             out

@@ -36,7 +36,7 @@ fn inbound(v: &Value) -> Vec<Event> {
     match str_at(v, "type") {
         Some("user") => {
             let text = v.get("message").and_then(|m| m.get("content")).map(content_text).unwrap_or_default();
-            vec![Event::Sent { id: str_at(v, "uuid").map(str::to_string), text }]
+            vec![Event::Sent { id: str_at(v, "uuid").map(str::to_string), text, request: None }]
         }
         Some("control_response") => {
             let Some(r) = v.get("response") else { return vec![] };

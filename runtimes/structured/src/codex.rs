@@ -64,11 +64,15 @@ fn inbound(v: &Value) -> Vec<Event> {
     let id = v.get("id").and_then(rpc_id);
     match (str_at(v, "method"), id) {
         (Some(method), Some(id)) => {
-            let mut out = vec![Event::Requested { id, method: method.to_string() }];
+            let mut out = vec![Event::Requested { id: id.clone(), method: method.to_string() }];
             if matches!(method, "turn/start" | "turn/steer") {
                 let p = v.get("params").unwrap_or(&Value::Null);
                 let text = input_text(p.get("input"));
-                out.push(Event::Sent { id: str_at(p, "clientUserMessageId").map(str::to_string), text });
+                out.push(Event::Sent {
+                    id: str_at(p, "clientUserMessageId").map(str::to_string),
+                    text,
+                    request: Some(id),
+                });
             }
             out
         }

@@ -143,6 +143,8 @@ pub struct Conversation {
     pub accepted_texts: Vec<[u8; 32]>,
     /// SHA-256 of the texts of messages written, by id, until they are taken.
     sent_texts: BTreeMap<String, [u8; 32]>,
+    /// The message each open request of ours carries (Codex `turn/start`, ACP `session/prompt`).
+    request_messages: BTreeMap<String, String>,
     /// Open approvals, by request id.
     pub approvals: BTreeMap<String, Approval>,
     /// Our requests awaiting a response: id → method (Codex, ACP).
@@ -187,6 +189,7 @@ impl Conversation {
             lost: BTreeSet::new(),
             accepted_texts: Vec::new(),
             sent_texts: BTreeMap::new(),
+            request_messages: BTreeMap::new(),
             approvals: BTreeMap::new(),
             outstanding: BTreeMap::new(),
             unanswered_ext: BTreeMap::new(),
@@ -245,6 +248,10 @@ impl Conversation {
         }
         match e {
             Event::Started => {
+                // A start without an exit before it: the previous run's agent is gone all the same.
+                if self.exited.is_none() && self.started_at.is_some() {
+                    self.agent_gone(t);
+                }
                 self.exited = None;
                 self.ready = self.protocol == Protocol::StreamJson;
                 self.started_at = Some(t);
@@ -254,32 +261,16 @@ impl Conversation {
                 self.last_event = "started".into();
             }
             Event::Exited { code, why } => {
-                if let Some(turn) = self.turn.take() {
-                    let ended = Ended {
-                        result: "interrupted".into(),
-                        is_error: true,
-                        turn: turn.id.clone(),
-                        duration_ms: None,
-                        tokens: None,
-                        cost: None,
-                        cost_total: None,
-                        messages: vec![],
-                        api_status: None,
-                    };
-                    self.end_turn(Some(turn), ended, t, Some("ended with the agent".into()));
-                }
-                // What waited on this process died with it.
-                self.approvals.clear();
-                self.outstanding.clear();
-                self.lost.extend(std::mem::take(&mut self.pending).into_keys());
-                self.unanswered_ext.clear();
-                self.ready = false;
+                self.agent_gone(t);
                 let code_text = code.map_or_else(|| "a signal".to_string(), |c| format!("code {c}"));
                 self.last_event = format!("exited with {code_text} ({why})");
                 self.exited = Some(Exit { code, why, at: t });
                 self.last_event_at = t;
             }
-            Event::Sent { id, text } => {
+            Event::Sent { id, text, request } => {
+                if let (Some(id), Some(request)) = (&id, request) {
+                    self.request_messages.insert(request, id.clone());
+                }
                 if let Some(id) = id {
                     if !self.accepted.contains(&id) {
                         self.pending.insert(id.clone(), t);
@@ -293,8 +284,19 @@ impl Conversation {
             }
             Event::Responded { id, error } => {
                 let method = self.outstanding.remove(&id);
-                if let (Some(m), Some(err)) = (method, error) {
+                let message = self.request_messages.remove(&id);
+                if let Some(err) = error {
+                    let m = method.unwrap_or_else(|| format!("request {id}"));
                     self.last_event = format!("{m} → error {}", short(&err, 80));
+                    // The agent refused the request that carried a message: it was not taken.
+                    if let Some(msg) = message.filter(|m| !self.accepted.contains(m)) {
+                        self.pending.remove(&msg);
+                        self.sent_texts.remove(&msg);
+                        if let Some(turn) = self.turn.as_mut() {
+                            turn.messages.retain(|m| *m != msg);
+                        }
+                        self.refused.insert(msg, format!("error: {}", short(&err, 120)));
+                    }
                 }
             }
             Event::Accepted { id } => {
@@ -426,6 +428,32 @@ impl Conversation {
                 }
             }
         }
+    }
+
+    /// The agent of the run is gone (exited, or a new run started): a running turn ends
+    /// interrupted, messages it had not taken are lost (sent again, same id), and what waited on
+    /// the process (approvals, requests either way) died with it.
+    fn agent_gone(&mut self, t: i64) {
+        if let Some(turn) = self.turn.take() {
+            let ended = Ended {
+                result: "interrupted".into(),
+                is_error: true,
+                turn: turn.id.clone(),
+                duration_ms: None,
+                tokens: None,
+                cost: None,
+                cost_total: None,
+                messages: vec![],
+                api_status: None,
+            };
+            self.end_turn(Some(turn), ended, t, Some("ended with the agent".into()));
+        }
+        self.approvals.clear();
+        self.outstanding.clear();
+        self.request_messages.clear();
+        self.unanswered_ext.clear();
+        self.lost.extend(std::mem::take(&mut self.pending).into_keys());
+        self.ready = false;
     }
 
     /// Marks the message `id` taken.

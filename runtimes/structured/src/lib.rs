@@ -207,8 +207,9 @@ pub enum Event {
     Started,
     /// The agent exited.
     Exited { code: Option<i64>, why: String },
-    /// The controller wrote a user message with this id (`None` when it carried none).
-    Sent { id: Option<String>, text: String },
+    /// The controller wrote a user message with this id (`None` when it carried none), in the
+    /// request `request` where the protocol answers one (Codex, ACP).
+    Sent { id: Option<String>, text: String, request: Option<String> },
     /// The controller sent a request (`id`, `method`) that awaits a response.
     Requested { id: String, method: String },
     /// A response arrived for one of our requests.

@@ -391,6 +391,68 @@ fn acp_load_replays_user_text() {
 }
 
 #[test]
+fn acp_session_without_credentials_is_not_logged_in() {
+    for (name, agent, said) in [
+        ("acp-kimi", "kimi", "Authentication required"),
+        ("acp-cline", "cline", "Authentication required: Call authenticate before starting a session"),
+    ] {
+        let recs = records(name);
+        let answered = recs.iter().position(|r| r.line.get("error").is_some()).unwrap();
+        let c = Conversation::from_log(Protocol::Acp, agent, &recs[..=answered]);
+        let (s, evidence, _) = c.activity(recs[answered].t, STUCK);
+        assert_eq!(s, Activity::NeedsInput, "{name}");
+        assert_eq!(evidence, format!("{agent} acp: not logged in: {said}"));
+        assert!(!c.ready && c.conversation.is_none() && c.outstanding.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn acp_prompt_refused_by_the_agent_is_not_taken() {
+    // q2 up to its prompt, then an error response instead of the turn.
+    let recs = records("q2");
+    let prompt = recs.iter().position(|r| r.line["method"] == "session/prompt").unwrap();
+    let mut c = Conversation::from_log(Protocol::Acp, "qwen", &recs[..=prompt]);
+    assert_eq!(c.pending.len(), 1);
+    let error = serde_json::json!({"n": 50, "t": T0 + 2_500, "run": 1, "src": "agent",
+        "line": {"jsonrpc": "2.0", "id": 4, "error": {"code": -32603, "message": "Internal error"}}});
+    c.apply(&Record::from_value(error).unwrap());
+    assert!(!c.is_accepted("4"));
+    assert!(c.pending.is_empty());
+    assert_eq!(c.refused.get("4").map(String::as_str), Some("error: Internal error"));
+    let (s, evidence, _) = c.activity(T0 + 2_600, STUCK);
+    assert_eq!(s, Activity::Idle);
+    assert!(evidence.starts_with("qwen acp: session/prompt → stopReason error, turn 1"), "{evidence}");
+}
+
+#[test]
+fn a_new_run_without_an_exit_record_ends_the_old_runs_turn() {
+    // c3's agent mid-turn with two messages queued, then the holder starts c8's run with no exit
+    // between (a holder that died with its agent).
+    let mut c = claude("c3", 2_300);
+    let run2: Vec<Record> = records("c8")
+        .into_iter()
+        .filter(|r| r.t - T0 <= 5_300)
+        .map(|mut r| {
+            r.run = 2;
+            r.t += 10_000;
+            r
+        })
+        .collect();
+    assert_eq!(run2[0].holder_event(), Some("started"));
+    c.apply(&run2[0]);
+    let interrupted = c.last_turn.as_ref().unwrap();
+    assert_eq!((interrupted.n, interrupted.result.as_str()), (1, "interrupted"));
+    assert!(c.turn.is_none());
+    assert!(c.is_accepted("11111111-1111-4111-8111-111111111111"), "its message is not sent again");
+    assert_eq!(c.lost.len(), 2, "the queued messages are to be sent again");
+    for r in &run2[1..] {
+        c.apply(r);
+    }
+    assert_eq!(c.turns, 2);
+    assert_eq!(c.activity(T0 + 15_300, STUCK).0, Activity::Idle);
+}
+
+#[test]
 fn fold_of_a_log_is_the_fold_of_its_parts() {
     for (name, protocol) in [
         ("c1", Protocol::StreamJson),
