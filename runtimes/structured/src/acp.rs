@@ -156,7 +156,20 @@ fn update(p: &Value) -> Vec<Event> {
                 summary: short(command.unwrap_or_default(), 80),
             });
         }
+        "tool_call_update" if matches!(str_at(u, "status"), Some("completed" | "failed")) => {
+            let content = u.get("content").and_then(Value::as_array);
+            let text = content
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.get("content").and_then(|c| str_at(c, "text")))
+                .collect::<Vec<_>>()
+                .join("\n");
+            out.push(Event::ToolResult { text, is_error: str_at(u, "status") == Some("failed") });
+        }
         "agent_message_chunk" => {
+            if let Some(text) = u.get("content").and_then(|c| str_at(c, "text")).filter(|t| !t.is_empty()) {
+                out.push(Event::Said { text: text.to_string(), chunk: true });
+            }
             if let Some(usage) = u.get("_meta").and_then(|m| m.get("usage")) {
                 let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
                 out.push(Event::TurnTokens(Tokens {

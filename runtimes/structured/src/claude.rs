@@ -78,6 +78,7 @@ fn outbound(v: &Value, t: i64) -> Vec<Event> {
                 Some("rate_limit") => out.push(Event::RateLimited { text: text.clone() }),
                 Some("authentication_failed") => out.push(Event::AuthFailed { text: text.clone() }),
                 Some(other) => out.push(Event::Error { text: format!("{other}: {}", short(&text, 120)) }),
+                None if !text.is_empty() => out.push(Event::Said { text: text.clone(), chunk: false }),
                 None => {}
             }
             let blocks = v.get("message").and_then(|m| m.get("content")).and_then(Value::as_array);
@@ -85,6 +86,16 @@ fn outbound(v: &Value, t: i64) -> Vec<Event> {
                 let name = str_at(b, "name").unwrap_or("tool").to_string();
                 let summary = b.get("input").map(input_summary).unwrap_or_default();
                 out.push(Event::Tool { name, summary });
+            }
+        }
+        // The results of tool calls come back as a user line of `tool_result` blocks.
+        Some("user") => {
+            let blocks = v.get("message").and_then(|m| m.get("content")).and_then(Value::as_array);
+            for b in blocks.into_iter().flatten().filter(|b| str_at(b, "type") == Some("tool_result")) {
+                out.push(Event::ToolResult {
+                    text: b.get("content").map(content_text).unwrap_or_default(),
+                    is_error: b.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+                });
             }
         }
         Some("control_request") => {

@@ -167,6 +167,24 @@ fn notification(method: &str, p: &Value) -> Vec<Event> {
             }],
             _ => vec![],
         },
+        "item/completed" => match str_at(item, "type") {
+            Some("agentMessage") => match str_at(item, "text").filter(|t| !t.is_empty()) {
+                Some(text) => vec![Event::Said { text: text.to_string(), chunk: false }],
+                None => vec![],
+            },
+            Some("commandExecution" | "fileChange" | "mcpToolCall") => {
+                let status = str_at(item, "status").unwrap_or("completed");
+                let exit = item.get("exitCode").and_then(Value::as_i64);
+                let output = str_at(item, "aggregatedOutput").filter(|o| !o.is_empty());
+                let text = match (output, exit) {
+                    (Some(o), _) => o.to_string(),
+                    (None, Some(code)) => format!("{status} (exit code {code})"),
+                    (None, None) => status.to_string(),
+                };
+                vec![Event::ToolResult { text, is_error: status != "completed" || exit.is_some_and(|c| c != 0) }]
+            }
+            _ => vec![],
+        },
         "thread/tokenUsage/updated" => {
             let last = p.get("tokenUsage").and_then(|u| u.get("last"));
             let n = |k: &str| last.and_then(|l| l.get(k)).and_then(Value::as_u64).unwrap_or(0);

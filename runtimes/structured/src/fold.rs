@@ -402,6 +402,7 @@ impl Conversation {
             Event::AnsweredAgent { id } => {
                 self.unanswered_ext.remove(&id);
             }
+            Event::Said { .. } | Event::ToolResult { .. } => {}
             Event::Error { text } => {
                 self.last_event = format!("error: {}", short(&text, 100));
             }

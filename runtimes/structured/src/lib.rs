@@ -1,7 +1,7 @@
 //! Structured control, pure: a session's protocol log as [`Record`]s, the codecs that read Claude
 //! Code's stream-json, Codex's app-server and ACP into protocol-neutral [`Event`]s, the fold of a
-//! log into a [`Conversation`], the lines the controller writes to an agent, approval rules and
-//! message ids. No IO: records and times come in as arguments.
+//! log into a [`Conversation`], the lines the controller writes to an agent, a readable rendering
+//! of a log, approval rules and message ids. No IO: records and times come in as arguments.
 
 pub mod acp;
 pub mod claude;
@@ -9,6 +9,7 @@ pub mod codex;
 pub mod fold;
 pub mod ids;
 pub mod outbound;
+pub mod render;
 pub mod rules;
 
 pub use fold::{Activity, Approval, Conversation, TurnEnd, Usage};
@@ -226,6 +227,10 @@ pub enum Event {
     TurnTokens(Tokens),
     /// The running turn ended.
     TurnEnded(Ended),
+    /// Text the agent said: a whole message, or for ACP a chunk of one.
+    Said { text: String, chunk: bool },
+    /// A tool call's result (its text) or failure.
+    ToolResult { text: String, is_error: bool },
     /// A tool call started (its name and a short summary), for evidence.
     Tool { name: String, summary: String },
     /// The agent asks for a permission.
