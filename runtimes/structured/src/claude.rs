@@ -73,6 +73,12 @@ fn outbound(v: &Value, t: i64) -> Vec<Event> {
         }
         Some("system") if str_at(v, "subtype") == Some("init") => out.push(Event::Ready),
         Some("assistant") => {
+            // The messages this answer is for: what says a turn runs should a CLI stop reporting
+            // `command_lifecycle` (with it, these join the turn it started).
+            for id in uuids(v) {
+                out.push(Event::Accepted { id: id.clone() });
+                out.push(Event::TurnStarted { turn: None, message: Some(id) });
+            }
             let text = v.get("message").and_then(|m| m.get("content")).map(content_text).unwrap_or_default();
             match str_at(v, "error") {
                 Some("rate_limit") => out.push(Event::RateLimited { text: text.clone() }),
@@ -152,11 +158,7 @@ fn ended(v: &Value) -> Ended {
         .get("model_usage_since_last_result")
         .and_then(Value::as_object)
         .map(|models| models.values().filter_map(|m| m.get("costUSD").and_then(Value::as_f64)).sum::<f64>());
-    let messages = v
-        .get("user_message_uuids")
-        .and_then(Value::as_array)
-        .map(|ids| ids.iter().filter_map(Value::as_str).map(str::to_string).collect())
-        .unwrap_or_default();
+    let messages = uuids(v);
     Ended {
         result: str_at(v, "subtype").unwrap_or("unknown").to_string(),
         is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
@@ -168,4 +170,10 @@ fn ended(v: &Value) -> Ended {
         messages,
         api_status: v.get("api_error_status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok()),
     }
+}
+
+/// A line's `user_message_uuids`: the ids of the messages it answers.
+fn uuids(v: &Value) -> Vec<String> {
+    let ids = v.get("user_message_uuids").and_then(Value::as_array);
+    ids.into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
 }

@@ -120,6 +120,22 @@ fn claude_steered_message_is_accepted_mid_turn() {
 }
 
 #[test]
+fn claude_without_lifecycle_lines_folds_the_same_turns() {
+    // Should a CLI stop printing command_lifecycle, the answers' user_message_uuids still say
+    // which messages were taken and that a turn ran.
+    for name in ["c3", "c4", "c6"] {
+        let all = records(name);
+        let without: Vec<Record> = all.iter().filter(|r| r.line["type"] != "command_lifecycle").cloned().collect();
+        let with = Conversation::from_log(Protocol::StreamJson, "claude-code", &all);
+        let bare = Conversation::from_log(Protocol::StreamJson, "claude-code", &without);
+        assert_eq!(bare.turns, with.turns, "{name}");
+        assert_eq!(bare.accepted, with.accepted, "{name}");
+        assert!(bare.pending.is_empty(), "{name}");
+        assert_eq!(bare.usage, with.usage, "{name}");
+    }
+}
+
+#[test]
 fn claude_can_use_tool_is_an_open_approval_until_answered() {
     let asked = claude("c6", 1_500);
     let (s, evidence, since) = state(&asked, 1_500);
