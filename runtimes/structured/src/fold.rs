@@ -272,6 +272,7 @@ impl Conversation {
                     self.request_messages.insert(request, id.clone());
                 }
                 if let Some(id) = id {
+                    self.lost.remove(&id);
                     if !self.accepted.contains(&id) {
                         self.pending.insert(id.clone(), t);
                         self.sent_texts.insert(id.clone(), crate::ids::text_hash(&text));
@@ -307,11 +308,7 @@ impl Conversation {
                 }
                 self.accept(id);
             }
-            Event::Conversation(id) => {
-                if self.conversation.as_deref() != Some(&id) {
-                    self.conversation = Some(id);
-                }
-            }
+            Event::Conversation(id) => self.conversation = Some(id),
             Event::Ready => {
                 if !self.ready {
                     self.ready = true;

@@ -466,6 +466,13 @@ fn a_new_run_without_an_exit_record_ends_the_old_runs_turn() {
     }
     assert_eq!(c.turns, 2);
     assert_eq!(c.activity(T0 + 15_300, STUCK).0, Activity::Idle);
+    // Sent again, a lost message is pending, no longer lost.
+    let again = serde_json::json!({"n": 90, "t": T0 + 16_000, "run": 2, "src": "aoctl",
+        "line": outbound::claude::user("22222222-2222-4222-8222-222222222222", "during one")});
+    c.apply(&Record::from_value(again).unwrap());
+    assert_eq!(c.lost.len(), 1);
+    assert!(c.pending.contains_key("22222222-2222-4222-8222-222222222222"));
+    assert_eq!(c.activity(T0 + 16_000, STUCK).0, Activity::Working);
 }
 
 #[test]
