@@ -9,33 +9,16 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::fold::Approval;
-use crate::{rpc_id, short, str_at, Ended, Event, Record, Src, Tokens};
-
-/// The events one record of an ACP log means; `outstanding` maps our open requests' ids to their
-/// methods.
-pub fn events(rec: &Record, outstanding: &BTreeMap<String, String>) -> Vec<Event> {
-    let v = &rec.line;
-    match rec.src {
-        Src::In => inbound(v),
-        Src::Out => outbound(v, rec.t, outstanding),
-        Src::Holder => vec![],
-    }
-}
-
-/// The text of a prompt's content blocks.
-fn prompt_text(prompt: Option<&Value>) -> String {
-    let blocks = prompt.and_then(Value::as_array);
-    blocks.into_iter().flatten().filter_map(|b| str_at(b, "text")).collect::<Vec<_>>().join("\n")
-}
+use crate::{rpc_id, short, str_at, texts, Ended, Event, Tokens};
 
 /// What a line the controller wrote means.
-fn inbound(v: &Value) -> Vec<Event> {
+pub(crate) fn inbound(v: &Value) -> Vec<Event> {
     let id = v.get("id").and_then(rpc_id);
     match (str_at(v, "method"), id) {
         (Some(method), Some(id)) => {
             let mut out = vec![Event::Requested { id: id.clone(), method: method.to_string() }];
             if method == "session/prompt" {
-                let text = prompt_text(v.get("params").and_then(|p| p.get("prompt")));
+                let text = texts(v.get("params").and_then(|p| p.get("prompt")));
                 out.push(Event::Sent { id: Some(id.clone()), text, request: Some(id.clone()) });
                 out.push(Event::TurnStarted { turn: Some(id.clone()), message: Some(id) });
             }
@@ -58,7 +41,7 @@ fn inbound(v: &Value) -> Vec<Event> {
 }
 
 /// What a line the agent printed means.
-fn outbound(v: &Value, t: i64, outstanding: &BTreeMap<String, String>) -> Vec<Event> {
+pub(crate) fn outbound(v: &Value, t: i64, outstanding: &BTreeMap<String, String>) -> Vec<Event> {
     let id = v.get("id").and_then(rpc_id);
     let params = v.get("params").unwrap_or(&Value::Null);
     match (str_at(v, "method"), id) {

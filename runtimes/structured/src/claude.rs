@@ -5,17 +5,7 @@
 use serde_json::Value;
 
 use crate::fold::Approval;
-use crate::{short, str_at, Ended, Event, Record, Src, Tokens};
-
-/// The events one record of a stream-json log means.
-pub fn events(rec: &Record) -> Vec<Event> {
-    let v = &rec.line;
-    match rec.src {
-        Src::In => inbound(v),
-        Src::Out => outbound(v, rec.t),
-        Src::Holder => vec![],
-    }
-}
+use crate::{short, str_at, Ended, Event, Tokens};
 
 /// The text of a user message's `content`: a string, or the text blocks of a list.
 pub fn content_text(content: &Value) -> String {
@@ -32,7 +22,7 @@ pub fn content_text(content: &Value) -> String {
 }
 
 /// What a line the controller wrote means.
-fn inbound(v: &Value) -> Vec<Event> {
+pub(crate) fn inbound(v: &Value) -> Vec<Event> {
     match str_at(v, "type") {
         Some("user") => {
             let text = v.get("message").and_then(|m| m.get("content")).map(content_text).unwrap_or_default();
@@ -52,7 +42,7 @@ fn inbound(v: &Value) -> Vec<Event> {
 }
 
 /// What a line the agent printed means.
-fn outbound(v: &Value, t: i64) -> Vec<Event> {
+pub(crate) fn outbound(v: &Value, t: i64) -> Vec<Event> {
     let mut out = vec![];
     if let Some(s) = str_at(v, "session_id") {
         out.push(Event::Conversation(s.to_string()));

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::fold::Approval;
-use crate::{rpc_id, short, str_at, Ended, Event, Record, Src, Tokens};
+use crate::{rpc_id, short, str_at, texts, Ended, Event, Tokens};
 
 /// A turn of a thread as `thread/resume` (or `thread/turns/list`) answers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,32 +42,15 @@ pub fn past_turns(thread: &Value) -> Vec<PastTurn> {
         .collect()
 }
 
-/// The events one record of an app-server log means; `outstanding` maps our open requests' ids to
-/// their methods.
-pub fn events(rec: &Record, outstanding: &BTreeMap<String, String>) -> Vec<Event> {
-    let v = &rec.line;
-    match rec.src {
-        Src::In => inbound(v),
-        Src::Out => outbound(v, rec.t, outstanding),
-        Src::Holder => vec![],
-    }
-}
-
-/// The text of a `turn/start` input list.
-fn input_text(input: Option<&Value>) -> String {
-    let items = input.and_then(Value::as_array);
-    items.into_iter().flatten().filter_map(|i| str_at(i, "text")).collect::<Vec<_>>().join("\n")
-}
-
 /// What a line the controller wrote means.
-fn inbound(v: &Value) -> Vec<Event> {
+pub(crate) fn inbound(v: &Value) -> Vec<Event> {
     let id = v.get("id").and_then(rpc_id);
     match (str_at(v, "method"), id) {
         (Some(method), Some(id)) => {
             let mut out = vec![Event::Requested { id: id.clone(), method: method.to_string() }];
             if matches!(method, "turn/start" | "turn/steer") {
                 let p = v.get("params").unwrap_or(&Value::Null);
-                let text = input_text(p.get("input"));
+                let text = texts(p.get("input"));
                 out.push(Event::Sent {
                     id: str_at(p, "clientUserMessageId").map(str::to_string),
                     text,
@@ -92,7 +75,7 @@ fn inbound(v: &Value) -> Vec<Event> {
 }
 
 /// What a line the server printed means.
-fn outbound(v: &Value, t: i64, outstanding: &BTreeMap<String, String>) -> Vec<Event> {
+pub(crate) fn outbound(v: &Value, t: i64, outstanding: &BTreeMap<String, String>) -> Vec<Event> {
     let id = v.get("id").and_then(rpc_id);
     let params = v.get("params").unwrap_or(&Value::Null);
     match (str_at(v, "method"), id) {

@@ -142,12 +142,22 @@ impl Protocol {
         if rec.line.is_null() {
             return if rec.src == Src::Out { vec![Event::NotJson] } else { vec![] };
         }
-        match self {
-            Protocol::StreamJson => claude::events(rec),
-            Protocol::AppServer => codex::events(rec, outstanding),
-            Protocol::Acp => acp::events(rec, outstanding),
+        let (v, t) = (&rec.line, rec.t);
+        match (self, rec.src == Src::In) {
+            (Protocol::StreamJson, true) => claude::inbound(v),
+            (Protocol::StreamJson, false) => claude::outbound(v, t),
+            (Protocol::AppServer, true) => codex::inbound(v),
+            (Protocol::AppServer, false) => codex::outbound(v, t, outstanding),
+            (Protocol::Acp, true) => acp::inbound(v),
+            (Protocol::Acp, false) => acp::outbound(v, t, outstanding),
         }
     }
+}
+
+/// The texts of a list of content parts (an ACP prompt, a Codex turn's input), one a line.
+pub(crate) fn texts(list: Option<&Value>) -> String {
+    let items = list.and_then(Value::as_array);
+    items.into_iter().flatten().filter_map(|i| str_at(i, "text")).collect::<Vec<_>>().join("\n")
 }
 
 /// What the holder's records mean.
