@@ -106,6 +106,16 @@ class Standin:
         return [e for e in found if (n is None or e["n"] == n) and (event is None or e["event"] == event)
                 and e["n"] > since]
 
+    def settled_entries(self, n, timeout=5.0):
+        """Request `n`'s log lines once its `done` line is there (written after the answer is
+        sent, so a client can read the answer first), waiting at most `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.entries(n)
+            if any(e["event"] == "done" for e in found) or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
+
     def last_n(self):
         """The number of the newest request, 0 before any."""
         return max((e["n"] for e in self.entries(event="request")), default=0)
@@ -585,7 +595,7 @@ class RateLimitTest(unittest.TestCase):
                 self.assertEqual((status, headers.get("retry-after"), headers.get("Content-Type")),
                                  (429, "7", "application/json"))
                 self.assertEqual(json.loads(raw), error)
-                self.assertEqual([(e["event"], e.get("seconds")) for e in self.s.entries(n)],
+                self.assertEqual([(e["event"], e.get("seconds")) for e in self.s.settled_entries(n)],
                                  [("request", None), ("rate-limited", 7), ("done", None)])
 
     def test_anthropic_messages(self):
